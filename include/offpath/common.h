@@ -1,0 +1,106 @@
+/* offpath common services: status codes, logging, clock, statistics.
+ * Everything else in offpath depends on this header; it depends on nothing. */
+#ifndef OFFPATH_COMMON_H
+#define OFFPATH_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define OP_API __attribute__((visibility("default")))
+#define OP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define OP_API
+#define OP_PRINTF(f, a)
+#endif
+
+/* One status type for the project (as UCX's ucs_status_t): 0 is success,
+ * positive values mean "still in progress", negative values are errors. */
+typedef enum op_status {
+    OP_OK = 0,
+    OP_INPROGRESS = 1,
+    OP_ERR_INVAL = -1,       /* a parameter is out of range */
+    OP_ERR_NOMEM = -2,
+    OP_ERR_IO = -3,          /* a system call failed */
+    OP_ERR_TRUNCATED = -4,   /* a buffer ended before the structure did */
+    OP_ERR_MALFORMED = -5,   /* a field holds a value the format forbids */
+    OP_ERR_TIMEOUT = -6,     /* a deadline expired */
+    OP_ERR_REFUSED = -7,     /* a switch refused (see the reason code) */
+    OP_ERR_UNSUPPORTED = -8, /* op, type or size the path cannot do */
+    OP_ERR_BUSY = -9,        /* an operation is already running */
+    OP_ERR_STATE = -10,      /* call not valid in the current state */
+    OP_ERR_NOSPACE = -11,    /* an output buffer is too small */
+} op_status_t;
+
+OP_API const char *op_status_str(op_status_t st);
+
+/* Log levels follow DOCA's numbering so a user's --log-level habits carry over. */
+enum op_log_level {
+    OP_LOG_DISABLE = 10,
+    OP_LOG_CRIT = 20,
+    OP_LOG_ERROR = 30,
+    OP_LOG_WARNING = 40,
+    OP_LOG_INFO = 50,
+    OP_LOG_DEBUG = 60,
+    OP_LOG_TRACE = 70,
+};
+
+/* A logger is a value, not a global: each component carries its own. */
+struct op_log {
+    int level;
+    const char *source; /* printed in each line, e.g. "switch" */
+    FILE *stream;       /* NULL means stderr */
+};
+
+OP_API void op_log_init(struct op_log *log, const char *source, int level);
+OP_API void op_log_write(const struct op_log *log, int level, const char *fmt, ...) OP_PRINTF(3, 4);
+OP_API int op_log_level_parse(const char *text); /* name or number; -1 if neither */
+
+#define OP_LOG(log, lvl, ...)                                                                      \
+    do {                                                                                           \
+        if ((log) != NULL && (lvl) <= (log)->level)                                                \
+            op_log_write((log), (lvl), __VA_ARGS__);                                               \
+    } while (0)
+#define OP_ERROR(log, ...) OP_LOG(log, OP_LOG_ERROR, __VA_ARGS__)
+#define OP_WARN(log, ...) OP_LOG(log, OP_LOG_WARNING, __VA_ARGS__)
+#define OP_INFO(log, ...) OP_LOG(log, OP_LOG_INFO, __VA_ARGS__)
+#define OP_DEBUG(log, ...) OP_LOG(log, OP_LOG_DEBUG, __VA_ARGS__)
+
+/* Monotonic nanoseconds. Engines never call this: drivers pass "now" in. */
+OP_API uint64_t op_now_ns(void);
+
+#define OP_NS_PER_US 1000ull
+#define OP_NS_PER_MS 1000000ull
+#define OP_NS_PER_S 1000000000ull
+
+/* Deterministic pseudo-random numbers (xorshift64*), a value per user. */
+struct op_rng {
+    uint64_t s;
+};
+OP_API void op_rng_seed(struct op_rng *r, uint64_t seed);
+OP_API uint64_t op_rng_next(struct op_rng *r);
+OP_API double op_rng_unit(struct op_rng *r); /* uniform in [0, 1) */
+
+/* Sample statistics (latencies): keeps every sample, sorts on demand. */
+struct op_samples {
+    double *v;
+    size_t n, cap;
+    int sorted;
+};
+OP_API void op_samples_init(struct op_samples *s);
+OP_API void op_samples_free(struct op_samples *s);
+OP_API op_status_t op_samples_add(struct op_samples *s, double x);
+OP_API double op_samples_percentile(struct op_samples *s, double p); /* p in [0,100] */
+OP_API double op_samples_mean(const struct op_samples *s);
+OP_API double op_samples_stdev(const struct op_samples *s);
+
+/* Parsing helpers for command lines and config: strict, whole-string. */
+OP_API op_status_t op_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+OP_API op_status_t op_parse_double(const char *text, double min, double max, double *out);
+/* "a.b.c.d" or "a.b.c.d:port" into host-order address and port (port left alone if absent). */
+OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
+OP_API void op_format_ipv4(uint32_t addr, char out[16]);
+
+#endif

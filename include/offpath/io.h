@@ -1,0 +1,95 @@
+/* offpath packet I/O: one burst interface, several backends.
+ * A packet here is a RoCEv2 UDP payload plus its flow (addresses, ports).
+ * Backends: "udp" (recvmmsg/sendmmsg on an unconnected socket with DF set, so
+ * the kernel sends IPv4 Identification 0 and the ICRC we compute validates on
+ * the wire), and a fault injector that wraps any backend. */
+#ifndef OFFPATH_IO_H
+#define OFFPATH_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+#include "offpath/wire.h"
+
+#define OP_IO_BURST 64
+#define OP_IO_BUF_SIZE 9216 /* room for a jumbo frame's UDP payload */
+
+struct op_pkt {
+    struct op_flow flow; /* as received: src is the sender; as sent: dst is the target */
+    uint32_t len;
+    uint8_t *data; /* OP_IO_BUF_SIZE bytes, owned by whoever allocated the pkt */
+};
+
+struct op_io;
+
+/* Backend operations (one typedef per slot, as UCX's uct_iface_ops). */
+typedef int (*op_io_recv_fn)(struct op_io *io, struct op_pkt *pkts, int max);
+typedef int (*op_io_send_fn)(struct op_io *io, const struct op_pkt *pkts, int n);
+typedef int (*op_io_fd_fn)(const struct op_io *io);
+typedef uint64_t (*op_io_deadline_fn)(const struct op_io *io);
+typedef void (*op_io_poll_fn)(struct op_io *io, uint64_t now_ns);
+typedef void (*op_io_close_fn)(struct op_io *io);
+
+struct op_io_ops {
+    const char *name;
+    op_io_recv_fn recv;   /* non-blocking: returns packets read (0 none), or -errno */
+    op_io_send_fn send;   /* returns packets sent (a short count means the rest were dropped) */
+    op_io_fd_fn fd;       /* pollable descriptor for readability */
+    op_io_deadline_fn deadline; /* next time the backend wants poll() called; UINT64_MAX none */
+    op_io_poll_fn poll;   /* run timers (delayed packets) */
+    op_io_close_fn close;
+};
+
+struct op_io {
+    const struct op_io_ops *ops;
+    uint32_t local_ip; /* host order */
+    uint16_t local_port;
+    uint64_t rx_pkts, tx_pkts, tx_drops;
+};
+
+/* Open a UDP endpoint bound to ip:port (host order). */
+OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
+
+/* Wrap inner (taking ownership): each sent packet is dropped with probability
+ * drop, sent twice with probability dup, and held for delay_us microseconds. */
+struct op_fault_cfg {
+    double drop, dup;
+    uint32_t delay_us;
+    uint64_t seed;
+};
+OP_API op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg,
+                                    struct op_io **out);
+/* Counters of the fault layer (zero for other backends). */
+struct op_fault_stats {
+    uint64_t dropped, duplicated, delayed;
+};
+OP_API void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out);
+
+static inline int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return io->ops->recv(io, pkts, max);
+}
+static inline int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    return io->ops->send(io, pkts, n);
+}
+static inline int op_io_fd(const struct op_io *io) { return io->ops->fd(io); }
+static inline uint64_t op_io_deadline(const struct op_io *io) { return io->ops->deadline(io); }
+static inline void op_io_poll(struct op_io *io, uint64_t now) { io->ops->poll(io, now); }
+OP_API void op_io_close(struct op_io *io);
+
+/* A set of packet buffers (one allocation). */
+struct op_pktbuf {
+    struct op_pkt *pkts;
+    uint8_t *mem;
+    int n;
+};
+OP_API op_status_t op_pktbuf_init(struct op_pktbuf *b, int n);
+OP_API void op_pktbuf_free(struct op_pktbuf *b);
+
+/* Wait until io is readable or the deadline (absolute, op_now_ns clock) passes.
+ * Returns 1 readable, 0 deadline, -errno on error (EINTR returns 0). */
+OP_API int op_io_wait(const struct op_io *io, uint64_t deadline_ns);
+
+#endif

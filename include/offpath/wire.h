@@ -1,0 +1,274 @@
+/* offpath wire formats: RoCEv2 transport headers with the ICRC, and the INC
+ * (in-network compute) header and control payload carried in RoCEv2 UD sends.
+ * Pure functions over byte buffers: no sockets, no clocks, no allocation.
+ * Every decoder bounds-checks and returns an error instead of reading past the
+ * buffer. docs/wire.md shows every byte. */
+#ifndef OFFPATH_WIRE_H
+#define OFFPATH_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+
+#define OP_ROCE_UDP_PORT 4791
+#define OP_BTH_LEN 12
+#define OP_RETH_LEN 16
+#define OP_AETH_LEN 4
+#define OP_DETH_LEN 8
+#define OP_IMMDT_LEN 4
+#define OP_ICRC_LEN 4
+
+enum op_roce_opcode {
+    OP_RC_SEND_FIRST = 0x00,
+    OP_RC_SEND_MIDDLE = 0x01,
+    OP_RC_SEND_LAST = 0x02,
+    OP_RC_SEND_LAST_IMM = 0x03,
+    OP_RC_SEND_ONLY = 0x04,
+    OP_RC_SEND_ONLY_IMM = 0x05,
+    OP_RC_WRITE_FIRST = 0x06,
+    OP_RC_WRITE_MIDDLE = 0x07,
+    OP_RC_WRITE_LAST = 0x08,
+    OP_RC_WRITE_LAST_IMM = 0x09,
+    OP_RC_WRITE_ONLY = 0x0a,
+    OP_RC_WRITE_ONLY_IMM = 0x0b,
+    OP_RC_READ_REQUEST = 0x0c,
+    OP_RC_READ_RESP_FIRST = 0x0d,
+    OP_RC_READ_RESP_MIDDLE = 0x0e,
+    OP_RC_READ_RESP_LAST = 0x0f,
+    OP_RC_READ_RESP_ONLY = 0x10,
+    OP_RC_ACK = 0x11,
+    OP_RC_ATOMIC_ACK = 0x12,
+    OP_RC_CMP_SWAP = 0x13,
+    OP_RC_FETCH_ADD = 0x14,
+    OP_UC_BASE = 0x20,
+    OP_UD_SEND_ONLY = 0x64,
+    OP_UD_SEND_ONLY_IMM = 0x65,
+    OP_CNP = 0x81,
+};
+
+/* Base Transport Header, fields in host order. */
+struct op_bth {
+    uint8_t opcode;
+    bool se, migreq;
+    uint8_t padcnt; /* 0..3 */
+    uint8_t tver;   /* 0..15 */
+    uint16_t pkey;
+    bool fecn, becn;
+    uint32_t dest_qp; /* 24 bits */
+    bool ackreq;
+    uint32_t psn; /* 24 bits */
+};
+
+struct op_reth {
+    uint64_t va;
+    uint32_t rkey;
+    uint32_t dma_len;
+};
+
+struct op_aeth {
+    uint8_t syndrome;
+    uint32_t msn; /* 24 bits */
+};
+
+struct op_deth {
+    uint32_t qkey;
+    uint32_t src_qp; /* 24 bits */
+};
+
+/* Encoders write exactly the header's length into out (caller sizes it). */
+OP_API void op_bth_encode(const struct op_bth *h, uint8_t out[OP_BTH_LEN]);
+OP_API op_status_t op_bth_decode(const uint8_t *buf, size_t len, struct op_bth *h);
+OP_API void op_reth_encode(const struct op_reth *h, uint8_t out[OP_RETH_LEN]);
+OP_API op_status_t op_reth_decode(const uint8_t *buf, size_t len, struct op_reth *h);
+OP_API void op_aeth_encode(const struct op_aeth *h, uint8_t out[OP_AETH_LEN]);
+OP_API op_status_t op_aeth_decode(const uint8_t *buf, size_t len, struct op_aeth *h);
+OP_API void op_deth_encode(const struct op_deth *h, uint8_t out[OP_DETH_LEN]);
+OP_API op_status_t op_deth_decode(const uint8_t *buf, size_t len, struct op_deth *h);
+OP_API void op_immdt_encode(uint32_t imm, uint8_t out[OP_IMMDT_LEN]);
+OP_API op_status_t op_immdt_decode(const uint8_t *buf, size_t len, uint32_t *imm);
+
+/* zlib-compatible CRC-32 (reflected 0xEDB88320); crc starts at 0. */
+OP_API uint32_t op_crc32(uint32_t crc, const void *data, size_t len);
+
+/* The IPv4/UDP envelope of a RoCEv2 packet sent from an ordinary unconnected
+ * UDP socket with DF set (Identification 0). Addresses and ports host order. */
+struct op_flow {
+    uint32_t src_ip, dst_ip;
+    uint16_t src_port, dst_port;
+};
+
+/* ICRC over the IPv4 pseudo-frame built from flow plus the RoCEv2 bytes
+ * (BTH .. pad, without the ICRC itself). */
+OP_API uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len);
+/* ICRC of a captured frame starting at its IPv4 header: ip points to the IPv4
+ * header, len covers IP header .. end of the ICRC; the ICRC field is excluded. */
+OP_API op_status_t op_icrc_ipv4_frame(const uint8_t *ip, size_t len, uint32_t *icrc);
+/* Append the ICRC (little-endian) after len bytes; returns the new length or 0
+ * if cap is too small. */
+OP_API size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len, size_t cap);
+/* Check the trailing ICRC of a RoCEv2 UDP payload of len bytes. */
+OP_API bool op_icrc_check(const struct op_flow *flow, const uint8_t *roce, size_t len);
+
+/* Reduction operations and element types as coded on the wire (op_code,
+ * oper_and_type). The numbering is the bit position in the capability maps. */
+enum op_red_op {
+    OP_RED_SUM = 0,
+    OP_RED_PROD,
+    OP_RED_MIN,
+    OP_RED_MAX,
+    OP_RED_LAND,
+    OP_RED_LOR,
+    OP_RED_LXOR,
+    OP_RED_BAND,
+    OP_RED_BOR,
+    OP_RED_BXOR,
+    OP_RED_OP_COUNT_
+};
+
+enum op_red_type {
+    OP_RED_INT8 = 0,
+    OP_RED_INT16,
+    OP_RED_INT32,
+    OP_RED_INT64,
+    OP_RED_UINT8,
+    OP_RED_UINT16,
+    OP_RED_UINT32,
+    OP_RED_UINT64,
+    OP_RED_FLOAT32,
+    OP_RED_FLOAT64,
+    OP_RED_TYPE_COUNT_
+};
+
+OP_API size_t op_red_type_size(unsigned type); /* 0 for an unknown type */
+OP_API const char *op_red_type_name(unsigned type); /* "int8" .. "float64", NULL if unknown */
+OP_API const char *op_red_op_name(unsigned op);     /* "sum" .. "bxor", NULL if unknown */
+OP_API int op_red_type_parse(const char *name);     /* -1 if unknown */
+OP_API int op_red_op_parse(const char *name);       /* -1 if unknown */
+/* Bitwise ops on floating point make no sense (MPI forbids them too). */
+OP_API bool op_red_valid(unsigned op, unsigned type);
+
+/* ------------------------------------------------------------------------
+ * INC: in-network compute packets. Carried as RoCEv2 UD SEND_ONLY
+ * (BTH + DETH) to QP OP_INC_QPN with Q_Key OP_INC_QKEY; the INC header
+ * follows the DETH, then the payload (elements in network byte order, or the
+ * control payload), then the ICRC. */
+#define OP_INC_TAG 0x11223344u   /* the seed's tag, first word of the header */
+#define OP_INC_VERSION 1
+#define OP_INC_QKEY 0x494e4321u  /* "INC!" */
+#define OP_INC_QPN 0x00c0deu
+#define OP_INC_HDR_LEN 36
+#define OP_INC_CTRL_LEN 72
+/* BTH + DETH + INC header: the fixed prefix of every INC packet. */
+#define OP_INC_PREFIX_LEN (OP_BTH_LEN + OP_DETH_LEN + OP_INC_HDR_LEN)
+#define OP_INC_MAX_DATA 4096 /* largest data payload one packet carries */
+#define OP_INC_MAX_PKT (OP_INC_PREFIX_LEN + OP_INC_MAX_DATA + OP_ICRC_LEN)
+
+enum op_inc_kind {
+    OP_INC_KIND_DATA = 1, /* a contribution, a partial result, or a result */
+    OP_INC_KIND_CTRL = 2, /* control payload follows */
+};
+
+enum op_inc_flag {
+    OP_INC_F_RESULT = 0x01, /* data travelling down: the finished result */
+    OP_INC_F_RETX = 0x02,   /* sender retransmits after a timeout */
+};
+
+/* Reasons a switch gives when it refuses or drops (fail_cause, reason). */
+enum op_inc_reason {
+    OP_INC_R_NONE = 0,
+    OP_INC_R_NO_GROUP = 1,    /* no free group id */
+    OP_INC_R_NO_SLOT = 2,     /* no slot memory for the group's window */
+    OP_INC_R_UNSUPPORTED = 3, /* op, type, size or member count not supported */
+    OP_INC_R_BAD_TOKEN = 4,
+    OP_INC_R_NOT_MEMBER = 5,
+    OP_INC_R_MALFORMED = 6,
+    OP_INC_R_EXPIRED = 7, /* lease ran out */
+    OP_INC_R_CONFLICT = 8, /* inconsistent membership or parameters */
+    OP_INC_R_COUNT_
+};
+OP_API const char *op_inc_reason_str(unsigned reason);
+
+/* Control message types (low nibble of query_notify_hop; high nibble counts
+ * the switches the message passed). */
+enum op_inc_ctrl_type {
+    OP_INC_CTRL_QUERY = 1,
+    OP_INC_CTRL_NOTIFY = 2,
+    OP_INC_CTRL_REFUSE = 3,
+    OP_INC_CTRL_KILL = 4,
+};
+
+/* The INC header, host order. group_id is the seed's comm_id, op the op_code,
+ * dtype the oper_and_type, count the pkt_para_num, req_id the seed's 8-bit
+ * round counter (always seq & 0xff here). */
+struct op_inc_hdr {
+    uint8_t version;
+    uint8_t kind;
+    uint8_t flags;
+    uint8_t reason;
+    uint16_t group_id;
+    uint8_t op;
+    uint8_t dtype;
+    uint32_t src_rank;
+    uint64_t token;
+    uint32_t seq;
+    uint16_t slot;
+    uint16_t count;
+    uint8_t req_id;
+};
+
+/* The control payload: every field of the seed's control packet, plus ours. */
+struct op_inc_ctrl {
+    uint8_t sup_mpi_type;
+    uint8_t fail_cause;     /* enum op_inc_reason */
+    uint8_t master_num;     /* 1 Node mode, 2 Socket mode */
+    uint8_t query_notify_hop;
+    uint8_t sup_comm_type;  /* bit 0: allreduce */
+    uint16_t sup_allreduce_op; /* bit per enum op_red_op */
+    uint16_t sup_data_type;    /* bit per enum op_red_type */
+    uint16_t sup_max_data_size; /* bytes of data one packet may carry */
+    uint16_t global_group_size;
+    uint16_t local_group_size;
+    uint32_t true_comm_id;
+    uint32_t ava_grp_num;   /* free groups on the SPINE the query crossed */
+    uint32_t dst_rank;
+    uint32_t tor1_ip, spine_ip, tor2_ip;
+    uint32_t job_id;
+    uint32_t c_id;
+    uint32_t world_rank;
+    /* offpath additions */
+    uint32_t dst_ip;        /* host that the message is for (the master, or a member) */
+    uint32_t src_ip;        /* host that sent the query */
+    uint16_t window;        /* slots per group: smallest over the tree */
+    uint16_t max_children;  /* contributors one switch aggregates: smallest over the tree */
+    uint32_t lease_ms;      /* group freed after this long without traffic */
+};
+
+OP_API void op_inc_hdr_encode(const struct op_inc_hdr *h, uint8_t out[OP_INC_HDR_LEN]);
+OP_API op_status_t op_inc_hdr_decode(const uint8_t *buf, size_t len, struct op_inc_hdr *h);
+OP_API void op_inc_ctrl_encode(const struct op_inc_ctrl *c, uint8_t out[OP_INC_CTRL_LEN]);
+OP_API op_status_t op_inc_ctrl_decode(const uint8_t *buf, size_t len, struct op_inc_ctrl *c);
+
+/* A decoded INC packet: views into the caller's buffer. */
+struct op_inc_pkt {
+    struct op_bth bth;
+    struct op_deth deth;
+    struct op_inc_hdr hdr;
+    const uint8_t *payload; /* data elements (network order) or control payload */
+    size_t payload_len;
+};
+
+/* Is this RoCEv2 UDP payload an INC packet? Checks opcode, QP and Q_Key only;
+ * cheap enough to classify every packet a switch receives. */
+OP_API bool op_inc_is_inc(const uint8_t *roce, size_t len);
+/* Decode a whole INC packet (ICRC present but not checked here: that needs
+ * the flow). Data packets must carry exactly count elements of dtype; control
+ * packets exactly OP_INC_CTRL_LEN bytes. */
+OP_API op_status_t op_inc_decode(const uint8_t *roce, size_t len, struct op_inc_pkt *pkt);
+/* Build BTH + DETH + INC header + payload into out (no ICRC). psn goes into
+ * the BTH. Returns bytes written, 0 if cap is too small. */
+OP_API size_t op_inc_encode(const struct op_inc_hdr *h, uint32_t psn, const void *payload,
+                            size_t payload_len, uint8_t *out, size_t cap);
+
+#endif
