@@ -88,6 +88,26 @@ struct op_pktbuf {
 OP_API op_status_t op_pktbuf_init(struct op_pktbuf *b, int n);
 OP_API void op_pktbuf_free(struct op_pktbuf *b);
 
+/* Where protocol engines put the packets they want sent. The engine asks for
+ * the next free packet, fills it and commits it; when the queue is full it is
+ * handed to flush (the driver's: send it, or in tests, put it on a simulated
+ * link), which must empty it. So an engine multicasting to 1000 children
+ * needs no queue of 1000 and never touches a socket. */
+struct op_txq {
+    struct op_pkt *pkts;
+    int n, cap;
+    void (*flush)(void *ctx, struct op_txq *q);
+    void *ctx;
+};
+
+static inline struct op_pkt *op_txq_next(struct op_txq *q)
+{
+    if (q->n == q->cap)
+        q->flush(q->ctx, q);
+    return &q->pkts[q->n];
+}
+static inline void op_txq_commit(struct op_txq *q) { q->n++; }
+
 /* Wait until io is readable or the deadline (absolute, op_now_ns clock) passes.
  * Returns 1 readable, 0 deadline, -errno on error (EINTR returns 0). */
 OP_API int op_io_wait(const struct op_io *io, uint64_t deadline_ns);
