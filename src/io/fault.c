@@ -1,0 +1,235 @@
+/* Fault injection around any backend: on send each packet is dropped with
+ * probability drop, else sent, plus a second copy with probability dup. With
+ * delay_us > 0 the copies wait in a FIFO (the delay is constant, so release
+ * order is send order) until poll(now) finds them due.
+ *
+ * Held packets live in a byte arena used as a ring: descriptors record the
+ * offset of each packet; space is taken after the newest packet, wrapping to
+ * offset 0 when the end is too short. A full descriptor ring or arena drops
+ * the packet (counted both as a fault drop and in io.tx_drops).
+ *
+ * send returns n minus the copies the inner backend or the queue could not
+ * take (at least 0): fault drops are the emulated network's, not the caller's.
+ * On error op_io_fault_wrap leaves inner with the caller. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "offpath/io.h"
+
+#define FAULT_QUEUE 4096          /* packets held at most */
+#define FAULT_ARENA (8u << 20)    /* bytes held at most */
+
+struct held {
+    uint64_t release;
+    struct op_flow flow;
+    uint32_t len, off;
+};
+
+struct fault_io {
+    struct op_io io;
+    struct op_io *inner;
+    struct op_fault_cfg cfg;
+    struct op_rng rng;
+    struct op_fault_stats st;
+    struct held *q; /* ring of FAULT_QUEUE descriptors */
+    uint32_t q_first, q_n;
+    uint8_t *arena;
+    size_t arena_head; /* where the newest held packet ends */
+    struct op_pkt out[OP_IO_BURST]; /* batch on its way to inner */
+    int out_n;
+    int lost; /* copies that inner or the queue failed to take, this call */
+};
+
+static struct fault_io *fault_of(struct op_io *io)
+{
+    return (struct fault_io *)io;
+}
+
+static void flush(struct fault_io *f)
+{
+    if (f->out_n == 0)
+        return;
+    int r = op_io_send(f->inner, f->out, f->out_n);
+    if (r < 0)
+        r = 0;
+    f->io.tx_pkts += (uint64_t)r;
+    f->io.tx_drops += (uint64_t)(f->out_n - r);
+    f->lost += f->out_n - r;
+    f->out_n = 0;
+}
+
+static void stage(struct fault_io *f, const struct op_flow *flow, uint8_t *data, uint32_t len)
+{
+    f->out[f->out_n++] = (struct op_pkt){.flow = *flow, .len = len, .data = data};
+    if (f->out_n == OP_IO_BURST)
+        flush(f);
+}
+
+/* Offset for len bytes in the arena ring, or -1 when it is full. */
+static long arena_take(struct fault_io *f, uint32_t len)
+{
+    size_t need = len != 0 ? len : 1, at;
+    size_t tail = f->q_n != 0 ? f->q[f->q_first].off : 0;
+
+    if (f->q_n == 0)
+        f->arena_head = 0;
+    if (f->q_n == 0 || f->arena_head > tail) { /* free space: [head, end) and [0, tail) */
+        if (need <= FAULT_ARENA - f->arena_head)
+            at = f->arena_head;
+        else if (need < tail)
+            at = 0;
+        else
+            return -1;
+    } else if (need < tail - f->arena_head) { /* wrapped: free space [head, tail) */
+        at = f->arena_head;
+    } else {
+        return -1;
+    }
+    f->arena_head = at + need;
+    return (long)at;
+}
+
+static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
+{
+    long off = f->q_n < FAULT_QUEUE && p->len <= OP_IO_BUF_SIZE ? arena_take(f, p->len) : -1;
+
+    if (off < 0) {
+        f->st.dropped++;
+        f->io.tx_drops++;
+        f->lost++;
+        return;
+    }
+    memcpy(f->arena + off, p->data, p->len);
+    f->q[(f->q_first + f->q_n) % FAULT_QUEUE] =
+        (struct held){.release = release, .flow = p->flow, .len = p->len, .off = (uint32_t)off};
+    f->q_n++;
+    f->st.delayed++;
+}
+
+static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    struct fault_io *f = fault_of(io);
+    uint64_t release = f->cfg.delay_us != 0 ? op_now_ns() + f->cfg.delay_us * OP_NS_PER_US : 0;
+
+    f->lost = 0;
+    for (int i = 0; i < n; i++) {
+        if (op_rng_unit(&f->rng) < f->cfg.drop) {
+            f->st.dropped++;
+            continue;
+        }
+        int copies = 1;
+        if (f->cfg.dup > 0.0 && op_rng_unit(&f->rng) < f->cfg.dup) {
+            copies = 2;
+            f->st.duplicated++;
+        }
+        for (int c = 0; c < copies; c++) {
+            if (release != 0)
+                hold(f, &pkts[i], release);
+            else
+                stage(f, &pkts[i].flow, pkts[i].data, pkts[i].len);
+        }
+    }
+    flush(f);
+    return f->lost < n ? n - f->lost : 0;
+}
+
+static void fault_poll(struct op_io *io, uint64_t now_ns)
+{
+    struct fault_io *f = fault_of(io);
+
+    /* Popped packets stay intact in the arena until the next hold(). */
+    while (f->q_n != 0 && f->q[f->q_first].release <= now_ns) {
+        struct held *h = &f->q[f->q_first];
+        f->q_first = (f->q_first + 1) % FAULT_QUEUE;
+        f->q_n--;
+        stage(f, &h->flow, f->arena + h->off, h->len);
+    }
+    flush(f);
+    op_io_poll(f->inner, now_ns);
+}
+
+static uint64_t fault_deadline(const struct op_io *io)
+{
+    const struct fault_io *f = (const struct fault_io *)io;
+    uint64_t inner = op_io_deadline(f->inner);
+    uint64_t mine = f->q_n != 0 ? f->q[f->q_first].release : UINT64_MAX;
+
+    return mine < inner ? mine : inner;
+}
+
+static int fault_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct fault_io *f = fault_of(io);
+    int r = op_io_recv(f->inner, pkts, max);
+
+    if (r > 0)
+        io->rx_pkts += (uint64_t)r;
+    return r;
+}
+
+static int fault_fd(const struct op_io *io)
+{
+    return op_io_fd(((const struct fault_io *)io)->inner);
+}
+
+static void fault_close(struct op_io *io)
+{
+    struct fault_io *f = fault_of(io);
+
+    op_io_close(f->inner);
+    free(f->q);
+    free(f->arena);
+    free(f);
+}
+
+static const struct op_io_ops fault_ops = {
+    .name = "fault",
+    .recv = fault_recv,
+    .send = fault_send,
+    .fd = fault_fd,
+    .deadline = fault_deadline,
+    .poll = fault_poll,
+    .close = fault_close,
+};
+
+static int probability_ok(double p)
+{
+    return p >= 0.0 && p <= 1.0; /* false for NaN */
+}
+
+op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg,
+                             struct op_io **out)
+{
+    if (inner == NULL || cfg == NULL || out == NULL || !probability_ok(cfg->drop) ||
+        !probability_ok(cfg->dup))
+        return OP_ERR_INVAL;
+    struct fault_io *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return OP_ERR_NOMEM;
+    if (cfg->delay_us != 0) {
+        f->q = malloc(FAULT_QUEUE * sizeof *f->q);
+        f->arena = malloc(FAULT_ARENA);
+        if (f->q == NULL || f->arena == NULL) {
+            free(f->q);
+            free(f->arena);
+            free(f);
+            return OP_ERR_NOMEM;
+        }
+    }
+    f->io = (struct op_io){.ops = &fault_ops,
+                           .local_ip = inner->local_ip,
+                           .local_port = inner->local_port};
+    f->inner = inner;
+    f->cfg = *cfg;
+    op_rng_seed(&f->rng, cfg->seed);
+    *out = &f->io;
+    return OP_OK;
+}
+
+void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out)
+{
+    if (io != NULL && io->ops == &fault_ops)
+        *out = ((const struct fault_io *)io)->st;
+    else
+        *out = (struct op_fault_stats){0, 0, 0};
+}

@@ -1,0 +1,69 @@
+/* Backend-independent io helpers: close, packet buffers, waiting. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "offpath/io.h"
+
+void op_io_close(struct op_io *io)
+{
+    if (io != NULL)
+        io->ops->close(io);
+}
+
+/* Buffers first (9216 is a multiple of 64, so each one stays aligned as the
+ * allocation is), then the packet array, all in one zeroed allocation. */
+op_status_t op_pktbuf_init(struct op_pktbuf *b, int n)
+{
+    b->pkts = NULL;
+    b->mem = NULL;
+    b->n = 0;
+    if (n <= 0 || (size_t)n > SIZE_MAX / (OP_IO_BUF_SIZE + sizeof(struct op_pkt)))
+        return OP_ERR_INVAL;
+    size_t data = (size_t)n * OP_IO_BUF_SIZE;
+    uint8_t *mem = calloc(1, data + (size_t)n * sizeof(struct op_pkt));
+    if (mem == NULL)
+        return OP_ERR_NOMEM;
+    b->mem = mem;
+    b->pkts = (struct op_pkt *)(void *)(mem + data);
+    b->n = n;
+    for (int i = 0; i < n; i++)
+        b->pkts[i].data = mem + (size_t)i * OP_IO_BUF_SIZE;
+    return OP_OK;
+}
+
+void op_pktbuf_free(struct op_pktbuf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->mem);
+    b->mem = NULL;
+    b->pkts = NULL;
+    b->n = 0;
+}
+
+int op_io_wait(const struct op_io *io, uint64_t deadline_ns)
+{
+    struct pollfd pfd = {.fd = op_io_fd(io), .events = POLLIN};
+    struct timespec ts = {0, 0};
+    const struct timespec *tsp = &ts;
+
+    if (deadline_ns == UINT64_MAX) {
+        tsp = NULL;
+    } else {
+        uint64_t now = op_now_ns();
+        if (deadline_ns > now) {
+            uint64_t left = deadline_ns - now;
+            ts.tv_sec = (time_t)(left / OP_NS_PER_S);
+            ts.tv_nsec = (long)(left % OP_NS_PER_S);
+        }
+    }
+    int r = ppoll(&pfd, 1, tsp, NULL);
+    if (r > 0)
+        return 1;
+    if (r == 0 || errno == EINTR)
+        return 0;
+    return -errno;
+}

@@ -1,0 +1,577 @@
+/* Contract tests for src/io: the udp backend over loopback (127.0.0.21 and
+ * 127.0.0.22, ports chosen by the kernel), the fault wrapper, waiting and
+ * packet buffers. Every wait is bounded by a deadline. */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "offpath/io.h"
+
+#define IP_A 0x7f000015u /* 127.0.0.21 */
+#define IP_B 0x7f000016u /* 127.0.0.22 */
+#define IP_NOBODY 0x7f000017u /* 127.0.0.23: nothing bound there */
+#define MAX_IDX 4096
+
+struct pair {
+    struct op_io *a, *b;
+    struct op_pktbuf tx, rx;
+    int seen[MAX_IDX];
+};
+
+static int setup_pair(void **state)
+{
+    struct pair *p = calloc(1, sizeof *p);
+
+    if (p == NULL || op_io_udp_open(IP_A, 0, &p->a) != OP_OK ||
+        op_io_udp_open(IP_B, 0, &p->b) != OP_OK || op_pktbuf_init(&p->tx, 256) != OP_OK ||
+        op_pktbuf_init(&p->rx, OP_IO_BURST) != OP_OK)
+        return -1;
+    *state = p;
+    return 0;
+}
+
+static int teardown_pair(void **state)
+{
+    struct pair *p = *state;
+
+    op_io_close(p->a);
+    op_io_close(p->b);
+    op_pktbuf_free(&p->tx);
+    op_pktbuf_free(&p->rx);
+    free(p);
+    return 0;
+}
+
+/* Packet i: 4-byte index, 4-byte length, then bytes (i + j) & 0xff. */
+static uint32_t payload_len(uint32_t i)
+{
+    return 8 + (i * 37) % 1400;
+}
+
+static void fill_len(struct op_pkt *pkt, uint32_t i, uint32_t len, uint32_t dst_ip,
+                     uint16_t dst_port)
+{
+    pkt->len = len;
+    memcpy(pkt->data, &i, 4);
+    memcpy(pkt->data + 4, &len, 4);
+    for (uint32_t j = 8; j < len; j++)
+        pkt->data[j] = (uint8_t)(i + j);
+    pkt->flow = (struct op_flow){.dst_ip = dst_ip, .dst_port = dst_port};
+}
+
+static void fill(struct op_pkt *pkt, uint32_t i, uint32_t dst_ip, uint16_t dst_port)
+{
+    fill_len(pkt, i, payload_len(i), dst_ip, dst_port);
+}
+
+/* The index of a well-formed packet, or -1. */
+static int check_payload(const uint8_t *data, uint32_t len)
+{
+    uint32_t i, stored;
+
+    if (len < 8)
+        return -1;
+    memcpy(&i, data, 4);
+    memcpy(&stored, data + 4, 4);
+    if (i >= MAX_IDX || len != stored)
+        return -1;
+    for (uint32_t j = 8; j < len; j++)
+        if (data[j] != (uint8_t)(i + j))
+            return -1;
+    return (int)i;
+}
+
+static void fill_burst(struct pair *p, int n, const struct op_io *to)
+{
+    for (int i = 0; i < n; i++)
+        fill(&p->tx.pkts[i], (uint32_t)i, to->local_ip, to->local_port);
+}
+
+/* Receives on io until want packets came or timeout_ms passed; counts each
+ * index in p->seen and checks the flow against from -> io. */
+static int drain(struct pair *p, struct op_io *io, const struct op_io *from, int want,
+                 unsigned timeout_ms)
+{
+    uint64_t deadline = op_now_ns() + timeout_ms * OP_NS_PER_MS;
+    int got = 0;
+
+    while (got < want) {
+        int r = op_io_recv(io, p->rx.pkts, p->rx.n);
+        assert_true(r >= 0);
+        for (int k = 0; k < r; k++) {
+            const struct op_pkt *pkt = &p->rx.pkts[k];
+            int idx = check_payload(pkt->data, pkt->len);
+            assert_true(idx >= 0);
+            p->seen[idx]++;
+            assert_int_equal(pkt->flow.src_ip, from->local_ip);
+            assert_int_equal(pkt->flow.src_port, from->local_port);
+            assert_int_equal(pkt->flow.dst_ip, io->local_ip);
+            assert_int_equal(pkt->flow.dst_port, io->local_port);
+        }
+        got += r;
+        if (r == 0 && op_io_wait(io, deadline) == 0 && op_now_ns() >= deadline)
+            break;
+    }
+    return got;
+}
+
+static void test_udp_open(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *dup = NULL;
+    struct op_fault_stats st = {1, 1, 1};
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+
+    assert_string_equal(p->a->ops->name, "udp");
+    assert_int_equal(p->a->local_ip, IP_A);
+    assert_int_equal(p->b->local_ip, IP_B);
+    assert_int_not_equal(p->a->local_port, 0);
+    assert_true(op_io_fd(p->a) >= 0);
+    assert_int_equal(getsockname(op_io_fd(p->a), (struct sockaddr *)&sa, &len), 0);
+    assert_int_equal(ntohs(sa.sin_port), p->a->local_port);
+    assert_int_equal(ntohl(sa.sin_addr.s_addr), IP_A);
+    assert_true(op_io_deadline(p->a) == UINT64_MAX);
+    op_io_poll(p->a, op_now_ns());
+    op_io_fault_stats(p->a, &st);
+    assert_true(st.dropped == 0 && st.duplicated == 0 && st.delayed == 0);
+    /* SO_REUSEADDR is off: the same address cannot be bound twice */
+    assert_int_equal(op_io_udp_open(IP_A, p->a->local_port, &dup), OP_ERR_IO);
+    assert_null(dup);
+    assert_int_equal(op_io_recv(p->a, p->rx.pkts, p->rx.n), 0);
+    op_io_close(NULL);
+}
+
+static void test_udp_burst(void **state)
+{
+    struct pair *p = *state;
+
+    fill_burst(p, OP_IO_BURST, p->b);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, OP_IO_BURST), OP_IO_BURST);
+    assert_int_equal(drain(p, p->b, p->a, OP_IO_BURST, 2000), OP_IO_BURST);
+    for (int i = 0; i < OP_IO_BURST; i++)
+        assert_int_equal(p->seen[i], 1);
+    assert_int_equal(p->a->tx_pkts, OP_IO_BURST);
+    assert_int_equal(p->a->tx_drops, 0);
+    assert_int_equal(p->b->rx_pkts, OP_IO_BURST);
+    /* nothing more arrives */
+    assert_int_equal(drain(p, p->b, p->a, 1, 20), 0);
+}
+
+/* More than one sendmmsg batch per call, and a receiver asking for few. */
+static void test_udp_multi_batch(void **state)
+{
+    struct pair *p = *state;
+    int got = 0;
+
+    fill_burst(p, 200, p->a);
+    assert_int_equal(op_io_send(p->b, p->tx.pkts, 200), 200);
+    uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
+    while (got < 200 && op_now_ns() < deadline) {
+        int r = op_io_recv(p->a, p->rx.pkts, 7);
+        assert_true(r >= 0 && r <= 7);
+        for (int k = 0; k < r; k++)
+            p->seen[check_payload(p->rx.pkts[k].data, p->rx.pkts[k].len)]++;
+        got += r;
+        if (r == 0)
+            op_io_wait(p->a, deadline);
+    }
+    assert_int_equal(got, 200);
+    for (int i = 0; i < 200; i++)
+        assert_int_equal(p->seen[i], 1);
+}
+
+/* A destination nobody listens on, and one the kernel refuses (port 0),
+ * must not stop the packets around them. */
+static void test_udp_bad_destination(void **state)
+{
+    struct pair *p = *state;
+
+    for (int round = 0; round < 3; round++) {
+        fill(&p->tx.pkts[0], 0, IP_NOBODY, p->a->local_port);
+        fill(&p->tx.pkts[1], 1, p->b->local_ip, p->b->local_port);
+        fill(&p->tx.pkts[2], 2, p->b->local_ip, 0); /* EINVAL */
+        fill(&p->tx.pkts[3], 3, p->b->local_ip, p->b->local_port);
+        fill(&p->tx.pkts[4], 4, IP_NOBODY, p->a->local_port);
+        uint64_t t0 = op_now_ns();
+        assert_int_equal(op_io_send(p->a, p->tx.pkts, 5), 4);
+        assert_true(op_now_ns() - t0 < 100 * OP_NS_PER_MS);
+        assert_int_equal(drain(p, p->b, p->a, 2, 2000), 2);
+        assert_int_equal(p->a->tx_drops, (uint64_t)round + 1);
+    }
+    assert_int_equal(p->seen[1], 3);
+    assert_int_equal(p->seen[3], 3);
+    assert_int_equal(p->seen[0] + p->seen[2] + p->seen[4], 0);
+    assert_int_equal(op_io_recv(p->a, p->rx.pkts, p->rx.n), 0); /* no error surfaces */
+}
+
+/* A datagram larger than OP_IO_BUF_SIZE is dropped, not returned cut short. */
+static void test_udp_truncated(void **state)
+{
+    struct pair *p = *state;
+    static uint8_t big[OP_IO_BUF_SIZE + 100];
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons(p->b->local_port),
+                             .sin_addr.s_addr = htonl(IP_B)};
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(sendto(fd, big, sizeof big, 0, (struct sockaddr *)&to, sizeof to),
+                     (ssize_t)sizeof big);
+    close(fd);
+    fill(&p->tx.pkts[0], 9, p->b->local_ip, p->b->local_port);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
+    assert_int_equal(drain(p, p->b, p->a, 2, 100), 1);
+    assert_int_equal(p->seen[9], 1);
+}
+
+/* Bound to 0.0.0.0, the local address of each datagram is still reported. */
+static void test_udp_wildcard(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *any;
+
+    assert_int_equal(op_io_udp_open(0, 0, &any), OP_OK);
+    fill(&p->tx.pkts[0], 5, 0x7f000018u, any->local_port);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
+    uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
+    int r = 0;
+    while (r == 0 && op_io_wait(any, deadline) == 1)
+        r = op_io_recv(any, p->rx.pkts, p->rx.n);
+    assert_int_equal(r, 1);
+    assert_int_equal(p->rx.pkts[0].flow.dst_ip, 0x7f000018u);
+    assert_int_equal(p->rx.pkts[0].flow.dst_port, any->local_port);
+    assert_int_equal(p->rx.pkts[0].flow.src_ip, IP_A);
+    op_io_close(any);
+}
+
+static struct op_io *wrap_a(struct pair *p, double drop, double dup, uint32_t delay_us)
+{
+    struct op_fault_cfg cfg = {.drop = drop, .dup = dup, .delay_us = delay_us, .seed = 42};
+    struct op_io *f = NULL;
+
+    assert_int_equal(op_io_fault_wrap(p->a, &cfg, &f), OP_OK);
+    assert_string_equal(f->ops->name, "fault");
+    assert_int_equal(f->local_ip, IP_A);
+    assert_int_equal(f->local_port, p->a->local_port);
+    assert_int_equal(op_io_fd(f), op_io_fd(p->a));
+    p->a = f; /* the wrapper owns the socket now; teardown closes both */
+    return f;
+}
+
+static void test_fault_drop_all(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = wrap_a(p, 1.0, 0.0, 0);
+    struct op_fault_stats st;
+
+    fill_burst(p, OP_IO_BURST, p->b);
+    assert_int_equal(op_io_send(f, p->tx.pkts, OP_IO_BURST), OP_IO_BURST);
+    assert_int_equal(drain(p, p->b, f, 1, 50), 0);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.dropped, OP_IO_BURST);
+    assert_int_equal(st.duplicated, 0);
+    assert_int_equal(f->tx_pkts, 0);
+}
+
+static void test_fault_dup_all(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = wrap_a(p, 0.0, 1.0, 0);
+    struct op_fault_stats st;
+
+    fill_burst(p, OP_IO_BURST, p->b);
+    assert_int_equal(op_io_send(f, p->tx.pkts, OP_IO_BURST), OP_IO_BURST);
+    assert_int_equal(drain(p, p->b, f, 2 * OP_IO_BURST, 2000), 2 * OP_IO_BURST);
+    for (int i = 0; i < OP_IO_BURST; i++)
+        assert_int_equal(p->seen[i], 2);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.duplicated, OP_IO_BURST);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(f->tx_pkts, 2 * OP_IO_BURST);
+    /* the reverse direction goes through recv of the wrapper */
+    fill(&p->tx.pkts[0], 77, IP_A, f->local_port);
+    assert_int_equal(op_io_send(p->b, p->tx.pkts, 1), 1);
+    assert_int_equal(drain(p, f, p->b, 1, 2000), 1);
+    assert_int_equal(f->rx_pkts, 1);
+}
+
+/* 2000 packets at 30% loss: mean 600, sd 20.5; the band is +-7 sd. */
+static void test_fault_drop_rate(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = wrap_a(p, 0.3, 0.0, 0);
+    struct op_fault_stats st;
+    int got = 0;
+
+    for (int round = 0; round < 2000 / 100; round++) {
+        for (int i = 0; i < 100; i++)
+            fill(&p->tx.pkts[i], (uint32_t)(round * 100 + i), IP_B, p->b->local_port);
+        assert_int_equal(op_io_send(f, p->tx.pkts, 100), 100);
+        op_io_fault_stats(f, &st);
+        got += drain(p, p->b, f, round * 100 + 100 - (int)st.dropped - got, 2000);
+    }
+    op_io_fault_stats(f, &st);
+    assert_in_range(st.dropped, 450, 750);
+    assert_int_equal(got, 2000 - (int)st.dropped);
+    for (int i = 0; i < 2000; i++)
+        assert_true(p->seen[i] <= 1);
+}
+
+static void test_fault_delay(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = wrap_a(p, 0.0, 0.0, 2000);
+    struct op_fault_stats st;
+
+    fill_burst(p, 8, p->b);
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_io_send(f, p->tx.pkts, 8), 8);
+    uint64_t t1 = op_now_ns();
+    uint64_t due = op_io_deadline(f);
+    assert_true(due >= t0 + 2 * OP_NS_PER_MS && due <= t1 + 2 * OP_NS_PER_MS);
+    /* held: nothing on the wire even once the delay has passed without poll */
+    assert_int_equal(op_io_wait(p->b, due + OP_NS_PER_MS), 0);
+    assert_int_equal(op_io_recv(p->b, p->rx.pkts, p->rx.n), 0);
+    op_io_poll(f, due - 1);
+    assert_true(op_io_deadline(f) == due);
+    assert_int_equal(f->tx_pkts, 0);
+    op_io_poll(f, op_now_ns());
+    assert_true(op_io_deadline(f) == UINT64_MAX);
+    assert_int_equal(f->tx_pkts, 8);
+    assert_int_equal(drain(p, p->b, f, 8, 2000), 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(p->seen[i], 1);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.delayed, 8);
+}
+
+static void test_fault_delay_dup(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = wrap_a(p, 0.0, 1.0, 1000);
+    struct op_fault_stats st;
+
+    fill_burst(p, 100, p->b);
+    assert_int_equal(op_io_send(f, p->tx.pkts, 100), 100);
+    uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
+    int got = 0;
+    while (got < 200 && op_now_ns() < deadline) {
+        uint64_t due = op_io_deadline(f);
+        op_io_wait(p->b, due < deadline ? due : deadline);
+        op_io_poll(f, op_now_ns());
+        got += drain(p, p->b, f, 200 - got, 0);
+    }
+    assert_int_equal(got, 200);
+    assert_int_equal(op_io_recv(p->b, p->rx.pkts, 0), 0);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(p->seen[i], 2);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.delayed, 200);
+    assert_int_equal(st.duplicated, 100);
+}
+
+static void test_fault_invalid(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *f = NULL;
+    struct op_fault_cfg bad[] = {{.drop = 1.5}, {.drop = -0.1}, {.dup = 2}, {.drop = NAN}};
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(op_io_fault_wrap(p->a, &bad[i], &f), OP_ERR_INVAL);
+    assert_null(f);
+    assert_int_equal(op_io_fault_wrap(NULL, &bad[0], &f), OP_ERR_INVAL);
+}
+
+/* A backend that records what it is given (no network), to check the
+ * wrapper's queue: overflow and the arena ring wrapping around. */
+struct capture {
+    struct op_io io;
+    int n, bad;
+    uint32_t idx[8192];
+};
+
+static int cap_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    struct capture *c = (struct capture *)io;
+
+    for (int i = 0; i < n; i++) {
+        int idx = check_payload(pkts[i].data, pkts[i].len);
+        if (idx < 0 || c->n == 8192)
+            c->bad++;
+        else
+            c->idx[c->n++] = (uint32_t)idx;
+    }
+    return n;
+}
+static int cap_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    (void)io, (void)pkts, (void)max;
+    return 0;
+}
+static int cap_fd(const struct op_io *io)
+{
+    (void)io;
+    return -1;
+}
+static uint64_t cap_deadline(const struct op_io *io)
+{
+    (void)io;
+    return UINT64_MAX;
+}
+static void cap_poll(struct op_io *io, uint64_t now)
+{
+    (void)io, (void)now;
+}
+static void cap_close(struct op_io *io)
+{
+    free(io);
+}
+static const struct op_io_ops cap_ops = {"capture", cap_recv, cap_send,  cap_fd,
+                                         cap_deadline, cap_poll, cap_close};
+
+static struct op_io *capture_wrapped(uint32_t delay_us, struct capture **cap)
+{
+    struct op_fault_cfg cfg = {.delay_us = delay_us, .seed = 1};
+    struct op_io *f;
+
+    *cap = calloc(1, sizeof **cap);
+    assert_non_null(*cap);
+    (*cap)->io.ops = &cap_ops;
+    assert_int_equal(op_io_fault_wrap(&(*cap)->io, &cfg, &f), OP_OK);
+    return f;
+}
+
+static void test_fault_queue_overflow(void **state)
+{
+    struct pair *p = *state;
+    struct capture *cap;
+    struct op_io *f = capture_wrapped(10 * 1000 * 1000, &cap);
+    struct op_pkt *many = calloc(5000, sizeof *many);
+    struct op_fault_stats st;
+
+    assert_non_null(many);
+    fill_len(&p->tx.pkts[0], 0, 8, IP_B, 1);
+    for (int i = 0; i < 5000; i++)
+        many[i] = p->tx.pkts[0];
+    assert_int_equal(op_io_send(f, many, 5000), 4096);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.delayed, 4096);
+    assert_int_equal(st.dropped, 5000 - 4096);
+    assert_int_equal(f->tx_drops, 5000 - 4096);
+    op_io_poll(f, op_io_deadline(f));
+    assert_int_equal(cap->n, 4096);
+    assert_int_equal(cap->bad, 0);
+    free(many);
+    op_io_close(f);
+}
+
+/* Jumbo packets fill the 8 MiB arena: hold A, hold B, release A, then C must
+ * wrap around into the space A left; everything comes out intact, in order. */
+static int send_jumbo(struct op_io *f, struct op_pktbuf *buf, uint32_t first, int n)
+{
+    for (int i = 0; i < n; i++)
+        fill_len(&buf->pkts[i], first + (uint32_t)i, 9000, IP_B, 1);
+    return op_io_send(f, buf->pkts, n);
+}
+
+static void test_fault_arena_wrap(void **state)
+{
+    struct capture *cap;
+    struct op_io *f = capture_wrapped(1000 * 1000, &cap);
+    struct op_pktbuf buf;
+    struct op_fault_stats st;
+
+    (void)state;
+    assert_int_equal(op_pktbuf_init(&buf, 500), OP_OK);
+    assert_int_equal(send_jumbo(f, &buf, 0, 500), 500);   /* A: 4.5 MB */
+    assert_int_equal(send_jumbo(f, &buf, 500, 300), 300); /* B: up to 7.2 MB */
+    op_io_poll(f, op_io_deadline(f)); /* releases A only */
+    assert_int_equal(cap->n, 500);
+    /* C: 132 at the end, the rest from 0 */
+    assert_int_equal(send_jumbo(f, &buf, 800, 400), 400);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.delayed, 1200);
+    /* D: 231 fit before B's data (the ring keeps a gap so full != empty) */
+    assert_int_equal(send_jumbo(f, &buf, 1200, 300), 231);
+    op_io_fault_stats(f, &st);
+    assert_int_equal(st.dropped, 300 - 231);
+    op_io_poll(f, UINT64_MAX - 1);
+    assert_int_equal(cap->bad, 0);
+    assert_int_equal(cap->n, 1431);
+    for (int i = 0; i < 1431; i++)
+        assert_int_equal(cap->idx[i], i);
+    assert_true(op_io_deadline(f) == UINT64_MAX);
+    op_pktbuf_free(&buf);
+    op_io_close(f);
+}
+
+static void test_wait(void **state)
+{
+    struct pair *p = *state;
+
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_io_wait(p->b, t0 - 1), 0); /* past: a zero-timeout check */
+    assert_int_equal(op_io_wait(p->b, 0), 0);
+    assert_true(op_now_ns() - t0 < 50 * OP_NS_PER_MS);
+    t0 = op_now_ns();
+    assert_int_equal(op_io_wait(p->b, t0 + 3 * OP_NS_PER_MS + 300 * OP_NS_PER_US), 0);
+    uint64_t waited = op_now_ns() - t0;
+    assert_true(waited >= 3 * OP_NS_PER_MS + 300 * OP_NS_PER_US);
+    assert_true(waited < 500 * OP_NS_PER_MS);
+
+    fill(&p->tx.pkts[0], 1, IP_B, p->b->local_port);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
+    assert_int_equal(op_io_wait(p->b, op_now_ns() + OP_NS_PER_S), 1);
+    assert_int_equal(op_io_wait(p->b, UINT64_MAX), 1); /* readable: returns at once */
+    assert_int_equal(op_io_wait(p->b, 0), 1);
+    assert_int_equal(drain(p, p->b, p->a, 1, 1000), 1);
+}
+
+static void test_pktbuf(void **state)
+{
+    struct op_pktbuf b;
+
+    (void)state;
+    assert_int_equal(op_pktbuf_init(&b, 0), OP_ERR_INVAL);
+    assert_int_equal(op_pktbuf_init(&b, -3), OP_ERR_INVAL);
+    assert_int_equal(op_pktbuf_init(&b, 5), OP_OK);
+    assert_int_equal(b.n, 5);
+    for (int i = 0; i < 5; i++) {
+        assert_ptr_equal(b.pkts[i].data, b.mem + (size_t)i * OP_IO_BUF_SIZE);
+        assert_int_equal(b.pkts[i].len, 0);
+        memset(b.pkts[i].data, 0xab, OP_IO_BUF_SIZE); /* ASan checks the bounds */
+    }
+    op_pktbuf_free(&b);
+    assert_null(b.mem);
+    op_pktbuf_free(&b);
+    op_pktbuf_free(NULL);
+}
+
+#define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        PAIR_TEST(test_udp_open),          PAIR_TEST(test_udp_burst),
+        PAIR_TEST(test_udp_multi_batch),   PAIR_TEST(test_udp_bad_destination),
+        PAIR_TEST(test_udp_truncated),     PAIR_TEST(test_udp_wildcard),
+        PAIR_TEST(test_fault_drop_all),    PAIR_TEST(test_fault_dup_all),
+        PAIR_TEST(test_fault_drop_rate),   PAIR_TEST(test_fault_delay),
+        PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
+        PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
+        PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
