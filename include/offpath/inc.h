@@ -1,0 +1,105 @@
+/* offpath INC client: the leader's side of the in-network Allreduce.
+ *
+ * Two layers:
+ *  - op_inc_eng_*: a pure state machine (packets and time in, packets out),
+ *    for callers with their own event loop and for tests;
+ *  - op_inc_join / op_inc_allreduce / op_inc_leave: blocking calls over a UDP
+ *    socket, each bounded by a deadline (never a hang).
+ * The seed's roles: the master leader (MRR) collects every leader's query and
+ * picks the SPINE with the most free groups; the others (NMRR) query it. */
+#ifndef OFFPATH_INC_H
+#define OFFPATH_INC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+#include "offpath/io.h"
+#include "offpath/wire.h"
+
+struct op_inc_config {
+    uint32_t ip;          /* this leader's address (host order) */
+    uint16_t port;        /* its UDP port: the fabric's RoCEv2 port, as its TOR's */
+    uint32_t tor_ip;      /* the TOR it sits under */
+    uint16_t tor_port;
+    uint32_t rank;        /* leader rank in the group, 0..n_leaders-1 */
+    uint16_t n_leaders;   /* global_group_size */
+    uint32_t master_rank; /* the master leader (MRR) */
+    uint32_t master_ip;
+    uint32_t job_id, comm_id, c_id; /* name the communicator; same on every leader */
+    uint32_t world_rank;
+    uint8_t master_num;   /* 1 Node mode, 2 Socket mode */
+    uint16_t want_window; /* 0: whatever the switches give */
+    uint16_t want_data;   /* data bytes per packet; 0: whatever the switches give */
+    uint64_t rto_ns;      /* first retransmission timeout */
+    uint64_t rto_max_ns;  /* backoff cap */
+    uint64_t deadline_ns; /* bound on each join, allreduce and leave */
+};
+
+OP_API void op_inc_config_default(struct op_inc_config *cfg);
+
+#define OP_INC_COUNTERS(X)                                                                         \
+    X(queries_sent)                                                                                \
+    X(notifies_sent)                                                                               \
+    X(chunks_sent)                                                                                 \
+    X(retransmissions)                                                                             \
+    X(timeouts)                                                                                    \
+    X(results)                                                                                     \
+    X(duplicate_results)                                                                           \
+    X(dropped)                                                                                     \
+    X(allreduces)
+
+enum op_inc_counter {
+#define OP_INC_ENUM_(n) OP_INC_C_##n,
+    OP_INC_COUNTERS(OP_INC_ENUM_)
+#undef OP_INC_ENUM_
+        OP_INC_C_COUNT_
+};
+OP_API const char *op_inc_counter_name(unsigned c);
+
+/* What the switches granted at join. */
+struct op_inc_caps {
+    uint16_t group_id;
+    uint64_t token; /* proves membership to the switches */
+    uint16_t ops, types; /* bitmaps by enum op_red_op / op_red_type */
+    uint16_t window, max_data, max_children;
+    uint32_t lease_ms;
+    uint32_t spine_ip;
+};
+
+/* ---- engine */
+struct op_inc_eng;
+
+OP_API op_status_t op_inc_eng_create(const struct op_inc_config *cfg, struct op_inc_eng **out);
+OP_API void op_inc_eng_destroy(struct op_inc_eng *e);
+OP_API op_status_t op_inc_eng_join(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
+/* sendbuf may equal recvbuf (in place). Buffers must stay valid until done. */
+OP_API op_status_t op_inc_eng_allreduce(struct op_inc_eng *e, const void *sendbuf, void *recvbuf,
+                                        size_t count, unsigned type, unsigned op, uint64_t now,
+                                        struct op_txq *out);
+OP_API op_status_t op_inc_eng_leave(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
+OP_API void op_inc_eng_input(struct op_inc_eng *e, const struct op_pkt *pkt, uint64_t now,
+                             struct op_txq *out);
+OP_API void op_inc_eng_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
+OP_API uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e);
+/* OP_INPROGRESS while the current operation runs, then its result. */
+OP_API op_status_t op_inc_eng_status(const struct op_inc_eng *e);
+OP_API uint8_t op_inc_eng_reason(const struct op_inc_eng *e); /* refusal reason */
+OP_API const struct op_inc_caps *op_inc_eng_caps(const struct op_inc_eng *e);
+OP_API const uint64_t *op_inc_eng_counters(const struct op_inc_eng *e);
+
+/* ---- blocking client over UDP */
+struct op_inc_client;
+
+/* On OP_ERR_REFUSED, *reason (if not NULL) says why (enum op_inc_reason). */
+OP_API op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **out,
+                               uint8_t *reason);
+OP_API op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void *recvbuf,
+                                    size_t count, unsigned type, unsigned op);
+/* The master frees the group on every switch; the others just let go. */
+OP_API op_status_t op_inc_leave(struct op_inc_client *c);
+OP_API void op_inc_client_free(struct op_inc_client *c);
+OP_API struct op_inc_eng *op_inc_client_engine(struct op_inc_client *c);
+
+#endif

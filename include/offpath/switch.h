@@ -1,0 +1,126 @@
+/* offpath software switch: TOR and SPINE roles of the in-network Allreduce.
+ * The engine (op_sw_*) is a pure state machine: packets and the time in,
+ * packets out through an op_txq. op_sw_run drives it over an io backend. */
+#ifndef OFFPATH_SWITCH_H
+#define OFFPATH_SWITCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "offpath/common.h"
+#include "offpath/io.h"
+
+/* ---- Topology: which hosts sit under which TOR, which TORs under which SPINEs.
+ * Text format, one switch a line ('#' comments):
+ *   spine <name> <ip> [port N]
+ *   tor <name> <ip> [port N] hosts <first-ip>-<last-ip> [spines <name>,<name>...]
+ * A TOR with no spines is the root of its own one-level tree. */
+#define OP_TOPO_MAX_SWITCHES 64
+#define OP_TOPO_MAX_UPLINKS 8
+
+struct op_topo_switch {
+    char name[32];
+    bool spine;
+    uint32_t ip;
+    uint16_t port;
+    uint16_t index;            /* position among switches of its role */
+    uint32_t host_lo, host_hi; /* TOR: hosts it serves (inclusive IPv4 range) */
+    uint16_t n_up;
+    uint16_t up[OP_TOPO_MAX_UPLINKS]; /* TOR: indices into op_topo.sw of its spines */
+};
+
+struct op_topo {
+    struct op_topo_switch sw[OP_TOPO_MAX_SWITCHES];
+    int n;
+};
+
+/* Parse text; on failure err names the line and the reason. */
+OP_API op_status_t op_topo_parse(const char *text, struct op_topo *topo, char *err, size_t errlen);
+OP_API op_status_t op_topo_load(const char *path, struct op_topo *topo, char *err, size_t errlen);
+OP_API int op_topo_find(const struct op_topo *topo, const char *name); /* -1 if absent */
+/* The TOR (index into sw) serving host ip, -1 if none. */
+OP_API int op_topo_tor_of(const struct op_topo *topo, uint32_t host_ip);
+
+/* ---- Engine */
+struct op_sw_config {
+    const struct op_topo *topo; /* copied */
+    int self;                   /* index into topo->sw */
+    uint32_t max_groups;        /* groups this switch can hold */
+    uint16_t window;            /* slots per group */
+    uint16_t max_children;      /* contributors per slot (bitmap width) */
+    uint16_t max_data;          /* data bytes per packet */
+    uint32_t lease_ms;          /* free a group silent this long */
+    uint64_t slot_memory;       /* bytes all groups' slots may use */
+    uint16_t sup_ops, sup_types; /* capability bitmaps advertised */
+    uint64_t seed;              /* group tokens */
+    const struct op_log *log;
+};
+
+OP_API void op_sw_config_default(struct op_sw_config *cfg);
+
+/* Counters: one list gives the enum, the text and the JSON names. */
+#define OP_SW_COUNTERS(X)                                                                          \
+    X(rx_pkts)                                                                                     \
+    X(tx_pkts)                                                                                     \
+    X(rx_inc)                                                                                      \
+    X(rx_ctrl)                                                                                     \
+    X(drop_foreign)                                                                                \
+    X(drop_malformed)                                                                              \
+    X(drop_icrc)                                                                                   \
+    X(drop_unknown_group)                                                                          \
+    X(drop_bad_token)                                                                              \
+    X(drop_not_member)                                                                             \
+    X(drop_mismatch)                                                                               \
+    X(drop_stale)                                                                                  \
+    X(drop_no_route)                                                                               \
+    X(contributions)                                                                               \
+    X(duplicates)                                                                                  \
+    X(retransmissions)                                                                             \
+    X(chunks_aggregated)                                                                           \
+    X(partials_up)                                                                                 \
+    X(partials_resent)                                                                             \
+    X(results_sent)                                                                                \
+    X(results_resent)                                                                              \
+    X(queries)                                                                                     \
+    X(notifies)                                                                                    \
+    X(kills)                                                                                       \
+    X(refusals)                                                                                    \
+    X(groups_created)                                                                              \
+    X(groups_freed)                                                                                \
+    X(groups_expired)                                                                              \
+    X(groups_live)
+
+enum op_sw_counter {
+#define OP_SW_ENUM_(n) OP_SW_C_##n,
+    OP_SW_COUNTERS(OP_SW_ENUM_)
+#undef OP_SW_ENUM_
+        OP_SW_C_COUNT_
+};
+
+struct op_sw;
+
+OP_API op_status_t op_sw_create(const struct op_sw_config *cfg, struct op_sw **out);
+OP_API void op_sw_destroy(struct op_sw *sw);
+/* Handle one received packet (pkt->flow.src is the sender). */
+OP_API void op_sw_input(struct op_sw *sw, const struct op_pkt *pkt, uint64_t now_ns,
+                        struct op_txq *out);
+/* Run timers (leases, stale queries) due at now_ns. */
+OP_API void op_sw_timer(struct op_sw *sw, uint64_t now_ns, struct op_txq *out);
+OP_API uint64_t op_sw_next_timer(const struct op_sw *sw);
+OP_API const uint64_t *op_sw_counters(const struct op_sw *sw);
+OP_API const char *op_sw_counter_name(unsigned c);
+OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
+
+/* ---- Driver: `offpath switch` */
+struct op_sw_run_config {
+    struct op_sw_config sw;
+    double drop_rate, dup_rate;
+    uint32_t delay_us;
+    const char *stats_json; /* written at exit and on SIGUSR1 */
+    bool busy_poll;
+};
+/* Runs until SIGINT/SIGTERM; SIGUSR1 prints counters. Returns 0 or an error. */
+OP_API op_status_t op_sw_run(const struct op_sw_run_config *cfg);
+
+#endif

@@ -1,0 +1,160 @@
+/* Leader engine: one allreduce streamed as chunks through the group's window.
+ * Chunk i of the call has sequence number base + i and slot seq % window; it
+ * may be sent once the result of seq - window has arrived, which is what lets
+ * the switch reuse the slot. Outstanding chunks are retransmitted when their
+ * timer expires, with exponential backoff; every call has a deadline. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "offpath/reduce.h"
+
+static size_t chunk_elems(const struct op_inc_eng *e, uint32_t i)
+{
+    size_t first = (size_t)i * e->per_chunk;
+    size_t left = e->count - first;
+    return left < e->per_chunk ? left : e->per_chunk;
+}
+
+static void send_chunk(struct op_inc_eng *e, uint32_t i, uint8_t flags, uint64_t now,
+                       struct op_txq *out)
+{
+    uint32_t seq = e->base_seq + i;
+    size_t n = chunk_elems(e, i);
+    struct op_inc_hdr h = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_DATA, .flags = flags,
+                           .group_id = e->caps.group_id, .op = (uint8_t)e->op,
+                           .dtype = (uint8_t)e->type, .src_rank = e->cfg.rank, .token = e->token,
+                           .seq = seq, .slot = (uint16_t)(seq % e->caps.window),
+                           .count = (uint16_t)n, .req_id = (uint8_t)seq};
+    op_red_to_be(e->type, e->scratch, e->send + (size_t)i * e->per_chunk * e->esize, n);
+    eng_send(e, out, &h, e->scratch, n * e->esize);
+    struct chunk *c = &e->ring[seq % e->caps.window];
+    c->seq = seq;
+    c->sent_ns = now;
+    c->done = false;
+    e->c[flags & OP_INC_F_RETX ? OP_INC_C_retransmissions : OP_INC_C_chunks_sent]++;
+}
+
+/* Keep window chunks in flight: chunk hi may go once lo + window > hi. */
+static void fill_window(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
+{
+    while (e->hi < e->n_chunks && e->hi - e->lo < e->caps.window)
+        send_chunk(e, e->hi++, 0, now, out);
+}
+
+static op_status_t check_call(const struct op_inc_eng *e, size_t count, unsigned type, unsigned op)
+{
+    if (e->state != ST_READY)
+        return e->state == ST_BROKEN ? OP_ERR_STATE : OP_ERR_BUSY;
+    if (type >= OP_RED_TYPE_COUNT_ || op >= OP_RED_OP_COUNT_ || !op_red_valid(op, type))
+        return OP_ERR_INVAL;
+    if (!(e->caps.ops & (1u << op)) || !(e->caps.types & (1u << type)))
+        return OP_ERR_UNSUPPORTED;
+    size_t per = e->caps.max_data / op_red_type_size(type);
+    if (per == 0 || count / per >= UINT32_MAX / 2)
+        return OP_ERR_UNSUPPORTED;
+    return OP_OK;
+}
+
+op_status_t op_inc_eng_allreduce(struct op_inc_eng *e, const void *sendbuf, void *recvbuf,
+                                 size_t count, unsigned type, unsigned op, uint64_t now,
+                                 struct op_txq *out)
+{
+    op_status_t st = check_call(e, count, type, op);
+    if (st != OP_OK)
+        return st;
+    if (e->ring == NULL && (e->ring = calloc(e->caps.window, sizeof(*e->ring))) == NULL)
+        return OP_ERR_NOMEM;
+    e->send = sendbuf;
+    e->recv = recvbuf;
+    e->count = count;
+    e->type = type;
+    e->op = op;
+    e->esize = op_red_type_size(type);
+    e->per_chunk = e->caps.max_data / e->esize;
+    if (e->per_chunk > UINT16_MAX)
+        e->per_chunk = UINT16_MAX;
+    e->n_chunks = (uint32_t)((count + e->per_chunk - 1) / e->per_chunk);
+    e->base_seq = e->next_seq;
+    e->next_seq += e->n_chunks;
+    e->lo = e->hi = 0;
+    e->c[OP_INC_C_allreduces]++;
+    if (e->n_chunks == 0) {
+        e->result = OP_OK;
+        return OP_OK;
+    }
+    eng_begin(e, ST_REDUCE, now);
+    fill_window(e, now, out);
+    return OP_OK;
+}
+
+static void advance(struct op_inc_eng *e)
+{
+    while (e->lo < e->hi) {
+        const struct chunk *c = &e->ring[(e->base_seq + e->lo) % e->caps.window];
+        if (!c->done)
+            break;
+        e->lo++;
+    }
+}
+
+void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t now,
+                    struct op_txq *out)
+{
+    const struct op_inc_hdr *h = &ip->hdr;
+    if (!(h->flags & OP_INC_F_RESULT) || h->group_id != e->caps.group_id || h->token != e->token) {
+        e->c[OP_INC_C_dropped]++;
+        return;
+    }
+    uint32_t i = h->seq - e->base_seq;
+    if (e->state != ST_REDUCE || i >= e->hi) { /* an earlier call's late duplicate */
+        e->c[OP_INC_C_duplicate_results]++;
+        return;
+    }
+    struct chunk *c = &e->ring[h->seq % e->caps.window];
+    if (c->seq != h->seq || c->done) {
+        e->c[OP_INC_C_duplicate_results]++;
+        return;
+    }
+    if (h->op != e->op || h->dtype != e->type || h->count != chunk_elems(e, i)) {
+        e->c[OP_INC_C_dropped]++;
+        return;
+    }
+    op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
+    c->done = true;
+    e->c[OP_INC_C_results]++;
+    e->rto_ns = e->cfg.rto_ns; /* progress: the path works again */
+    if (e->retx_at_ns > now + e->rto_ns)
+        e->retx_at_ns = now + e->rto_ns;
+    advance(e);
+    if (e->lo == e->n_chunks) {
+        eng_finish(e, ST_READY, OP_OK);
+        return;
+    }
+    fill_window(e, now, out);
+}
+
+void eng_data_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
+{
+    if (now < e->retx_at_ns)
+        return;
+    uint64_t next = UINT64_MAX;
+    bool resent = false;
+    for (uint32_t i = e->lo; i < e->hi; i++) {
+        struct chunk *c = &e->ring[(e->base_seq + i) % e->caps.window];
+        if (c->done)
+            continue;
+        if (now - c->sent_ns >= e->rto_ns) {
+            send_chunk(e, i, OP_INC_F_RETX, now, out);
+            resent = true;
+        }
+        if (c->sent_ns + e->rto_ns < next)
+            next = c->sent_ns + e->rto_ns;
+    }
+    if (resent) {
+        e->c[OP_INC_C_timeouts]++;
+        eng_backoff(e, now);
+    } else {
+        e->retx_at_ns = next;
+    }
+}

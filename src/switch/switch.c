@@ -1,0 +1,208 @@
+/* Switch engine: creation, packet classification and output. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "switch_internal.h"
+
+static const char *const counter_names[] = {
+#define OP_SW_NAME_(n) #n,
+    OP_SW_COUNTERS(OP_SW_NAME_)
+#undef OP_SW_NAME_
+};
+
+const char *op_sw_counter_name(unsigned c)
+{
+    return c < OP_SW_C_COUNT_ ? counter_names[c] : NULL;
+}
+
+void op_sw_config_default(struct op_sw_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_groups = 1024;
+    cfg->window = 32;
+    cfg->max_children = 4096;
+    cfg->max_data = 1024;
+    cfg->lease_ms = 30000;
+    cfg->slot_memory = 1ull << 30;
+    cfg->sup_ops = (1u << OP_RED_OP_COUNT_) - 1;
+    cfg->sup_types = (1u << OP_RED_TYPE_COUNT_) - 1;
+    cfg->seed = 1;
+}
+
+static void set_id_range(struct op_sw *sw)
+{
+    /* The root of a tree assigns group ids. Each SPINE owns a disjoint range, so
+     * a TOR under several SPINEs never sees one id for two groups. */
+    if (sw->me->spine) {
+        sw->id_lo = 1 + sw->me->index * SW_SPINE_ID_SPAN;
+        sw->id_hi = sw->id_lo + SW_SPINE_ID_SPAN - 1;
+    } else {
+        sw->id_lo = 1;
+        sw->id_hi = SW_MAX_GROUP_IDS - 1;
+    }
+    sw->next_id = sw->id_lo;
+}
+
+static op_status_t check_config(const struct op_sw_config *cfg)
+{
+    if (cfg->topo == NULL || cfg->self < 0 || cfg->self >= cfg->topo->n)
+        return OP_ERR_INVAL;
+    if (cfg->window == 0 || cfg->max_children == 0 || cfg->max_groups == 0)
+        return OP_ERR_INVAL;
+    if (cfg->max_data < 8 || cfg->max_data > OP_INC_MAX_DATA || cfg->max_data % 8 != 0)
+        return OP_ERR_INVAL;
+    if (cfg->topo->sw[cfg->self].spine && cfg->topo->sw[cfg->self].index >= 32)
+        return OP_ERR_INVAL;
+    return OP_OK;
+}
+
+op_status_t op_sw_create(const struct op_sw_config *cfg, struct op_sw **out)
+{
+    op_status_t st = check_config(cfg);
+    if (st != OP_OK)
+        return st;
+    struct op_sw *sw = calloc(1, sizeof(*sw));
+    if (sw == NULL)
+        return OP_ERR_NOMEM;
+    sw->by_id = calloc(SW_MAX_GROUP_IDS, sizeof(*sw->by_id));
+    if (sw->by_id == NULL) {
+        free(sw);
+        return OP_ERR_NOMEM;
+    }
+    sw->cfg = *cfg;
+    sw->topo = *cfg->topo;
+    sw->cfg.topo = &sw->topo;
+    sw->me = &sw->topo.sw[cfg->self];
+    op_rng_seed(&sw->rng, cfg->seed ^ ((uint64_t)sw->me->ip << 16));
+    set_id_range(sw);
+    *out = sw;
+    return OP_OK;
+}
+
+void op_sw_destroy(struct op_sw *sw)
+{
+    if (sw == NULL)
+        return;
+    for (uint32_t id = 0; id < SW_MAX_GROUP_IDS; id++)
+        if (sw->by_id[id] != NULL)
+            sw_group_free(sw, sw->by_id[id]);
+    for (int i = 0; i < SW_MAX_PENDING; i++)
+        sw_pending_free(&sw->pending[i]);
+    free(sw->by_id);
+    free(sw);
+}
+
+const uint64_t *op_sw_counters(const struct op_sw *sw) { return sw->c; }
+
+bool sw_is_uplink(const struct op_sw *sw, uint32_t ip)
+{
+    for (int i = 0; i < sw->me->n_up; i++)
+        if (sw->topo.sw[sw->me->up[i]].ip == ip)
+            return true;
+    return false;
+}
+
+uint16_t sw_uplink_port(const struct op_sw *sw, uint32_t ip)
+{
+    for (int i = 0; i < sw->me->n_up; i++)
+        if (sw->topo.sw[sw->me->up[i]].ip == ip)
+            return sw->topo.sw[sw->me->up[i]].port;
+    return 0;
+}
+
+/* Below a TOR are its hosts; below a SPINE, the TORs that list it. */
+enum sw_side sw_side_of(const struct op_sw *sw, uint32_t ip, uint16_t port)
+{
+    const struct op_topo_switch *me = sw->me;
+    if (!me->spine) {
+        if (ip >= me->host_lo && ip <= me->host_hi && port == me->port)
+            return SIDE_BELOW;
+        return sw_is_uplink(sw, ip) ? SIDE_ABOVE : SIDE_NONE;
+    }
+    for (int i = 0; i < sw->topo.n; i++) {
+        const struct op_topo_switch *t = &sw->topo.sw[i];
+        if (t->spine || t->ip != ip || t->port != port)
+            continue;
+        for (int u = 0; u < t->n_up; u++)
+            if (&sw->topo.sw[t->up[u]] == me)
+                return SIDE_BELOW;
+    }
+    return SIDE_NONE;
+}
+
+void sw_emit(struct op_sw *sw, struct op_txq *out, uint32_t ip, uint16_t port,
+             const struct op_inc_hdr *h, const void *payload, size_t len)
+{
+    struct op_pkt *p = op_txq_next(out);
+    size_t n = op_inc_encode(h, 0, payload, len, p->data, OP_IO_BUF_SIZE);
+    p->flow = (struct op_flow){.src_ip = sw->me->ip,
+                               .src_port = sw->me->port,
+                               .dst_ip = ip,
+                               .dst_port = port};
+    n = n ? op_icrc_seal(&p->flow, p->data, n, OP_IO_BUF_SIZE) : 0;
+    if (n == 0)
+        return; /* cannot happen with OP_IO_BUF_SIZE buffers; never send garbage */
+    p->len = (uint32_t)n;
+    op_txq_commit(out);
+    sw->c[OP_SW_C_tx_pkts]++;
+}
+
+void op_sw_input(struct op_sw *sw, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
+{
+    struct op_inc_pkt ip;
+    sw->c[OP_SW_C_rx_pkts]++;
+    if (!op_inc_is_inc(pkt->data, pkt->len)) {
+        sw->c[OP_SW_C_drop_foreign]++;
+        return;
+    }
+    if (op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK) {
+        sw->c[OP_SW_C_drop_malformed]++;
+        return;
+    }
+    if (!op_icrc_check(&pkt->flow, pkt->data, pkt->len)) {
+        sw->c[OP_SW_C_drop_icrc]++;
+        return;
+    }
+    sw->c[OP_SW_C_rx_inc]++;
+    if (ip.hdr.kind == OP_INC_KIND_CTRL) {
+        sw->c[OP_SW_C_rx_ctrl]++;
+        sw_ctrl_input(sw, pkt, &ip, now, out);
+    } else {
+        sw_data_input(sw, pkt, &ip, now, out);
+    }
+}
+
+static uint64_t sweep_interval_ns(const struct op_sw *sw)
+{
+    uint64_t lease = (uint64_t)sw->cfg.lease_ms * OP_NS_PER_MS;
+    uint64_t iv = lease / 4;
+    if (iv > 250 * OP_NS_PER_MS)
+        iv = 250 * OP_NS_PER_MS;
+    return iv ? iv : OP_NS_PER_MS;
+}
+
+void op_sw_timer(struct op_sw *sw, uint64_t now, struct op_txq *out)
+{
+    (void)out;
+    if (now < sw->next_sweep_ns)
+        return;
+    sw_sweep(sw, now);
+    sw->next_sweep_ns = now + sweep_interval_ns(sw);
+}
+
+uint64_t op_sw_next_timer(const struct op_sw *sw) { return sw->next_sweep_ns; }
+
+void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json)
+{
+    if (json) {
+        fprintf(out, "{\"switch\": \"%s\", \"role\": \"%s\"", sw->me->name,
+                sw->me->spine ? "spine" : "tor");
+        for (unsigned i = 0; i < OP_SW_C_COUNT_; i++)
+            fprintf(out, ", \"%s\": %llu", counter_names[i], (unsigned long long)sw->c[i]);
+        fprintf(out, "}\n");
+        return;
+    }
+    fprintf(out, "switch %s (%s) counters:\n", sw->me->name, sw->me->spine ? "spine" : "tor");
+    for (unsigned i = 0; i < OP_SW_C_COUNT_; i++)
+        fprintf(out, "  %-20s %llu\n", counter_names[i], (unsigned long long)sw->c[i]);
+}
