@@ -89,7 +89,10 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(groups_created)                                                                              \
     X(groups_freed)                                                                                \
     X(groups_expired)                                                                              \
-    X(groups_live)
+    X(groups_live)                                                                                 \
+    X(injected_drops)                                                                              \
+    X(injected_dups)                                                                               \
+    X(tx_io_drops)
 
 enum op_sw_counter {
 #define OP_SW_ENUM_(n) OP_SW_C_##n,
@@ -119,6 +122,8 @@ struct op_sw_run_config {
     uint32_t delay_us;
     const char *stats_json; /* written at exit and on SIGUSR1 */
     bool busy_poll;
+    bool json_exit; /* exit counters as JSON on stdout */
+    int ready_fd; /* >= 0: write "ready\n" there once listening, then close it */
 };
 /* Runs until SIGINT/SIGTERM; SIGUSR1 prints counters. Returns 0 or an error. */
 OP_API op_status_t op_sw_run(const struct op_sw_run_config *cfg);

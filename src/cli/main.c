@@ -1,14 +1,80 @@
-/* The offpath multi-call binary: `offpath <tool> [flags]`, or invoked through a
- * symlink named after the tool. It parses nothing itself but the tool name. */
+/* The offpath multi-call binary: `offpath <tool> [flags]`, or invoked through
+ * a link named after the tool. It finds the tool and hands it argv. */
+#include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
+
+struct tool {
+    const char *name;
+    int (*main)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct tool tools[] = {
+    {"switch", cli_switch, "software TOR/SPINE switch with in-network Allreduce"},
+    {"inc_test", cli_inc_test, "run leaders through a switch topology and check every result"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: offpath <tool> [flags]   (offpath <tool> --help for its flags)\n\ntools:\n");
+    for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+        fprintf(out, "  %-12s %s\n", tools[i].name, tools[i].summary);
+}
+
+bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, uint64_t max,
+             uint64_t *out)
+{
+    if (op_parse_u64(val, min, max, out) == OP_OK)
+        return true;
+    cli_bad(tool, "invalid value '%s' for %s (expected an integer %llu..%llu)", val, flag,
+            (unsigned long long)min, (unsigned long long)max);
+    return false;
+}
+
+bool cli_rate(const char *tool, const char *flag, const char *val, double *out)
+{
+    if (op_parse_double(val, 0.0, 1.0, out) == OP_OK)
+        return true;
+    cli_bad(tool, "invalid value '%s' for %s (expected a probability 0..1)", val, flag);
+    return false;
+}
+
+void cli_bad(const char *tool, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "offpath %s: ", tool);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+}
+
+static const struct tool *find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+        if (strcmp(tools[i].name, name) == 0)
+            return &tools[i];
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        printf("usage: offpath <tool> [flags]\n");
+    const struct tool *t = find(basename(argv[0]));
+    if (t != NULL)
+        return t->main(argc, argv);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    fprintf(stderr, "offpath: unknown tool '%s'\n", argv[1]);
-    return 2;
+    t = find(argv[1]);
+    if (t == NULL) {
+        fprintf(stderr, "offpath: unknown tool '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    return t->main(argc - 1, argv + 1);
 }

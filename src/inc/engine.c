@@ -68,6 +68,7 @@ void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result)
 {
     e->state = st;
     e->result = result;
+    e->leaving = false;
     e->deadline_ns = UINT64_MAX;
     e->retx_at_ns = UINT64_MAX;
     e->choose_at_ns = UINT64_MAX;

@@ -51,6 +51,8 @@ struct op_inc_eng {
     unsigned type, op;
     uint32_t next_seq, base_seq, n_chunks, lo, hi;
     struct chunk *ring;
+    bool leaving;         /* the current allreduce is leave's barrier */
+    int32_t barrier[2];
     uint64_t c[OP_INC_C_COUNT_];
     uint8_t scratch[OP_INC_MAX_DATA];
 };
@@ -69,6 +71,7 @@ void eng_ctrl_input(struct op_inc_eng *e, const struct op_inc_hdr *h, const stru
                     uint64_t now, struct op_txq *out);
 void eng_ctrl_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
 void eng_join_free(struct op_inc_eng *e);
+void eng_reduce_done(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
 
 /* reduce.c */
 void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t now,

@@ -76,19 +76,44 @@ op_status_t op_inc_eng_join(struct op_inc_eng *e, uint64_t now, struct op_txq *o
     return OP_OK;
 }
 
+/* Leaving is collective: a one-element allreduce first, so the master kills
+ * the group only after every leader has all its results; then the master
+ * frees the group on every switch and the others are done. */
 op_status_t op_inc_eng_leave(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
 {
     if (e->state != ST_READY && e->state != ST_BROKEN)
         return OP_ERR_STATE;
     bool master = e->cfg.rank == e->cfg.master_rank;
+    if (e->state == ST_READY && e->caps.group_id != 0) {
+        e->barrier[0] = 1;
+        op_status_t st = op_inc_eng_allreduce(e, &e->barrier[0], &e->barrier[1], 1, OP_RED_INT32,
+                                              OP_RED_SUM, now, out);
+        e->leaving = st == OP_OK;
+        if (st == OP_OK)
+            return OP_OK;
+    }
     if (!master || e->caps.group_id == 0) {
-        e->state = ST_IDLE;
-        e->result = OP_OK;
+        eng_finish(e, ST_IDLE, OP_OK);
         return OP_OK;
     }
     eng_begin(e, ST_LEAVE, now);
     send_kill(e, out);
     return OP_OK;
+}
+
+void eng_reduce_done(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
+{
+    if (!e->leaving) {
+        eng_finish(e, ST_READY, OP_OK);
+        return;
+    }
+    e->leaving = false;
+    if (e->cfg.rank != e->cfg.master_rank) {
+        eng_finish(e, ST_IDLE, OP_OK);
+        return;
+    }
+    eng_begin(e, ST_LEAVE, now);
+    send_kill(e, out);
 }
 
 static void and_caps(struct op_inc_ctrl *acc, const struct op_inc_ctrl *c)
@@ -217,7 +242,7 @@ void eng_ctrl_input(struct op_inc_eng *e, const struct op_inc_hdr *h, const stru
     } else if (type == OP_INC_CTRL_KILL && h->group_id == e->caps.group_id &&
                h->token == e->token && e->caps.group_id != 0) {
         e->caps.group_id = 0;
-        if (e->state == ST_LEAVE)
+        if (e->state == ST_LEAVE || (e->state == ST_REDUCE && e->leaving))
             eng_finish(e, ST_IDLE, OP_OK);
         else if (e->state == ST_REDUCE)
             eng_finish(e, ST_BROKEN, OP_ERR_STATE);

@@ -128,7 +128,7 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
         e->retx_at_ns = now + e->rto_ns;
     advance(e);
     if (e->lo == e->n_chunks) {
-        eng_finish(e, ST_READY, OP_OK);
+        eng_reduce_done(e, now, out);
         return;
     }
     fill_window(e, now, out);

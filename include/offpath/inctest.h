@@ -1,0 +1,40 @@
+/* `offpath inc_test`: load and correctness tool for the in-network Allreduce.
+ * Starts a TOR/SPINE topology of `offpath switch` processes on loopback (or
+ * uses one already running), runs N leader processes, each on its own
+ * loopback address, checks every result element by element against a
+ * reference computed locally in the switches' reduction order, checks that
+ * all leaders got identical bytes, and reports throughput and latency. */
+#ifndef OFFPATH_INCTEST_H
+#define OFFPATH_INCTEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+
+struct op_inctest_config {
+    int leaders, tors, spines;
+    uint64_t count;
+    unsigned type, op;
+    uint64_t iters, warmup;
+    double drop_rate, dup_rate;
+    uint32_t delay_us;
+    uint16_t window, max_data;
+    uint16_t port;
+    uint8_t net; /* addresses are 127.<net>.x.y, 127.<net+1>.0.t, 127.<net+2>.0.s */
+    uint64_t deadline_ms;
+    uint64_t rto_us;
+    uint64_t seed;
+    const char *connect;  /* topology file of running switches: start none */
+    const char *self_exe; /* the offpath binary, to start switches */
+    const char *workdir;  /* where topology and stats files go */
+    bool json;
+    bool quiet;
+};
+
+OP_API void op_inctest_config_default(struct op_inctest_config *cfg);
+/* Returns 0 when every result matched and no leader failed, 1 otherwise,
+ * 2 when the test could not be set up. */
+OP_API int op_inctest_run(const struct op_inctest_config *cfg);
+
+#endif

@@ -1,0 +1,20 @@
+/* The offpath command line: one entry point per tool, shared flag helpers. */
+#ifndef OFFPATH_CLI_H
+#define OFFPATH_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+
+int cli_switch(int argc, char **argv);
+int cli_inc_test(int argc, char **argv);
+
+/* Flag value parsers: on a bad value they print an error naming the flag and
+ * return false; the tool then exits with status 2. */
+bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, uint64_t max,
+             uint64_t *out);
+bool cli_rate(const char *tool, const char *flag, const char *val, double *out);
+void cli_bad(const char *tool, const char *fmt, ...) OP_PRINTF(2, 3);
+
+#endif

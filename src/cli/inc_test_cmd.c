@@ -1,0 +1,144 @@
+/* `offpath inc_test`: flags to an inc_test configuration. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "offpath/inctest.h"
+#include "offpath/wire.h"
+
+static const char *const tool = "inc_test";
+
+static void help(void)
+{
+    printf("usage: offpath inc_test [options]\n"
+           "\n"
+           "Starts a software switch topology on loopback (TORs, and a SPINE when there are\n"
+           "two TORs or more), runs N leader processes, each on its own 127.x address, that\n"
+           "allreduce through it, checks every element against a locally computed\n"
+           "reference, and prints latency percentiles and throughput. Exit status 0 when\n"
+           "every result is exact and identical on all leaders, 1 otherwise.\n"
+           "\n"
+           "  --leaders N     leader processes (default 8, at most 1024)\n"
+           "  --tors T        TOR switches (default 1)\n"
+           "  --spines S      SPINE switches (default 1 when T >= 2, else 0)\n"
+           "  --count C       elements per allreduce (default 1024)\n"
+           "  --type T        int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64\n"
+           "  --op OP         sum prod min max land lor lxor band bor bxor (default sum)\n"
+           "  --iters I       timed allreduces per leader (default 100)\n"
+           "  --warmup W      untimed allreduces first (default 5)\n"
+           "  --drop-rate P   each switch drops sent packets with probability P\n"
+           "  --dup-rate P    each switch duplicates sent packets with probability P\n"
+           "  --delay-us D    each switch delays sent packets by D microseconds\n"
+           "  --window N      slots per group (default 32)\n"
+           "  --max-data B    data bytes per packet, multiple of 8 (default 1024)\n"
+           "  --port N        UDP port of the fabric (default 4791)\n"
+           "  --net N         use addresses 127.N.x.y, 127.N+1.0.t, 127.N+2.0.s (default 10)\n"
+           "  --deadline-ms M bound on each join/allreduce/leave (default 10000)\n"
+           "  --rto-us U      first retransmission timeout (default 5000)\n"
+           "  --seed N        data and token seed (default 1)\n"
+           "  --connect FILE  use the running switches of this topology file\n"
+           "  --json          print the report as one JSON object\n"
+           "  --quiet         no progress lines, switches silent\n");
+}
+
+enum { O_LEADERS = 256, O_TORS, O_SPINES, O_COUNT, O_TYPE, O_OP, O_ITERS, O_WARMUP, O_DROP,
+       O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT,
+       O_JSON, O_QUIET, O_HELP };
+
+static const struct option options[] = {
+    {"leaders", 1, 0, O_LEADERS}, {"tors", 1, 0, O_TORS}, {"spines", 1, 0, O_SPINES},
+    {"count", 1, 0, O_COUNT}, {"type", 1, 0, O_TYPE}, {"op", 1, 0, O_OP},
+    {"iters", 1, 0, O_ITERS}, {"warmup", 1, 0, O_WARMUP}, {"drop-rate", 1, 0, O_DROP},
+    {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"window", 1, 0, O_WINDOW},
+    {"max-data", 1, 0, O_DATA}, {"port", 1, 0, O_PORT}, {"net", 1, 0, O_NET},
+    {"deadline-ms", 1, 0, O_DEADLINE}, {"rto-us", 1, 0, O_RTO}, {"seed", 1, 0, O_SEED},
+    {"connect", 1, 0, O_CONNECT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
+    {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+
+static bool set_number(int opt, const char *val, struct op_inctest_config *c)
+{
+    uint64_t v;
+    switch (opt) {
+    case O_LEADERS: if (!cli_u64(tool, "--leaders", val, 1, 1024, &v)) return false; c->leaders = (int)v; return true;
+    case O_TORS: if (!cli_u64(tool, "--tors", val, 1, 32, &v)) return false; c->tors = (int)v; return true;
+    case O_SPINES: if (!cli_u64(tool, "--spines", val, 0, 8, &v)) return false; c->spines = (int)v; return true;
+    case O_COUNT: return cli_u64(tool, "--count", val, 1, 1ull << 28, &c->count);
+    case O_ITERS: return cli_u64(tool, "--iters", val, 1, 100000000, &c->iters);
+    case O_WARMUP: return cli_u64(tool, "--warmup", val, 0, 1000000, &c->warmup);
+    case O_DELAY: if (!cli_u64(tool, "--delay-us", val, 0, 1000000, &v)) return false; c->delay_us = (uint32_t)v; return true;
+    case O_WINDOW: if (!cli_u64(tool, "--window", val, 1, 4096, &v)) return false; c->window = (uint16_t)v; return true;
+    case O_DATA:
+        if (!cli_u64(tool, "--max-data", val, 8, OP_INC_MAX_DATA, &v)) return false;
+        if (v % 8) { cli_bad(tool, "invalid value '%s' for --max-data (not a multiple of 8)", val); return false; }
+        c->max_data = (uint16_t)v; return true;
+    case O_PORT: if (!cli_u64(tool, "--port", val, 1, 65535, &v)) return false; c->port = (uint16_t)v; return true;
+    case O_NET: if (!cli_u64(tool, "--net", val, 1, 250, &v)) return false; c->net = (uint8_t)v; return true;
+    case O_DEADLINE: return cli_u64(tool, "--deadline-ms", val, 1, 3600000, &c->deadline_ms);
+    case O_RTO: return cli_u64(tool, "--rto-us", val, 10, 10000000, &c->rto_us);
+    case O_SEED: return cli_u64(tool, "--seed", val, 0, UINT64_MAX, &c->seed);
+    default: return false;
+    }
+}
+
+static bool set_flag(int opt, const char *val, struct op_inctest_config *c)
+{
+    int v;
+    switch (opt) {
+    case O_TYPE:
+        if ((v = op_red_type_parse(val)) < 0) { cli_bad(tool, "invalid value '%s' for --type", val); return false; }
+        c->type = (unsigned)v; return true;
+    case O_OP:
+        if ((v = op_red_op_parse(val)) < 0) { cli_bad(tool, "invalid value '%s' for --op", val); return false; }
+        c->op = (unsigned)v; return true;
+    case O_DROP: return cli_rate(tool, "--drop-rate", val, &c->drop_rate);
+    case O_DUP: return cli_rate(tool, "--dup-rate", val, &c->dup_rate);
+    case O_CONNECT: c->connect = val; return true;
+    case O_JSON: c->json = true; return true;
+    case O_QUIET: c->quiet = true; return true;
+    default: return set_number(opt, val, c);
+    }
+}
+
+int cli_inc_test(int argc, char **argv)
+{
+    struct op_inctest_config cfg;
+    op_inctest_config_default(&cfg);
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == O_HELP) {
+            help();
+            return 0;
+        }
+        if (opt == '?' || !set_flag(opt, optarg, &cfg))
+            return 2;
+    }
+    if (optind < argc) {
+        cli_bad(tool, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (!op_red_valid(cfg.op, cfg.type)) {
+        cli_bad(tool, "--op %s is not defined for --type %s", op_red_op_name(cfg.op),
+                op_red_type_name(cfg.type));
+        return 2;
+    }
+    if (cfg.tors > cfg.leaders) {
+        cli_bad(tool, "--tors %d is more than --leaders %d", cfg.tors, cfg.leaders);
+        return 2;
+    }
+    if (cfg.tors > 1 && cfg.spines == 0) {
+        cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", cfg.tors);
+        return 2;
+    }
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        cli_bad(tool, "cannot find the offpath binary (/proc/self/exe)");
+        return 2;
+    }
+    exe[n] = '\0';
+    cfg.self_exe = exe;
+    return op_inctest_run(&cfg);
+}

@@ -1,0 +1,189 @@
+/* `offpath switch`: the engine over a UDP socket. One thread, one loop (as a
+ * DPDK lcore): receive a burst, run it through the engine, send what it
+ * produced, run timers; wait in ppoll on the socket and a signalfd. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "switch_internal.h"
+
+struct sw_driver {
+    const struct op_sw_run_config *rc;
+    struct op_sw *sw;
+    struct op_io *io;
+    struct op_pktbuf rx, tx;
+    struct op_txq q;
+    int sigfd;
+};
+
+static void flush(void *ctx, struct op_txq *q)
+{
+    struct sw_driver *d = ctx;
+    if (q->n > 0)
+        op_io_send(d->io, q->pkts, q->n);
+    q->n = 0;
+}
+
+/* The fault layer's counts belong next to the engine's in every report. */
+static void take_io_stats(struct sw_driver *d)
+{
+    struct op_fault_stats fs;
+    op_io_fault_stats(d->io, &fs);
+    d->sw->c[OP_SW_C_injected_drops] = fs.dropped;
+    d->sw->c[OP_SW_C_injected_dups] = fs.duplicated;
+    d->sw->c[OP_SW_C_tx_io_drops] = d->io->tx_drops;
+}
+
+static void write_stats_json(const struct sw_driver *d)
+{
+    if (d->rc->stats_json == NULL)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", d->rc->stats_json);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return;
+    op_sw_print_stats(d->sw, f, true);
+    /* rename: a reader never sees a half-written file */
+    if (fclose(f) == 0)
+        rename(tmp, d->rc->stats_json);
+}
+
+static int open_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+        return -1;
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* Returns true when the switch should stop. */
+static bool handle_signals(struct sw_driver *d)
+{
+    struct signalfd_siginfo si;
+    bool stop = false;
+    while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGUSR1) {
+            take_io_stats(d);
+            op_sw_print_stats(d->sw, stderr, false);
+            write_stats_json(d);
+        } else {
+            stop = true;
+        }
+    }
+    return stop;
+}
+
+static void receive(struct sw_driver *d)
+{
+    for (int burst = 0; burst < 16; burst++) {
+        int n = op_io_recv(d->io, d->rx.pkts, d->rx.n);
+        if (n <= 0)
+            return;
+        uint64_t now = op_now_ns();
+        for (int i = 0; i < n; i++)
+            op_sw_input(d->sw, &d->rx.pkts[i], now, &d->q);
+        flush(d, &d->q);
+        if (n < d->rx.n)
+            return;
+    }
+}
+
+static int wait_ms_until(uint64_t deadline, bool busy)
+{
+    if (busy)
+        return 0;
+    uint64_t now = op_now_ns();
+    if (deadline <= now)
+        return 0;
+    uint64_t ms = (deadline - now + OP_NS_PER_MS - 1) / OP_NS_PER_MS;
+    return ms > 1000 ? 1000 : (int)ms;
+}
+
+static void loop(struct sw_driver *d)
+{
+    struct pollfd pfd[2] = {{.fd = op_io_fd(d->io), .events = POLLIN},
+                            {.fd = d->sigfd, .events = POLLIN}};
+    for (;;) {
+        uint64_t next = op_sw_next_timer(d->sw);
+        uint64_t io_next = op_io_deadline(d->io);
+        int timeout = wait_ms_until(io_next < next ? io_next : next, d->rc->busy_poll);
+        if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+            return;
+        if ((pfd[1].revents & POLLIN) && handle_signals(d))
+            return;
+        receive(d);
+        uint64_t now = op_now_ns();
+        op_io_poll(d->io, now);
+        op_sw_timer(d->sw, now, &d->q);
+        flush(d, &d->q);
+    }
+}
+
+static op_status_t open_io(struct sw_driver *d)
+{
+    const struct op_sw_run_config *rc = d->rc;
+    const struct op_topo_switch *me = &rc->sw.topo->sw[rc->sw.self];
+    op_status_t st = op_io_udp_open(me->ip, me->port, &d->io);
+    if (st != OP_OK || (rc->drop_rate <= 0 && rc->dup_rate <= 0 && rc->delay_us == 0))
+        return st;
+    struct op_fault_cfg fc = {.drop = rc->drop_rate, .dup = rc->dup_rate,
+                              .delay_us = rc->delay_us, .seed = rc->sw.seed ^ me->ip};
+    struct op_io *wrapped;
+    st = op_io_fault_wrap(d->io, &fc, &wrapped);
+    if (st == OP_OK)
+        d->io = wrapped;
+    return st;
+}
+
+static void driver_close(struct sw_driver *d)
+{
+    op_io_close(d->io);
+    op_sw_destroy(d->sw);
+    op_pktbuf_free(&d->rx);
+    op_pktbuf_free(&d->tx);
+    if (d->sigfd >= 0)
+        close(d->sigfd);
+}
+
+op_status_t op_sw_run(const struct op_sw_run_config *rc)
+{
+    struct sw_driver d = {.rc = rc, .sigfd = -1};
+    op_status_t st = op_sw_create(&rc->sw, &d.sw);
+    if (st == OP_OK)
+        st = op_pktbuf_init(&d.rx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = op_pktbuf_init(&d.tx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = open_io(&d);
+    if (st == OP_OK && (d.sigfd = open_signals()) < 0)
+        st = OP_ERR_IO;
+    if (st != OP_OK) {
+        driver_close(&d);
+        return st;
+    }
+    d.q = (struct op_txq){.pkts = d.tx.pkts, .cap = d.tx.n, .flush = flush, .ctx = &d};
+    const struct op_topo_switch *me = d.sw->me;
+    char ip[16];
+    op_format_ipv4(me->ip, ip);
+    OP_INFO(rc->sw.log, "switch %s (%s) listening on %s:%u", me->name, me->spine ? "spine" : "tor",
+            ip, me->port);
+    if (rc->ready_fd >= 0) {
+        (void)!write(rc->ready_fd, "ready\n", 6);
+        close(rc->ready_fd);
+    }
+    loop(&d);
+    take_io_stats(&d);
+    op_sw_print_stats(d.sw, stdout, rc->json_exit);
+    write_stats_json(&d);
+    driver_close(&d);
+    return OP_OK;
+}
