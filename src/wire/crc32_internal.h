@@ -1,0 +1,21 @@
+/* Internal to src/wire (and its white-box test): the two CRC-32 engines
+ * behind op_crc32. Both take and return the CRC register (the complement of
+ * the CRC value), so they chain. */
+#ifndef OFFPATH_WIRE_CRC32_INTERNAL_H
+#define OFFPATH_WIRE_CRC32_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Slicing-by-8 over static const tables: any length, any CPU. */
+uint32_t wire_crc32_slice8(uint32_t reg, const uint8_t *p, size_t len);
+
+/* Carry-less multiply folding (x86-64 PCLMULQDQ). Only when
+ * wire_crc32_has_clmul() is true; len must be a multiple of 16, at least 64. */
+bool wire_crc32_has_clmul(void);
+uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len);
+
+#define WIRE_CRC32_CLMUL_MIN 64
+
+#endif

@@ -1,0 +1,144 @@
+/* RoCEv2 invariant CRC (roce-wire.md, IBTA annex A17): CRC-32 over 8 bytes of
+ * 0xFF, the IPv4 header with TOS, TTL and checksum set to ones, the UDP header
+ * with checksum 0xffff, the BTH with byte 4 set to 0xff, then everything after
+ * the BTH up to the ICRC. The result goes on the wire little-endian. */
+#include <string.h>
+
+#include "offpath/wire.h"
+#include "wire_cursor.h"
+
+#define LRH_LEN 8
+#define IPV4_MIN_HDR 20
+#define IPV4_MAX_HDR 60
+#define UDP_HDR_LEN 8
+#define IPPROTO_UDP_NUM 17
+#define IPV4_DF 0x4000u
+#define IPV4_MF_OFFSET 0x3fffu /* more-fragments bit and fragment offset */
+#define BTH_VARIANT_BYTE 4
+
+/* The 8 ones standing in for the LRH, the masked IPv4 header (at most 60
+ * bytes), the masked UDP header and the masked BTH, gathered in one buffer. */
+struct icrc_prefix {
+    uint8_t b[LRH_LEN + IPV4_MAX_HDR + UDP_HDR_LEN + OP_BTH_LEN];
+    size_t len;
+};
+
+static void prefix_ip(struct icrc_prefix *x, const uint8_t *ip, size_t ihl)
+{
+    memset(x->b, 0xff, LRH_LEN);
+    memcpy(x->b + LRH_LEN, ip, ihl);
+    x->b[LRH_LEN + 1] = 0xff;                /* TOS */
+    x->b[LRH_LEN + 8] = 0xff;                /* TTL */
+    memset(x->b + LRH_LEN + 10, 0xff, 2);    /* header checksum */
+    x->len = LRH_LEN + ihl;
+}
+
+static void prefix_udp_bth(struct icrc_prefix *x, const uint8_t *udp, const uint8_t *roce,
+                           size_t roce_len)
+{
+    size_t bth = roce_len < OP_BTH_LEN ? roce_len : OP_BTH_LEN;
+    uint8_t *u = x->b + x->len;
+    memcpy(u, udp, UDP_HDR_LEN);
+    memset(u + 6, 0xff, 2); /* UDP checksum */
+    if (bth > 0)
+        memcpy(u + UDP_HDR_LEN, roce, bth);
+    if (bth > BTH_VARIANT_BYTE)
+        u[UDP_HDR_LEN + BTH_VARIANT_BYTE] = 0xff;
+    x->len += UDP_HDR_LEN + bth;
+}
+
+static uint32_t icrc_finish(const struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
+{
+    uint32_t crc = op_crc32(0, x->b, x->len);
+    if (roce_len > OP_BTH_LEN)
+        crc = op_crc32(crc, roce + OP_BTH_LEN, roce_len - OP_BTH_LEN);
+    return crc;
+}
+
+uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len)
+{
+    uint8_t ip[IPV4_MIN_HDR] = {0x45, 0};
+    uint8_t udp[UDP_HDR_LEN];
+    size_t udp_len = UDP_HDR_LEN + len + OP_ICRC_LEN;
+    uint8_t *p = wp_u16(ip + 2, (uint16_t)(IPV4_MIN_HDR + udp_len));
+    p = wp_u16(p, 0); /* Identification: 0 from an unconnected socket with DF */
+    p = wp_u16(p, IPV4_DF);
+    p = wp_u8(p, 0); /* TTL, masked */
+    p = wp_u8(p, IPPROTO_UDP_NUM);
+    p = wp_u16(p, 0); /* checksum, masked */
+    p = wp_u32(p, flow->src_ip);
+    wp_u32(p, flow->dst_ip);
+    p = wp_u16(udp, flow->src_port);
+    p = wp_u16(p, flow->dst_port);
+    p = wp_u16(p, (uint16_t)udp_len);
+    wp_u16(p, 0);
+
+    struct icrc_prefix x;
+    prefix_ip(&x, ip, sizeof ip);
+    prefix_udp_bth(&x, udp, roce, len);
+    return icrc_finish(&x, roce, len);
+}
+
+/* Check the IPv4 and UDP headers of a captured frame; on success *ihl is the
+ * IPv4 header length and *end the frame length by the IPv4 total length
+ * (bytes after it, such as Ethernet padding, are not part of the packet). */
+static op_status_t frame_check(const uint8_t *ip, size_t len, size_t *ihl, size_t *end)
+{
+    struct wire_cur c;
+    wc_init(&c, ip, len);
+    uint8_t vihl = wc_u8(&c);
+    (void)wc_u8(&c); /* TOS */
+    size_t total = wc_u16(&c);
+    (void)wc_u16(&c); /* Identification */
+    uint16_t frag = wc_u16(&c);
+    (void)wc_u8(&c); /* TTL */
+    uint8_t proto = wc_u8(&c);
+    *ihl = (size_t)(vihl & 0xfu) * 4;
+    wc_check(&c, (vihl >> 4) == 4 && *ihl >= IPV4_MIN_HDR);
+    wc_check(&c, proto == IPPROTO_UDP_NUM && (frag & IPV4_MF_OFFSET) == 0);
+    wc_check(&c, total >= *ihl + UDP_HDR_LEN + OP_BTH_LEN + OP_ICRC_LEN);
+    if (c.err != OP_OK)
+        return c.err;
+    if (total > len)
+        return OP_ERR_TRUNCATED;
+    wc_init(&c, ip + *ihl, total - *ihl);
+    (void)wc_u32(&c); /* ports */
+    wc_check(&c, wc_u16(&c) == total - *ihl);
+    *end = total;
+    return c.err;
+}
+
+op_status_t op_icrc_ipv4_frame(const uint8_t *ip, size_t len, uint32_t *icrc)
+{
+    size_t ihl = 0, end = 0;
+    op_status_t st = frame_check(ip, len, &ihl, &end);
+    if (st != OP_OK)
+        return st;
+    const uint8_t *roce = ip + ihl + UDP_HDR_LEN;
+    size_t roce_len = end - ihl - UDP_HDR_LEN - OP_ICRC_LEN;
+    struct icrc_prefix x;
+    prefix_ip(&x, ip, ihl);
+    prefix_udp_bth(&x, ip + ihl, roce, roce_len);
+    *icrc = icrc_finish(&x, roce, roce_len);
+    return OP_OK;
+}
+
+size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len, size_t cap)
+{
+    if (cap < OP_ICRC_LEN || len > cap - OP_ICRC_LEN)
+        return 0;
+    uint32_t crc = op_icrc_flow(flow, roce, len);
+    for (size_t i = 0; i < OP_ICRC_LEN; i++)
+        roce[len + i] = (uint8_t)(crc >> (8 * i));
+    return len + OP_ICRC_LEN;
+}
+
+bool op_icrc_check(const struct op_flow *flow, const uint8_t *roce, size_t len)
+{
+    if (roce == NULL || len < OP_BTH_LEN + OP_ICRC_LEN)
+        return false;
+    size_t n = len - OP_ICRC_LEN;
+    uint32_t got = (uint32_t)roce[n] | (uint32_t)roce[n + 1] << 8 |
+                   (uint32_t)roce[n + 2] << 16 | (uint32_t)roce[n + 3] << 24;
+    return got == op_icrc_flow(flow, roce, n);
+}

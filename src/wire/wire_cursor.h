@@ -1,0 +1,119 @@
+/* Internal to src/wire: a bounds-checked read cursor with a sticky error
+ * (after Knot's wire_ctx_t) and big-endian store helpers.
+ *
+ * Every read checks the remaining length first. The first failure (a short
+ * buffer or a failed field check) is kept in err; from then on every read
+ * returns 0 and moves nothing, so a parser does all its reads and checks the
+ * error once at the end. Nothing here reads before p or past p + left. */
+#ifndef OFFPATH_WIRE_CURSOR_H
+#define OFFPATH_WIRE_CURSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "offpath/common.h"
+
+struct wire_cur {
+    const uint8_t *p;
+    size_t left;
+    op_status_t err;
+};
+
+static inline void wc_init(struct wire_cur *c, const uint8_t *buf, size_t len)
+{
+    c->p = buf;
+    c->left = buf != NULL ? len : 0;
+    c->err = OP_OK;
+}
+
+/* Record the first error only. */
+static inline void wc_fail(struct wire_cur *c, op_status_t err)
+{
+    if (c->err == OP_OK)
+        c->err = err;
+    c->left = 0;
+}
+
+/* A field check: a false cond marks the input malformed. */
+static inline void wc_check(struct wire_cur *c, bool cond)
+{
+    if (!cond)
+        wc_fail(c, OP_ERR_MALFORMED);
+}
+
+/* Take n bytes: a pointer to them, or NULL (and the sticky error) if fewer
+ * remain or an error was recorded before. */
+static inline const uint8_t *wc_take(struct wire_cur *c, size_t n)
+{
+    if (c->err != OP_OK)
+        return NULL;
+    if (c->left < n) {
+        wc_fail(c, OP_ERR_TRUNCATED);
+        return NULL;
+    }
+    const uint8_t *at = c->p;
+    c->p += n;
+    c->left -= n;
+    return at;
+}
+
+/* Big-endian value of n (1..8) bytes; 0 on failure. */
+static inline uint64_t wc_be(struct wire_cur *c, size_t n)
+{
+    const uint8_t *b = wc_take(c, n);
+    uint64_t v = 0;
+    if (b == NULL)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static inline uint8_t wc_u8(struct wire_cur *c) { return (uint8_t)wc_be(c, 1); }
+static inline uint16_t wc_u16(struct wire_cur *c) { return (uint16_t)wc_be(c, 2); }
+static inline uint32_t wc_u24(struct wire_cur *c) { return (uint32_t)wc_be(c, 3); }
+static inline uint32_t wc_u32(struct wire_cur *c) { return (uint32_t)wc_be(c, 4); }
+static inline uint64_t wc_u64(struct wire_cur *c) { return wc_be(c, 8); }
+
+/* Skip n bytes that must all be zero (reserved fields, pad). */
+static inline void wc_zeros(struct wire_cur *c, size_t n)
+{
+    const uint8_t *b = wc_take(c, n);
+    for (size_t i = 0; b != NULL && i < n; i++)
+        wc_check(c, b[i] == 0);
+}
+
+/* Copy a decoded value to the caller only when decoding succeeded, so a
+ * failed decode leaves the caller's struct as it was. */
+static inline op_status_t wc_publish(const struct wire_cur *c, void *out, const void *val,
+                                     size_t size)
+{
+    if (c->err == OP_OK)
+        memcpy(out, val, size);
+    return c->err;
+}
+
+/* Big-endian stores; the caller owns the bounds. */
+static inline uint8_t *wp_be(uint8_t *p, uint64_t v, size_t n)
+{
+    for (size_t i = n; i > 0; i--) {
+        p[i - 1] = (uint8_t)v;
+        v >>= 8;
+    }
+    return p + n;
+}
+
+static inline uint8_t *wp_u8(uint8_t *p, uint8_t v) { return wp_be(p, v, 1); }
+static inline uint8_t *wp_u16(uint8_t *p, uint16_t v) { return wp_be(p, v, 2); }
+static inline uint8_t *wp_u24(uint8_t *p, uint32_t v) { return wp_be(p, v & 0xffffffu, 3); }
+static inline uint8_t *wp_u32(uint8_t *p, uint32_t v) { return wp_be(p, v, 4); }
+static inline uint8_t *wp_u64(uint8_t *p, uint64_t v) { return wp_be(p, v, 8); }
+
+/* Host-order loads from a buffer the caller has bounds-checked. */
+static inline uint32_t ld_be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static inline uint32_t ld_be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | ld_be16(p + 1); }
+static inline uint32_t ld_be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | ld_be24(p + 1); }
+
+#endif
