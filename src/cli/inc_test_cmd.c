@@ -36,7 +36,7 @@ static void help(void)
            "  --port N        UDP port of the fabric (default 4791)\n"
            "  --net N         use addresses 127.N.x.y, 127.N+1.0.t, 127.N+2.0.s (default 10)\n"
            "  --deadline-ms M bound on each join/allreduce/leave (default 10000)\n"
-           "  --rto-us U      first retransmission timeout (default 5000)\n"
+           "  --rto-us U      retransmission timeout until round trips are measured (default 5000)\n"
            "  --seed N        data and token seed (default 1)\n"
            "  --connect FILE  use the running switches of this topology file\n"
            "  --json          print the report as one JSON object\n"

@@ -23,6 +23,7 @@ void op_inc_config_default(struct op_inc_config *cfg)
     cfg->n_leaders = 1;
     cfg->master_num = 1;
     cfg->rto_ns = 5 * OP_NS_PER_MS;
+    cfg->rto_min_ns = 250 * OP_NS_PER_US;
     cfg->rto_max_ns = 200 * OP_NS_PER_MS;
     cfg->deadline_ns = 10 * OP_NS_PER_S;
 }
@@ -30,7 +31,7 @@ void op_inc_config_default(struct op_inc_config *cfg)
 op_status_t op_inc_eng_create(const struct op_inc_config *cfg, struct op_inc_eng **out)
 {
     if (cfg->n_leaders == 0 || cfg->rank >= cfg->n_leaders || cfg->master_rank >= cfg->n_leaders ||
-        cfg->rto_ns == 0 || cfg->rto_max_ns < cfg->rto_ns || cfg->deadline_ns == 0 ||
+        cfg->rto_ns == 0 || cfg->rto_max_ns < cfg->rto_ns || cfg->rto_min_ns > cfg->rto_max_ns || cfg->deadline_ns == 0 ||
         (cfg->master_num != 1 && cfg->master_num != 2))
         return OP_ERR_INVAL;
     struct op_inc_eng *e = calloc(1, sizeof(*e));
@@ -60,7 +61,7 @@ void eng_begin(struct op_inc_eng *e, enum eng_state st, uint64_t now)
     e->state = st;
     e->result = OP_INPROGRESS;
     e->deadline_ns = now + e->cfg.deadline_ns;
-    e->rto_ns = e->cfg.rto_ns;
+    e->rto_ns = eng_base_rto(e);
     e->retx_at_ns = now + e->rto_ns;
 }
 
@@ -72,6 +73,34 @@ void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result)
     e->deadline_ns = UINT64_MAX;
     e->retx_at_ns = UINT64_MAX;
     e->choose_at_ns = UINT64_MAX;
+}
+
+/* srtt + 4 rttvar (RFC 6298) within [rto_min, rto]: on an idle loopback a
+ * round trip is ~100 us, so the configured timeout alone would make every
+ * loss cost milliseconds. Never above the configured timeout though: a
+ * chunk's round trip includes waiting for the slowest member, and letting
+ * that inflate the timeout makes every member slow to repair its own loss. */
+uint64_t eng_base_rto(const struct op_inc_eng *e)
+{
+    if (!e->have_rtt)
+        return e->cfg.rto_ns;
+    uint64_t rto = e->srtt_ns + 4 * e->rttvar_ns;
+    if (rto < e->cfg.rto_min_ns)
+        rto = e->cfg.rto_min_ns;
+    return rto > e->cfg.rto_ns ? e->cfg.rto_ns : rto;
+}
+
+void eng_rtt_sample(struct op_inc_eng *e, uint64_t rtt)
+{
+    if (!e->have_rtt) {
+        e->srtt_ns = rtt;
+        e->rttvar_ns = rtt / 2;
+        e->have_rtt = true;
+        return;
+    }
+    uint64_t err = rtt > e->srtt_ns ? rtt - e->srtt_ns : e->srtt_ns - rtt;
+    e->rttvar_ns = (3 * e->rttvar_ns + err) / 4;
+    e->srtt_ns = (7 * e->srtt_ns + rtt) / 8;
 }
 
 /* Exponential backoff (as SwitchML's hosts): each expiry doubles the timeout. */

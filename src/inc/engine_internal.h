@@ -28,6 +28,7 @@ struct chunk {
     uint32_t seq;
     uint64_t sent_ns;
     bool done;
+    bool resent; /* no round-trip sample from it (Karn) */
 };
 
 struct op_inc_eng {
@@ -36,6 +37,8 @@ struct op_inc_eng {
     op_status_t result;
     uint8_t reason;
     uint64_t deadline_ns, retx_at_ns, rto_ns;
+    uint64_t srtt_ns, rttvar_ns;
+    bool have_rtt;
     /* join */
     struct op_inc_ctrl caps_seen; /* master: AND of all queries */
     struct spine_seen spines[ENG_MAX_SPINES];
@@ -65,6 +68,8 @@ void eng_send(struct op_inc_eng *e, struct op_txq *out, const struct op_inc_hdr 
 void eng_begin(struct op_inc_eng *e, enum eng_state st, uint64_t now);
 void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result);
 void eng_backoff(struct op_inc_eng *e, uint64_t now);
+uint64_t eng_base_rto(const struct op_inc_eng *e);
+void eng_rtt_sample(struct op_inc_eng *e, uint64_t rtt);
 
 /* join.c */
 void eng_ctrl_input(struct op_inc_eng *e, const struct op_inc_hdr *h, const struct op_inc_ctrl *c,

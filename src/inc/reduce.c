@@ -32,6 +32,7 @@ static void send_chunk(struct op_inc_eng *e, uint32_t i, uint8_t flags, uint64_t
     c->seq = seq;
     c->sent_ns = now;
     c->done = false;
+    c->resent = (flags & OP_INC_F_RETX) != 0;
     e->c[flags & OP_INC_F_RETX ? OP_INC_C_retransmissions : OP_INC_C_chunks_sent]++;
 }
 
@@ -123,7 +124,9 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
     c->done = true;
     e->c[OP_INC_C_results]++;
-    e->rto_ns = e->cfg.rto_ns; /* progress: the path works again */
+    if (!c->resent)
+        eng_rtt_sample(e, now - c->sent_ns);
+    e->rto_ns = eng_base_rto(e); /* progress: the path works again */
     if (e->retx_at_ns > now + e->rto_ns)
         e->retx_at_ns = now + e->rto_ns;
     advance(e);

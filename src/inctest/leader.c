@@ -168,6 +168,8 @@ void it_leader_main(const struct op_inctest_config *cfg, const struct it_layout 
     ic.deadline_ns = cfg->deadline_ms * OP_NS_PER_MS;
     if (ic.rto_max_ns < ic.rto_ns)
         ic.rto_max_ns = ic.rto_ns;
+    if (ic.rto_min_ns > ic.rto_ns)
+        ic.rto_min_ns = ic.rto_ns;
     struct op_inc_client *c = NULL;
     res->status = op_inc_join(&ic, &c, &res->reason);
     res->joined = res->status == OP_OK;
