@@ -23,7 +23,7 @@ void op_inc_config_default(struct op_inc_config *cfg)
     cfg->n_leaders = 1;
     cfg->master_num = 1;
     cfg->rto_ns = 5 * OP_NS_PER_MS;
-    cfg->rto_min_ns = 250 * OP_NS_PER_US;
+    cfg->rto_min_ns = 1000 * OP_NS_PER_US;
     cfg->rto_max_ns = 200 * OP_NS_PER_MS;
     cfg->deadline_ns = 10 * OP_NS_PER_S;
 }

@@ -112,6 +112,10 @@ static void print_text(const struct op_inctest_config *cfg, const struct it_summ
     printf("  leaders     : retransmissions %llu, timeouts %llu, duplicate results %llu\n",
            (unsigned long long)s->retx, (unsigned long long)s->timeouts,
            (unsigned long long)s->dups);
+    if (cfg->connect != NULL) {
+        printf("  switches    : not started by inc_test (--connect): see their own counters\n");
+        return;
+    }
     printf("  switches    : contributions %llu, chunks aggregated %llu, duplicates %llu, "
            "retransmissions %llu, results resent %llu, injected drops %llu, injected dups %llu\n",
            (unsigned long long)sw[OP_SW_C_contributions],
