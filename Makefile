@@ -14,6 +14,7 @@ bootstrap:
 build: bootstrap
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) >/dev/null
 	@ninja -C $(BUILD)
+	@ln -sf src/cli/offpath $(BUILD)/offpath
 
 asan: bootstrap
 	@[ -f $(ASAN)/build.ninja ] || meson setup $(ASAN) -Db_sanitize=address,undefined -Db_lundef=false >/dev/null

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Dependencies point one way (docs: ARCHITECTURE): a module may include only
+# the public headers of the modules below it. Fails naming each violation.
+set -u
+cd "$(dirname "$0")/.."
+declare -A allowed=(
+    [common]="common"
+    [wire]="common wire"
+    [reduce]="common wire reduce"
+    [io]="common wire io"
+    [switch]="common wire reduce io switch"
+    [inc]="common wire reduce io inc"
+    [inctest]="common wire reduce io switch inc inctest"
+    [cli]="common wire reduce io switch inc inctest"
+)
+bad=0
+for dir in src/*/; do
+    mod=$(basename "$dir")
+    ok=${allowed[$mod]:-}
+    if [ -z "$ok" ]; then
+        echo "layering: module '$mod' has no entry in tests/check_layering.sh"
+        bad=1
+        continue
+    fi
+    while IFS=: read -r file _ inc; do
+        dep=$(echo "$inc" | sed -n 's/.*"offpath\/\([a-z_]*\)\.h".*/\1/p')
+        [ -z "$dep" ] && continue
+        case " $ok " in *" $dep "*) ;; *) echo "layering: $file includes offpath/$dep.h"; bad=1 ;; esac
+    done < <(grep -n '#include "offpath/' "$dir"*.c "$dir"*.h 2>/dev/null)
+    if grep -n '#include "\.\./' "$dir"*.c "$dir"*.h 2>/dev/null; then
+        echo "layering: $mod reaches into another module's internals"
+        bad=1
+    fi
+done
+[ $bad -eq 0 ] && echo "layering: ok"
+exit $bad
