@@ -18,7 +18,7 @@ static void help(void)
            "A software switch: forwards the INC control plane (query/notify/kill) and\n"
            "aggregates Allreduce chunks from its children, over RoCEv2 on UDP.\n"
            "\n"
-           "  --topology FILE      topology file (see docs/switch.md); with --name\n"
+           "  --topology FILE      topology file (see README, docs/inc.md); with --name\n"
            "  --name NAME          which switch of the file this process is\n"
            "  --role tor|spine     describe the switch with flags instead of a file\n"
            "  --listen IP          its address (port: --port)\n"
