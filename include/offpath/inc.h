@@ -92,6 +92,14 @@ OP_API const uint64_t *op_inc_eng_counters(const struct op_inc_eng *e);
 
 /* ---- blocking client over UDP */
 struct op_inc_client;
+/* One UDP endpoint that all the groups of a process share. */
+struct op_inc_port;
+
+OP_API op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, struct op_inc_port **out);
+OP_API void op_inc_port_close(struct op_inc_port *p); /* after freeing its clients */
+OP_API op_status_t op_inc_join_on(struct op_inc_port *p, const struct op_inc_config *cfg,
+                                  struct op_inc_client **out, uint8_t *reason);
+/* op_inc_join: the same on a port of its own (cfg->ip, cfg->port). */
 
 /* On OP_ERR_REFUSED, *reason (if not NULL) says why (enum op_inc_reason). */
 OP_API op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **out,

@@ -1,47 +1,121 @@
-/* Blocking INC client: the engine driven over a UDP socket. Each call waits in
- * poll with the engine's next deadline, so dozens of leaders share two cores. */
+/* Blocking INC client: engines driven over a UDP socket. A process has one
+ * socket (a port) however many groups it belongs to, as a NIC has one RoCEv2
+ * port: packets are handed to the engine they belong to. Each call waits in
+ * poll with its engine's next deadline, so dozens of leaders share two cores. */
 #include <stdlib.h>
 
 #include "offpath/inc.h"
 
-struct op_inc_client {
+#define PORT_MAX_CLIENTS 256
+
+struct op_inc_port {
     struct op_io *io;
-    struct op_inc_eng *eng;
     struct op_pktbuf rx, tx;
     struct op_txq q;
+    struct op_inc_client *clients[PORT_MAX_CLIENTS];
+    int n_clients;
+};
+
+struct op_inc_client {
+    struct op_inc_port *port;
+    bool owns_port;
+    struct op_inc_config cfg;
+    struct op_inc_eng *eng;
 };
 
 static void flush(void *ctx, struct op_txq *q)
 {
-    struct op_inc_client *c = ctx;
+    struct op_inc_port *p = ctx;
     if (q->n > 0)
-        op_io_send(c->io, q->pkts, q->n);
+        op_io_send(p->io, q->pkts, q->n);
     q->n = 0;
 }
 
-static void receive(struct op_inc_client *c)
+op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, struct op_inc_port **out)
+{
+    struct op_inc_port *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return OP_ERR_NOMEM;
+    op_status_t st = op_pktbuf_init(&p->rx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = op_pktbuf_init(&p->tx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = op_io_udp_open(ip, udp_port, &p->io);
+    if (st != OP_OK) {
+        op_inc_port_close(p);
+        return st;
+    }
+    p->q = (struct op_txq){.pkts = p->tx.pkts, .cap = p->tx.n, .flush = flush, .ctx = p};
+    *out = p;
+    return OP_OK;
+}
+
+void op_inc_port_close(struct op_inc_port *p)
+{
+    if (p == NULL)
+        return;
+    op_io_close(p->io);
+    op_pktbuf_free(&p->rx);
+    op_pktbuf_free(&p->tx);
+    free(p);
+}
+
+/* The engine a packet is for: data and kills by group id and token, the
+ * join's control messages by the communicator they name. */
+static struct op_inc_eng *owner(const struct op_inc_port *p, const struct op_pkt *pkt)
+{
+    struct op_inc_pkt ip;
+    struct op_inc_ctrl c;
+    if (p->n_clients == 1)
+        return p->clients[0]->eng;
+    if (op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK)
+        return NULL;
+    bool by_key = ip.hdr.kind == OP_INC_KIND_CTRL && ip.hdr.group_id == 0 &&
+                  op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) == OP_OK;
+    for (int i = 0; i < p->n_clients; i++) {
+        const struct op_inc_client *cl = p->clients[i];
+        const struct op_inc_caps *caps = op_inc_eng_caps(cl->eng);
+        if (by_key ? c.job_id == cl->cfg.job_id && c.true_comm_id == cl->cfg.comm_id &&
+                         c.c_id == cl->cfg.c_id
+                   : ip.hdr.group_id == caps->group_id && ip.hdr.token == caps->token)
+            return cl->eng;
+        /* a notify carries the new group id: match it by communicator too */
+        if (!by_key && ip.hdr.kind == OP_INC_KIND_CTRL && caps->group_id == 0 &&
+            op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) == OP_OK &&
+            c.job_id == cl->cfg.job_id && c.true_comm_id == cl->cfg.comm_id &&
+            c.c_id == cl->cfg.c_id)
+            return cl->eng;
+    }
+    return NULL;
+}
+
+static void receive(struct op_inc_port *p)
 {
     int n;
-    while ((n = op_io_recv(c->io, c->rx.pkts, c->rx.n)) > 0) {
+    while ((n = op_io_recv(p->io, p->rx.pkts, p->rx.n)) > 0) {
         uint64_t now = op_now_ns();
-        for (int i = 0; i < n; i++)
-            op_inc_eng_input(c->eng, &c->rx.pkts[i], now, &c->q);
-        flush(c, &c->q);
-        if (n < c->rx.n)
+        for (int i = 0; i < n; i++) {
+            struct op_inc_eng *e = owner(p, &p->rx.pkts[i]);
+            if (e != NULL)
+                op_inc_eng_input(e, &p->rx.pkts[i], now, &p->q);
+        }
+        flush(p, &p->q);
+        if (n < p->rx.n)
             break;
     }
 }
 
-/* Drive the engine until its current operation ends (it always does: every
- * operation has a deadline). */
+/* Drive the port until c's current operation ends (it always does: every
+ * operation has a deadline). Other groups' packets still reach them. */
 static op_status_t run(struct op_inc_client *c)
 {
-    flush(c, &c->q);
+    struct op_inc_port *p = c->port;
+    flush(p, &p->q);
     while (op_inc_eng_status(c->eng) == OP_INPROGRESS) {
-        op_io_wait(c->io, op_inc_eng_next_timer(c->eng));
-        receive(c);
-        op_inc_eng_timer(c->eng, op_now_ns(), &c->q);
-        flush(c, &c->q);
+        op_io_wait(p->io, op_inc_eng_next_timer(c->eng));
+        receive(p);
+        op_inc_eng_timer(c->eng, op_now_ns(), &p->q);
+        flush(p, &p->q);
     }
     return op_inc_eng_status(c->eng);
 }
@@ -50,42 +124,33 @@ void op_inc_client_free(struct op_inc_client *c)
 {
     if (c == NULL)
         return;
+    struct op_inc_port *p = c->port;
+    for (int i = 0; p != NULL && i < p->n_clients; i++)
+        if (p->clients[i] == c)
+            p->clients[i] = p->clients[--p->n_clients];
     op_inc_eng_destroy(c->eng);
-    op_io_close(c->io);
-    op_pktbuf_free(&c->rx);
-    op_pktbuf_free(&c->tx);
+    if (c->owns_port)
+        op_inc_port_close(p);
     free(c);
 }
 
-static op_status_t client_open(const struct op_inc_config *cfg, struct op_inc_client **out)
+op_status_t op_inc_join_on(struct op_inc_port *p, const struct op_inc_config *cfg,
+                           struct op_inc_client **out, uint8_t *reason)
 {
+    if (p->n_clients == PORT_MAX_CLIENTS)
+        return OP_ERR_NOSPACE;
     struct op_inc_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return OP_ERR_NOMEM;
-    op_status_t st = op_pktbuf_init(&c->rx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_pktbuf_init(&c->tx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_inc_eng_create(cfg, &c->eng);
-    if (st == OP_OK)
-        st = op_io_udp_open(cfg->ip, cfg->port, &c->io);
+    c->port = p;
+    c->cfg = *cfg;
+    op_status_t st = op_inc_eng_create(cfg, &c->eng);
     if (st != OP_OK) {
-        op_inc_client_free(c);
+        free(c);
         return st;
     }
-    c->q = (struct op_txq){.pkts = c->tx.pkts, .cap = c->tx.n, .flush = flush, .ctx = c};
-    *out = c;
-    return OP_OK;
-}
-
-op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **out,
-                        uint8_t *reason)
-{
-    struct op_inc_client *c;
-    op_status_t st = client_open(cfg, &c);
-    if (st != OP_OK)
-        return st;
-    st = op_inc_eng_join(c->eng, op_now_ns(), &c->q);
+    p->clients[p->n_clients++] = c;
+    st = op_inc_eng_join(c->eng, op_now_ns(), &p->q);
     if (st == OP_OK)
         st = run(c);
     if (reason != NULL)
@@ -98,17 +163,33 @@ op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **
     return OP_OK;
 }
 
+op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **out,
+                        uint8_t *reason)
+{
+    struct op_inc_port *p;
+    op_status_t st = op_inc_port_open(cfg->ip, cfg->port, &p);
+    if (st != OP_OK)
+        return st;
+    st = op_inc_join_on(p, cfg, out, reason);
+    if (st != OP_OK) {
+        op_inc_port_close(p);
+        return st;
+    }
+    (*out)->owns_port = true;
+    return OP_OK;
+}
+
 op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void *recvbuf,
                              size_t count, unsigned type, unsigned op)
 {
     op_status_t st = op_inc_eng_allreduce(c->eng, sendbuf, recvbuf, count, type, op, op_now_ns(),
-                                          &c->q);
+                                          &c->port->q);
     return st == OP_OK ? run(c) : st;
 }
 
 op_status_t op_inc_leave(struct op_inc_client *c)
 {
-    op_status_t st = op_inc_eng_leave(c->eng, op_now_ns(), &c->q);
+    op_status_t st = op_inc_eng_leave(c->eng, op_now_ns(), &c->port->q);
     return st == OP_OK ? run(c) : st;
 }
 
