@@ -1,0 +1,124 @@
+/* MPI_Allreduce through the switch: reduce inside the node (or socket) to its
+ * leader, leaders allreduce through the switch, the leader broadcasts inside
+ * the node. Whenever the switch cannot do a call, the MPI's own algorithm
+ * does it: the caller always gets the right answer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "offpath/wire.h"
+#include "opmpi.h"
+
+/* Which path a call takes depends only on its arguments and on state every
+ * rank of the communicator shares, so all ranks take the same one. */
+static int eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
+{
+    if (opm.cfg.mode == OPM_OFF || c == NULL)
+        return OPM_R_mode_off;
+    if (c->n_leaders < 2)
+        return OPM_R_one_node;
+    if (!c->inc_ok)
+        return OPM_R_not_joined;
+    if (type < 0 || !(c->types & (1u << type)))
+        return OPM_R_unsupported_type;
+    if (op < 0 || !(c->ops & (1u << op)) || !op_red_valid((unsigned)op, (unsigned)type))
+        return OPM_R_unsupported_op;
+    if (count <= 0 || bytes < opm.cfg.min_bytes)
+        return OPM_R_too_small;
+    if (bytes > opm.cfg.max_bytes)
+        return OPM_R_too_large;
+    return -1;
+}
+
+static bool keep_result(struct opm_comm *c, const void *buf, size_t bytes)
+{
+    if (bytes > c->last_cap) {
+        void *p = realloc(c->last, bytes);
+        if (p == NULL)
+            return false;
+        c->last = p;
+        c->last_cap = bytes;
+    }
+    memcpy(c->last, buf, bytes);
+    c->last_bytes = bytes;
+    return true;
+}
+
+/* A leader's switch call failed (deadline: the switch is gone). Leaders that
+ * failed the same call redo it over PMPI; a leader one call behind (the
+ * switch died after some leaders got that call's result) gets the result
+ * from one that has it. All failing leaders run the same collectives in the
+ * same order, so this needs no agreement beyond one allgather. */
+static void recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
+                    size_t bytes)
+{
+    long long mine = (long long)c->calls;
+    long long *all = malloc(sizeof(*all) * (size_t)c->n_leaders);
+    if (all == NULL)
+        abort(); /* cannot agree on a recovery without memory: never guess */
+    PMPI_Allgather(&mine, 1, MPI_LONG_LONG, all, 1, MPI_LONG_LONG, c->leaders);
+    long long lowest = mine;
+    int ahead = -1;
+    for (int i = 0; i < c->n_leaders; i++)
+        if (all[i] < lowest)
+            lowest = all[i];
+    for (int i = 0; i < c->n_leaders && ahead < 0; i++)
+        if (all[i] > lowest)
+            ahead = i;
+    free(all);
+    c->dead = true;
+    if (ahead >= 0) {
+        /* call `lowest` completed for some: they hold its result */
+        void *src = mine > lowest ? c->last : buf;
+        PMPI_Bcast(src, (int)(mine > lowest ? c->last_bytes : bytes), MPI_BYTE, ahead,
+                   c->leaders);
+        if (mine == lowest)
+            return;
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
+}
+
+static void leaders_step(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
+                         int type, int code, size_t bytes)
+{
+    if (c->dead) {
+        PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
+        return;
+    }
+    op_status_t st = op_inc_allreduce(c->client, buf, buf, (size_t)count, (unsigned)type,
+                                      (unsigned)code);
+    if (st == OP_OK && keep_result(c, buf, bytes)) {
+        c->calls++;
+        return;
+    }
+    recover(c, buf, count, dtype, op, bytes);
+}
+
+int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                  MPI_Comm comm)
+{
+    struct opm_comm *c = opm_comm_get(comm);
+    int type = opm_type_code(dtype), code = opm_op_code(op);
+    size_t bytes = type >= 0 && count > 0 ? (size_t)count * op_red_type_size((unsigned)type) : 0;
+    opm.calls++;
+    int why = eligible(c, count, type, code, bytes);
+    if (why >= 0) {
+        opm.fallback[why]++;
+        return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+    }
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (c->local_size > 1) {
+        int rc = PMPI_Reduce(c->is_leader && sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in,
+                             recvbuf, count, dtype, op, 0, c->local);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    } else if (in != recvbuf) {
+        memcpy(recvbuf, in, bytes);
+    }
+    if (c->is_leader)
+        leaders_step(c, recvbuf, count, dtype, op, type, code, bytes);
+    if (c->is_leader && c->dead)
+        opm.fallback[OPM_R_switch_gone]++;
+    else
+        opm.offloaded++; /* as far as this rank can tell: its leader knows better */
+    return c->local_size > 1 ? PMPI_Bcast(recvbuf, count, dtype, 0, c->local) : MPI_SUCCESS;
+}

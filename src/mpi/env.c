@@ -1,0 +1,99 @@
+/* liboffpath_mpi configuration: environment variables (documented in the
+ * README). A bad value is reported once on stderr and the default used: an MPI
+ * job must not die of a typo in a tuning knob. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "opmpi.h"
+
+static const char *const reason_text[] = {
+#define OPM_TEXT_(n, t) t,
+    OPM_REASONS(OPM_TEXT_)
+#undef OPM_TEXT_
+};
+
+const char *opm_reason_text(unsigned r) { return r < OPM_R_COUNT_ ? reason_text[r] : "?"; }
+
+static void env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const char *v = getenv(name);
+    uint64_t x;
+    if (v == NULL || *v == '\0')
+        return;
+    if (op_parse_u64(v, min, max, &x) != OP_OK) {
+        fprintf(stderr, "offpath: ignoring %s=%s (expected %llu..%llu)\n", name, v,
+                (unsigned long long)min, (unsigned long long)max);
+        return;
+    }
+    *out = x;
+}
+
+static void env_int(const char *name, int min, int max, int *out)
+{
+    uint64_t x = (uint64_t)(*out < 0 ? 0 : *out);
+    bool set = getenv(name) != NULL && *getenv(name) != '\0';
+    env_u64(name, (uint64_t)min, (uint64_t)max, &x);
+    if (set)
+        *out = (int)x;
+}
+
+static void env_mode(struct opm_config *cfg)
+{
+    const char *v = getenv("OFFPATH_MODE");
+    if (v == NULL || *v == '\0' || strcasecmp(v, "node") == 0)
+        cfg->mode = OPM_NODE;
+    else if (strcasecmp(v, "socket") == 0)
+        cfg->mode = OPM_SOCKET;
+    else if (strcasecmp(v, "off") == 0)
+        cfg->mode = OPM_OFF;
+    else
+        fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket or off)\n", v);
+}
+
+static void env_ip(const char *name, uint32_t *out)
+{
+    const char *v = getenv(name);
+    uint16_t port = 0;
+    if (v != NULL && *v != '\0' && op_parse_ipv4(v, out, &port) != OP_OK)
+        fprintf(stderr, "offpath: ignoring %s=%s (expected an IPv4 address)\n", name, v);
+}
+
+void opm_config_load(struct opm_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->mode = OPM_NODE;
+    cfg->node = cfg->socket = -1;
+    cfg->sockets = 1;
+    cfg->net = 50;
+    cfg->port = OP_ROCE_UDP_PORT;
+    cfg->max_bytes = UINT64_MAX;
+    cfg->deadline_ms = 5000;
+    cfg->rto_us = 2000;
+    cfg->job_id = (uint32_t)getppid();
+    env_mode(cfg);
+    env_int("OFFPATH_PPN", 1, 254, &cfg->ppn);
+    env_int("OFFPATH_SOCKETS", 1, 16, &cfg->sockets);
+    env_int("OFFPATH_NODE", 0, 65535, &cfg->node);
+    env_int("OFFPATH_SOCKET", 0, 15, &cfg->socket);
+    env_int("OFFPATH_VERBOSE", 0, 9, &cfg->verbose);
+    uint64_t v = cfg->net;
+    env_u64("OFFPATH_NET", 1, 250, &v);
+    cfg->net = (uint32_t)v;
+    v = cfg->port;
+    env_u64("OFFPATH_PORT", 1, 65535, &v);
+    cfg->port = (uint16_t)v;
+    v = cfg->job_id;
+    env_u64("OFFPATH_JOB", 0, UINT32_MAX, &v);
+    cfg->job_id = (uint32_t)v;
+    env_u64("OFFPATH_MIN_BYTES", 0, UINT64_MAX, &cfg->min_bytes);
+    env_u64("OFFPATH_MAX_BYTES", 1, UINT64_MAX, &cfg->max_bytes);
+    env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);
+    env_u64("OFFPATH_RTO_US", 10, 10000000, &cfg->rto_us);
+    env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
+    const char *t = getenv("OFFPATH_TOPOLOGY");
+    if (t != NULL)
+        snprintf(cfg->topology, sizeof(cfg->topology), "%s", t);
+}

@@ -1,0 +1,93 @@
+/* Internal to liboffpath_mpi: the PMPI library's state. Built once per MPI
+ * (OpenMPI and MPICH differ in ABI), from the same sources. */
+#ifndef OFFPATH_OPMPI_H
+#define OFFPATH_OPMPI_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offpath/inc.h"
+#include "offpath/topo.h"
+
+enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET };
+
+/* Why a call did not go through the switch; one counter each. */
+#define OPM_REASONS(X)                                                                             \
+    X(mode_off, "offpath off")                                                                     \
+    X(one_node, "one node")                                                                        \
+    X(not_joined, "switch refused or unreachable")                                                 \
+    X(switch_gone, "switch gone")                                                                  \
+    X(unsupported_type, "unsupported type")                                                        \
+    X(unsupported_op, "unsupported op")                                                            \
+    X(too_small, "too small")                                                                      \
+    X(too_large, "too large")
+
+enum opm_reason {
+#define OPM_ENUM_(n, t) OPM_R_##n,
+    OPM_REASONS(OPM_ENUM_)
+#undef OPM_ENUM_
+        OPM_R_COUNT_
+};
+
+struct opm_config {
+    enum opm_mode mode;
+    int ppn, sockets;     /* emulation: ranks per node, sockets per node */
+    int node, socket;     /* explicit identity (-1: derive) */
+    uint32_t net;         /* emulated addresses 127.<net>.<node+1>.<local+1> */
+    uint16_t port;
+    uint32_t switch_ip;   /* OFFPATH_SWITCH: one TOR for every rank */
+    char topology[1024];  /* OFFPATH_TOPOLOGY */
+    uint64_t min_bytes, max_bytes;
+    uint64_t deadline_ms, rto_us;
+    int verbose;
+    uint32_t job_id;
+};
+
+/* What a communicator carries (as an MPI attribute). */
+struct opm_comm {
+    MPI_Comm local;   /* my node's (or socket's) ranks; rank 0 is the leader */
+    MPI_Comm leaders; /* the leaders; MPI_COMM_NULL on the others */
+    int local_size;
+    int n_leaders;
+    bool is_leader;
+    bool inc_ok;   /* every leader joined: calls may use the switch */
+    bool dead;     /* a deadline expired: leaders reduce over `leaders` by PMPI */
+    uint16_t ops, types; /* what the switches support */
+    struct op_inc_client *client;
+    uint64_t calls;      /* allreduces through the switch so far, by this leader */
+    void *last;          /* this leader's last result, for a leader that missed it */
+    size_t last_bytes, last_cap;
+};
+
+struct opm_state {
+    bool initialized;
+    struct opm_config cfg;
+    struct op_topo topo;
+    bool have_topo;
+    int keyval;
+    int world_rank, world_size;
+    struct op_inc_port *port; /* opened when this process first leads */
+    uint32_t my_ip, tor_ip;
+    uint16_t tor_port;
+    uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
+    uint64_t comms, comms_joined;
+};
+
+/* The PMPI interface passes no context, so the library's one state is a
+ * process global; everything else hangs off communicators. */
+extern struct opm_state opm;
+
+void opm_config_load(struct opm_config *cfg);
+const char *opm_reason_text(unsigned r);
+int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
+int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
+
+void opm_comm_setup(MPI_Comm comm);
+int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
+struct opm_comm *opm_comm_get(MPI_Comm comm);
+
+int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                  MPI_Comm comm);
+
+#endif

@@ -1,0 +1,170 @@
+/* Per communicator: find each rank's node (and socket), pick one leader per
+ * node (Node mode) or per socket (Socket mode), join the leaders into a switch
+ * group, and agree on the outcome. Undone when the communicator is freed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opmpi.h"
+
+/* Node and socket of this process, and its index among its node's ranks. */
+static void identity(int *node, int *socket, int *local)
+{
+    const struct opm_config *cfg = &opm.cfg;
+    int ppn = cfg->ppn > 0 ? cfg->ppn : opm.world_size;
+    *node = cfg->node >= 0 ? cfg->node : opm.world_rank / ppn;
+    *local = opm.world_rank % ppn;
+    int per_socket = ppn / cfg->sockets > 0 ? ppn / cfg->sockets : 1;
+    *socket = cfg->socket >= 0 ? cfg->socket : *local / per_socket;
+    if (*socket >= cfg->sockets)
+        *socket = cfg->sockets - 1;
+}
+
+static struct opm_comm *attach(MPI_Comm comm, struct opm_comm *c)
+{
+    PMPI_Comm_set_attr(comm, opm.keyval, c);
+    return c;
+}
+
+static bool ensure_port(void)
+{
+    if (opm.port != NULL)
+        return true;
+    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, &opm.port);
+    if (st != OP_OK && opm.cfg.verbose)
+        fprintf(stderr, "offpath: rank %d cannot open its RoCEv2 port: %s\n", opm.world_rank,
+                op_status_str(st));
+    return st == OP_OK;
+}
+
+/* The master leader names the communicator and says where it is. */
+static void share_master(const struct opm_comm *c, uint32_t info[2])
+{
+    int lrank;
+    PMPI_Comm_rank(c->leaders, &lrank);
+    if (lrank == 0) {
+        info[0] = opm.my_ip;
+        info[1] = (uint32_t)(op_now_ns() ^ ((uint64_t)opm.my_ip << 20) ^ opm.comms * 2654435761u);
+    }
+    PMPI_Bcast(info, 2, MPI_UINT32_T, 0, c->leaders);
+}
+
+static bool leader_join(struct opm_comm *c)
+{
+    uint32_t info[2] = {0, 0};
+    share_master(c, info);
+    if (!ensure_port())
+        return false;
+    int lrank;
+    PMPI_Comm_rank(c->leaders, &lrank);
+    struct op_inc_config ic;
+    op_inc_config_default(&ic);
+    ic.ip = opm.my_ip;
+    ic.port = opm.cfg.port;
+    ic.tor_ip = opm.tor_ip;
+    ic.tor_port = opm.tor_port;
+    ic.rank = (uint32_t)lrank;
+    ic.n_leaders = (uint16_t)c->n_leaders;
+    ic.master_rank = 0;
+    ic.master_ip = info[0];
+    ic.job_id = opm.cfg.job_id;
+    ic.comm_id = info[1];
+    ic.world_rank = (uint32_t)opm.world_rank;
+    ic.master_num = opm.cfg.mode == OPM_SOCKET ? 2 : 1;
+    ic.rto_ns = opm.cfg.rto_us * OP_NS_PER_US;
+    if (ic.rto_min_ns > ic.rto_ns)
+        ic.rto_min_ns = ic.rto_ns;
+    ic.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
+    uint8_t reason = 0;
+    op_status_t st = op_inc_join_on(opm.port, &ic, &c->client, &reason);
+    if (st != OP_OK && opm.cfg.verbose)
+        fprintf(stderr, "offpath: rank %d: join failed: %s%s%s\n", opm.world_rank,
+                op_status_str(st), st == OP_ERR_REFUSED ? ": " : "",
+                st == OP_ERR_REFUSED ? op_inc_reason_str(reason) : "");
+    return st == OP_OK;
+}
+
+/* Every rank learns whether every leader joined, and what the switches can do. */
+static void agree(MPI_Comm comm, struct opm_comm *c, bool joined)
+{
+    int ok = joined || !c->is_leader, all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    uint32_t caps[2] = {0, 0};
+    if (c->is_leader && c->client != NULL) {
+        const struct op_inc_caps *k = op_inc_eng_caps(op_inc_client_engine(c->client));
+        caps[0] = k->ops;
+        caps[1] = k->types;
+    }
+    PMPI_Bcast(caps, 2, MPI_UINT32_T, 0, c->local);
+    c->ops = (uint16_t)caps[0];
+    c->types = (uint16_t)caps[1];
+    c->inc_ok = all == 1;
+    if (!c->inc_ok && c->client != NULL) {
+        /* some leader is not in: the group is useless; its lease frees it */
+        op_inc_client_free(c->client);
+        c->client = NULL;
+    }
+}
+
+void opm_comm_setup(MPI_Comm comm)
+{
+    struct opm_comm *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->local = c->leaders = MPI_COMM_NULL;
+    opm.comms++;
+    if (opm.cfg.mode == OPM_OFF) {
+        attach(comm, c);
+        return;
+    }
+    int rank, node, socket, local;
+    identity(&node, &socket, &local);
+    PMPI_Comm_rank(comm, &rank);
+    int color = opm.cfg.mode == OPM_NODE ? node : node * 16 + socket;
+    PMPI_Comm_split(comm, color, rank, &c->local);
+    int lrank;
+    PMPI_Comm_rank(c->local, &lrank);
+    PMPI_Comm_size(c->local, &c->local_size);
+    c->is_leader = lrank == 0;
+    PMPI_Comm_split(comm, c->is_leader ? 0 : MPI_UNDEFINED, rank, &c->leaders);
+    int one = c->is_leader;
+    PMPI_Allreduce(&one, &c->n_leaders, 1, MPI_INT, MPI_SUM, comm);
+    bool joined = false;
+    if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader)
+        joined = leader_join(c);
+    if (c->n_leaders >= 2)
+        agree(comm, c, joined);
+    opm.comms_joined += c->inc_ok && c->is_leader && rank == 0;
+    attach(comm, c);
+}
+
+struct opm_comm *opm_comm_get(MPI_Comm comm)
+{
+    void *v = NULL;
+    int found = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_get_attr(comm, opm.keyval, &v, &found) != MPI_SUCCESS)
+        return NULL;
+    return found ? v : NULL;
+}
+
+int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    struct opm_comm *c = attr;
+    if (c->client != NULL) {
+        /* collective: every leader frees the communicator; a dead group
+         * cannot be left through its switch, its lease frees it */
+        if (!c->dead)
+            op_inc_leave(c->client);
+        op_inc_client_free(c->client);
+    }
+    if (c->local != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->local);
+    if (c->leaders != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->leaders);
+    free(c->last);
+    free(c);
+    return MPI_SUCCESS;
+}

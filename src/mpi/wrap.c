@@ -1,0 +1,142 @@
+/* The PMPI interposition layer: the MPI functions this library replaces.
+ * Loaded with LD_PRELOAD (or linked before the MPI library) into an
+ * unmodified MPI program. */
+#include <stdio.h>
+#include <string.h>
+
+#include "opmpi.h"
+
+struct opm_state opm;
+
+static void find_tor(void)
+{
+    char err[256];
+    const struct opm_config *cfg = &opm.cfg;
+    int node, local;
+    int ppn = cfg->ppn > 0 ? cfg->ppn : opm.world_size;
+    node = cfg->node >= 0 ? cfg->node : opm.world_rank / ppn;
+    local = opm.world_rank % ppn;
+    opm.my_ip = 127u << 24 | cfg->net << 16 | (uint32_t)(node + 1) << 8 | (uint32_t)(local + 1);
+    opm.tor_port = cfg->port;
+    if (cfg->switch_ip != 0) {
+        opm.tor_ip = cfg->switch_ip;
+        return;
+    }
+    if (cfg->topology[0] != '\0' &&
+        op_topo_load(cfg->topology, &opm.topo, err, sizeof(err)) == OP_OK) {
+        int t = op_topo_tor_of(&opm.topo, opm.my_ip);
+        if (t >= 0) {
+            opm.tor_ip = opm.topo.sw[t].ip;
+            opm.tor_port = opm.topo.sw[t].port;
+            return;
+        }
+        snprintf(err, sizeof(err), "no TOR of OFFPATH_TOPOLOGY serves this rank's address");
+    } else if (cfg->topology[0] == '\0') {
+        snprintf(err, sizeof(err), "neither OFFPATH_TOPOLOGY nor OFFPATH_SWITCH is set");
+    }
+    if (opm.world_rank == 0 && cfg->mode != OPM_OFF)
+        fprintf(stderr, "offpath: in-network allreduce off: %s\n", err);
+    opm.cfg.mode = OPM_OFF;
+}
+
+/* Collective over COMM_WORLD so every rank decides the same: off for all if
+ * any rank cannot reach a switch. */
+static void start(void)
+{
+    opm_config_load(&opm.cfg);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &opm.world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &opm.world_size);
+    find_tor();
+    int on = opm.cfg.mode != OPM_OFF, all = 0;
+    PMPI_Allreduce(&on, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all)
+        opm.cfg.mode = OPM_OFF;
+    /* MPI_Comm_free (and MPI_Finalize for the world) call opm_comm_delete,
+     * which leaves the communicator's group: no MPI_Comm_free wrapper needed. */
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, opm_comm_delete, &opm.keyval, NULL);
+    opm.initialized = true;
+    opm_comm_setup(MPI_COMM_WORLD);
+}
+
+OP_API int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS)
+        start();
+    return rc;
+}
+
+OP_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS)
+        start();
+    return rc;
+}
+
+static void summary(void)
+{
+    uint64_t fell = 0;
+    for (int r = 0; r < OPM_R_COUNT_; r++)
+        fell += opm.fallback[r];
+    char why[512] = "";
+    size_t off = 0;
+    for (int r = 0; r < OPM_R_COUNT_; r++)
+        if (opm.fallback[r] && off < sizeof(why))
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s %llu", off ? ", " : "",
+                                    opm_reason_text((unsigned)r),
+                                    (unsigned long long)opm.fallback[r]);
+    fprintf(stderr, "offpath: %llu allreduce calls: %llu offloaded, %llu fell back%s%s%s\n",
+            (unsigned long long)opm.calls, (unsigned long long)opm.offloaded,
+            (unsigned long long)fell, fell ? " (" : "", why, fell ? ")" : "");
+}
+
+OP_API int MPI_Finalize(void)
+{
+    if (opm.initialized) {
+        /* frees the world's group (collective, like MPI_Finalize itself) */
+        PMPI_Comm_delete_attr(MPI_COMM_WORLD, opm.keyval);
+        if (opm.cfg.verbose && opm.world_rank == 0)
+            summary();
+        op_inc_port_close(opm.port);
+        opm.port = NULL;
+        PMPI_Comm_free_keyval(&opm.keyval);
+        opm.initialized = false;
+    }
+    return PMPI_Finalize();
+}
+
+static int after_create(int rc, MPI_Comm *newcomm)
+{
+    if (rc == MPI_SUCCESS && opm.initialized && *newcomm != MPI_COMM_NULL)
+        opm_comm_setup(*newcomm);
+    return rc;
+}
+
+OP_API int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    return after_create(PMPI_Comm_dup(comm, newcomm), newcomm);
+}
+
+OP_API int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    return after_create(PMPI_Comm_split(comm, color, key, newcomm), newcomm);
+}
+
+OP_API int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    return after_create(PMPI_Comm_split_type(comm, type, key, info, newcomm), newcomm);
+}
+
+OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    return after_create(PMPI_Comm_create(comm, group, newcomm), newcomm);
+}
+
+OP_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                  MPI_Comm comm)
+{
+    if (!opm.initialized)
+        return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+    return opm_allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+}
