@@ -8,10 +8,13 @@ declare -A allowed=(
     [wire]="common wire"
     [reduce]="common wire reduce"
     [io]="common wire io"
-    [switch]="common wire reduce io switch"
+    [switch]="common wire reduce io topo switch"
     [inc]="common wire reduce io inc"
-    [inctest]="common wire reduce io switch inc inctest"
-    [cli]="common wire reduce io switch inc inctest"
+    [fabric]="common wire reduce io topo switch fabric"
+    [mpi]="common wire reduce io topo inc"
+    [inctest]="common wire reduce io topo switch inc fabric inctest"
+    [launch]="common wire reduce io topo switch fabric launch"
+    [cli]="common wire reduce io topo switch inc fabric inctest launch"
 )
 bad=0
 for dir in src/*/; do

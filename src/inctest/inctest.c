@@ -1,7 +1,6 @@
 /* inc_test: lays out the emulated cluster, starts the switches and leaders as
  * processes, waits for them with progress output, collects the reports. */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "inctest_internal.h"
+#include "offpath/fabric.h"
 #include "offpath/wire.h"
 
 void op_inctest_config_default(struct op_inctest_config *cfg)
@@ -89,100 +89,25 @@ struct it_run {
     const struct op_inctest_config *cfg;
     char topo_path[512];
     struct op_topo topo;
-    pid_t sw_pid[OP_TOPO_MAX_SWITCHES];
+    struct op_fabric *fabric;
     pid_t leader_pid[IT_MAX_LEADERS];
     struct it_leader *res;
     size_t res_size;
-    pid_t parent;
 };
-
-static void stats_path(const struct it_run *r, int i, char *out, size_t len)
-{
-    snprintf(out, len, "%s/offpath-inctest-%d-%s.json", r->cfg->workdir, (int)r->parent,
-             r->topo.sw[i].name);
-}
-
-static void exec_switch(const struct it_run *r, int i, int ready_fd)
-{
-    const struct op_inctest_config *cfg = r->cfg;
-    char fd[16], drop[32], dup[32], delay[32], json[600], win[16], data[16];
-    snprintf(fd, sizeof(fd), "%d", ready_fd);
-    snprintf(drop, sizeof(drop), "%.6f", cfg->drop_rate);
-    snprintf(dup, sizeof(dup), "%.6f", cfg->dup_rate);
-    snprintf(delay, sizeof(delay), "%u", cfg->delay_us);
-    snprintf(win, sizeof(win), "%u", cfg->window ? cfg->window : 32);
-    snprintf(data, sizeof(data), "%u", cfg->max_data ? cfg->max_data : 1024);
-    stats_path(r, i, json, sizeof(json));
-    /* the switch's exit report comes back through its JSON file */
-    (void)!freopen("/dev/null", "w", stdout);
-    execl(cfg->self_exe, "offpath", "switch", "--topology", r->topo_path, "--name",
-          r->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup, "--delay-us", delay,
-          "--window", win, "--max-data", data, "--stats-json", json, "--ready-fd", fd,
-          "--log-level", "warning", (char *)NULL);
-    fprintf(stderr, "inc_test: cannot run %s: %s\n", cfg->self_exe, strerror(errno));
-    _exit(127);
-}
-
-static bool wait_ready(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    char buf[8] = {0};
-    return poll(&p, 1, 5000) == 1 && read(fd, buf, sizeof(buf) - 1) > 0 &&
-           strncmp(buf, "ready", 5) == 0;
-}
 
 static int start_switches(struct it_run *r)
 {
-    for (int i = 0; i < r->topo.n; i++) {
-        int p[2];
-        if (pipe(p) != 0)
-            return -1;
-        r->sw_pid[i] = fork();
-        if (r->sw_pid[i] == 0) {
-            close(p[0]);
-            exec_switch(r, i, p[1]);
-        }
-        close(p[1]);
-        bool ok = r->sw_pid[i] > 0 && wait_ready(p[0]);
-        close(p[0]);
-        if (!ok) {
-            fprintf(stderr, "inc_test: switch %s did not start\n", r->topo.sw[i].name);
-            return -1;
-        }
+    const struct op_inctest_config *cfg = r->cfg;
+    struct op_fabric_opts o = {.self_exe = cfg->self_exe, .topo_path = r->topo_path,
+                               .workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
+                               .dup_rate = cfg->dup_rate, .delay_us = cfg->delay_us,
+                               .window = cfg->window, .max_data = cfg->max_data};
+    char err[200];
+    if (op_fabric_start(&o, &r->topo, &r->fabric, err, sizeof(err)) != OP_OK) {
+        fprintf(stderr, "inc_test: %s\n", err);
+        return -1;
     }
     return 0;
-}
-
-/* Sum one counter over the switches' JSON stats files. */
-static uint64_t json_counter(const char *text, const char *name)
-{
-    char key[64];
-    snprintf(key, sizeof(key), "\"%s\": ", name);
-    const char *p = strstr(text, key);
-    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
-}
-
-static void stop_switches(struct it_run *r, uint64_t totals[])
-{
-    for (int i = 0; i < r->topo.n; i++)
-        if (r->sw_pid[i] > 0)
-            kill(r->sw_pid[i], SIGTERM);
-    for (int i = 0; i < r->topo.n; i++) {
-        if (r->sw_pid[i] <= 0)
-            continue;
-        waitpid(r->sw_pid[i], NULL, 0);
-        char path[600], text[8192] = {0};
-        stats_path(r, i, path, sizeof(path));
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        size_t n = fread(text, 1, sizeof(text) - 1, f);
-        text[n] = '\0';
-        fclose(f);
-        unlink(path);
-        for (unsigned c = 0; c < OP_SW_C_COUNT_; c++)
-            totals[c] += json_counter(text, op_sw_counter_name(c));
-    }
 }
 
 static void start_leaders(struct it_run *r, const struct it_layout *lay)
@@ -283,7 +208,6 @@ int op_inctest_run(const struct op_inctest_config *in)
     if (r == NULL || lay == NULL)
         return 2;
     r->cfg = &cfg;
-    r->parent = getpid();
     lay->job_id = (uint32_t)getpid();
     lay->comm_id = (uint32_t)(op_now_ns() ^ cfg.seed);
     int rc = 2;
@@ -293,10 +217,10 @@ int op_inctest_run(const struct op_inctest_config *in)
         start_leaders(r, lay);
         wait_leaders(r);
         double wall = (double)(op_now_ns() - t0) / 1e9;
-        stop_switches(r, totals);
+        op_fabric_stop(r->fabric, totals);
         rc = it_report(&cfg, r->res, totals, wall);
     } else {
-        stop_switches(r, totals);
+        op_fabric_stop(r->fabric, NULL);
     }
     if (cfg.connect == NULL)
         unlink(r->topo_path);

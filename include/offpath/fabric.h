@@ -1,0 +1,30 @@
+/* offpath fabric: starts the switches of a topology as `offpath switch`
+ * processes on loopback, waits until each listens, and stops them again,
+ * collecting their counters. Used by inc_test and mpirun. */
+#ifndef OFFPATH_FABRIC_H
+#define OFFPATH_FABRIC_H
+
+#include <stdint.h>
+
+#include "offpath/common.h"
+#include "offpath/switch.h"
+#include "offpath/topo.h"
+
+struct op_fabric_opts {
+    const char *self_exe;  /* the offpath binary */
+    const char *topo_path; /* topology file the switches read */
+    const char *workdir;   /* where their JSON counters go */
+    double drop_rate, dup_rate;
+    uint32_t delay_us;
+    uint16_t window, max_data; /* 0: the switch's default */
+};
+
+struct op_fabric;
+
+/* On failure err says which switch did not start; all started are stopped. */
+OP_API op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
+                                   struct op_fabric **out, char *err, size_t errlen);
+/* SIGTERM every switch, wait, add their exit counters into totals (may be NULL). */
+OP_API void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_]);
+
+#endif

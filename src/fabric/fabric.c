@@ -1,0 +1,129 @@
+/* Switch processes of a topology: start, wait until listening, stop. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "offpath/fabric.h"
+
+struct op_fabric {
+    struct op_fabric_opts o;
+    struct op_topo topo;
+    pid_t pid[OP_TOPO_MAX_SWITCHES];
+    pid_t owner;
+};
+
+static void stats_path(const struct op_fabric *f, int i, char *out, size_t len)
+{
+    snprintf(out, len, "%s/offpath-fabric-%d-%s.json", f->o.workdir ? f->o.workdir : "/tmp",
+             (int)f->owner, f->topo.sw[i].name);
+}
+
+static void exec_switch(const struct op_fabric *f, int i, int ready_fd)
+{
+    const struct op_fabric_opts *o = &f->o;
+    char fd[16], drop[32], dup[32], delay[32], json[600], win[16], data[16];
+    snprintf(fd, sizeof(fd), "%d", ready_fd);
+    snprintf(drop, sizeof(drop), "%.6f", o->drop_rate);
+    snprintf(dup, sizeof(dup), "%.6f", o->dup_rate);
+    snprintf(delay, sizeof(delay), "%u", o->delay_us);
+    snprintf(win, sizeof(win), "%u", o->window ? o->window : 32);
+    snprintf(data, sizeof(data), "%u", o->max_data ? o->max_data : 1024);
+    stats_path(f, i, json, sizeof(json));
+    /* the switch's exit report comes back through its JSON file */
+    (void)!freopen("/dev/null", "w", stdout);
+    execl(o->self_exe, "offpath", "switch", "--topology", o->topo_path, "--name",
+          f->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup, "--delay-us", delay,
+          "--window", win, "--max-data", data, "--stats-json", json, "--ready-fd", fd,
+          "--log-level", "warning", (char *)NULL);
+    fprintf(stderr, "offpath: cannot run %s: %s\n", o->self_exe, strerror(errno));
+    _exit(127);
+}
+
+static bool wait_ready(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[8] = {0};
+    return poll(&p, 1, 5000) == 1 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+           strncmp(buf, "ready", 5) == 0;
+}
+
+static bool start_one(struct op_fabric *f, int i)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return false;
+    f->pid[i] = fork();
+    if (f->pid[i] == 0) {
+        close(p[0]);
+        exec_switch(f, i, p[1]);
+    }
+    close(p[1]);
+    bool ok = f->pid[i] > 0 && wait_ready(p[0]);
+    close(p[0]);
+    return ok;
+}
+
+op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
+                            struct op_fabric **out, char *err, size_t errlen)
+{
+    struct op_fabric *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return OP_ERR_NOMEM;
+    f->o = *o;
+    f->topo = *topo;
+    f->owner = getpid();
+    for (int i = 0; i < f->topo.n; i++) {
+        if (!start_one(f, i)) {
+            snprintf(err, errlen, "switch %s did not start", f->topo.sw[i].name);
+            op_fabric_stop(f, NULL);
+            return OP_ERR_IO;
+        }
+    }
+    *out = f;
+    return OP_OK;
+}
+
+/* One counter out of a switch's JSON stats. */
+static uint64_t json_counter(const char *text, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "\"%s\": ", name);
+    const char *p = strstr(text, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+static void collect(const struct op_fabric *f, int i, uint64_t totals[])
+{
+    char path[600], text[8192] = {0};
+    stats_path(f, i, path, sizeof(path));
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    size_t n = fread(text, 1, sizeof(text) - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    unlink(path);
+    for (unsigned c = 0; totals != NULL && c < OP_SW_C_COUNT_; c++)
+        totals[c] += json_counter(text, op_sw_counter_name(c));
+}
+
+void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
+{
+    if (f == NULL)
+        return;
+    for (int i = 0; i < f->topo.n; i++)
+        if (f->pid[i] > 0)
+            kill(f->pid[i], SIGTERM);
+    for (int i = 0; i < f->topo.n; i++) {
+        if (f->pid[i] <= 0)
+            continue;
+        waitpid(f->pid[i], NULL, 0);
+        collect(f, i, totals);
+    }
+    free(f);
+}
