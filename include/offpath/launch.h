@@ -1,0 +1,39 @@
+/* `offpath mpirun`: runs an unmodified MPI program on an emulated cluster.
+ * Lays out N nodes under T TORs (and SPINEs), starts the switches on
+ * loopback, runs the program under Open MPI's or MPICH's mpirun with
+ * liboffpath_mpi preloaded and each rank's emulated node and socket known,
+ * and stops the switches afterwards. */
+#ifndef OFFPATH_LAUNCH_H
+#define OFFPATH_LAUNCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+
+enum op_launch_mpi { OP_LAUNCH_OPENMPI, OP_LAUNCH_MPICH };
+enum op_launch_mode { OP_LAUNCH_OFF, OP_LAUNCH_NODE, OP_LAUNCH_SOCKET };
+
+struct op_launch_config {
+    int nodes, tors, spines, ppn, sockets;
+    enum op_launch_mpi mpi;
+    enum op_launch_mode mode;
+    double drop_rate, dup_rate;
+    uint8_t net;
+    uint16_t port;
+    bool tcp;             /* Open MPI: --mca btl tcp,self (the network baseline) */
+    int verbose;
+    uint64_t deadline_ms; /* the library's bound on each switch operation */
+    const char *connect;  /* topology file of running switches: start none */
+    const char *lib;      /* liboffpath_mpi to preload; NULL: next to the binary */
+    const char *self_exe;
+    const char *workdir;
+    char **argv;          /* the MPI command */
+    int argc;
+};
+
+OP_API void op_launch_config_default(struct op_launch_config *cfg);
+/* Returns mpirun's exit status, or 2 when nothing could be started. */
+OP_API int op_launch_run(const struct op_launch_config *cfg);
+
+#endif

@@ -1,0 +1,160 @@
+/* `offpath mpirun`: flags to a launch configuration. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "offpath/launch.h"
+
+static const char *const tool = "mpirun";
+
+static void help(void)
+{
+    printf("usage: offpath mpirun [options] -- command [args]\n"
+           "\n"
+           "Runs an unmodified MPI program on an emulated cluster: N nodes of P ranks\n"
+           "under T TORs (and a SPINE when T >= 2), software switches on loopback, the\n"
+           "program under mpirun with liboffpath_mpi preloaded, so its MPI_Allreduce\n"
+           "calls go through the switches. Exit status: the program's.\n"
+           "\n"
+           "  --nodes N         emulated nodes (default 2)\n"
+           "  --ppn P           ranks per node (default 1)\n"
+           "  --sockets S       sockets per node (default 1)\n"
+           "  --tors T          TOR switches (default 1)\n"
+           "  --spines S        SPINE switches (default 1 when T >= 2)\n"
+           "  --mode M          node (a leader per node), socket (a leader per socket),\n"
+           "                    off (no switches, no library: the MPI's own allreduce)\n"
+           "  --mpi M           openmpi (default) or mpich\n"
+           "  --tcp             Open MPI over TCP between all ranks (--mca btl tcp,self):\n"
+           "                    the network baseline a cluster sees\n"
+           "  --drop-rate P     switches drop each sent packet with probability P\n"
+           "  --dup-rate P      switches duplicate each sent packet with probability P\n"
+           "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
+           "  --net N           addresses 127.N.x.y (ranks), 127.N+1.0.t, 127.N+2.0.s (60)\n"
+           "  --port N          UDP port of the fabric (4791)\n"
+           "  --connect FILE    use the running switches of this topology file\n"
+           "  --lib PATH        the liboffpath_mpi to preload\n"
+           "  --verbose         per-job summary of offloaded and fallen-back calls\n");
+}
+
+enum { O_NODES = 256, O_PPN, O_SOCKETS, O_TORS, O_SPINES, O_MODE, O_MPI, O_TCP, O_DROP, O_DUP,
+       O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_HELP };
+
+static const struct option options[] = {
+    {"nodes", 1, 0, O_NODES}, {"ppn", 1, 0, O_PPN}, {"sockets", 1, 0, O_SOCKETS},
+    {"tors", 1, 0, O_TORS}, {"spines", 1, 0, O_SPINES}, {"mode", 1, 0, O_MODE},
+    {"mpi", 1, 0, O_MPI}, {"tcp", 0, 0, O_TCP}, {"drop-rate", 1, 0, O_DROP},
+    {"dup-rate", 1, 0, O_DUP}, {"deadline-ms", 1, 0, O_DEADLINE}, {"net", 1, 0, O_NET},
+    {"port", 1, 0, O_PORT}, {"connect", 1, 0, O_CONNECT}, {"lib", 1, 0, O_LIB},
+    {"verbose", 0, 0, O_VERBOSE}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+
+static bool set_int(const char *flag, const char *val, uint64_t min, uint64_t max, int *out)
+{
+    uint64_t v;
+    if (!cli_u64(tool, flag, val, min, max, &v))
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool set_choice(const char *flag, const char *val, const char *const *names, int n,
+                       int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(val, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    cli_bad(tool, "invalid value '%s' for %s", val, flag);
+    return false;
+}
+
+static bool set(int opt, const char *val, struct op_launch_config *c)
+{
+    static const char *const modes[] = {"off", "node", "socket"};
+    static const char *const mpis[] = {"openmpi", "mpich"};
+    int v = 0;
+    uint64_t u = 0;
+    switch (opt) {
+    case O_NODES: return set_int("--nodes", val, 1, 254, &c->nodes);
+    case O_PPN: return set_int("--ppn", val, 1, 254, &c->ppn);
+    case O_SOCKETS: return set_int("--sockets", val, 1, 16, &c->sockets);
+    case O_TORS: return set_int("--tors", val, 1, 32, &c->tors);
+    case O_SPINES: return set_int("--spines", val, 0, 8, &c->spines);
+    case O_MODE:
+        if (!set_choice("--mode", val, modes, 3, &v)) return false;
+        c->mode = (enum op_launch_mode)v; return true;
+    case O_MPI:
+        if (!set_choice("--mpi", val, mpis, 2, &v)) return false;
+        c->mpi = (enum op_launch_mpi)v; return true;
+    case O_TCP: c->tcp = true; return true;
+    case O_DROP: return cli_rate(tool, "--drop-rate", val, &c->drop_rate);
+    case O_DUP: return cli_rate(tool, "--dup-rate", val, &c->dup_rate);
+    case O_DEADLINE: return cli_u64(tool, "--deadline-ms", val, 1, 3600000, &c->deadline_ms);
+    case O_NET:
+        if (!cli_u64(tool, "--net", val, 1, 250, &u)) return false;
+        c->net = (uint8_t)u; return true;
+    case O_PORT:
+        if (!cli_u64(tool, "--port", val, 1, 65535, &u)) return false;
+        c->port = (uint16_t)u; return true;
+    case O_CONNECT: c->connect = val; return true;
+    case O_LIB: c->lib = val; return true;
+    case O_VERBOSE: c->verbose++; return true;
+    default: return false;
+    }
+}
+
+static bool check(const struct op_launch_config *c)
+{
+    if (c->tors > c->nodes) {
+        cli_bad(tool, "--tors %d is more than --nodes %d", c->tors, c->nodes);
+        return false;
+    }
+    if (c->tors > 1 && c->spines == 0) {
+        cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", c->tors);
+        return false;
+    }
+    if (c->sockets > c->ppn) {
+        cli_bad(tool, "--sockets %d is more than --ppn %d", c->sockets, c->ppn);
+        return false;
+    }
+    if (c->tcp && c->mpi != OP_LAUNCH_OPENMPI) {
+        cli_bad(tool, "--tcp is for --mpi openmpi");
+        return false;
+    }
+    return true;
+}
+
+int cli_mpirun(int argc, char **argv)
+{
+    struct op_launch_config cfg;
+    op_launch_config_default(&cfg);
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+        if (opt == O_HELP) {
+            help();
+            return 0;
+        }
+        if (opt == '?' || !set(opt, optarg, &cfg))
+            return 2;
+    }
+    if (optind >= argc) {
+        cli_bad(tool, "no MPI command given (offpath mpirun [options] -- command args)");
+        return 2;
+    }
+    if (!check(&cfg))
+        return 2;
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        cli_bad(tool, "cannot find the offpath binary (/proc/self/exe)");
+        return 2;
+    }
+    exe[n] = '\0';
+    cfg.self_exe = exe;
+    cfg.argv = argv + optind;
+    cfg.argc = argc - optind;
+    return op_launch_run(&cfg);
+}

@@ -1,0 +1,244 @@
+/* offpath mpirun: topology, switches, mpirun with the library preloaded. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "offpath/fabric.h"
+#include "offpath/launch.h"
+
+#define LAUNCH_MAX_ARGS 256
+
+void op_launch_config_default(struct op_launch_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->nodes = 2;
+    cfg->tors = 1;
+    cfg->spines = -1;
+    cfg->ppn = 1;
+    cfg->sockets = 1;
+    cfg->mode = OP_LAUNCH_NODE;
+    cfg->net = 60;
+    cfg->port = 4791;
+    cfg->deadline_ms = 5000;
+    cfg->workdir = "/tmp";
+}
+
+static int first_node(const struct op_launch_config *cfg, int tor)
+{
+    return (int)((int64_t)tor * cfg->nodes / cfg->tors);
+}
+
+/* Rank r of node n, local index l has address 127.<net>.<n+1>.<l+1> (the
+ * library computes the same); a TOR serves its nodes' whole /24s. */
+static int write_topology(const struct op_launch_config *cfg, int spines, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f, "# written by offpath mpirun: %d nodes x %d ranks\n", cfg->nodes, cfg->ppn);
+    for (int s = 0; s < spines; s++)
+        fprintf(f, "spine s%d 127.%u.0.%d port %u\n", s, cfg->net + 2u, s + 1, cfg->port);
+    for (int t = 0; t < cfg->tors; t++) {
+        fprintf(f, "tor t%d 127.%u.0.%d port %u hosts 127.%u.%d.1-127.%u.%d.254", t,
+                cfg->net + 1u, t + 1, cfg->port, cfg->net, first_node(cfg, t) + 1, cfg->net,
+                first_node(cfg, t + 1));
+        for (int s = 0; s < spines; s++)
+            fprintf(f, "%s%d", s ? ",s" : " spines s", s);
+        fprintf(f, "\n");
+    }
+    return fclose(f);
+}
+
+/* liboffpath_mpi.so (Open MPI) or liboffpath_mpich.so, looked for next to
+ * the binary: build/src/cli/../mpi in a build tree, ../lib* when installed. */
+static bool find_lib(const struct op_launch_config *cfg, char *out, size_t len)
+{
+    const char *name = cfg->mpi == OP_LAUNCH_MPICH ? "liboffpath_mpich.so" : "liboffpath_mpi.so";
+    if (cfg->lib != NULL) {
+        snprintf(out, len, "%s", cfg->lib);
+        return access(out, R_OK) == 0;
+    }
+    char exe[4096];
+    snprintf(exe, sizeof(exe), "%s", cfg->self_exe);
+    const char *dir = dirname(exe);
+    const char *rel[] = {"../mpi", "../src/mpi", "../lib/x86_64-linux-gnu", "../lib", "."};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        snprintf(out, len, "%s/%s/%s", dir, rel[i], name);
+        if (access(out, R_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void set_env(const struct op_launch_config *cfg, const char *topo)
+{
+    char v[64];
+    const char *mode[] = {"off", "node", "socket"};
+    setenv("OFFPATH_MODE", mode[cfg->mode], 1);
+    setenv("OFFPATH_TOPOLOGY", topo, 1);
+    snprintf(v, sizeof(v), "%d", cfg->ppn);
+    setenv("OFFPATH_PPN", v, 1);
+    snprintf(v, sizeof(v), "%d", cfg->sockets);
+    setenv("OFFPATH_SOCKETS", v, 1);
+    snprintf(v, sizeof(v), "%u", cfg->net);
+    setenv("OFFPATH_NET", v, 1);
+    snprintf(v, sizeof(v), "%u", cfg->port);
+    setenv("OFFPATH_PORT", v, 1);
+    snprintf(v, sizeof(v), "%d", cfg->verbose);
+    setenv("OFFPATH_VERBOSE", v, 1);
+    snprintf(v, sizeof(v), "%llu", (unsigned long long)cfg->deadline_ms);
+    setenv("OFFPATH_DEADLINE_MS", v, 1);
+    snprintf(v, sizeof(v), "%d", (int)getpid());
+    setenv("OFFPATH_JOB", v, 1);
+    setenv("OFFPATH_MPI", cfg->mpi == OP_LAUNCH_MPICH ? "mpich" : "openmpi", 1);
+    /* Open MPI refuses root unless told twice; these machines run as root */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+}
+
+static const char *const forwarded[] = {
+    "OFFPATH_MODE", "OFFPATH_TOPOLOGY", "OFFPATH_PPN", "OFFPATH_SOCKETS", "OFFPATH_NET",
+    "OFFPATH_PORT", "OFFPATH_VERBOSE", "OFFPATH_DEADLINE_MS", "OFFPATH_JOB", "OFFPATH_MPI",
+};
+
+struct argv_buf {
+    char *v[LAUNCH_MAX_ARGS];
+    char store[LAUNCH_MAX_ARGS][4224]; /* a path fits */
+    int n;
+};
+
+static void add(struct argv_buf *a, const char *fmt, const char *s)
+{
+    if (a->n >= LAUNCH_MAX_ARGS - 1)
+        return;
+    snprintf(a->store[a->n], sizeof(a->store[0]), fmt, s ? s : "");
+    a->v[a->n] = a->store[a->n];
+    a->n++;
+}
+
+static void build_argv(const struct op_launch_config *cfg, const char *lib, struct argv_buf *a)
+{
+    char np[16];
+    snprintf(np, sizeof(np), "%d", cfg->nodes * cfg->ppn);
+    bool ompi = cfg->mpi == OP_LAUNCH_OPENMPI;
+    add(a, "%s", ompi ? "mpirun.openmpi" : "mpirun.mpich");
+    add(a, "%s", "-np");
+    add(a, "%s", np);
+    if (ompi) {
+        /* oversubscription makes idle ranks yield: 16 ranks on 2 cores progress */
+        add(a, "%s", "--oversubscribe");
+        add(a, "%s", "--bind-to");
+        add(a, "%s", "none");
+        if (cfg->tcp) {
+            add(a, "%s", "--mca");
+            add(a, "%s", "btl");
+            add(a, "%s", "tcp,self");
+        }
+        for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+            add(a, "%s", "-x");
+            add(a, "%s", forwarded[i]);
+        }
+        if (lib != NULL) {
+            add(a, "%s", "-x");
+            add(a, "LD_PRELOAD=%s", lib);
+        }
+    } else if (lib != NULL) {
+        add(a, "%s", "-genv");
+        add(a, "%s", "LD_PRELOAD");
+        add(a, "%s", lib);
+    }
+    for (int i = 0; i < cfg->argc; i++)
+        a->v[a->n++] = cfg->argv[i];
+    a->v[a->n] = NULL;
+}
+
+static int run_mpirun(const struct op_launch_config *cfg, const char *lib)
+{
+    struct argv_buf *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return 2;
+    build_argv(cfg, lib, a);
+    if (cfg->verbose > 1) {
+        for (int i = 0; i < a->n; i++)
+            fprintf(stderr, "%s%s", i ? " " : "offpath mpirun: ", a->v[i]);
+        fprintf(stderr, "\n");
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(a->v[0], a->v);
+        fprintf(stderr, "offpath mpirun: cannot run %s: %s\n", a->v[0], strerror(errno));
+        _exit(127);
+    }
+    free(a);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return 2;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void report_switches(const uint64_t t[])
+{
+    fprintf(stderr,
+            "offpath mpirun: switches aggregated %llu chunks (%llu contributions); "
+            "%llu retransmissions, %llu duplicates, %llu injected drops; groups created %llu, "
+            "freed %llu\n",
+            (unsigned long long)t[OP_SW_C_chunks_aggregated],
+            (unsigned long long)t[OP_SW_C_contributions],
+            (unsigned long long)t[OP_SW_C_retransmissions],
+            (unsigned long long)t[OP_SW_C_duplicates],
+            (unsigned long long)t[OP_SW_C_injected_drops],
+            (unsigned long long)t[OP_SW_C_groups_created],
+            (unsigned long long)t[OP_SW_C_groups_freed]);
+}
+
+int op_launch_run(const struct op_launch_config *in)
+{
+    struct op_launch_config cfg = *in;
+    int spines = cfg.spines >= 0 ? cfg.spines : cfg.tors >= 2;
+    char topo_path[512], lib[4096], err[300];
+    bool own_topo = cfg.connect == NULL;
+    if (own_topo)
+        snprintf(topo_path, sizeof(topo_path), "%s/offpath-mpirun-%d.topo", cfg.workdir,
+                 (int)getpid());
+    else
+        snprintf(topo_path, sizeof(topo_path), "%s", cfg.connect);
+    if (cfg.mode != OP_LAUNCH_OFF && !find_lib(&cfg, lib, sizeof(lib))) {
+        fprintf(stderr, "offpath mpirun: cannot find %s (build it, or give --lib)\n", lib);
+        return 2;
+    }
+    struct op_topo topo;
+    struct op_fabric *fabric = NULL;
+    if (own_topo && write_topology(&cfg, spines, topo_path) != 0) {
+        fprintf(stderr, "offpath mpirun: cannot write %s: %s\n", topo_path, strerror(errno));
+        return 2;
+    }
+    if (op_topo_load(topo_path, &topo, err, sizeof(err)) != OP_OK) {
+        fprintf(stderr, "offpath mpirun: topology %s\n", err);
+        return 2;
+    }
+    if (cfg.mode != OP_LAUNCH_OFF && own_topo) {
+        struct op_fabric_opts o = {.self_exe = cfg.self_exe, .topo_path = topo_path,
+                                   .workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
+                                   .dup_rate = cfg.dup_rate};
+        if (op_fabric_start(&o, &topo, &fabric, err, sizeof(err)) != OP_OK) {
+            fprintf(stderr, "offpath mpirun: %s\n", err);
+            unlink(topo_path);
+            return 2;
+        }
+    }
+    set_env(&cfg, topo_path);
+    int rc = run_mpirun(&cfg, cfg.mode == OP_LAUNCH_OFF ? NULL : lib);
+    uint64_t totals[OP_SW_C_COUNT_] = {0};
+    if (fabric != NULL) {
+        op_fabric_stop(fabric, totals);
+        if (cfg.verbose)
+            report_switches(totals);
+    }
+    if (own_topo)
+        unlink(topo_path);
+    return rc;
+}

@@ -1,0 +1,117 @@
+"""System tests of liboffpath_mpi through `offpath mpirun`: an unmodified MPI
+program (tests/mpi/allreduce_check.c) compares every MPI_Allreduce result with
+PMPI_Allreduce's and with an exact reference, on COMM_WORLD, a dup and a split."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, next_net, offpath
+
+BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(BIN))))
+CHECK = {m: os.path.join(BUILD, "tests", "mpi", f"allreduce_check_{m}") for m in ("openmpi", "mpich")}
+
+
+def need(mpi):
+    if not os.path.exists(CHECK[mpi]):
+        pytest.skip(f"{mpi} not built")
+
+
+def mpirun(*args, mpi="openmpi", iters=1, max_count=1000, timeout=600):
+    net, port = next_net()
+    r = offpath("mpirun", "--mpi", mpi, "--net", net, "--port", port, "--verbose", *args, "--",
+                CHECK[mpi], iters, max_count, timeout=timeout)
+    return r, parse(r)
+
+
+def parse(r):
+    m = re.search(r"allreduce_check: (\d+) ranks, (\d+) calls, (\d+) mismatches", r.stdout)
+    assert m, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    s = re.search(r"offpath: (\d+) allreduce calls: (\d+) offloaded, (\d+) fell back(.*)", r.stderr)
+    return {"ranks": int(m[1]), "calls": int(m[2]), "mismatches": int(m[3]),
+            "offloaded": int(s[2]) if s else None, "fell_back": int(s[3]) if s else None,
+            "why": s[4] if s else ""}
+
+
+@pytest.mark.parametrize("mode,sockets", [("node", 1), ("socket", 2)])
+def test_openmpi_16_ranks_8_nodes_2_sockets(mode, sockets):
+    need("openmpi")
+    r, res = mpirun("--nodes", 8, "--ppn", 2, "--sockets", sockets, "--tors", 2, "--mode", mode)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 16 and res["mismatches"] == 0
+    # COMM_WORLD, its dup, and both halves of the split span several nodes
+    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
+    assert g and int(g[1]) == int(g[2]) > 0  # every group left when its communicator was freed
+
+
+def test_mpich_2_ranks():
+    """MPICH busy-polls: 2 ranks is what makes progress on 2 cores."""
+    need("mpich")
+    r, res = mpirun("--nodes", 2, "--ppn", 1, "--tors", 2, mpi="mpich")
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 2 and res["mismatches"] == 0
+    # the split puts one rank in each half: those calls have one node and fall back
+    assert res["offloaded"] == res["calls"] * 2 // 3
+    assert "one node" in res["why"]
+
+
+def test_openmpi_under_loss_and_duplication():
+    need("openmpi")
+    r, res = mpirun("--nodes", 4, "--ppn", 2, "--tors", 2, "--drop-rate", 0.05,
+                    "--dup-rate", 0.02)
+    assert r.returncode == 0, r.stderr
+    assert res["mismatches"] == 0 and res["offloaded"] == res["calls"]
+    m = re.search(r"(\d+) retransmissions, (\d+) duplicates, (\d+) injected drops", r.stderr)
+    assert m and int(m[1]) > 0 and int(m[3]) > 0
+
+
+def test_switch_killed_mid_job_every_call_still_right(tmp_path):
+    need("openmpi")
+    net, port = next_net()
+    topo = tmp_path / "topo"
+    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
+    sw = subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
+                           "--log-level", "error"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
+                                "--port", str(port), "--nodes", "4", "--ppn", "2",
+                                "--deadline-ms", "1000", "--verbose", "--", CHECK["openmpi"],
+                                "30", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        time.sleep(2.5)
+        assert job.poll() is None, "the job ended before the switch was killed"
+        sw.kill()
+        out, err = job.communicate(timeout=300)
+    finally:
+        sw.kill()
+        sw.wait()
+    res = parse(subprocess.CompletedProcess([], job.returncode, out, err))
+    assert job.returncode == 0, err
+    assert res["mismatches"] == 0
+    assert res["offloaded"] > 0 and res["fell_back"] > 0
+    assert "switch gone" in res["why"]
+
+
+def test_mode_off_runs_the_mpi_alone():
+    need("openmpi")
+    r, res = mpirun("--nodes", 2, "--ppn", 2, "--mode", "off")
+    assert r.returncode == 0 and res["mismatches"] == 0
+    assert res["offloaded"] is None  # no library loaded, no summary
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--nodes", "0", "--", "true"], "--nodes"),
+    (["--mode", "rack", "--", "true"], "--mode"),
+    (["--mpi", "lam", "--", "true"], "--mpi"),
+    (["--tors", "3", "--nodes", "2", "--", "true"], "--tors"),
+    (["--sockets", "2", "--ppn", "1", "--", "true"], "--sockets"),
+    (["--nodes", "2"], "no MPI command"),
+])
+def test_mpirun_bad_flags(args, needle):
+    r = offpath("mpirun", *args)
+    assert r.returncode == 2 and needle in r.stderr
