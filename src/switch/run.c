@@ -108,23 +108,34 @@ static int wait_ms_until(uint64_t deadline, bool busy)
     return ms > 1000 ? 1000 : (int)ms;
 }
 
+/* After SIGINT/SIGTERM the switch keeps forwarding for this long, so
+ * messages already on their way (a kill travelling down the tree) are not
+ * cut off by an orderly stop; SIGKILL is the way to emulate a crash. */
+#define SW_DRAIN_NS (50 * OP_NS_PER_MS)
+
 static void loop(struct sw_driver *d)
 {
     struct pollfd pfd[2] = {{.fd = op_io_fd(d->io), .events = POLLIN},
                             {.fd = d->sigfd, .events = POLLIN}};
+    uint64_t stop_at = UINT64_MAX;
     for (;;) {
         uint64_t next = op_sw_next_timer(d->sw);
         uint64_t io_next = op_io_deadline(d->io);
-        int timeout = wait_ms_until(io_next < next ? io_next : next, d->rc->busy_poll);
-        if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+        if (io_next < next)
+            next = io_next;
+        if (stop_at < next)
+            next = stop_at;
+        if (poll(pfd, 2, wait_ms_until(next, d->rc->busy_poll)) < 0 && errno != EINTR)
             return;
-        if ((pfd[1].revents & POLLIN) && handle_signals(d))
-            return;
+        if ((pfd[1].revents & POLLIN) && handle_signals(d) && stop_at == UINT64_MAX)
+            stop_at = op_now_ns() + SW_DRAIN_NS;
         receive(d);
         uint64_t now = op_now_ns();
         op_io_poll(d->io, now);
         op_sw_timer(d->sw, now, &d->q);
         flush(d, &d->q);
+        if (now >= stop_at)
+            return;
     }
 }
 
