@@ -16,6 +16,7 @@ struct tool {
 static const struct tool tools[] = {
     {"switch", cli_switch, "software TOR/SPINE switch with in-network Allreduce"},
     {"inc_test", cli_inc_test, "run leaders through a switch topology and check every result"},
+    {"osu_allreduce", cli_osu_allreduce, "OSU-style MPI_Allreduce latency (run it under mpirun)"},
     {"mpirun", cli_mpirun, "run an MPI program on an emulated cluster with in-network allreduce"},
 };
 

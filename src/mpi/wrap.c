@@ -47,10 +47,12 @@ static void start(void)
     PMPI_Comm_rank(MPI_COMM_WORLD, &opm.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &opm.world_size);
     find_tor();
-    int on = opm.cfg.mode != OPM_OFF, all = 0;
-    PMPI_Allreduce(&on, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all)
+    int reach = opm.tor_ip != 0, all = 0;
+    PMPI_Allreduce(&reach, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) {
         opm.cfg.mode = OPM_OFF;
+        opm.tor_ip = 0;
+    }
     /* MPI_Comm_free (and MPI_Finalize for the world) call opm_comm_delete,
      * which leaves the communicator's group: no MPI_Comm_free wrapper needed. */
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, opm_comm_delete, &opm.keyval, NULL);
@@ -131,6 +133,27 @@ OP_API int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, 
 OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     return after_create(PMPI_Comm_create(comm, group, newcomm), newcomm);
+}
+
+/* For benchmarks that compare modes in one job (osu_allreduce --compare):
+ * communicators created after this call use the given mode. Collective in
+ * spirit: every rank must call it alike. Returns 0, or -1 for an unknown mode
+ * or when no switch is reachable. */
+OP_API int offpath_mpi_set_mode(const char *mode)
+{
+    enum opm_mode m;
+    if (strcmp(mode, "off") == 0)
+        m = OPM_OFF;
+    else if (strcmp(mode, "node") == 0)
+        m = OPM_NODE;
+    else if (strcmp(mode, "socket") == 0)
+        m = OPM_SOCKET;
+    else
+        return -1;
+    if (m != OPM_OFF && (opm.tor_ip == 0 || !opm.initialized))
+        return -1;
+    opm.cfg.mode = m;
+    return 0;
 }
 
 OP_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,

@@ -1,0 +1,48 @@
+/* `offpath osu_allreduce`: runs the MPI build of the benchmark that matches
+ * the MPI this rank was started by (it is an MPI program; offpath is not). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *flavour(void)
+{
+    const char *mpi = getenv("OFFPATH_MPI");
+    if (mpi != NULL && (strcmp(mpi, "openmpi") == 0 || strcmp(mpi, "mpich") == 0))
+        return mpi;
+    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL)
+        return "openmpi";
+    if (getenv("PMI_SIZE") != NULL || getenv("PMI_RANK") != NULL)
+        return "mpich";
+    return "openmpi";
+}
+
+int cli_osu_allreduce(int argc, char **argv)
+{
+    (void)argc; /* argv goes on whole, NULL-terminated */
+    char exe[4096], path[4300];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        cli_bad("osu_allreduce", "cannot find the offpath binary (/proc/self/exe)");
+        return 2;
+    }
+    exe[n] = '\0';
+    const char *dir = dirname(exe);
+    const char *rel[] = {"../mpi", "../src/mpi", "../libexec/offpath", "../lib/offpath"};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s/osu_allreduce_%s", dir, rel[i], flavour());
+        if (access(path, X_OK) == 0) {
+            argv[0] = path;
+            execv(path, argv);
+            cli_bad("osu_allreduce", "cannot run %s: %s", path, strerror(errno));
+            return 2;
+        }
+    }
+    cli_bad("osu_allreduce", "osu_allreduce_%s is not built (is %s's MPI installed?)", flavour(),
+            flavour());
+    return 2;
+}
