@@ -115,3 +115,46 @@ def test_mode_off_runs_the_mpi_alone():
 def test_mpirun_bad_flags(args, needle):
     r = offpath("mpirun", *args)
     assert r.returncode == 2 and needle in r.stderr
+
+
+def test_osu_allreduce_output_follows_osu():
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--ppn", 2, "--",
+                BIN, "osu_allreduce", "-m", "4:64", "-i", 20, "-x", 2, "-f", timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "# Datatype: MPI_INT." in lines
+    assert any(l.startswith("# Size       Avg Latency(us)   Min Latency(us)") for l in lines)
+    rows = [l.split() for l in lines if l and not l.startswith("#")]
+    assert [int(row[0]) for row in rows] == [4, 8, 16, 32, 64]
+    for row in rows:
+        avg, lo, hi, iters = float(row[1]), float(row[2]), float(row[3]), int(row[4])
+        assert 0 < lo <= avg <= hi and iters == 20
+
+
+def test_osu_allreduce_compare_three_modes_in_one_job():
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 4, "--ppn", 2, "--sockets", 2,
+                "--tors", 2, "--verbose", "--", BIN, "osu_allreduce", "-m", "4:256", "-i", 20,
+                "-x", 2, "--compare", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "(unavailable" not in r.stdout
+    rows = [l.split() for l in r.stdout.splitlines() if l and l[0].isdigit()]
+    assert [int(row[0]) for row in rows] == [4, 8, 16, 32, 64, 128, 256]
+    for row in rows:
+        host, node, sock = map(float, row[1:4])
+        assert host > 0 and node > 0 and sock > 0
+        assert row[4].endswith("%") and row[5].endswith("%")
+    # the INC columns really went through the switches
+    m = re.search(r"(\d+) allreduce calls: (\d+) offloaded", r.stderr)
+    assert m and int(m[2]) > 0
+
+
+def test_osu_allreduce_bad_flag():
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--mode", "off", "--",
+                BIN, "osu_allreduce", "-m", "8:4")
+    assert r.returncode != 0 and "-m" in r.stderr
