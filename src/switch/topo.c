@@ -17,6 +17,7 @@ struct topo_parse {
     char *err;
     size_t errlen;
     int line;
+    int sw_line[OP_TOPO_MAX_SWITCHES]; /* where each switch was declared */
 };
 
 static op_status_t fail(struct topo_parse *tp, const char *fmt, ...) OP_PRINTF(2, 3);
@@ -112,6 +113,7 @@ static op_status_t parse_switch(struct topo_parse *tp, char **w, int nw)
     if (strlen(w[1]) >= sizeof(topo->sw[0].name) || op_topo_find(topo, w[1]) >= 0)
         return fail(tp, "switch name '%s' too long or used twice", w[1]);
     int self = topo->n;
+    tp->sw_line[self] = tp->line;
     struct op_topo_switch *s = &topo->sw[self];
     memset(s, 0, sizeof(*s));
     strcpy(s->name, w[1]);
@@ -146,14 +148,16 @@ static op_status_t parse_line(struct topo_parse *tp, char *line)
     return nw == 0 ? OP_OK : parse_switch(tp, w, nw);
 }
 
-/* Second pass: spine names to indices, roles' indices, overlap checks. */
+/* Second pass: spine names to indices, roles' indices, overlap checks. An
+ * error names the line of the switch at fault; "no tor", the file's last line. */
 static op_status_t resolve(struct topo_parse *tp)
 {
     struct op_topo *topo = tp->topo;
     uint16_t n_spine = 0, n_tor = 0;
-    tp->line = 0;
+    int last_line = tp->line;
     for (int i = 0; i < topo->n; i++) {
         struct op_topo_switch *s = &topo->sw[i];
+        tp->line = tp->sw_line[i];
         s->index = s->spine ? n_spine++ : n_tor++;
         for (int u = 0; u < s->n_up; u++) {
             int j = op_topo_find(topo, tp->up_names[i][u]);
@@ -167,6 +171,7 @@ static op_status_t resolve(struct topo_parse *tp)
                 return fail(tp, "host ranges of '%s' and '%s' overlap", o->name, s->name);
         }
     }
+    tp->line = last_line;
     if (n_tor == 0)
         return fail(tp, "no tor");
     return OP_OK;
