@@ -68,6 +68,13 @@ op_status_t op_inc_eng_join(struct op_inc_eng *e, uint64_t now, struct op_txq *o
     if (e->state != ST_IDLE)
         return OP_ERR_STATE;
     clear_spines(e);
+    /* A new group: the old one's kill must not touch it, its slots start
+     * empty (seq 0 first) and its window may differ from the old ring's. */
+    e->caps = (struct op_inc_caps){0};
+    e->token = 0;
+    e->next_seq = 0;
+    free(e->ring);
+    e->ring = NULL;
     base_ctrl(e, OP_INC_CTRL_QUERY, &e->caps_seen);
     e->choose_at_ns = UINT64_MAX;
     e->reason = 0;
@@ -246,7 +253,7 @@ void eng_ctrl_input(struct op_inc_eng *e, const struct op_inc_hdr *h, const stru
             eng_finish(e, ST_IDLE, OP_OK);
         else if (e->state == ST_REDUCE)
             eng_finish(e, ST_BROKEN, OP_ERR_STATE);
-        else
+        else if (e->state != ST_IDLE) /* idle: we left, and the master freed the group */
             e->state = ST_BROKEN;
     } else {
         e->c[OP_INC_C_dropped]++;
