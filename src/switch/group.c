@@ -11,11 +11,9 @@ bool sw_key_eq(const struct sw_key *a, const struct sw_key *b)
 
 struct sw_group *sw_group_find_key(const struct op_sw *sw, const struct sw_key *key)
 {
-    for (uint32_t id = 1; id < SW_MAX_GROUP_IDS; id++) {
-        struct sw_group *g = sw->by_id[id];
-        if (g != NULL && sw_key_eq(&g->key, key))
-            return g;
-    }
+    for (uint32_t i = 0; i < sw->n_groups; i++)
+        if (sw_key_eq(&sw->live[i]->key, key))
+            return sw->live[i];
     return NULL;
 }
 
@@ -129,7 +127,8 @@ op_status_t sw_group_create(struct op_sw *sw, uint16_t id, uint64_t token, const
     if (sw->by_id[id] != NULL) /* a stale group its root has forgotten */
         sw_group_free(sw, sw->by_id[id]);
     sw->by_id[id] = g;
-    sw->n_groups++;
+    g->live_idx = sw->n_groups;
+    sw->live[sw->n_groups++] = g;
     sw->c[OP_SW_C_groups_created]++;
     sw->c[OP_SW_C_groups_live] = sw->n_groups;
     *out = g;
@@ -139,7 +138,9 @@ op_status_t sw_group_create(struct op_sw *sw, uint16_t id, uint64_t token, const
 void sw_group_free(struct op_sw *sw, struct sw_group *g)
 {
     sw->by_id[g->id] = NULL;
-    sw->n_groups--;
+    struct sw_group *last = sw->live[--sw->n_groups];
+    sw->live[g->live_idx] = last;
+    last->live_idx = g->live_idx;
     sw->slot_mem_used -= g->mem_size;
     sw->c[OP_SW_C_groups_freed]++;
     sw->c[OP_SW_C_groups_live] = sw->n_groups;
@@ -200,9 +201,13 @@ void sw_pending_free(struct sw_pending *p)
  * address), -2 no memory. */
 int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t rank)
 {
-    for (uint16_t i = 0; i < p->n; i++)
+    for (uint16_t i = 0; i < p->n; i++) {
+        bool same_host = p->m[i].ip == ip && p->m[i].port == port;
         if (p->m[i].rank == rank)
-            return p->m[i].ip == ip && p->m[i].port == port ? 0 : -1;
+            return same_host ? 0 : -1;
+        if (same_host) /* one host is one member: it cannot fill a group alone */
+            return -1;
+    }
     if (p->n == p->cap) {
         if (p->cap >= UINT16_MAX / 2)
             return -2;
@@ -220,9 +225,9 @@ int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t ra
 void sw_sweep(struct op_sw *sw, uint64_t now)
 {
     uint64_t lease = (uint64_t)sw->cfg.lease_ms * OP_NS_PER_MS;
-    for (uint32_t id = 1; id < SW_MAX_GROUP_IDS && sw->n_groups > 0; id++) {
-        struct sw_group *g = sw->by_id[id];
-        if (g != NULL && now - g->last_ns > lease) {
+    for (uint32_t i = sw->n_groups; i-- > 0;) {
+        struct sw_group *g = sw->live[i];
+        if (now - g->last_ns > lease) {
             OP_INFO(sw->cfg.log, "group %u expired after %u ms without traffic", g->id,
                     sw->cfg.lease_ms);
             sw->c[OP_SW_C_groups_expired]++;

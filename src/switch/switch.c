@@ -65,7 +65,10 @@ op_status_t op_sw_create(const struct op_sw_config *cfg, struct op_sw **out)
     if (sw == NULL)
         return OP_ERR_NOMEM;
     sw->by_id = calloc(SW_MAX_GROUP_IDS, sizeof(*sw->by_id));
-    if (sw->by_id == NULL) {
+    sw->live = calloc(SW_MAX_GROUP_IDS, sizeof(*sw->live));
+    if (sw->by_id == NULL || sw->live == NULL) {
+        free(sw->by_id);
+        free(sw->live);
         free(sw);
         return OP_ERR_NOMEM;
     }
@@ -83,12 +86,12 @@ void op_sw_destroy(struct op_sw *sw)
 {
     if (sw == NULL)
         return;
-    for (uint32_t id = 0; id < SW_MAX_GROUP_IDS; id++)
-        if (sw->by_id[id] != NULL)
-            sw_group_free(sw, sw->by_id[id]);
+    while (sw->n_groups > 0)
+        sw_group_free(sw, sw->live[0]);
     for (int i = 0; i < SW_MAX_PENDING; i++)
         sw_pending_free(&sw->pending[i]);
     free(sw->by_id);
+    free(sw->live);
     free(sw);
 }
 

@@ -49,6 +49,7 @@ struct sw_slot {
 
 struct sw_group {
     uint16_t id;
+    uint32_t live_idx;
     uint64_t token;
     struct sw_key key;
     bool root;
@@ -80,6 +81,7 @@ struct op_sw {
     struct op_topo topo;
     const struct op_topo_switch *me;
     struct sw_group **by_id;
+    struct sw_group **live; /* the n_groups live groups, densely: scans cost what exists */
     uint32_t n_groups;
     uint64_t slot_mem_used;
     uint32_t id_lo, id_hi, next_id;

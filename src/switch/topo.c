@@ -163,11 +163,16 @@ static op_status_t resolve(struct topo_parse *tp)
             int j = op_topo_find(topo, tp->up_names[i][u]);
             if (j < 0 || !topo->sw[j].spine)
                 return fail(tp, "tor '%s' names unknown spine '%s'", s->name, tp->up_names[i][u]);
+            for (int v = 0; v < u; v++)
+                if (s->up[v] == j)
+                    return fail(tp, "tor '%s' names spine '%s' twice", s->name, topo->sw[j].name);
             s->up[u] = (uint16_t)j;
         }
-        for (int j = 0; j < i && !s->spine; j++) {
+        for (int j = 0; j < i; j++) {
             const struct op_topo_switch *o = &topo->sw[j];
-            if (!o->spine && s->host_lo <= o->host_hi && o->host_lo <= s->host_hi)
+            if (o->ip == s->ip && o->port == s->port)
+                return fail(tp, "'%s' and '%s' have the same address", o->name, s->name);
+            if (!s->spine && !o->spine && s->host_lo <= o->host_hi && o->host_lo <= s->host_hi)
                 return fail(tp, "host ranges of '%s' and '%s' overlap", o->name, s->name);
         }
     }

@@ -129,6 +129,12 @@ static void test_topo_malformed_resolved(void **state)
     parse_bad("tor t0 10.0.1.1 hosts 10.1.0.5-10.1.0.6\n"
               "tor t1 10.0.1.2 hosts 10.1.0.1-10.1.0.20\n",
               2, "overlap"); /* one range inside the other */
+    parse_bad("spine s0 10.0.0.1\n"
+              "tor t0 10.0.1.1 hosts 10.1.0.1-10.1.0.10 spines s0,s0\n",
+              2, "names spine 's0' twice");
+    parse_bad("spine s0 10.0.0.1\n"
+              "tor t0 10.0.0.1 hosts 10.1.0.1-10.1.0.10 spines s0\n",
+              2, "same address");
     parse_bad("spine s0 10.0.0.1\n# only spines\n", 2, "no tor");
     parse_bad("", 0, "no tor");
     parse_bad("# nothing\n", 1, "no tor");
