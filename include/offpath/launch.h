@@ -19,6 +19,7 @@ struct op_launch_config {
     enum op_launch_mpi mpi;
     enum op_launch_mode mode;
     double drop_rate, dup_rate;
+    uint16_t max_data, window; /* switch limits: data bytes per packet, slots per group */
     uint8_t net;
     uint16_t port;
     bool tcp;             /* Open MPI: --mca btl tcp,self (the network baseline) */

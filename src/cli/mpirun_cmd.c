@@ -31,6 +31,8 @@ static void help(void)
            "  --drop-rate P     switches drop each sent packet with probability P\n"
            "  --dup-rate P      switches duplicate each sent packet with probability P\n"
            "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
+           "  --max-data B      switches' data bytes per packet, multiple of 8 (4096)\n"
+           "  --window N        switches' slots per group (32)\n"
            "  --net N           addresses 127.N.x.y (ranks), 127.N+1.0.t, 127.N+2.0.s (60)\n"
            "  --port N          UDP port of the fabric (4791)\n"
            "  --connect FILE    use the running switches of this topology file\n"
@@ -39,7 +41,7 @@ static void help(void)
 }
 
 enum { O_NODES = 256, O_PPN, O_SOCKETS, O_TORS, O_SPINES, O_MODE, O_MPI, O_TCP, O_DROP, O_DUP,
-       O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_HELP };
+       O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_DATA, O_WINDOW, O_HELP };
 
 static const struct option options[] = {
     {"nodes", 1, 0, O_NODES}, {"ppn", 1, 0, O_PPN}, {"sockets", 1, 0, O_SOCKETS},
@@ -47,7 +49,8 @@ static const struct option options[] = {
     {"mpi", 1, 0, O_MPI}, {"tcp", 0, 0, O_TCP}, {"drop-rate", 1, 0, O_DROP},
     {"dup-rate", 1, 0, O_DUP}, {"deadline-ms", 1, 0, O_DEADLINE}, {"net", 1, 0, O_NET},
     {"port", 1, 0, O_PORT}, {"connect", 1, 0, O_CONNECT}, {"lib", 1, 0, O_LIB},
-    {"verbose", 0, 0, O_VERBOSE}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    {"verbose", 0, 0, O_VERBOSE}, {"max-data", 1, 0, O_DATA}, {"window", 1, 0, O_WINDOW},
+    {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_int(const char *flag, const char *val, uint64_t min, uint64_t max, int *out)
 {
@@ -101,6 +104,16 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
     case O_CONNECT: c->connect = val; return true;
     case O_LIB: c->lib = val; return true;
     case O_VERBOSE: c->verbose++; return true;
+    case O_DATA:
+        if (!cli_u64(tool, "--max-data", val, 8, 4096, &u) || u % 8) {
+            if (u % 8)
+                cli_bad(tool, "invalid value '%s' for --max-data (not a multiple of 8)", val);
+            return false;
+        }
+        c->max_data = (uint16_t)u; return true;
+    case O_WINDOW:
+        if (!cli_u64(tool, "--window", val, 1, 4096, &u)) return false;
+        c->window = (uint16_t)u; return true;
     default: return false;
     }
 }
