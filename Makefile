@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN ?= build-asan
 PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: all build asan test unit system demo bootstrap fuzz clean
+.PHONY: all build asan test unit system demo inc-demo bootstrap fuzz clean
 
 all: build
 
@@ -24,8 +24,13 @@ asan: bootstrap
 test: build asan
 	@BUILD=$(BUILD) ASAN=$(ASAN) PYTHON=$(PYTHON) scripts/run-tests
 
+# The main job: MPI_Allreduce through the switches on an emulated cluster,
+# against the host's, with a plot (scripts/demo). inc-demo: the switch alone.
 demo: build
-	./$(BUILD)/src/cli/offpath inc_test --leaders 8 --tors 2 --count 4096 --type float32 \
+	@BUILD=$(BUILD) $(PYTHON) scripts/demo
+
+inc-demo: build
+	./$(BUILD)/offpath inc_test --leaders 8 --tors 2 --count 4096 --type float32 \
 		--op sum --iters 200 --drop-rate 0.02 --dup-rate 0.01
 
 fuzz: bootstrap

@@ -32,8 +32,8 @@ struct op_inc_config {
     uint8_t master_num;   /* 1 Node mode, 2 Socket mode */
     uint16_t want_window; /* 0: whatever the switches give */
     uint16_t want_data;   /* data bytes per packet; 0: whatever the switches give */
-    uint64_t rto_ns;      /* retransmission timeout: the first, and the ceiling of measured ones */
-    uint64_t rto_min_ns;  /* floor of the measured timeout (srtt + 4 rttvar, RFC 6298) */
+    uint64_t rto_ns;      /* retransmission timeout until a round trip was measured */
+    uint64_t rto_min_ns;  /* floor of the measured timeout (3 x the latest minimum round trip) */
     uint64_t rto_max_ns;  /* backoff cap */
     uint64_t deadline_ns; /* bound on each join, allreduce and leave */
 };

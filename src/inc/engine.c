@@ -75,32 +75,30 @@ void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result)
     e->choose_at_ns = UINT64_MAX;
 }
 
-/* srtt + 4 rttvar (RFC 6298) within [rto_min, rto]: on an idle loopback a
- * round trip is ~100 us, so the configured timeout alone would make every
- * loss cost milliseconds. Never above the configured timeout though: a
- * chunk's round trip includes waiting for the slowest member, and letting
- * that inflate the timeout makes every member slow to repair its own loss. */
+/* A chunk's round trip includes waiting for the slowest member, and a member
+ * that is itself waiting for a retransmission stalls everyone's rounds for a
+ * timeout: delays only ever add. So the timeout follows the smallest of the
+ * latest round trips (what the path takes now, queueing included), times
+ * three, within [rto_min, rto_max]; the configured rto until one is measured.
+ * Samples come only from chunks sent once whose round nobody retransmitted in
+ * (Karn's rule, the switch flags such results). */
 uint64_t eng_base_rto(const struct op_inc_eng *e)
 {
-    if (!e->have_rtt)
+    if (e->n_rtt == 0)
         return e->cfg.rto_ns;
-    uint64_t rto = e->srtt_ns + 4 * e->rttvar_ns;
+    uint64_t low = UINT64_MAX;
+    unsigned n = e->n_rtt < ENG_RTT_SAMPLES ? e->n_rtt : ENG_RTT_SAMPLES;
+    for (unsigned i = 0; i < n; i++)
+        low = e->rtt_ns[i] < low ? e->rtt_ns[i] : low;
+    uint64_t rto = 3 * low;
     if (rto < e->cfg.rto_min_ns)
         rto = e->cfg.rto_min_ns;
-    return rto > e->cfg.rto_ns ? e->cfg.rto_ns : rto;
+    return rto > e->cfg.rto_max_ns ? e->cfg.rto_max_ns : rto;
 }
 
 void eng_rtt_sample(struct op_inc_eng *e, uint64_t rtt)
 {
-    if (!e->have_rtt) {
-        e->srtt_ns = rtt;
-        e->rttvar_ns = rtt / 2;
-        e->have_rtt = true;
-        return;
-    }
-    uint64_t err = rtt > e->srtt_ns ? rtt - e->srtt_ns : e->srtt_ns - rtt;
-    e->rttvar_ns = (3 * e->rttvar_ns + err) / 4;
-    e->srtt_ns = (7 * e->srtt_ns + rtt) / 8;
+    e->rtt_ns[e->n_rtt++ % ENG_RTT_SAMPLES] = rtt;
 }
 
 /* Exponential backoff (as SwitchML's hosts): each expiry doubles the timeout. */

@@ -5,6 +5,7 @@
 #include "offpath/inc.h"
 
 #define ENG_MAX_SPINES 32
+#define ENG_RTT_SAMPLES 16
 
 enum eng_state {
     ST_IDLE,        /* not in a group */
@@ -37,8 +38,8 @@ struct op_inc_eng {
     op_status_t result;
     uint8_t reason;
     uint64_t deadline_ns, retx_at_ns, rto_ns;
-    uint64_t srtt_ns, rttvar_ns;
-    bool have_rtt;
+    uint64_t rtt_ns[ENG_RTT_SAMPLES]; /* the latest round trips, for their minimum */
+    unsigned n_rtt;
     /* join */
     struct op_inc_ctrl caps_seen; /* master: AND of all queries */
     struct spine_seen spines[ENG_MAX_SPINES];

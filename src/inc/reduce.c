@@ -124,7 +124,9 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
     c->done = true;
     e->c[OP_INC_C_results]++;
-    if (!c->resent)
+    /* Karn's rule for a group: no sample from a round anyone retransmitted in
+     * (the switch flags its result), as that round waited for a timeout */
+    if (!c->resent && !(h->flags & OP_INC_F_RETX))
         eng_rtt_sample(e, now - c->sent_ns);
     e->rto_ns = eng_base_rto(e); /* progress: the path works again */
     if (e->retx_at_ns > now + e->rto_ns)
@@ -137,22 +139,28 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     fill_window(e, now, out);
 }
 
+/* On expiry the oldest outstanding chunk goes again (the window cannot move
+ * past it), and any other chunk only once it is twice as overdue: a slow round
+ * trip under load then costs one extra packet, not a window's worth, which
+ * would slow the round trip further. */
 void eng_data_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
 {
     if (now < e->retx_at_ns)
         return;
     uint64_t next = UINT64_MAX;
-    bool resent = false;
+    bool resent = false, oldest = true;
     for (uint32_t i = e->lo; i < e->hi; i++) {
         struct chunk *c = &e->ring[(e->base_seq + i) % e->caps.window];
         if (c->done)
             continue;
-        if (now - c->sent_ns >= e->rto_ns) {
+        uint64_t limit = oldest ? e->rto_ns : 2 * e->rto_ns;
+        if (now - c->sent_ns >= limit) {
             send_chunk(e, i, OP_INC_F_RETX, now, out);
             resent = true;
         }
-        if (c->sent_ns + e->rto_ns < next)
-            next = c->sent_ns + e->rto_ns;
+        if (c->sent_ns + limit < next)
+            next = c->sent_ns + limit;
+        oldest = false;
     }
     if (resent) {
         e->c[OP_INC_C_timeouts]++;

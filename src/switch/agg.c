@@ -32,7 +32,7 @@ static void send_result(struct op_sw *sw, const struct sw_group *g, const struct
 {
     struct op_inc_hdr h;
     const struct sw_member *m = &g->children[child];
-    data_hdr(g, s, s->seq, m->rank, OP_INC_F_RESULT, &h);
+    data_hdr(g, s, s->seq, m->rank, OP_INC_F_RESULT | (s->retx_seen ? OP_INC_F_RETX : 0), &h);
     sw_emit(sw, out, m->ip, m->port, &h, s->result, result_len(s));
 }
 
@@ -42,7 +42,7 @@ static void send_prev_result(struct op_sw *sw, const struct sw_group *g, const s
     struct sw_slot prev = {.op = s->prev_op, .dtype = s->prev_dtype, .count = s->prev_count};
     struct op_inc_hdr h;
     const struct sw_member *m = &g->children[child];
-    data_hdr(g, &prev, s->prev_seq, m->rank, OP_INC_F_RESULT, &h);
+    data_hdr(g, &prev, s->prev_seq, m->rank, OP_INC_F_RESULT | OP_INC_F_RETX, &h);
     sw_emit(sw, out, m->ip, m->port, &h, s->prev_result, result_len(&prev));
 }
 
@@ -50,7 +50,7 @@ static void send_partial_up(struct op_sw *sw, const struct sw_group *g, struct s
                             uint8_t flags, uint64_t now, struct op_txq *out)
 {
     struct op_inc_hdr h;
-    data_hdr(g, s, s->seq, g->index_at_parent, flags, &h);
+    data_hdr(g, s, s->seq, g->index_at_parent, flags | (s->retx_seen ? OP_INC_F_RETX : 0), &h);
     sw_emit(sw, out, g->parent_ip, g->parent_port, &h, s->result, result_len(s));
     s->up_sent_ns = now;
 }
@@ -81,6 +81,7 @@ static void start_round(const struct sw_group *g, struct sw_slot *s, const struc
     s->dtype = h->dtype;
     s->count = h->count;
     s->n_contrib = 0;
+    s->retx_seen = false;
     memset(s->bitmap, 0, (size_t)g->words * 8);
 }
 
@@ -173,6 +174,8 @@ static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_i
         sw->c[OP_SW_C_drop_mismatch]++;
         return;
     }
+    if (h->flags & OP_INC_F_RETX)
+        s->retx_seen = true;
     uint64_t bit = 1ull << (child % 64);
     if (s->bitmap[child / 64] & bit) {
         duplicate(sw, g, s, child, now, out);
@@ -204,6 +207,7 @@ static void result_from_parent(struct op_sw *sw, struct sw_group *g, const struc
         return;
     }
     memcpy(s->result, ip->payload, ip->payload_len);
+    s->retx_seen |= (h->flags & OP_INC_F_RETX) != 0;
     s->state = SLOT_DONE;
     multicast_result(sw, g, s, out);
 }

@@ -33,6 +33,7 @@ struct sw_slot {
     uint8_t state, op, dtype;
     uint16_t count; /* elements */
     uint16_t n_contrib;
+    bool retx_seen; /* a retransmission was part of this round: its timing says nothing */
     uint64_t up_sent_ns;
     uint64_t *bitmap;
     uint8_t *acc;     /* host order accumulator */
