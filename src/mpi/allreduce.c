@@ -12,7 +12,7 @@
  * rank of the communicator shares, so all ranks take the same one. */
 static int eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
 {
-    if (opm.cfg.mode == OPM_OFF || c == NULL)
+    if (c == NULL || c->mode == OPM_OFF)
         return OPM_R_mode_off;
     if (c->n_leaders < 2)
         return OPM_R_one_node;

@@ -46,6 +46,7 @@ struct opm_config {
 
 /* What a communicator carries (as an MPI attribute). */
 struct opm_comm {
+    enum opm_mode mode; /* as it was when the communicator was created */
     MPI_Comm local;   /* my node's (or socket's) ranks; rank 0 is the leader */
     MPI_Comm leaders; /* the leaders; MPI_COMM_NULL on the others */
     int local_size;

@@ -112,6 +112,7 @@ void opm_comm_setup(MPI_Comm comm)
     if (c == NULL)
         return;
     c->local = c->leaders = MPI_COMM_NULL;
+    c->mode = opm.cfg.mode;
     opm.comms++;
     if (opm.cfg.mode == OPM_OFF) {
         attach(comm, c);
