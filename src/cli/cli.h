@@ -19,4 +19,14 @@ bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, 
 bool cli_rate(const char *tool, const char *flag, const char *val, double *out);
 void cli_bad(const char *tool, const char *fmt, ...) OP_PRINTF(2, 3);
 
+struct option;
+/* The getopt_long loop every tool runs: help_opt prints help (returns 0),
+ * set applies one flag (false: a bad value, already reported: returns 2).
+ * Returns -1 when all flags were applied; optind is then the first operand. */
+int cli_flags(int argc, char **argv, const char *shortopts, const struct option *opts,
+              int help_opt, void (*help)(void), bool (*set)(int opt, const char *val, void *cfg),
+              void *cfg);
+/* This binary's path, to start switches (or NULL after reporting why). */
+const char *cli_self_exe(const char *tool);
+
 #endif

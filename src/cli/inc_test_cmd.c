@@ -101,20 +101,15 @@ static bool set_flag(int opt, const char *val, struct op_inctest_config *c)
     }
 }
 
+static bool set_any(int opt, const char *val, void *cfg) { return set_flag(opt, val, cfg); }
+
 int cli_inc_test(int argc, char **argv)
 {
     struct op_inctest_config cfg;
     op_inctest_config_default(&cfg);
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        if (opt == O_HELP) {
-            help();
-            return 0;
-        }
-        if (opt == '?' || !set_flag(opt, optarg, &cfg))
-            return 2;
-    }
+    int rc = cli_flags(argc, argv, "", options, O_HELP, help, set_any, &cfg);
+    if (rc >= 0)
+        return rc;
     if (optind < argc) {
         cli_bad(tool, "unexpected argument '%s'", argv[optind]);
         return 2;
@@ -132,13 +127,7 @@ int cli_inc_test(int argc, char **argv)
         cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", cfg.tors);
         return 2;
     }
-    static char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        cli_bad(tool, "cannot find the offpath binary (/proc/self/exe)");
+    if ((cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
-    }
-    exe[n] = '\0';
-    cfg.self_exe = exe;
     return op_inctest_run(&cfg);
 }

@@ -1,6 +1,8 @@
 /* The offpath multi-call binary: `offpath <tool> [flags]`, or invoked through
  * a link named after the tool. It finds the tool and hands it argv. */
+#include <getopt.h>
 #include <libgen.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +55,35 @@ void cli_bad(const char *tool, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n");
+}
+
+int cli_flags(int argc, char **argv, const char *shortopts, const struct option *opts,
+              int help_opt, void (*help)(void), bool (*set)(int opt, const char *val, void *cfg),
+              void *cfg)
+{
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+        if (opt == help_opt) {
+            help();
+            return 0;
+        }
+        if (opt == '?' || !set(opt, optarg, cfg))
+            return 2;
+    }
+    return -1;
+}
+
+const char *cli_self_exe(const char *tool)
+{
+    static char exe[4096]; /* one per process, written once */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        cli_bad(tool, "cannot find the offpath binary (/proc/self/exe)");
+        return NULL;
+    }
+    exe[n] = '\0';
+    return exe;
 }
 
 static const struct tool *find(const char *name)

@@ -139,34 +139,22 @@ static bool check(const struct op_launch_config *c)
     return true;
 }
 
+static bool set_any(int opt, const char *val, void *cfg) { return set(opt, val, cfg); }
+
 int cli_mpirun(int argc, char **argv)
 {
     struct op_launch_config cfg;
     op_launch_config_default(&cfg);
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
-        if (opt == O_HELP) {
-            help();
-            return 0;
-        }
-        if (opt == '?' || !set(opt, optarg, &cfg))
-            return 2;
-    }
+    /* "+": flags end at the MPI command, whose own flags are its business */
+    int rc = cli_flags(argc, argv, "+", options, O_HELP, help, set_any, &cfg);
+    if (rc >= 0)
+        return rc;
     if (optind >= argc) {
         cli_bad(tool, "no MPI command given (offpath mpirun [options] -- command args)");
         return 2;
     }
-    if (!check(&cfg))
+    if (!check(&cfg) || (cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
-    static char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        cli_bad(tool, "cannot find the offpath binary (/proc/self/exe)");
-        return 2;
-    }
-    exe[n] = '\0';
-    cfg.self_exe = exe;
     cfg.argv = argv + optind;
     cfg.argc = argc - optind;
     return op_launch_run(&cfg);

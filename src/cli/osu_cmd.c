@@ -25,12 +25,10 @@ int cli_osu_allreduce(int argc, char **argv)
 {
     (void)argc; /* argv goes on whole, NULL-terminated */
     char exe[4096], path[4300];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        cli_bad("osu_allreduce", "cannot find the offpath binary (/proc/self/exe)");
+    const char *self = cli_self_exe("osu_allreduce");
+    if (self == NULL)
         return 2;
-    }
-    exe[n] = '\0';
+    snprintf(exe, sizeof(exe), "%s", self);
     const char *dir = dirname(exe);
     const char *rel[] = {"../mpi", "../src/mpi", "../libexec/offpath", "../lib/offpath"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
