@@ -298,11 +298,12 @@ static bool phase_over(struct gen *g, enum phase ph)
 static bool drive(struct gen *g, enum phase ph, uint64_t until)
 {
     for (;;) {
-        for (int i = 0; i < g->cfg.leaders; i++) {
+        for (int i = 0; i < g->cfg.leaders; i++)
             poll_engine(g, &g->l[i]);
+        bool over = phase_over(g, ph); /* may start calls: flush after it */
+        for (int i = 0; i < g->cfg.leaders; i++)
             flush(&g->l[i], &g->l[i].q);
-        }
-        if (phase_over(g, ph) || op_now_ns() >= until)
+        if (over || op_now_ns() >= until)
             break;
         wait_io(g, until);
         uint64_t now = op_now_ns();
