@@ -134,6 +134,27 @@ static void refuse_pending(struct op_sw *sw, struct sw_pending *p, const struct 
 
 /* ---- query */
 
+/* A query passing up: note its sender as a pending member (or repeat an
+ * earlier refusal), then fold in this switch's capabilities. Returns false
+ * when the query stops here. */
+static bool record_member(struct op_sw *sw, const struct sw_key *key, uint32_t ip, uint16_t port,
+                          uint32_t rank, struct op_inc_ctrl *c, uint64_t now, struct op_txq *out)
+{
+    struct sw_pending *p = sw_pending_get(sw, key, now);
+    if (p == NULL || sw_pending_add(p, ip, port, rank) < 0) {
+        sw->c[OP_SW_C_drop_mismatch]++;
+        return false;
+    }
+    p->master_ip = c->dst_ip;
+    if (p->refused) {
+        refuse_pending(sw, p, c, p->refused, out);
+        return false;
+    }
+    and_caps(sw, c);
+    count_hop(c);
+    return true;
+}
+
 static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct op_inc_hdr *h,
                             struct op_inc_ctrl *c, uint64_t now, struct op_txq *out)
 {
@@ -149,18 +170,8 @@ static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct o
         deliver_to_member(sw, g, i, OP_INC_CTRL_NOTIFY, out);
         return;
     }
-    struct sw_pending *p = sw_pending_get(sw, &key, now);
-    if (p == NULL || sw_pending_add(p, f->src_ip, f->src_port, h->src_rank) < 0) {
-        sw->c[OP_SW_C_drop_mismatch]++;
+    if (!record_member(sw, &key, f->src_ip, f->src_port, h->src_rank, c, now, out))
         return;
-    }
-    p->master_ip = c->dst_ip;
-    if (p->refused) {
-        refuse_pending(sw, p, c, p->refused, out);
-        return;
-    }
-    and_caps(sw, c);
-    count_hop(c);
     c->tor1_ip = sw->me->ip;
     if (sw->me->n_up == 0) { /* this TOR is the root of a one-level tree */
         c->spine_ip = sw->me->ip;
@@ -195,19 +206,9 @@ static void query_at_spine(struct op_sw *sw, const struct op_pkt *pkt, struct op
         sw->c[OP_SW_C_drop_no_route]++;
         return;
     }
-    struct sw_pending *p = sw_pending_get(sw, &key, now);
-    if (p == NULL ||
-        sw_pending_add(p, c->src_ip, sw->topo.sw[member_tor].port, h->src_rank) < 0) {
-        sw->c[OP_SW_C_drop_mismatch]++;
+    if (!record_member(sw, &key, c->src_ip, sw->topo.sw[member_tor].port, h->src_rank, c, now,
+                       out))
         return;
-    }
-    p->master_ip = c->dst_ip;
-    if (p->refused) {
-        refuse_pending(sw, p, c, p->refused, out);
-        return;
-    }
-    and_caps(sw, c);
-    count_hop(c);
     c->spine_ip = sw->me->ip;
     c->ava_grp_num = sw_free_groups(sw);
     send_ctrl(sw, out, sw->topo.sw[master_tor].ip, sw->topo.sw[master_tor].port, h, c);
