@@ -80,20 +80,6 @@ static void fifo_flush(void *ctx, struct op_txq *q)
     q->n = 0;
 }
 
-static void deliver(struct sim *s, const struct op_pkt *p)
-{
-    for (int i = 0; i < s->n_sw; i++)
-        if (s->topo.sw[i].ip == p->flow.dst_ip) {
-            op_sw_input(s->sw[i], p, s->now, &s->q);
-            return;
-        }
-    for (int i = 0; i < s->n_leaders; i++)
-        if (s->leader_ip[i] == p->flow.dst_ip) {
-            op_inc_eng_input(s->leader[i], p, s->now, &s->q);
-            return;
-        }
-}
-
 /* Deliver what is queued, and what that causes, until the fabric is quiet. */
 static void pump(struct sim *s, struct fifo *f)
 {
@@ -101,7 +87,7 @@ static void pump(struct sim *s, struct fifo *f)
     for (size_t n = 0; f->head < f->tail; n++) {
         require(n < STORM_LIMIT, "one packet caused a storm of packets");
         struct op_pkt p = f->p[f->head++];
-        deliver(s, &p);
+        sim_deliver(s, &p);
         free(p.data);
         fifo_flush(f, &s->q);
     }

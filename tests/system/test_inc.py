@@ -76,14 +76,20 @@ def write_topology(path, net, port, hosts):
         f.write(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.0.1-127.{net}.0.{hosts}\n")
 
 
-def test_switch_killed_mid_run_every_leader_times_out(procs, tmp_path):
+def start_tor(procs, tmp_path, hosts):
+    """One TOR serving `hosts` addresses on a fresh network; returns the switch
+    process, its topology file, its stats file, the network and the port."""
     net, port = next_net()
-    topo = tmp_path / "topo"
-    write_topology(topo, net, port, 8)
-    stats = tmp_path / "stats.json"
+    topo, stats = tmp_path / "topo", tmp_path / "stats.json"
+    write_topology(topo, net, port, hosts)
     sw = procs.start("switch", "--topology", topo, "--name", "t0", "--stats-json", stats,
                      "--log-level", "error")
     time.sleep(0.3)
+    return sw, topo, stats, net, port
+
+
+def test_switch_killed_mid_run_every_leader_times_out(procs, tmp_path):
+    sw, topo, stats, net, port = start_tor(procs, tmp_path, 8)
     deadline_ms = 1500
     started = time.monotonic()
     it = procs.start("inc_test", "--connect", topo, "--leaders", 4, "--count", 1000,
@@ -107,14 +113,8 @@ def test_switch_killed_mid_run_every_leader_times_out(procs, tmp_path):
 def test_hostile_packets_during_run_never_change_results(procs, tmp_path):
     """Garbage, non-INC RoCEv2, wrong tokens and strangers' packets, all with
     valid ICRCs, sent at the TOR while leaders allreduce through it."""
-    net, port = next_net()
-    topo = tmp_path / "topo"
-    write_topology(topo, net, port, 200)
-    stats = tmp_path / "stats.json"
+    sw, topo, stats, net, port = start_tor(procs, tmp_path, 200)
     tor = f"127.{net + 1}.0.1"
-    sw = procs.start("switch", "--topology", topo, "--name", "t0", "--stats-json", stats,
-                     "--log-level", "error")
-    time.sleep(0.3)
     it = procs.start("inc_test", "--connect", topo, "--leaders", 6, "--count", 512,
                      "--iters", 300, "--json", "--quiet")
     stop = threading.Event()
@@ -169,13 +169,7 @@ def test_hostile_packets_during_run_never_change_results(procs, tmp_path):
 def test_python_icrc_agrees_with_switch(procs, tmp_path):
     """A packet sealed by this independent Python ICRC passes the switch's
     ICRC check (it is dropped later as an unknown group, not as a bad ICRC)."""
-    net, port = next_net()
-    topo = tmp_path / "topo"
-    write_topology(topo, net, port, 4)
-    stats = tmp_path / "stats.json"
-    sw = procs.start("switch", "--topology", topo, "--name", "t0", "--stats-json", stats,
-                     "--log-level", "error")
-    time.sleep(0.3)
+    sw, topo, stats, net, port = start_tor(procs, tmp_path, 4)
     host, tor = f"127.{net}.0.1", f"127.{net + 1}.0.1"
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.IPPROTO_IP, 10, 2)
@@ -192,13 +186,7 @@ def test_python_icrc_agrees_with_switch(procs, tmp_path):
 
 
 def test_switch_sigusr1_and_exit_counters(procs, tmp_path):
-    net, port = next_net()
-    topo = tmp_path / "topo"
-    write_topology(topo, net, port, 4)
-    stats = tmp_path / "stats.json"
-    sw = procs.start("switch", "--topology", topo, "--name", "t0", "--stats-json", stats,
-                     "--log-level", "error")
-    time.sleep(0.3)
+    sw, topo, stats, net, port = start_tor(procs, tmp_path, 4)
     sw.send_signal(signal.SIGUSR1)
     assert wait_for_file(stats)
     first = json.loads(open(stats).read())

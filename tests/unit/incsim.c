@@ -186,7 +186,7 @@ void sim_free(struct sim *s)
     op_pktbuf_free(&s->txbuf);
 }
 
-static void deliver(struct sim *s, const struct op_pkt *p)
+void sim_deliver(struct sim *s, const struct op_pkt *p)
 {
     for (int i = 0; i < s->n_sw; i++)
         if (s->topo.sw[i].ip == p->flow.dst_ip) {
@@ -241,7 +241,7 @@ bool sim_run(struct sim *s)
         if (tp <= tt) {
             struct sim_event ev = heap_pop(s);
             s->now = ev.at;
-            deliver(s, &ev.pkt);
+            sim_deliver(s, &ev.pkt);
             free(ev.pkt.data);
             s->delivered++;
         } else {
@@ -254,7 +254,7 @@ bool sim_run(struct sim *s)
     while (s->heap_n > 0) {
         struct sim_event ev = heap_pop(s);
         s->now = ev.at > s->now ? ev.at : s->now;
-        deliver(s, &ev.pkt);
+        sim_deliver(s, &ev.pkt);
         free(ev.pkt.data);
         flush(s, &s->q);
     }

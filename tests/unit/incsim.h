@@ -54,6 +54,8 @@ bool sim_run(struct sim *s);
 /* All leaders join one communicator (comm_id); returns the common status. */
 op_status_t sim_join(struct sim *s, uint32_t comm_id);
 /* Put a raw packet on the fabric as if sent from src to dst. */
+/* Hand a packet to the engine at its destination address. */
+void sim_deliver(struct sim *s, const struct op_pkt *p);
 void sim_inject(struct sim *s, const struct op_flow *flow, const uint8_t *data, size_t len);
 uint64_t sim_sw_counter(const struct sim *s, int sw, unsigned c);
 uint64_t sim_sw_total(const struct sim *s, unsigned c);
