@@ -107,8 +107,7 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     }
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     if (c->local_size > 1) {
-        int rc = PMPI_Reduce(c->is_leader && sendbuf == MPI_IN_PLACE ? MPI_IN_PLACE : in,
-                             recvbuf, count, dtype, op, 0, c->local);
+        int rc = opm_node_reduce(c, sendbuf, recvbuf, count, dtype, op, type, code);
         if (rc != MPI_SUCCESS)
             return rc;
     } else if (in != recvbuf) {
@@ -120,5 +119,5 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
         opm.fallback[OPM_R_switch_gone]++;
     else
         opm.offloaded++; /* as far as this rank can tell: its leader knows better */
-    return c->local_size > 1 ? PMPI_Bcast(recvbuf, count, dtype, 0, c->local) : MPI_SUCCESS;
+    return c->local_size > 1 ? opm_node_bcast(c, recvbuf, count, dtype, bytes) : MPI_SUCCESS;
 }

@@ -73,6 +73,8 @@ void opm_config_load(struct opm_config *cfg)
     cfg->deadline_ms = 5000;
     cfg->rto_us = 2000;
     cfg->job_id = (uint32_t)getppid();
+    cfg->shm = true;
+    cfg->shm_slot = OP_SHM_SLOT_DEFAULT;
     env_mode(cfg);
     env_int("OFFPATH_PPN", 1, 254, &cfg->ppn);
     env_int("OFFPATH_SOCKETS", 1, 16, &cfg->sockets);
@@ -88,6 +90,10 @@ void opm_config_load(struct opm_config *cfg)
     v = cfg->job_id;
     env_u64("OFFPATH_JOB", 0, UINT32_MAX, &v);
     cfg->job_id = (uint32_t)v;
+    v = cfg->shm;
+    env_u64("OFFPATH_SHM", 0, 1, &v);
+    cfg->shm = v != 0;
+    env_u64("OFFPATH_SHM_SLOT", 64, 64u << 20, &cfg->shm_slot);
     env_u64("OFFPATH_MIN_BYTES", 0, UINT64_MAX, &cfg->min_bytes);
     env_u64("OFFPATH_MAX_BYTES", 1, UINT64_MAX, &cfg->max_bytes);
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);

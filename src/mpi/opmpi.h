@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "offpath/inc.h"
+#include "offpath/shmcoll.h"
 #include "offpath/topo.h"
 
 enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET };
@@ -42,6 +43,8 @@ struct opm_config {
     uint64_t deadline_ms, rto_us;
     int verbose;
     uint32_t job_id;
+    bool shm;           /* OFFPATH_SHM: node steps through shared memory */
+    uint64_t shm_slot;  /* OFFPATH_SHM_SLOT: bytes per hand-over */
 };
 
 /* What a communicator carries (as an MPI attribute). */
@@ -55,6 +58,7 @@ struct opm_comm {
     bool inc_ok;   /* every leader joined: calls may use the switch */
     bool dead;     /* a deadline expired: leaders reduce over `leaders` by PMPI */
     uint16_t ops, types; /* what the switches support */
+    struct op_shm_group *shm; /* the node steps; NULL: PMPI over `local` */
     struct op_inc_client *client;
     uint64_t calls;      /* allreduces through the switch so far, by this leader */
     void *last;          /* this leader's last result, for a leader that missed it */
@@ -73,6 +77,7 @@ struct opm_state {
     uint16_t tor_port;
     uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
     uint64_t comms, comms_joined;
+    uint64_t comms_local, comms_shm; /* with several ranks a node; of those in shm */
 };
 
 /* The PMPI interface passes no context, so the library's one state is a
@@ -87,6 +92,12 @@ int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 void opm_comm_setup(MPI_Comm comm);
 int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
 struct opm_comm *opm_comm_get(MPI_Comm comm);
+
+void opm_node_setup(struct opm_comm *c);
+void opm_node_free(struct opm_comm *c);
+int opm_node_reduce(struct opm_comm *c, const void *sendbuf, void *recvbuf, int count,
+                    MPI_Datatype dtype, MPI_Op op, int type, int code);
+int opm_node_bcast(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, size_t bytes);
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm);

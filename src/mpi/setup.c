@@ -130,6 +130,8 @@ void opm_comm_setup(MPI_Comm comm)
     PMPI_Comm_split(comm, c->is_leader ? 0 : MPI_UNDEFINED, rank, &c->leaders);
     int one = c->is_leader;
     PMPI_Allreduce(&one, &c->n_leaders, 1, MPI_INT, MPI_SUM, comm);
+    if (c->n_leaders >= 2)
+        opm_node_setup(c); /* one node: every call is the MPI's own */
     bool joined = false;
     if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader)
         joined = leader_join(c);
@@ -161,6 +163,7 @@ int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
             op_inc_leave(c->client);
         op_inc_client_free(c->client);
     }
+    opm_node_free(c);
     if (c->local != MPI_COMM_NULL)
         PMPI_Comm_free(&c->local);
     if (c->leaders != MPI_COMM_NULL)

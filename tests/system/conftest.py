@@ -25,9 +25,9 @@ def next_net():
     return _net[0], 40000 + _net[0]
 
 
-def offpath(*args, timeout=120, check=False):
+def offpath(*args, timeout=120, check=False, env=None):
     return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, check=check)
+                          timeout=timeout, check=check, env=env)
 
 
 def inc_test_json(*args, timeout=300):

@@ -20,10 +20,10 @@ def need(mpi):
         pytest.skip(f"{mpi} not built")
 
 
-def mpirun(*args, mpi="openmpi", iters=1, max_count=1000, timeout=600):
+def mpirun(*args, mpi="openmpi", iters=1, max_count=1000, timeout=600, env=None):
     net, port = next_net()
     r = offpath("mpirun", "--mpi", mpi, "--net", net, "--port", port, "--verbose", *args, "--",
-                CHECK[mpi], iters, max_count, timeout=timeout)
+                CHECK[mpi], iters, max_count, timeout=timeout, env=env)
     return r, parse(r)
 
 
@@ -31,9 +31,10 @@ def parse(r):
     m = re.search(r"allreduce_check: (\d+) ranks, (\d+) calls, (\d+) mismatches", r.stdout)
     assert m, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
     s = re.search(r"offpath: (\d+) allreduce calls: (\d+) offloaded, (\d+) fell back(.*)", r.stderr)
+    shm = re.search(r"node steps through shared memory in (\d+) of (\d+) communicators", r.stderr)
     return {"ranks": int(m[1]), "calls": int(m[2]), "mismatches": int(m[3]),
             "offloaded": int(s[2]) if s else None, "fell_back": int(s[3]) if s else None,
-            "why": s[4] if s else ""}
+            "why": s[4] if s else "", "shm": (int(shm[1]), int(shm[2])) if shm else None}
 
 
 @pytest.mark.parametrize("mode,sockets", [("node", 1), ("socket", 2)])
@@ -46,6 +47,17 @@ def test_openmpi_16_ranks_8_nodes_2_sockets(mode, sockets):
     assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
     g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
     assert g and int(g[1]) == int(g[2]) > 0  # every group left when its communicator was freed
+    if mode == "node":  # 2 ranks a node: their steps go through shared memory
+        assert res["shm"] and res["shm"][0] == res["shm"][1] > 0
+
+
+def test_node_steps_over_mpi_when_shared_memory_is_off():
+    need("openmpi")
+    env = dict(os.environ, OFFPATH_SHM="0")
+    r, res = mpirun("--nodes", 4, "--ppn", 3, "--tors", 2, env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["mismatches"] == 0 and res["offloaded"] == res["calls"]
+    assert res["shm"] and res["shm"][0] == 0 < res["shm"][1]
 
 
 def test_mpich_2_ranks():
