@@ -46,10 +46,16 @@ struct op_io {
     uint32_t local_ip; /* host order */
     uint16_t local_port;
     uint64_t rx_pkts, tx_pkts, tx_drops;
+    uint64_t tx_datagrams; /* system-level sends: fewer than tx_pkts when batched */
 };
 
-/* Open a UDP endpoint bound to ip:port (host order). */
+/* Open a UDP endpoint bound to ip:port (host order). Batching is on. */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
+/* Batching: runs of packets to one destination leave as one UDP GSO datagram
+ * and such datagrams are read whole (UDP_GRO) and cut back into packets; the
+ * packets and their bytes stay the same. Off: one system-call slot per packet.
+ * No effect on other backends. */
+OP_API void op_io_udp_batching(struct op_io *io, bool on);
 
 /* Wrap inner (taking ownership): each sent packet is dropped with probability
  * drop, sent twice with probability dup, and held for delay_us microseconds. */

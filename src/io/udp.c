@@ -2,9 +2,17 @@
  * with DF set. Never connect() it: on an unconnected socket with
  * IP_PMTUDISC_DO Linux sends IPv4 Identification 0, which the ICRC covers.
  * When bound to 0.0.0.0 the local address of each datagram comes from
- * IP_PKTINFO, so flow.dst_ip is always the real one. */
+ * IP_PKTINFO, so flow.dst_ip is always the real one.
+ *
+ * Batching (on by default where the kernel has it): consecutive packets to
+ * one destination with one length leave as a single UDP GSO datagram, and
+ * the socket takes such datagrams whole (UDP_GRO) and cuts them into packets
+ * here. Each packet keeps its own RoCEv2 headers and ICRC; the kernel's
+ * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
+ * to UDP_GSO_MAX_SEGS packets. On loopback the batch is never split. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +24,34 @@
 #define UDP_SOCKBUF (4 << 20)
 #define UDP_SEND_RETRIES 3    /* waits for room before the rest is dropped */
 #define UDP_SEND_WAIT_MS 1
+#define UDP_GSO_MAX_SEGS 64       /* the kernel's UDP_MAX_SEGMENTS */
+#define UDP_GSO_MAX_BYTES 65000   /* under the 65507-byte IPv4 UDP payload */
+#define UDP_GRO_MSGS 16           /* whole datagrams read per recvmmsg */
+#define UDP_GRO_BUF 65536
+
+/* A received datagram still being cut into packets. */
+struct gro_datagram {
+    uint32_t len, seg, off;
+    struct op_flow flow;
+};
 
 struct udp_io {
     struct op_io io;
     int fd;
     int pktinfo; /* bound to INADDR_ANY: read the local address per datagram */
+    bool batching; /* GSO out, GRO in */
     uint64_t rx_truncated;
     struct mmsghdr msgs[OP_IO_BURST];
     struct iovec iov[OP_IO_BURST];
     struct sockaddr_in addr[OP_IO_BURST];
+    int weight[OP_IO_BURST]; /* packets in each message sent */
     union {
-        char buf[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctrl[OP_IO_BURST];
+    uint8_t *gro_buf; /* UDP_GRO_MSGS x UDP_GRO_BUF */
+    struct gro_datagram gro[UDP_GRO_MSGS];
+    int gro_n, gro_i;
 };
 
 static struct udp_io *udp_of(struct op_io *io)
@@ -36,81 +59,227 @@ static struct udp_io *udp_of(struct op_io *io)
     return (struct udp_io *)io;
 }
 
-static uint32_t pktinfo_dst(struct msghdr *mh, uint32_t fallback)
+/* The local address (IP_PKTINFO) and the GRO segment size of a datagram. */
+static void read_cmsgs(struct msghdr *mh, uint32_t *dst, uint32_t *seg)
 {
     for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
             struct in_pktinfo pi;
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
-            return ntohl(pi.ipi_addr.s_addr);
+            *dst = ntohl(pi.ipi_addr.s_addr);
+        } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int gso;
+            memcpy(&gso, CMSG_DATA(c), sizeof gso);
+            if (gso > 0)
+                *seg = (uint32_t)gso;
         }
     }
-    return fallback;
 }
 
-static void udp_prepare_rx(struct udp_io *u, struct op_pkt *pkts, int n)
+static void set_rx_msg(struct udp_io *u, int i, void *buf, size_t cap)
 {
-    for (int i = 0; i < n; i++) {
-        struct msghdr *mh = &u->msgs[i].msg_hdr;
-        u->iov[i] = (struct iovec){.iov_base = pkts[i].data, .iov_len = OP_IO_BUF_SIZE};
-        *mh = (struct msghdr){.msg_name = &u->addr[i],
-                              .msg_namelen = sizeof u->addr[i],
-                              .msg_iov = &u->iov[i],
-                              .msg_iovlen = 1};
-        if (u->pktinfo) {
-            mh->msg_control = u->ctrl[i].buf;
-            mh->msg_controllen = sizeof u->ctrl[i].buf;
-        }
+    struct msghdr *mh = &u->msgs[i].msg_hdr;
+    u->iov[i] = (struct iovec){.iov_base = buf, .iov_len = cap};
+    *mh = (struct msghdr){.msg_name = &u->addr[i],
+                          .msg_namelen = sizeof u->addr[i],
+                          .msg_iov = &u->iov[i],
+                          .msg_iovlen = 1};
+    if (u->pktinfo || u->batching) {
+        mh->msg_control = u->ctrl[i].buf;
+        mh->msg_controllen = sizeof u->ctrl[i].buf;
     }
+}
+
+static struct op_flow rx_flow(struct udp_io *u, int i, uint32_t *seg)
+{
+    struct op_flow f = {.src_ip = ntohl(u->addr[i].sin_addr.s_addr),
+                        .src_port = ntohs(u->addr[i].sin_port),
+                        .dst_ip = u->io.local_ip,
+                        .dst_port = u->io.local_port};
+    read_cmsgs(&u->msgs[i].msg_hdr, &f.dst_ip, seg);
+    return f;
+}
+
+static int rx_error(void)
+{
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
+        return 0;
+    return -errno;
 }
 
 /* Truncated datagrams (larger than OP_IO_BUF_SIZE) are dropped; later packets
  * move down so the caller sees a dense array. */
-static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
+static int plain_recv(struct udp_io *u, struct op_pkt *pkts, int max)
 {
-    struct udp_io *u = udp_of(io);
     int n = max < OP_IO_BURST ? max : OP_IO_BURST, k = 0;
-
-    if (n <= 0)
-        return 0;
-    udp_prepare_rx(u, pkts, n);
+    for (int i = 0; i < n; i++)
+        set_rx_msg(u, i, pkts[i].data, OP_IO_BUF_SIZE);
     int r = recvmmsg(u->fd, u->msgs, (unsigned)n, MSG_DONTWAIT, NULL);
-    if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
-            return 0;
-        return -errno;
-    }
+    if (r < 0)
+        return rx_error();
     for (int i = 0; i < r; i++) {
-        struct msghdr *mh = &u->msgs[i].msg_hdr;
-        if (mh->msg_flags & MSG_TRUNC) {
+        if (u->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
             u->rx_truncated++;
             continue;
         }
         if (k != i)
             memcpy(pkts[k].data, pkts[i].data, u->msgs[i].msg_len);
+        uint32_t seg = 0;
         pkts[k].len = u->msgs[i].msg_len;
-        pkts[k].flow.src_ip = ntohl(u->addr[i].sin_addr.s_addr);
-        pkts[k].flow.src_port = ntohs(u->addr[i].sin_port);
-        pkts[k].flow.dst_ip = u->pktinfo ? pktinfo_dst(mh, io->local_ip) : io->local_ip;
-        pkts[k].flow.dst_port = io->local_port;
+        pkts[k].flow = rx_flow(u, i, &seg);
         k++;
     }
-    io->rx_pkts += (uint64_t)k;
     return k;
 }
 
-static void udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
+/* Reads up to UDP_GRO_MSGS whole datagrams; cut them with gro_cut. */
+static int gro_fill(struct udp_io *u)
 {
-    for (int i = 0; i < n; i++) {
-        u->addr[i] = (struct sockaddr_in){.sin_family = AF_INET,
-                                          .sin_port = htons(pkts[i].flow.dst_port),
-                                          .sin_addr.s_addr = htonl(pkts[i].flow.dst_ip)};
-        u->iov[i] = (struct iovec){.iov_base = pkts[i].data, .iov_len = pkts[i].len};
-        u->msgs[i].msg_hdr = (struct msghdr){.msg_name = &u->addr[i],
-                                             .msg_namelen = sizeof u->addr[i],
-                                             .msg_iov = &u->iov[i],
-                                             .msg_iovlen = 1};
+    for (int i = 0; i < UDP_GRO_MSGS; i++)
+        set_rx_msg(u, i, u->gro_buf + (size_t)i * UDP_GRO_BUF, UDP_GRO_BUF);
+    int r = recvmmsg(u->fd, u->msgs, UDP_GRO_MSGS, MSG_DONTWAIT, NULL);
+    if (r < 0)
+        return rx_error();
+    for (int i = 0; i < r; i++) {
+        struct gro_datagram *d = &u->gro[i];
+        d->len = u->msgs[i].msg_len;
+        d->seg = 0;
+        d->flow = rx_flow(u, i, &d->seg);
+        if (d->seg == 0 || d->seg > d->len)
+            d->seg = d->len; /* one packet (also an empty one) */
+        d->off = 0;
+        if (u->msgs[i].msg_hdr.msg_flags & MSG_TRUNC || d->seg > OP_IO_BUF_SIZE) {
+            u->rx_truncated++;
+            d->off = d->len + 1; /* nothing of it is delivered */
+        }
     }
+    u->gro_n = r;
+    u->gro_i = 0;
+    return r;
+}
+
+/* Hands out the packets of the datagrams read; `off` > `len` once the last
+ * one (an empty datagram is one empty packet) is out. */
+static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max)
+{
+    int k = 0;
+    while (k < max && u->gro_i < u->gro_n) {
+        struct gro_datagram *d = &u->gro[u->gro_i];
+        if (d->off > d->len) {
+            u->gro_i++;
+            continue;
+        }
+        uint32_t take = d->len - d->off < d->seg ? d->len - d->off : d->seg;
+        memcpy(pkts[k].data, u->gro_buf + (size_t)u->gro_i * UDP_GRO_BUF + d->off, take);
+        pkts[k].len = take;
+        pkts[k].flow = d->flow;
+        k++;
+        d->off += take;
+        if (d->off == d->len)
+            d->off = d->len + 1;
+    }
+    return k;
+}
+
+static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max)
+{
+    int k = gro_cut(u, pkts, max);
+    if (k < max && u->gro_i == u->gro_n) {
+        int r = gro_fill(u);
+        if (r < 0 && k == 0)
+            return r;
+        k += gro_cut(u, pkts + k, max - k);
+    }
+    return k;
+}
+
+static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct udp_io *u = udp_of(io);
+    if (max <= 0)
+        return 0;
+    int k = u->gro_buf != NULL ? gro_recv(u, pkts, max) : plain_recv(u, pkts, max);
+    if (k > 0)
+        io->rx_pkts += (uint64_t)k;
+    return k;
+}
+
+static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
+{
+    return a->flow.dst_ip == b->flow.dst_ip && a->flow.dst_port == b->flow.dst_port;
+}
+
+/* Message m carries the packets pkts[idx[0..count)], as one GSO datagram
+ * of `seg`-byte segments when count > 1; u->iov[*slot..] gets their data. */
+static void set_tx_msg(struct udp_io *u, int m, const struct op_pkt *pkts, const int *idx,
+                       int count, int *slot)
+{
+    const struct op_pkt *first = &pkts[idx[0]];
+    struct iovec *iov = &u->iov[*slot];
+    for (int j = 0; j < count; j++)
+        iov[j] = (struct iovec){.iov_base = pkts[idx[j]].data, .iov_len = pkts[idx[j]].len};
+    *slot += count;
+    u->addr[m] = (struct sockaddr_in){.sin_family = AF_INET,
+                                      .sin_port = htons(first->flow.dst_port),
+                                      .sin_addr.s_addr = htonl(first->flow.dst_ip)};
+    struct msghdr *mh = &u->msgs[m].msg_hdr;
+    *mh = (struct msghdr){.msg_name = &u->addr[m],
+                          .msg_namelen = sizeof u->addr[m],
+                          .msg_iov = iov,
+                          .msg_iovlen = (size_t)count};
+    u->weight[m] = count;
+    if (count == 1)
+        return;
+    uint16_t gso = (uint16_t)first->len;
+    mh->msg_control = u->ctrl[m].buf;
+    mh->msg_controllen = CMSG_SPACE(sizeof gso);
+    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+    c->cmsg_level = SOL_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof gso);
+    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+}
+
+/* The batch that starts at unsent packet `first`: the following unsent
+ * packets to its destination, in order, while every segment but the last
+ * has the first's size. Packets to other destinations may be passed over
+ * (their own order is kept: only per-destination order matters). */
+static int gather_batch(const struct op_pkt *pkts, int n, int first, uint64_t *taken, int *idx)
+{
+    uint32_t seg = pkts[first].len, total = seg;
+    int count = 1;
+    idx[0] = first;
+    *taken |= 1ull << first;
+    for (int i = first + 1; i < n && count < UDP_GSO_MAX_SEGS; i++) {
+        if ((*taken >> i & 1) || !same_dest(&pkts[i], &pkts[first]))
+            continue;
+        if (pkts[idx[count - 1]].len != seg || pkts[i].len > seg || pkts[i].len == 0 ||
+            total + pkts[i].len > UDP_GSO_MAX_BYTES)
+            break;
+        total += pkts[i].len;
+        idx[count++] = i;
+        *taken |= 1ull << i;
+    }
+    return count;
+}
+
+_Static_assert(OP_IO_BURST <= 64, "udp_prepare_tx marks a burst's packets in one uint64_t");
+
+/* Groups n (<= OP_IO_BURST) packets into messages; returns how many. */
+static int udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
+{
+    uint64_t taken = 0;
+    int m = 0, slot = 0, idx[OP_IO_BURST];
+    for (int first = 0; first < n; first++) {
+        if (taken >> first & 1)
+            continue;
+        int count = 1;
+        idx[0] = first;
+        if (u->batching)
+            count = gather_batch(pkts, n, first, &taken, idx);
+        set_tx_msg(u, m++, pkts, idx, count, &slot);
+    }
+    return m;
 }
 
 static int wait_writable(int fd)
@@ -120,30 +289,47 @@ static int wait_writable(int fd)
     return poll(&pfd, 1, UDP_SEND_WAIT_MS);
 }
 
-/* Sends one batch (n <= OP_IO_BURST) and returns how many went out. When the
- * socket stays full, *left is set to the number not attempted (the caller
- * drops them and sends no more); packets a destination refused are skipped. */
-static int udp_send_batch(struct udp_io *u, int n, int *left)
+static int weight_of(const struct udp_io *u, int from, int to)
+{
+    int w = 0;
+    for (int j = from; j < to; j++)
+        w += u->weight[j];
+    return w;
+}
+
+/* A destination refused message j. A GSO datagram the kernel cannot take
+ * (EINVAL, EIO: no segmentation on this route) turns batching off. */
+static void skip_failed(struct udp_io *u, int j)
+{
+    if ((errno == EINVAL || errno == EIO) && u->weight[j] > 1)
+        u->batching = false;
+    u->io.tx_drops += (uint64_t)u->weight[j];
+}
+
+/* Sends m prepared messages and returns how many packets went out. When the
+ * socket stays full, *left is set to the number of packets not attempted
+ * (the caller drops them and sends no more). */
+static int udp_send_batch(struct udp_io *u, int m, int *left)
 {
     int j = 0, sent = 0, retries = 0;
 
-    while (j < n) {
-        int r = sendmmsg(u->fd, u->msgs + j, (unsigned)(n - j), MSG_DONTWAIT);
+    while (j < m) {
+        int r = sendmmsg(u->fd, u->msgs + j, (unsigned)(m - j), MSG_DONTWAIT);
         if (r > 0) {
+            sent += weight_of(u, j, j + r);
+            u->io.tx_datagrams += (uint64_t)r;
             j += r;
-            sent += r;
             retries = 0;
         } else if (r < 0 && errno == EINTR) {
             continue;
         } else if (r == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
             if (retries++ == UDP_SEND_RETRIES) {
-                *left = n - j;
+                *left = weight_of(u, j, m);
                 break;
             }
             wait_writable(u->fd);
         } else {
-            j++; /* this destination failed (ECONNREFUSED, EPERM, ...): skip it */
-            u->io.tx_drops++;
+            skip_failed(u, j++); /* ECONNREFUSED, EPERM, ...: skip this one */
         }
     }
     return sent;
@@ -156,8 +342,8 @@ static int udp_send(struct op_io *io, const struct op_pkt *pkts, int n)
 
     for (int i = 0; i < n; i += OP_IO_BURST) {
         int b = n - i < OP_IO_BURST ? n - i : OP_IO_BURST;
-        udp_prepare_tx(u, pkts + i, b);
-        sent += udp_send_batch(u, b, &left);
+        int m = udp_prepare_tx(u, pkts + i, b);
+        sent += udp_send_batch(u, m, &left);
         if (left > 0) {
             io->tx_drops += (uint64_t)(n - i - b + left);
             break;
@@ -189,6 +375,7 @@ static void udp_close(struct op_io *io)
     struct udp_io *u = udp_of(io);
 
     close(u->fd);
+    free(u->gro_buf);
     free(u);
 }
 
@@ -201,6 +388,28 @@ static const struct op_io_ops udp_ops = {
     .poll = udp_poll,
     .close = udp_close,
 };
+
+void op_io_udp_batching(struct op_io *io, bool on)
+{
+    struct udp_io *u = udp_of(io);
+    int flag = on;
+
+    if (io->ops != &udp_ops)
+        return;
+    if (on && u->gro_buf == NULL)
+        u->gro_buf = malloc((size_t)UDP_GRO_MSGS * UDP_GRO_BUF);
+    /* without UDP_GRO the kernel cuts peers' batches for us (slower) */
+    on = on && u->gro_buf != NULL &&
+         setsockopt(u->fd, SOL_UDP, UDP_GRO, &flag, sizeof flag) == 0;
+    if (!on) {
+        flag = 0;
+        (void)setsockopt(u->fd, SOL_UDP, UDP_GRO, &flag, sizeof flag);
+        free(u->gro_buf);
+        u->gro_buf = NULL;
+        u->gro_n = u->gro_i = 0;
+    }
+    u->batching = on;
+}
 
 /* SO_*BUFFORCE passes rmem_max/wmem_max when we have CAP_NET_ADMIN; without
  * it the plain option gives what the limits allow. */
@@ -236,6 +445,15 @@ static int udp_socket(uint32_t ip, uint16_t port, int pktinfo)
     return fd;
 }
 
+/* OFFPATH_UDP_BATCHING=0 turns batching off in every process that reads it
+ * (switches, leaders, benchmarks): a deployment knob, like DPDK's EAL
+ * arguments, so no tool needs a flag of its own for it. */
+static bool batching_wanted(void)
+{
+    const char *v = getenv("OFFPATH_UDP_BATCHING");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
 op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
 {
     struct sockaddr_in sa;
@@ -257,6 +475,7 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
     u->io.ops = &udp_ops;
     u->io.local_ip = ip;
     u->io.local_port = ntohs(sa.sin_port);
+    op_io_udp_batching(&u->io, batching_wanted());
     *out = &u->io;
     return OP_OK;
 }

@@ -215,6 +215,52 @@ static void test_udp_bad_destination(void **state)
     assert_int_equal(op_io_recv(p->a, p->rx.pkts, p->rx.n), 0); /* no error surfaces */
 }
 
+/* Runs of equal-size packets to one destination leave as GSO batches,
+ * interleaved with another destination and short packets that end a batch;
+ * a receiver reading 5 at a time gets every packet once, each flow in order,
+ * whether it reads batches whole (GRO) or the kernel cuts them. */
+static void batched_flows(struct pair *p, bool sender_batches, bool receiver_batches)
+{
+    struct op_io *c = NULL;
+    assert_int_equal(op_io_udp_open(IP_NOBODY, 0, &c), OP_OK);
+    op_io_udp_batching(p->a, sender_batches);
+    op_io_udp_batching(p->b, receiver_batches);
+    const int n = 240;
+    for (int i = 0; i < n; i++) {
+        const struct op_io *to = (i / 3) % 4 == 3 ? c : p->b;
+        fill_len(&p->tx.pkts[i], (uint32_t)i, i % 17 == 16 ? 100 : 4148, to->local_ip,
+                 to->local_port);
+    }
+    uint64_t d0 = p->a->tx_datagrams;
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, n), n);
+    uint64_t datagrams = p->a->tx_datagrams - d0;
+    assert_true(sender_batches ? datagrams < (uint64_t)n / 4 : datagrams == (uint64_t)n);
+    struct op_io *rx[2] = {p->b, c};
+    for (int r = 0; r < 2; r++) {
+        int last = -1, got = 0;
+        uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
+        while (op_now_ns() < deadline) {
+            int k = op_io_recv(rx[r], p->rx.pkts, 5);
+            assert_true(k >= 0 && k <= 5);
+            for (int j = 0; j < k; j++) {
+                int idx = check_payload(p->rx.pkts[j].data, p->rx.pkts[j].len);
+                assert_true(idx > last); /* in order, each once */
+                assert_int_equal(p->rx.pkts[j].flow.src_port, p->a->local_port);
+                last = idx;
+                got++;
+            }
+            if (k == 0 && op_io_wait(rx[r], op_now_ns() + 50 * OP_NS_PER_MS) == 0)
+                break;
+        }
+        assert_int_equal(got, r == 0 ? n * 3 / 4 : n / 4);
+    }
+    op_io_close(c);
+}
+
+static void test_udp_batches_whole(void **state) { batched_flows(*state, true, true); }
+static void test_udp_batches_cut_by_kernel(void **state) { batched_flows(*state, true, false); }
+static void test_udp_unbatched(void **state) { batched_flows(*state, false, true); }
+
 /* A datagram larger than OP_IO_BUF_SIZE is dropped, not returned cut short. */
 static void test_udp_truncated(void **state)
 {
@@ -565,6 +611,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         PAIR_TEST(test_udp_open),          PAIR_TEST(test_udp_burst),
+        PAIR_TEST(test_udp_batches_whole), PAIR_TEST(test_udp_batches_cut_by_kernel),
+        PAIR_TEST(test_udp_unbatched),
         PAIR_TEST(test_udp_multi_batch),   PAIR_TEST(test_udp_bad_destination),
         PAIR_TEST(test_udp_truncated),     PAIR_TEST(test_udp_wildcard),
         PAIR_TEST(test_fault_drop_all),    PAIR_TEST(test_fault_dup_all),
