@@ -66,7 +66,7 @@ void opm_config_load(struct opm_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->mode = OPM_NODE;
     cfg->node = cfg->socket = -1;
-    cfg->sockets = 1;
+    cfg->sockets = 0; /* unset: hwloc tells */
     cfg->net = 50;
     cfg->port = OP_ROCE_UDP_PORT;
     cfg->max_bytes = UINT64_MAX;

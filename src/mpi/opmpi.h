@@ -13,6 +13,8 @@
 
 enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET };
 
+#define OPM_MAX_SOCKETS 16 /* a node's socket groups are told apart by node * 16 + socket */
+
 /* Why a call did not go through the switch; one counter each. */
 #define OPM_REASONS(X)                                                                             \
     X(mode_off, "offpath off")                                                                     \
@@ -33,7 +35,7 @@ enum opm_reason {
 
 struct opm_config {
     enum opm_mode mode;
-    int ppn, sockets;     /* emulation: ranks per node, sockets per node */
+    int ppn, sockets;     /* emulation: ranks per node, sockets per node (0: detect) */
     int node, socket;     /* explicit identity (-1: derive) */
     uint32_t net;         /* emulated addresses 127.<net>.<node+1>.<local+1> */
     uint16_t port;
@@ -73,6 +75,9 @@ struct opm_state {
     int keyval;
     int world_rank, world_size;
     struct op_inc_port *port; /* opened when this process first leads */
+    int node, local, node_size; /* this rank's node, index and the node's ranks */
+    int socket, sockets;
+    const char *node_from, *socket_from; /* how they were found */
     uint32_t my_ip, tor_ip;
     uint16_t tor_port;
     uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
@@ -85,6 +90,7 @@ struct opm_state {
 extern struct opm_state opm;
 
 void opm_config_load(struct opm_config *cfg);
+void opm_identity(void); /* collective over COMM_WORLD */
 const char *opm_reason_text(unsigned r);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */

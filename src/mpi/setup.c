@@ -7,19 +7,6 @@
 
 #include "opmpi.h"
 
-/* Node and socket of this process, and its index among its node's ranks. */
-static void identity(int *node, int *socket, int *local)
-{
-    const struct opm_config *cfg = &opm.cfg;
-    int ppn = cfg->ppn > 0 ? cfg->ppn : opm.world_size;
-    *node = cfg->node >= 0 ? cfg->node : opm.world_rank / ppn;
-    *local = opm.world_rank % ppn;
-    int per_socket = ppn / cfg->sockets > 0 ? ppn / cfg->sockets : 1;
-    *socket = cfg->socket >= 0 ? cfg->socket : *local / per_socket;
-    if (*socket >= cfg->sockets)
-        *socket = cfg->sockets - 1;
-}
-
 static struct opm_comm *attach(MPI_Comm comm, struct opm_comm *c)
 {
     PMPI_Comm_set_attr(comm, opm.keyval, c);
@@ -118,10 +105,9 @@ void opm_comm_setup(MPI_Comm comm)
         attach(comm, c);
         return;
     }
-    int rank, node, socket, local;
-    identity(&node, &socket, &local);
+    int rank;
     PMPI_Comm_rank(comm, &rank);
-    int color = opm.cfg.mode == OPM_NODE ? node : node * 16 + socket;
+    int color = opm.cfg.mode == OPM_NODE ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
     PMPI_Comm_split(comm, color, rank, &c->local);
     int lrank;
     PMPI_Comm_rank(c->local, &lrank);

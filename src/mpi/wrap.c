@@ -12,11 +12,8 @@ static void find_tor(void)
 {
     char err[256];
     const struct opm_config *cfg = &opm.cfg;
-    int node, local;
-    int ppn = cfg->ppn > 0 ? cfg->ppn : opm.world_size;
-    node = cfg->node >= 0 ? cfg->node : opm.world_rank / ppn;
-    local = opm.world_rank % ppn;
-    opm.my_ip = 127u << 24 | cfg->net << 16 | (uint32_t)(node + 1) << 8 | (uint32_t)(local + 1);
+    opm.my_ip = 127u << 24 | cfg->net << 16 | (uint32_t)(opm.node + 1) << 8 |
+                (uint32_t)(opm.local + 1);
     opm.tor_port = cfg->port;
     if (cfg->switch_ip != 0) {
         opm.tor_ip = cfg->switch_ip;
@@ -46,6 +43,7 @@ static void start(void)
     opm_config_load(&opm.cfg);
     PMPI_Comm_rank(MPI_COMM_WORLD, &opm.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &opm.world_size);
+    opm_identity();
     find_tor();
     int reach = opm.tor_ip != 0, all = 0;
     PMPI_Allreduce(&reach, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

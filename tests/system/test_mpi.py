@@ -170,3 +170,32 @@ def test_osu_allreduce_bad_flag():
     r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--mode", "off", "--",
                 BIN, "osu_allreduce", "-m", "8:4")
     assert r.returncode != 0 and "-m" in r.stderr
+
+
+def test_node_and_socket_found_without_emulation(tmp_path):
+    """Without OFFPATH_PPN/OFFPATH_SOCKETS a rank's node comes from the MPI
+    (ranks sharing memory) and its socket from hwloc: with a two-package
+    topology (hwloc's synthetic XML) and ranks bound to alternate cores, even
+    ranks sit on package 0 and odd ranks on package 1."""
+    need("openmpi")
+    fake = tmp_path / "two-packages.xml"
+    subprocess.run(["lstopo-no-graphics", "-i", "package:2 numa:1 core:1 pu:1", str(fake)],
+                   check=True, capture_output=True)
+    lib = os.path.join(BUILD, "src", "mpi", "liboffpath_mpi.so")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    r = subprocess.run(["mpirun.openmpi", "--oversubscribe", "-np", "4", "--bind-to",
+                        "core:overload-allowed", "--map-by", "core",
+                        "-x", f"HWLOC_XMLFILE={fake}", "-x", "HWLOC_THISSYSTEM=1",
+                        "-x", f"LD_PRELOAD={lib}", "-x", "OFFPATH_VERBOSE=2",
+                        CHECK["openmpi"], "1", "10"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    found = dict((int(m[0]), m[1:]) for m in re.findall(
+        r"offpath: rank (\d+): node (\d+) \(shared memory\), local rank (\d+), "
+        r"socket (\d+) of (\d+) \(hwloc binding\)", r.stderr))
+    assert sorted(found) == [0, 1, 2, 3], r.stderr
+    for rank, (node, local, socket, sockets) in found.items():
+        assert (node, local, sockets) == ("0", str(rank), "2")
+        assert socket == str(rank % 2)
+    # one node: every call is the MPI's own, and still right
+    assert "0 mismatches" in r.stdout
