@@ -99,6 +99,10 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
     struct opm_comm *c = opm_comm_get(comm);
     int type = opm_type_code(dtype), code = opm_op_code(op);
     size_t bytes = type >= 0 && count > 0 ? (size_t)count * op_red_type_size((unsigned)type) : 0;
+    if (c != NULL && c->wide != NULL && c->wide->inc_ok && bytes > opm.cfg.socket_max_bytes) {
+        c = c->wide;
+        opm.by_node++;
+    }
     opm.calls++;
     int why = eligible(c, count, type, code, bytes);
     if (why >= 0) {

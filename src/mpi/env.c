@@ -70,6 +70,7 @@ void opm_config_load(struct opm_config *cfg)
     cfg->net = 50;
     cfg->port = OP_ROCE_UDP_PORT;
     cfg->max_bytes = UINT64_MAX;
+    cfg->socket_max_bytes = 8192;
     cfg->deadline_ms = 5000;
     cfg->rto_us = 2000;
     cfg->job_id = (uint32_t)getppid();
@@ -94,6 +95,7 @@ void opm_config_load(struct opm_config *cfg)
     env_u64("OFFPATH_SHM", 0, 1, &v);
     cfg->shm = v != 0;
     env_u64("OFFPATH_SHM_SLOT", 64, 64u << 20, &cfg->shm_slot);
+    env_u64("OFFPATH_SOCKET_MAX_BYTES", 0, UINT64_MAX, &cfg->socket_max_bytes);
     env_u64("OFFPATH_MIN_BYTES", 0, UINT64_MAX, &cfg->min_bytes);
     env_u64("OFFPATH_MAX_BYTES", 1, UINT64_MAX, &cfg->max_bytes);
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);

@@ -42,6 +42,7 @@ struct opm_config {
     uint32_t switch_ip;   /* OFFPATH_SWITCH: one TOR for every rank */
     char topology[1024];  /* OFFPATH_TOPOLOGY */
     uint64_t min_bytes, max_bytes;
+    uint64_t socket_max_bytes; /* Socket mode: larger calls go by node */
     uint64_t deadline_ms, rto_us;
     int verbose;
     uint32_t job_id;
@@ -61,6 +62,7 @@ struct opm_comm {
     bool dead;     /* a deadline expired: leaders reduce over `leaders` by PMPI */
     uint16_t ops, types; /* what the switches support */
     struct op_shm_group *shm; /* the node steps; NULL: PMPI over `local` */
+    struct opm_comm *wide;    /* Socket mode: the node level, for large calls */
     struct op_inc_client *client;
     uint64_t calls;      /* allreduces through the switch so far, by this leader */
     void *last;          /* this leader's last result, for a leader that missed it */
@@ -81,6 +83,7 @@ struct opm_state {
     uint32_t my_ip, tor_ip;
     uint16_t tor_port;
     uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
+    uint64_t by_node; /* Socket mode calls above OFFPATH_SOCKET_MAX_BYTES */
     uint64_t comms, comms_joined;
     uint64_t comms_local, comms_shm; /* with several ranks a node; of those in shm */
 };

@@ -57,7 +57,7 @@ static bool leader_join(struct opm_comm *c)
     ic.job_id = opm.cfg.job_id;
     ic.comm_id = info[1];
     ic.world_rank = (uint32_t)opm.world_rank;
-    ic.master_num = opm.cfg.mode == OPM_SOCKET ? 2 : 1;
+    ic.master_num = c->mode == OPM_SOCKET ? 2 : 1;
     ic.rto_ns = opm.cfg.rto_us * OP_NS_PER_US;
     if (ic.rto_min_ns > ic.rto_ns)
         ic.rto_min_ns = ic.rto_ns;
@@ -93,21 +93,21 @@ static void agree(MPI_Comm comm, struct opm_comm *c, bool joined)
     }
 }
 
-void opm_comm_setup(MPI_Comm comm)
+/* One level of the hierarchy for `comm`: leaders by node or by socket, their
+ * group at the switches, the shared memory below them. */
+static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
 {
     struct opm_comm *c = calloc(1, sizeof(*c));
     if (c == NULL)
-        return;
+        abort(); /* the other ranks are about to run collectives with us */
     c->local = c->leaders = MPI_COMM_NULL;
-    c->mode = opm.cfg.mode;
+    c->mode = mode;
     opm.comms++;
-    if (opm.cfg.mode == OPM_OFF) {
-        attach(comm, c);
-        return;
-    }
+    if (mode == OPM_OFF)
+        return c;
     int rank;
     PMPI_Comm_rank(comm, &rank);
-    int color = opm.cfg.mode == OPM_NODE ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
+    int color = mode == OPM_NODE ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
     PMPI_Comm_split(comm, color, rank, &c->local);
     int lrank;
     PMPI_Comm_rank(c->local, &lrank);
@@ -124,6 +124,16 @@ void opm_comm_setup(MPI_Comm comm)
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
     opm.comms_joined += c->inc_ok && c->is_leader && rank == 0;
+    return c;
+}
+
+void opm_comm_setup(MPI_Comm comm)
+{
+    struct opm_comm *c = comm_state(comm, opm.cfg.mode);
+    /* Socket mode sends every byte once per socket; above a size the node's
+     * group (once per node) is faster, so a socket communicator has both. */
+    if (c->mode == OPM_SOCKET && c->inc_ok && opm.cfg.socket_max_bytes < opm.cfg.max_bytes)
+        c->wide = comm_state(comm, OPM_NODE);
     attach(comm, c);
 }
 
@@ -136,12 +146,10 @@ struct opm_comm *opm_comm_get(MPI_Comm comm)
     return found ? v : NULL;
 }
 
-int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+static void free_state(struct opm_comm *c)
 {
-    (void)comm;
-    (void)keyval;
-    (void)extra;
-    struct opm_comm *c = attr;
+    if (c->wide != NULL)
+        free_state(c->wide);
     if (c->client != NULL) {
         /* collective: every leader frees the communicator; a dead group
          * cannot be left through its switch, its lease frees it */
@@ -156,5 +164,13 @@ int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
         PMPI_Comm_free(&c->leaders);
     free(c->last);
     free(c);
+}
+
+int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    free_state(attr);
     return MPI_SUCCESS;
 }

@@ -89,6 +89,9 @@ static void summary(void)
     fprintf(stderr, "offpath: %llu allreduce calls: %llu offloaded, %llu fell back%s%s%s\n",
             (unsigned long long)opm.calls, (unsigned long long)opm.offloaded,
             (unsigned long long)fell, fell ? " (" : "", why, fell ? ")" : "");
+    if (opm.by_node > 0)
+        fprintf(stderr, "offpath: socket mode: %llu calls above %llu bytes went by node\n",
+                (unsigned long long)opm.by_node, (unsigned long long)opm.cfg.socket_max_bytes);
     if (opm.comms_local > 0)
         fprintf(stderr, "offpath: node steps through shared memory in %llu of %llu communicators\n",
                 (unsigned long long)opm.comms_shm, (unsigned long long)opm.comms_local);

@@ -40,15 +40,20 @@ def parse(r):
 @pytest.mark.parametrize("mode,sockets", [("node", 1), ("socket", 2)])
 def test_openmpi_16_ranks_8_nodes_2_sockets(mode, sockets):
     need("openmpi")
-    r, res = mpirun("--nodes", 8, "--ppn", 2, "--sockets", sockets, "--tors", 2, "--mode", mode)
+    # Socket mode: calls above 1 KiB take the node's group (its second level)
+    env = dict(os.environ, OFFPATH_SOCKET_MAX_BYTES="1024")
+    r, res = mpirun("--nodes", 8, "--ppn", 2, "--sockets", sockets, "--tors", 2, "--mode", mode,
+                    env=env)
     assert r.returncode == 0, r.stderr
     assert res["ranks"] == 16 and res["mismatches"] == 0
     # COMM_WORLD, its dup, and both halves of the split span several nodes
     assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
     g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
     assert g and int(g[1]) == int(g[2]) > 0  # every group left when its communicator was freed
-    if mode == "node":  # 2 ranks a node: their steps go through shared memory
-        assert res["shm"] and res["shm"][0] == res["shm"][1] > 0
+    # 2 ranks a node: their steps go through shared memory (Socket mode: by node)
+    assert res["shm"] and res["shm"][0] == res["shm"][1] > 0
+    wide = re.search(r"socket mode: (\d+) calls above 1024 bytes went by node", r.stderr)
+    assert (int(wide[1]) > 0) if mode == "socket" else wide is None
 
 
 def test_node_steps_over_mpi_when_shared_memory_is_off():
@@ -93,7 +98,7 @@ def test_switch_killed_mid_job_every_call_still_right(tmp_path):
         job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
                                 "--port", str(port), "--nodes", "4", "--ppn", "2",
                                 "--deadline-ms", "1000", "--verbose", "--", CHECK["openmpi"],
-                                "30", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                "200", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
         time.sleep(2.5)
         assert job.poll() is None, "the job ended before the switch was killed"
