@@ -12,7 +12,8 @@
 #include "offpath/common.h"
 
 enum op_launch_mpi { OP_LAUNCH_OPENMPI, OP_LAUNCH_MPICH };
-enum op_launch_mode { OP_LAUNCH_OFF, OP_LAUNCH_NODE, OP_LAUNCH_SOCKET };
+/* HOST: Node mode's leaders allreduce host to host over UDP; no switches */
+enum op_launch_mode { OP_LAUNCH_OFF, OP_LAUNCH_NODE, OP_LAUNCH_SOCKET, OP_LAUNCH_HOST };
 
 struct op_launch_config {
     int nodes, tors, spines, ppn, sockets;

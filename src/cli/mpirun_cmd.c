@@ -24,12 +24,16 @@ static void help(void)
            "  --tors T          TOR switches (default 1)\n"
            "  --spines S        SPINE switches (default 1 when T >= 2)\n"
            "  --mode M          node (a leader per node), socket (a leader per socket),\n"
+           "                    host (node's leaders allreduce host to host over UDP\n"
+           "                    with offpath's own algorithm: no switches),\n"
            "                    off (no switches, no library: the MPI's own allreduce)\n"
            "  --mpi M           openmpi (default) or mpich\n"
            "  --tcp             Open MPI over TCP between all ranks (--mca btl tcp,self):\n"
            "                    the network baseline a cluster sees\n"
-           "  --drop-rate P     switches drop each sent packet with probability P\n"
-           "  --dup-rate P      switches duplicate each sent packet with probability P\n"
+           "  --drop-rate P     switches (host mode: leaders) drop each sent packet with\n"
+           "                    probability P\n"
+           "  --dup-rate P      switches (host mode: leaders) duplicate each sent packet\n"
+           "                    with probability P\n"
            "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
            "  --max-data B      switches' data bytes per packet, multiple of 8 (4096)\n"
            "  --window N        switches' slots per group (32)\n"
@@ -75,7 +79,7 @@ static bool set_choice(const char *flag, const char *val, const char *const *nam
 
 static bool set(int opt, const char *val, struct op_launch_config *c)
 {
-    static const char *const modes[] = {"off", "node", "socket"};
+    static const char *const modes[] = {"off", "node", "socket", "host"};
     static const char *const mpis[] = {"openmpi", "mpich"};
     int v = 0;
     uint64_t u = 0;
@@ -86,7 +90,7 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
     case O_TORS: return set_int("--tors", val, 1, 32, &c->tors);
     case O_SPINES: return set_int("--spines", val, 0, 8, &c->spines);
     case O_MODE:
-        if (!set_choice("--mode", val, modes, 3, &v)) return false;
+        if (!set_choice("--mode", val, modes, 4, &v)) return false;
         c->mode = (enum op_launch_mode)v; return true;
     case O_MPI:
         if (!set_choice("--mpi", val, mpis, 2, &v)) return false;

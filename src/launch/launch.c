@@ -80,8 +80,13 @@ static bool find_lib(const struct op_launch_config *cfg, char *out, size_t len)
 static void set_env(const struct op_launch_config *cfg, const char *topo)
 {
     char v[64];
-    const char *mode[] = {"off", "node", "socket"};
+    const char *mode[] = {"off", "node", "socket", "host"};
     setenv("OFFPATH_MODE", mode[cfg->mode], 1);
+    /* the switches inject on what they send; host mode's leaders on theirs */
+    snprintf(v, sizeof(v), "%g", cfg->drop_rate);
+    setenv("OFFPATH_DROP_RATE", v, 1);
+    snprintf(v, sizeof(v), "%g", cfg->dup_rate);
+    setenv("OFFPATH_DUP_RATE", v, 1);
     setenv("OFFPATH_TOPOLOGY", topo, 1);
     snprintf(v, sizeof(v), "%d", cfg->ppn);
     setenv("OFFPATH_PPN", v, 1);
@@ -106,6 +111,7 @@ static void set_env(const struct op_launch_config *cfg, const char *topo)
 static const char *const forwarded[] = {
     "OFFPATH_MODE", "OFFPATH_TOPOLOGY", "OFFPATH_PPN", "OFFPATH_SOCKETS", "OFFPATH_NET",
     "OFFPATH_PORT", "OFFPATH_VERBOSE", "OFFPATH_DEADLINE_MS", "OFFPATH_JOB", "OFFPATH_MPI",
+    "OFFPATH_DROP_RATE", "OFFPATH_DUP_RATE",
 };
 
 struct argv_buf {
@@ -223,7 +229,7 @@ int op_launch_run(const struct op_launch_config *in)
         fprintf(stderr, "offpath mpirun: topology %s\n", err);
         return 2;
     }
-    if (cfg.mode != OP_LAUNCH_OFF && own_topo) {
+    if (cfg.mode != OP_LAUNCH_OFF && cfg.mode != OP_LAUNCH_HOST && own_topo) {
         struct op_fabric_opts o = {.self_exe = cfg.self_exe, .topo_path = topo_path,
                                    .workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
                                    .dup_rate = cfg.dup_rate, .max_data = cfg.max_data,

@@ -84,8 +84,9 @@ static void leaders_step(struct opm_comm *c, void *buf, int count, MPI_Datatype 
         PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
         return;
     }
-    op_status_t st = op_inc_allreduce(c->client, buf, buf, (size_t)count, (unsigned)type,
-                                      (unsigned)code);
+    op_status_t st = c->host != NULL ? opm_host_allreduce(c, buf, count, type, code)
+                                     : op_inc_allreduce(c->client, buf, buf, (size_t)count,
+                                                        (unsigned)type, (unsigned)code);
     if (st == OP_OK && keep_result(c, buf, bytes)) {
         c->calls++;
         return;

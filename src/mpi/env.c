@@ -49,8 +49,11 @@ static void env_mode(struct opm_config *cfg)
         cfg->mode = OPM_SOCKET;
     else if (strcasecmp(v, "off") == 0)
         cfg->mode = OPM_OFF;
+    else if (strcasecmp(v, "host") == 0)
+        cfg->mode = OPM_HOST;
     else
-        fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket or off)\n", v);
+        fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket, host or off)\n",
+                v);
 }
 
 static void env_ip(const char *name, uint32_t *out)

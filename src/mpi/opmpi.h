@@ -7,11 +7,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "offpath/hostar.h"
 #include "offpath/inc.h"
 #include "offpath/shmcoll.h"
 #include "offpath/topo.h"
 
-enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET };
+/* OPM_HOST: Node mode's leaders, allreducing host to host (hostpath.c) */
+enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET, OPM_HOST };
 
 #define OPM_MAX_SOCKETS 16 /* a node's socket groups are told apart by node * 16 + socket */
 
@@ -64,6 +66,7 @@ struct opm_comm {
     struct op_shm_group *shm; /* the node steps; NULL: PMPI over `local` */
     struct opm_comm *wide;    /* Socket mode: the node level, for large calls */
     struct op_inc_client *client;
+    struct op_har_client *host; /* Host mode: instead of client */
     uint64_t calls;      /* allreduces through the switch so far, by this leader */
     void *last;          /* this leader's last result, for a leader that missed it */
     size_t last_bytes, last_cap;
@@ -77,6 +80,8 @@ struct opm_state {
     int keyval;
     int world_rank, world_size;
     struct op_inc_port *port; /* opened when this process first leads */
+    struct op_har_port *host_port; /* Host mode's, likewise */
+    uint64_t host_c[OP_HAR_C_COUNT_]; /* Host mode counters of freed communicators */
     int node, local, node_size; /* this rank's node, index and the node's ranks */
     int socket, sockets;
     const char *node_from, *socket_from; /* how they were found */
@@ -107,6 +112,11 @@ void opm_node_free(struct opm_comm *c);
 int opm_node_reduce(struct opm_comm *c, const void *sendbuf, void *recvbuf, int count,
                     MPI_Datatype dtype, MPI_Op op, int type, int code);
 int opm_node_bcast(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, size_t bytes);
+
+bool opm_host_join(struct opm_comm *c);
+op_status_t opm_host_allreduce(struct opm_comm *c, void *buf, int count, int type, int code);
+void opm_host_free(struct opm_comm *c);
+void opm_host_finalize(void); /* collective over COMM_WORLD */
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm);

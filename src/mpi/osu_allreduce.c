@@ -1,6 +1,7 @@
 /* osu_allreduce: the OSU micro-benchmark's Allreduce latency test, same flags
  * and output (-m min:max, -i iterations, -x warm-up, -T type, -f for min/max
- * columns), plus --compare: host, INC Node and INC Socket measured in one job
+ * columns), plus --compare: host, INC Node, INC Socket and host UDP (offpath's
+ * own host algorithm between the same leaders) measured in one job
  * and printed side by side with the improvement in percent. An ordinary MPI
  * program; the modes come from liboffpath_mpi when it is preloaded. */
 #include <dlfcn.h>
@@ -33,7 +34,8 @@ static int usage(int rank, const char *msg)
                 "  -x WARMUP   untimed iterations first (default 200; 10 above 8 KiB)\n"
                 "  -T TYPE     mpi_int (default), mpi_float, mpi_double, mpi_long, mpi_char\n"
                 "  -f          also min and max latency and iterations\n"
-                "  --compare   host, INC Node and INC Socket side by side (needs offpath mpirun)\n");
+                "  --compare   host, INC Node, INC Socket and host UDP side by side (needs\n"
+                "              offpath mpirun)\n");
     }
     return msg ? 2 : 0;
 }
@@ -164,33 +166,39 @@ static void run_plain(const struct bench *b, int rank, void *send, void *recv)
     }
 }
 
+#define MODES 4
+
 static void run_compare(const struct bench *b, int rank, int size_world, void *send, void *recv)
 {
-    const char *modes[3] = {"off", "node", "socket"};
-    MPI_Comm comms[3];
-    int ok[3];
-    for (int m = 0; m < 3; m++)
+    const char *modes[MODES] = {"off", "node", "socket", "host"};
+    MPI_Comm comms[MODES];
+    int ok[MODES];
+    for (int m = 0; m < MODES; m++)
         comms[m] = comm_in_mode(modes[m], &ok[m]);
     set_mode(getenv("OFFPATH_MODE") ? getenv("OFFPATH_MODE") : "node");
     if (rank == 0) {
         printf("\n# offpath osu_allreduce --compare: %d ranks, %s, sum\n", size_world, b->type_name);
         printf("# host: the MPI's own allreduce; INC: through the switches%s\n",
                ok[1] && ok[2] ? "" : " (unavailable: run under offpath mpirun)");
-        printf("# Size        Host(us)    INC Node(us)  INC Socket(us)    Node vs host  Socket vs host\n");
+        printf("# host UDP: the same leaders with offpath's own host algorithm over UDP%s\n",
+               ok[3] ? "" : " (unavailable: run under offpath mpirun)");
+        printf("# Size        Host(us)    INC Node(us)  INC Socket(us)    Host UDP(us)"
+               "    Node vs host  Socket vs host     UDP vs host\n");
     }
     for (long size = b->min_size; size <= b->max_size; size *= 2) {
         if (size < b->type_size)
             continue;
-        double r[3][3];
+        double r[MODES][3];
         int iters;
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < MODES; m++)
             measure(comms[m], b, size, send, recv, r[m], &iters);
         if (rank == 0)
-            printf("%-10ld%14.2f%16.2f%16.2f%15.1f%%%15.1f%%\n", size, r[0][0], r[1][0], r[2][0],
-                   100.0 * (r[1][0] - r[0][0]) / r[0][0], 100.0 * (r[2][0] - r[0][0]) / r[0][0]);
+            printf("%-10ld%14.2f%16.2f%16.2f%16.2f%15.1f%%%15.1f%%%15.1f%%\n", size, r[0][0],
+                   r[1][0], r[2][0], r[3][0], 100.0 * (r[1][0] - r[0][0]) / r[0][0],
+                   100.0 * (r[2][0] - r[0][0]) / r[0][0], 100.0 * (r[3][0] - r[0][0]) / r[0][0]);
         fflush(stdout);
     }
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < MODES; m++)
         MPI_Comm_free(&comms[m]);
 }
 

@@ -76,7 +76,7 @@ static void agree(MPI_Comm comm, struct opm_comm *c, bool joined)
 {
     int ok = joined || !c->is_leader, all = 0;
     PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-    uint32_t caps[2] = {0, 0};
+    uint32_t caps[2] = {c->ops, c->types}; /* Host mode's, or none */
     if (c->is_leader && c->client != NULL) {
         const struct op_inc_caps *k = op_inc_eng_caps(op_inc_client_engine(c->client));
         caps[0] = k->ops;
@@ -107,7 +107,7 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
         return c;
     int rank;
     PMPI_Comm_rank(comm, &rank);
-    int color = mode == OPM_NODE ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
+    int color = mode != OPM_SOCKET ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
     PMPI_Comm_split(comm, color, rank, &c->local);
     int lrank;
     PMPI_Comm_rank(c->local, &lrank);
@@ -120,7 +120,7 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
         opm_node_setup(c); /* one node: every call is the MPI's own */
     bool joined = false;
     if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader)
-        joined = leader_join(c);
+        joined = mode == OPM_HOST ? opm_host_join(c) : leader_join(c);
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
     opm.comms_joined += c->inc_ok && c->is_leader && rank == 0;
@@ -157,6 +157,7 @@ static void free_state(struct opm_comm *c)
             op_inc_leave(c->client);
         op_inc_client_free(c->client);
     }
+    opm_host_free(c);
     opm_node_free(c);
     if (c->local != MPI_COMM_NULL)
         PMPI_Comm_free(&c->local);

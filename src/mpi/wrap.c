@@ -31,6 +31,8 @@ static void find_tor(void)
     } else if (cfg->topology[0] == '\0') {
         snprintf(err, sizeof(err), "neither OFFPATH_TOPOLOGY nor OFFPATH_SWITCH is set");
     }
+    if (cfg->mode == OPM_HOST)
+        return; /* the leaders meet host to host */
     if (opm.world_rank == 0 && cfg->mode != OPM_OFF)
         fprintf(stderr, "offpath: in-network allreduce off: %s\n", err);
     opm.cfg.mode = OPM_OFF;
@@ -45,7 +47,7 @@ static void start(void)
     PMPI_Comm_size(MPI_COMM_WORLD, &opm.world_size);
     opm_identity();
     find_tor();
-    int reach = opm.tor_ip != 0, all = 0;
+    int reach = opm.tor_ip != 0 || opm.cfg.mode == OPM_HOST, all = 0;
     PMPI_Allreduce(&reach, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) {
         opm.cfg.mode = OPM_OFF;
@@ -102,6 +104,7 @@ OP_API int MPI_Finalize(void)
     if (opm.initialized) {
         /* frees the world's group (collective, like MPI_Finalize itself) */
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, opm.keyval);
+        opm_host_finalize();
         if (opm.cfg.verbose && opm.world_rank == 0)
             summary();
         op_inc_port_close(opm.port);
@@ -142,7 +145,7 @@ OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 /* For benchmarks that compare modes in one job (osu_allreduce --compare):
  * communicators created after this call use the given mode. Collective in
  * spirit: every rank must call it alike. Returns 0, or -1 for an unknown mode
- * or when no switch is reachable. */
+ * or when no switch is reachable (host mode needs none). */
 OP_API int offpath_mpi_set_mode(const char *mode)
 {
     enum opm_mode m;
@@ -152,9 +155,11 @@ OP_API int offpath_mpi_set_mode(const char *mode)
         m = OPM_NODE;
     else if (strcmp(mode, "socket") == 0)
         m = OPM_SOCKET;
+    else if (strcmp(mode, "host") == 0)
+        m = OPM_HOST;
     else
         return -1;
-    if (m != OPM_OFF && (opm.tor_ip == 0 || !opm.initialized))
+    if (m != OPM_OFF && (!opm.initialized || (m != OPM_HOST && opm.tor_ip == 0)))
         return -1;
     opm.cfg.mode = m;
     return 0;

@@ -161,12 +161,13 @@ def test_osu_allreduce_compare_three_modes_in_one_job():
     rows = [l.split() for l in r.stdout.splitlines() if l and l[0].isdigit()]
     assert [int(row[0]) for row in rows] == [4, 8, 16, 32, 64, 128, 256]
     for row in rows:
-        host, node, sock = map(float, row[1:4])
-        assert host > 0 and node > 0 and sock > 0
-        assert row[4].endswith("%") and row[5].endswith("%")
-    # the INC columns really went through the switches
+        host, node, sock, udp = map(float, row[1:5])
+        assert host > 0 and node > 0 and sock > 0 and udp > 0
+        assert all(x.endswith("%") for x in row[5:8])
+    # the INC columns really went through the switches, host UDP through hostar
     m = re.search(r"(\d+) allreduce calls: (\d+) offloaded", r.stderr)
     assert m and int(m[2]) > 0
+    assert re.search(r"host allreduce: [1-9]\d* leader calls", r.stderr)
 
 
 def test_osu_allreduce_bad_flag():
@@ -204,3 +205,40 @@ def test_node_and_socket_found_without_emulation(tmp_path):
         assert socket == str(rank % 2)
     # one node: every call is the MPI's own, and still right
     assert "0 mismatches" in r.stdout
+
+
+def host_counts(r):
+    m = re.search(r"host allreduce: (\d+) leader calls \((\d+) ring\), (\d+) data packets, "
+                  r"(\d+) retransmissions, (\d+) duplicates, (\d+) injected drops, (\d+) timeouts",
+                  r.stderr)
+    assert m, r.stderr
+    return dict(zip(("calls", "ring", "packets", "retx", "dups", "drops", "timeouts"),
+                    map(int, m.groups())))
+
+
+def test_host_mode_16_ranks_8_nodes_exact():
+    """--mode host: Node mode's leaders allreduce host to host (recursive
+    doubling and, above OFFPATH_HOST_RING_BYTES, the ring); no switches."""
+    need("openmpi")
+    env = dict(os.environ, OFFPATH_HOST_RING_BYTES="4096")
+    r, res = mpirun("--nodes", 8, "--ppn", 2, "--mode", "host", env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 16 and res["mismatches"] == 0
+    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    assert "switches aggregated" not in r.stderr  # none started
+    k = host_counts(r)
+    assert 0 < k["ring"] < k["calls"] and k["timeouts"] == 0
+
+
+def test_host_mode_under_loss_and_duplication():
+    """Loss and duplication on every packet the leaders send (OFFPATH_DROP_RATE,
+    OFFPATH_DUP_RATE through the io fault layer): every result still exact,
+    nothing falls back."""
+    need("openmpi")
+    env = dict(os.environ, OFFPATH_HOST_RING_BYTES="4096")
+    r, res = mpirun("--nodes", 8, "--ppn", 2, "--mode", "host", "--drop-rate", 0.05,
+                    "--dup-rate", 0.02, env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["mismatches"] == 0 and res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    k = host_counts(r)
+    assert k["drops"] > 0 and k["retx"] > 0 and k["dups"] > 0 and k["timeouts"] == 0

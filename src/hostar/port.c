@@ -1,0 +1,309 @@
+/* Blocking hostar driver: engines over one UDP socket per process.
+ *
+ * A leader that has its result may still owe a slower peer a packet that was
+ * lost; with no switch to keep results, only the leader itself can send it
+ * again, and the application may by then be anywhere (in a barrier, in a
+ * computation). So the port has a thread that runs the engines' timers while
+ * no call does. During a call the caller drives the socket itself, holding
+ * the lock. The thread sleeps on a timerfd, not on the socket (acks and early
+ * packets wait there for the next call), which each call re-arms at its end
+ * for PORT_IDLE_NS later at the earliest: while calls follow each other the
+ * thread never wakes, and on two shared cores every wake-up is latency. */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "offpath/hostar.h"
+
+#define PORT_MAX_CLIENTS 256
+#define PORT_IDLE_NS (1 * OP_NS_PER_MS)
+
+struct op_har_client {
+    struct op_har_port *port;
+    uint32_t session;
+    struct op_har_eng *eng;
+};
+
+struct op_har_port {
+    struct op_io *io;
+    struct op_pktbuf rx, tx;
+    struct op_txq q;
+    pthread_mutex_t mu;
+    pthread_t timer;
+    int tfd;
+    bool have_timer, stop;
+    atomic_bool busy; /* a call holds mu: the thread leaves the timers to it */
+    struct op_har_client *clients[PORT_MAX_CLIENTS];
+    int n_clients;
+    uint64_t foreign;
+};
+
+static void flush(void *ctx, struct op_txq *q)
+{
+    struct op_har_port *p = ctx;
+    if (q->n > 0)
+        op_io_send(p->io, q->pkts, q->n);
+    q->n = 0;
+}
+
+static struct op_har_eng *owner(struct op_har_port *p, const struct op_pkt *pkt)
+{
+    uint32_t session;
+    if (op_har_session_of(pkt->data, pkt->len, &session))
+        for (int i = 0; i < p->n_clients; i++)
+            if (p->clients[i]->session == session)
+                return p->clients[i]->eng;
+    p->foreign++;
+    return NULL;
+}
+
+static void receive(struct op_har_port *p)
+{
+    int n;
+    while ((n = op_io_recv(p->io, p->rx.pkts, p->rx.n)) > 0) {
+        uint64_t now = op_now_ns();
+        for (int i = 0; i < n; i++) {
+            struct op_har_eng *e = owner(p, &p->rx.pkts[i]);
+            if (e != NULL)
+                op_har_eng_input(e, &p->rx.pkts[i], now, &p->q);
+        }
+        if (n < p->rx.n)
+            break;
+    }
+}
+
+/* Timers that are due (acks for what was just read among them), delayed
+ * packets of a fault layer, and out with everything queued. */
+static void service(struct op_har_port *p)
+{
+    uint64_t now = op_now_ns();
+    for (int i = 0; i < p->n_clients; i++)
+        if (op_har_eng_next_timer(p->clients[i]->eng) <= now)
+            op_har_eng_timer(p->clients[i]->eng, now, &p->q);
+    flush(p, &p->q);
+    if (op_io_deadline(p->io) <= now)
+        op_io_poll(p->io, now);
+}
+
+static uint64_t next_deadline(const struct op_har_port *p)
+{
+    uint64_t t = op_io_deadline(p->io);
+    for (int i = 0; i < p->n_clients; i++) {
+        uint64_t x = op_har_eng_next_timer(p->clients[i]->eng);
+        t = x < t ? x : t;
+    }
+    return t;
+}
+
+/* The thread's next wake-up at t (absolute, op_now_ns clock; UINT64_MAX: none). */
+static void arm(struct op_har_port *p, uint64_t t)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (t != UINT64_MAX) {
+        t = t ? t : 1; /* zero would disarm */
+        its.it_value = (struct timespec){.tv_sec = (time_t)(t / OP_NS_PER_S),
+                                         .tv_nsec = (long)(t % OP_NS_PER_S)};
+    }
+    timerfd_settime(p->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void *timer_main(void *arg)
+{
+    struct op_har_port *p = arg;
+    for (;;) {
+        struct pollfd pfd = {.fd = p->tfd, .events = POLLIN};
+        uint64_t expirations;
+        if (poll(&pfd, 1, -1) <= 0 || read(p->tfd, &expirations, sizeof(expirations)) < 0)
+            continue;
+        /* a running call re-arms the timer when it ends */
+        if (pthread_mutex_trylock(&p->mu) != 0) {
+            if (atomic_load(&p->busy))
+                continue;
+            pthread_mutex_lock(&p->mu);
+        }
+        if (p->stop) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        if (next_deadline(p) <= op_now_ns()) {
+            receive(p);
+            service(p);
+        }
+        arm(p, next_deadline(p));
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static op_status_t start_timer(struct op_har_port *p)
+{
+    /* op_now_ns is CLOCK_MONOTONIC: the timer counts on it too */
+    p->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    if (p->tfd < 0)
+        return OP_ERR_IO;
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        close(p->tfd);
+        return OP_ERR_NOMEM;
+    }
+    if (pthread_create(&p->timer, NULL, timer_main, p) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        close(p->tfd);
+        return OP_ERR_NOMEM;
+    }
+    p->have_timer = true;
+    return OP_OK;
+}
+
+static op_status_t open_io(uint32_t ip, uint16_t udp_port, const struct op_fault_cfg *fault,
+                           struct op_io **out)
+{
+    struct op_io *io;
+    op_status_t st = op_io_udp_open(ip, udp_port, &io);
+    if (st != OP_OK)
+        return st;
+    if (fault == NULL) {
+        *out = io;
+        return OP_OK;
+    }
+    st = op_io_fault_wrap(io, fault, out);
+    if (st != OP_OK)
+        op_io_close(io);
+    return st;
+}
+
+op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, const struct op_fault_cfg *fault,
+                             struct op_har_port **out)
+{
+    struct op_har_port *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return OP_ERR_NOMEM;
+    op_status_t st = op_pktbuf_init(&p->rx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = op_pktbuf_init(&p->tx, OP_IO_BURST);
+    if (st == OP_OK)
+        st = open_io(ip, udp_port, fault, &p->io);
+    p->q = (struct op_txq){.pkts = p->tx.pkts, .cap = p->tx.n, .flush = flush, .ctx = p};
+    if (st == OP_OK)
+        st = start_timer(p);
+    if (st != OP_OK) {
+        op_har_port_close(p);
+        return st;
+    }
+    *out = p;
+    return OP_OK;
+}
+
+void op_har_port_close(struct op_har_port *p)
+{
+    if (p == NULL)
+        return;
+    if (p->have_timer) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = true;
+        arm(p, 0);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->timer, NULL);
+        pthread_mutex_destroy(&p->mu);
+        close(p->tfd);
+    }
+    op_io_close(p->io);
+    op_pktbuf_free(&p->rx);
+    op_pktbuf_free(&p->tx);
+    free(p);
+}
+
+void op_har_port_stats(struct op_har_port *p, uint64_t *foreign, struct op_fault_stats *fault)
+{
+    pthread_mutex_lock(&p->mu);
+    if (foreign != NULL)
+        *foreign = p->foreign;
+    if (fault != NULL)
+        op_io_fault_stats(p->io, fault);
+    pthread_mutex_unlock(&p->mu);
+}
+
+op_status_t op_har_attach(struct op_har_port *p, const struct op_har_config *cfg,
+                          struct op_har_client **out)
+{
+    struct op_har_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return OP_ERR_NOMEM;
+    op_status_t st = op_har_eng_create(cfg, &c->eng);
+    if (st != OP_OK) {
+        free(c);
+        return st;
+    }
+    c->port = p;
+    c->session = cfg->session;
+    pthread_mutex_lock(&p->mu);
+    if (p->n_clients < PORT_MAX_CLIENTS)
+        p->clients[p->n_clients++] = c;
+    else
+        st = OP_ERR_NOSPACE;
+    pthread_mutex_unlock(&p->mu);
+    if (st != OP_OK) {
+        op_har_eng_destroy(c->eng);
+        free(c);
+        return st;
+    }
+    *out = c;
+    return OP_OK;
+}
+
+/* Drive the socket until c's call ends (every call has a deadline). Other
+ * sessions' packets and timers are served on the way. */
+static op_status_t run(struct op_har_client *c)
+{
+    struct op_har_port *p = c->port;
+    flush(p, &p->q);
+    while (op_har_eng_status(c->eng) == OP_INPROGRESS) {
+        op_io_wait(p->io, next_deadline(p));
+        receive(p);
+        service(p);
+    }
+    return op_har_eng_status(c->eng);
+}
+
+op_status_t op_har_allreduce(struct op_har_client *c, const void *sendbuf, void *recvbuf,
+                             size_t count, unsigned type, unsigned op)
+{
+    struct op_har_port *p = c->port;
+    atomic_store(&p->busy, true);
+    pthread_mutex_lock(&p->mu);
+    op_status_t st = op_har_eng_allreduce(c->eng, sendbuf, recvbuf, count, type, op, op_now_ns(),
+                                          &p->q);
+    if (st == OP_OK)
+        st = run(c);
+    /* the thread takes over the timers if no call comes for a while */
+    uint64_t idle = op_now_ns() + PORT_IDLE_NS, next = next_deadline(p);
+    arm(p, next == UINT64_MAX ? next : next > idle ? next : idle);
+    atomic_store(&p->busy, false);
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+void op_har_client_counters(struct op_har_client *c, uint64_t *out)
+{
+    pthread_mutex_lock(&c->port->mu);
+    const uint64_t *v = op_har_eng_counters(c->eng);
+    for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
+        out[i] = v[i];
+    pthread_mutex_unlock(&c->port->mu);
+}
+
+void op_har_client_free(struct op_har_client *c)
+{
+    if (c == NULL)
+        return;
+    struct op_har_port *p = c->port;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n_clients; i++)
+        if (p->clients[i] == c)
+            p->clients[i] = p->clients[--p->n_clients];
+    op_har_eng_destroy(c->eng);
+    pthread_mutex_unlock(&p->mu);
+    free(c);
+}

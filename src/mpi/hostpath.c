@@ -1,0 +1,159 @@
+/* Host mode (OFFPATH_MODE=host): the leaders allreduce among themselves with
+ * offpath's own host algorithm (src/hostar: recursive doubling, ring) over
+ * UDP, instead of through the switches. Everything else is Node mode's: the
+ * same leaders, addresses, intra-node steps, fallback and recovery; so
+ * comparing the two isolates what the switch does.
+ *
+ * Each leader's hostar socket is its RoCEv2 address at OFFPATH_PORT + 1. The
+ * INC port cannot be shared: its receive loop hands every packet to the INC
+ * engines, and between calls nobody reads it, where hostar needs its timer
+ * thread to resend what a slower peer lost (see src/hostar/port.c). Same
+ * address, io layer and packet size; another UDP port.
+ *
+ * OFFPATH_DROP_RATE and OFFPATH_DUP_RATE inject loss and duplication on
+ * everything the leaders send (there is no switch to inject it), and
+ * OFFPATH_HOST_RING_BYTES moves the recursive doubling / ring threshold. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "opmpi.h"
+
+static double env_rate(const char *name)
+{
+    const char *v = getenv(name);
+    double x = 0;
+    if (v != NULL && *v != '\0' && op_parse_double(v, 0.0, 1.0, &x) != OP_OK) {
+        fprintf(stderr, "offpath: ignoring %s=%s (expected 0..1)\n", name, v);
+        x = 0;
+    }
+    return x;
+}
+
+static uint16_t host_port_number(void)
+{
+    return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
+}
+
+static bool ensure_port(void)
+{
+    if (opm.host_port != NULL)
+        return true;
+    struct op_fault_cfg fault = {.drop = env_rate("OFFPATH_DROP_RATE"),
+                                 .dup = env_rate("OFFPATH_DUP_RATE"),
+                                 .seed = opm.my_ip ^ (uint64_t)getpid() << 32};
+    bool inject = fault.drop > 0 || fault.dup > 0;
+    op_status_t st = op_har_port_open(opm.my_ip, host_port_number(), inject ? &fault : NULL,
+                                      &opm.host_port);
+    if (st != OP_OK && opm.cfg.verbose)
+        fprintf(stderr, "offpath: rank %d cannot open its host allreduce port: %s\n",
+                opm.world_rank, op_status_str(st));
+    return st == OP_OK;
+}
+
+/* Every leader's address, and a session number from the first leader. */
+static void exchange_addresses(const struct opm_comm *c, struct op_har_peer *peers,
+                               uint32_t *session)
+{
+    uint32_t mine[2] = {opm.my_ip, host_port_number()};
+    uint32_t *all = malloc(sizeof(*all) * 2 * (size_t)c->n_leaders);
+    if (all == NULL)
+        abort(); /* the other leaders are in this collective with us */
+    *session = (uint32_t)(op_now_ns() ^ (uint64_t)opm.my_ip << 16 ^ opm.comms * 2654435761u);
+    PMPI_Bcast(session, 1, MPI_UINT32_T, 0, c->leaders);
+    PMPI_Allgather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, c->leaders);
+    for (int i = 0; i < c->n_leaders; i++)
+        peers[i] = (struct op_har_peer){.ip = all[2 * i], .port = (uint16_t)all[2 * i + 1]};
+    free(all);
+}
+
+/* Any op on any type: the host reduces with the reduce module. */
+static void all_ops_and_types(struct opm_comm *c)
+{
+    c->ops = (uint16_t)((1u << OP_RED_OP_COUNT_) - 1);
+    c->types = (uint16_t)((1u << OP_RED_TYPE_COUNT_) - 1);
+}
+
+bool opm_host_join(struct opm_comm *c)
+{
+    struct op_har_peer *peers = malloc(sizeof(*peers) * (size_t)c->n_leaders);
+    uint32_t session;
+    if (peers == NULL)
+        abort();
+    exchange_addresses(c, peers, &session);
+    int lrank;
+    PMPI_Comm_rank(c->leaders, &lrank);
+    struct op_har_config hc;
+    op_har_config_default(&hc);
+    hc.rank = (uint32_t)lrank;
+    hc.n = (uint32_t)c->n_leaders;
+    hc.peers = peers;
+    hc.session = session;
+    hc.rto_ns = opm.cfg.rto_us * OP_NS_PER_US;
+    hc.rto_min_ns = hc.rto_min_ns < hc.rto_ns ? hc.rto_min_ns : hc.rto_ns;
+    if (hc.ack_delay_ns >= hc.rto_min_ns)
+        hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
+    hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
+    const char *ring = getenv("OFFPATH_HOST_RING_BYTES");
+    if (ring != NULL && op_parse_u64(ring, 0, UINT64_MAX, &hc.ring_bytes) != OP_OK)
+        fprintf(stderr, "offpath: ignoring OFFPATH_HOST_RING_BYTES=%s\n", ring);
+    op_status_t st = ensure_port() ? op_har_attach(opm.host_port, &hc, &c->host) : OP_ERR_IO;
+    free(peers);
+    if (st != OP_OK && opm.cfg.verbose)
+        fprintf(stderr, "offpath: rank %d: host allreduce setup failed: %s\n", opm.world_rank,
+                op_status_str(st));
+    if (st == OP_OK)
+        all_ops_and_types(c);
+    return st == OP_OK;
+}
+
+op_status_t opm_host_allreduce(struct opm_comm *c, void *buf, int count, int type, int code)
+{
+    return op_har_allreduce(c->host, buf, buf, (size_t)count, (unsigned)type, (unsigned)code);
+}
+
+/* Collective over the leaders. Once all are in the barrier every call has
+ * ended everywhere, so nothing a leader still holds unacknowledged is needed
+ * (its thread resends it meanwhile to whoever still waits). */
+void opm_host_free(struct opm_comm *c)
+{
+    if (c->host == NULL)
+        return;
+    if (c->inc_ok) /* else some leader has no session: no call used it */
+        PMPI_Barrier(c->leaders);
+    uint64_t k[OP_HAR_C_COUNT_];
+    op_har_client_counters(c->host, k);
+    for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
+        opm.host_c[i] += k[i];
+    op_har_client_free(c->host);
+    c->host = NULL;
+}
+
+/* Collective over COMM_WORLD (MPI_Finalize): with OFFPATH_VERBOSE, rank 0
+ * prints every leader's packet counts; then the socket closes. */
+void opm_host_finalize(void)
+{
+    if (opm.cfg.verbose) {
+        uint64_t sum[OP_HAR_C_COUNT_ + 1], mine[OP_HAR_C_COUNT_ + 1];
+        struct op_fault_stats f = {0, 0, 0};
+        if (opm.host_port != NULL)
+            op_har_port_stats(opm.host_port, NULL, &f);
+        for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
+            mine[i] = opm.host_c[i];
+        mine[OP_HAR_C_COUNT_] = f.dropped;
+        PMPI_Reduce(mine, sum, OP_HAR_C_COUNT_ + 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (opm.world_rank == 0 && sum[OP_HAR_C_allreduces] > 0)
+            fprintf(stderr,
+                    "offpath: host allreduce: %llu leader calls (%llu ring), %llu data packets, "
+                    "%llu retransmissions, %llu duplicates, %llu injected drops, %llu timeouts\n",
+                    (unsigned long long)sum[OP_HAR_C_allreduces],
+                    (unsigned long long)sum[OP_HAR_C_ring_calls],
+                    (unsigned long long)sum[OP_HAR_C_tx_data],
+                    (unsigned long long)sum[OP_HAR_C_retransmissions],
+                    (unsigned long long)sum[OP_HAR_C_duplicates],
+                    (unsigned long long)sum[OP_HAR_C_COUNT_],
+                    (unsigned long long)sum[OP_HAR_C_deadlines]);
+    }
+    op_har_port_close(opm.host_port);
+    opm.host_port = NULL;
+}
