@@ -1,0 +1,221 @@
+/* The device: owns regions, CQs and QPs, routes received packets to their QP
+ * by destination QPN, runs the QPs' timers. Also the CQ and the name tables. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdma_internal.h"
+
+#define RDMA_OK_ OP_RDMA_QP_C_COUNT_
+
+static const char *const dev_counter_names[] = {
+#define OP_RDMA_NAME_(n) #n,
+    OP_RDMA_DEV_COUNTERS(OP_RDMA_NAME_)};
+static const char *const qp_counter_names[] = {OP_RDMA_QP_COUNTERS(OP_RDMA_NAME_)
+#undef OP_RDMA_NAME_
+};
+
+const char *op_rdma_dev_counter_name(unsigned c)
+{
+    return c < OP_RDMA_DEV_C_COUNT_ ? dev_counter_names[c] : NULL;
+}
+
+const char *op_rdma_qp_counter_name(unsigned c)
+{
+    return c < OP_RDMA_QP_C_COUNT_ ? qp_counter_names[c] : NULL;
+}
+
+const char *op_rdma_wc_status_str(unsigned status)
+{
+    static const char *const names[] = {
+        [OP_RDMA_WC_SUCCESS] = "SUCCESS",
+        [OP_RDMA_WC_LOC_LEN_ERR] = "LOC_LEN_ERR",
+        [OP_RDMA_WC_LOC_QP_OP_ERR] = "LOC_QP_OP_ERR",
+        [OP_RDMA_WC_LOC_PROT_ERR] = "LOC_PROT_ERR",
+        [OP_RDMA_WC_WR_FLUSH_ERR] = "WR_FLUSH_ERR",
+        [OP_RDMA_WC_BAD_RESP_ERR] = "BAD_RESP_ERR",
+        [OP_RDMA_WC_LOC_ACCESS_ERR] = "LOC_ACCESS_ERR",
+        [OP_RDMA_WC_REM_INV_REQ_ERR] = "REM_INV_REQ_ERR",
+        [OP_RDMA_WC_REM_ACCESS_ERR] = "REM_ACCESS_ERR",
+        [OP_RDMA_WC_REM_OP_ERR] = "REM_OP_ERR",
+        [OP_RDMA_WC_RETRY_EXC_ERR] = "RETRY_EXC_ERR",
+        [OP_RDMA_WC_RNR_RETRY_EXC_ERR] = "RNR_RETRY_EXC_ERR",
+        [OP_RDMA_WC_GENERAL_ERR] = "GENERAL_ERR",
+    };
+    const char *s = status < sizeof names / sizeof names[0] ? names[status] : NULL;
+    return s != NULL ? s : "UNKNOWN";
+}
+
+const char *op_rdma_qp_state_str(unsigned state)
+{
+    static const char *const names[] = {"RESET", "INIT", "RTR", "RTS", "ERR"};
+    return state <= OP_RDMA_QPS_ERR ? names[state] : "UNKNOWN";
+}
+
+uint64_t op_rdma_timeout_ns(uint8_t timeout)
+{
+    /* 4.096 us * 2^t; IBTA caps t at 31 and gives 0 no timer at all */
+    if (timeout == 0 || timeout > 31)
+        return 0;
+    return 4096ull << timeout;
+}
+
+uint64_t op_rdma_rnr_ns(uint8_t rnr_timer)
+{
+    /* IBTA table 45, in microseconds; 0 is the longest */
+    static const uint32_t us[32] = {
+        655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,   320,
+        480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240, 15360,
+        20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+    };
+    return (uint64_t)us[rnr_timer & 31u] * OP_NS_PER_US;
+}
+
+op_status_t op_rdma_dev_create(const struct op_rdma_dev_config *cfg, struct op_rdma_dev **out)
+{
+    struct op_rdma_dev *dev = calloc(1, sizeof(*dev));
+    if (dev == NULL)
+        return OP_ERR_NOMEM;
+    dev->cfg = *cfg;
+    op_rng_seed(&dev->rng, cfg->seed);
+    *out = dev;
+    return OP_OK;
+}
+
+void op_rdma_dev_destroy(struct op_rdma_dev *dev)
+{
+    if (dev == NULL)
+        return;
+    for (uint32_t i = 0; i < dev->n_qps; i++)
+        op_rdma_qp_destroy(dev->qps[i]);
+    free(dev->qps);
+    while (dev->n_cqs > 0) /* each destroy takes its CQ off the list */
+        op_rdma_cq_destroy(dev->cqs[dev->n_cqs - 1]);
+    free(dev->cqs);
+    rdma_mr_free_all(dev);
+    free(dev);
+}
+
+const uint64_t *op_rdma_dev_counters(const struct op_rdma_dev *dev) { return dev->c; }
+
+static struct op_rdma_qp *qp_of(const struct op_rdma_dev *dev, uint32_t qpn)
+{
+    uint32_t i = qpn - RDMA_QPN_BASE;
+    return qpn >= RDMA_QPN_BASE && i < dev->n_qps ? dev->qps[i] : NULL;
+}
+
+/* RC requests and UC/UD packets go to the responder; ACKs and READ
+ * responses to the requester, which needs RTS. */
+static void qp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
+                     struct op_txq *out)
+{
+    bool to_req = (p->hdr & (RDMA_H_ACK | RDMA_H_READ_RESP)) != 0;
+    if (qp->state != OP_RDMA_QPS_RTS && (to_req || qp->state != OP_RDMA_QPS_RTR)) {
+        qp->c[OP_RDMA_QP_C_drop_state]++;
+        return;
+    }
+    if (qp->init.type == OP_RDMA_QPT_UD)
+        rdma_ud_input(qp, p);
+    else if (to_req)
+        rdma_req_input(qp, p, now, out);
+    else
+        rdma_resp_input(qp, p, now, out);
+}
+
+void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64_t now,
+                       struct op_txq *out)
+{
+    struct op_bth bth;
+    dev->c[OP_RDMA_DEV_C_pkts_in]++;
+    if (pkt->len < OP_BTH_LEN + OP_ICRC_LEN || op_bth_decode(pkt->data, pkt->len, &bth) != OP_OK) {
+        dev->c[OP_RDMA_DEV_C_drop_truncated]++;
+        return;
+    }
+    struct op_rdma_qp *qp = qp_of(dev, bth.dest_qp);
+    if (qp == NULL) {
+        dev->c[OP_RDMA_DEV_C_drop_no_qp]++;
+        return;
+    }
+    qp->c[OP_RDMA_QP_C_pkts_in]++;
+    struct rdma_pkt p;
+    unsigned why = rdma_parse(qp, pkt, &p);
+    if (why != RDMA_OK_) {
+        qp->c[why]++;
+        return;
+    }
+    qp_input(qp, &p, now, out);
+}
+
+void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out)
+{
+    for (uint32_t i = 0; i < dev->n_qps; i++)
+        if (dev->qps[i] != NULL && rdma_req_deadline(dev->qps[i]) <= now)
+            rdma_req_timer(dev->qps[i], now, out);
+}
+
+uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
+{
+    uint64_t t = UINT64_MAX;
+    for (uint32_t i = 0; i < dev->n_qps; i++)
+        if (dev->qps[i] != NULL) {
+            uint64_t d = rdma_req_deadline(dev->qps[i]);
+            t = d < t ? d : t;
+        }
+    return t;
+}
+
+/* ---- completion queues */
+op_status_t op_rdma_cq_create(struct op_rdma_dev *dev, uint32_t depth, struct op_rdma_cq **out)
+{
+    if (depth == 0 || depth > (1u << 24))
+        return OP_ERR_INVAL;
+    struct op_rdma_cq **cqs = realloc(dev->cqs, (dev->n_cqs + 1) * sizeof(*cqs));
+    if (cqs == NULL)
+        return OP_ERR_NOMEM;
+    dev->cqs = cqs;
+    struct op_rdma_cq *cq = calloc(1, sizeof(*cq));
+    if (cq == NULL || (cq->ring = calloc(depth, sizeof(*cq->ring))) == NULL) {
+        free(cq);
+        return OP_ERR_NOMEM;
+    }
+    cq->dev = dev;
+    cq->depth = depth;
+    dev->cqs[dev->n_cqs++] = cq;
+    *out = cq;
+    return OP_OK;
+}
+
+void op_rdma_cq_destroy(struct op_rdma_cq *cq)
+{
+    if (cq == NULL)
+        return;
+    struct op_rdma_dev *dev = cq->dev;
+    for (uint32_t i = 0; i < dev->n_cqs; i++)
+        if (dev->cqs[i] == cq) {
+            dev->cqs[i] = dev->cqs[--dev->n_cqs];
+            break;
+        }
+    free(cq->ring);
+    free(cq);
+}
+
+void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc)
+{
+    if (cq->n == cq->depth) {
+        cq->overruns++;
+        return;
+    }
+    cq->ring[(cq->head + cq->n++) % cq->depth] = *wc;
+}
+
+int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc)
+{
+    int n = 0;
+    for (; n < max && cq->n > 0; n++) {
+        wc[n] = cq->ring[cq->head];
+        cq->head = (cq->head + 1) % cq->depth;
+        cq->n--;
+    }
+    return n;
+}
+
+uint64_t op_rdma_cq_overruns(const struct op_rdma_cq *cq) { return cq->overruns; }

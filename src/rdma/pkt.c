@@ -1,0 +1,187 @@
+/* RoCEv2 transport packets of the QP engine: which headers each opcode
+ * carries, parsing with a drop reason for every way a packet can be wrong,
+ * and building sealed packets (BTH, extension headers, payload, pad, ICRC)
+ * with the wire module's codecs. */
+#include <string.h>
+
+#include "rdma_internal.h"
+
+#define RDMA_UC_LAST_OP OP_RC_WRITE_ONLY_IMM
+#define RDMA_OK_ OP_RDMA_QP_C_COUNT_
+
+/* By opcode without its transport bits (IBTA 9.2, table 31). */
+static const uint16_t op_hdrs[OP_RC_ACK + 1] = {
+    [OP_RC_SEND_FIRST] = RDMA_H_SEND | RDMA_H_FIRST,
+    [OP_RC_SEND_MIDDLE] = RDMA_H_SEND,
+    [OP_RC_SEND_LAST] = RDMA_H_SEND | RDMA_H_LAST,
+    [OP_RC_SEND_LAST_IMM] = RDMA_H_SEND | RDMA_H_LAST | RDMA_H_IMM,
+    [OP_RC_SEND_ONLY] = RDMA_H_SEND | RDMA_H_FIRST | RDMA_H_LAST,
+    [OP_RC_SEND_ONLY_IMM] = RDMA_H_SEND | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_IMM,
+    [OP_RC_WRITE_FIRST] = RDMA_H_WRITE | RDMA_H_FIRST | RDMA_H_RETH,
+    [OP_RC_WRITE_MIDDLE] = RDMA_H_WRITE,
+    [OP_RC_WRITE_LAST] = RDMA_H_WRITE | RDMA_H_LAST,
+    [OP_RC_WRITE_LAST_IMM] = RDMA_H_WRITE | RDMA_H_LAST | RDMA_H_IMM,
+    [OP_RC_WRITE_ONLY] = RDMA_H_WRITE | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_RETH,
+    [OP_RC_WRITE_ONLY_IMM] = RDMA_H_WRITE | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_RETH | RDMA_H_IMM,
+    [OP_RC_READ_REQUEST] = RDMA_H_READ_REQ | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_RETH,
+    [OP_RC_READ_RESP_FIRST] = RDMA_H_READ_RESP | RDMA_H_FIRST | RDMA_H_AETH,
+    [OP_RC_READ_RESP_MIDDLE] = RDMA_H_READ_RESP,
+    [OP_RC_READ_RESP_LAST] = RDMA_H_READ_RESP | RDMA_H_LAST | RDMA_H_AETH,
+    [OP_RC_READ_RESP_ONLY] = RDMA_H_READ_RESP | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_AETH,
+    [OP_RC_ACK] = RDMA_H_ACK | RDMA_H_AETH,
+};
+
+/* The headers of opcode on a QP of this type; 0 if the type does not carry it. */
+static unsigned hdrs_of(enum op_rdma_qp_type type, uint8_t opcode)
+{
+    switch (type) {
+    case OP_RDMA_QPT_RC:
+        return opcode <= OP_RC_ACK ? op_hdrs[opcode] : 0;
+    case OP_RDMA_QPT_UC:
+        return opcode >= OP_UC_BASE && opcode <= OP_UC_BASE + RDMA_UC_LAST_OP
+                   ? op_hdrs[opcode - OP_UC_BASE]
+                   : 0;
+    case OP_RDMA_QPT_UD:
+        if (opcode == OP_UD_SEND_ONLY)
+            return op_hdrs[OP_RC_SEND_ONLY] | RDMA_H_DETH;
+        return opcode == OP_UD_SEND_ONLY_IMM ? op_hdrs[OP_RC_SEND_ONLY_IMM] | RDMA_H_DETH : 0;
+    }
+    return 0;
+}
+
+static size_t hdrs_len(unsigned h)
+{
+    return OP_BTH_LEN + ((h & RDMA_H_DETH) ? OP_DETH_LEN : 0) +
+           ((h & RDMA_H_RETH) ? OP_RETH_LEN : 0) + ((h & RDMA_H_AETH) ? OP_AETH_LEN : 0) +
+           ((h & RDMA_H_IMM) ? OP_IMMDT_LEN : 0);
+}
+
+/* Extension headers in IBTA order: DETH, RETH, AETH, ImmDt. Lengths were
+ * checked, so the decoders cannot fail. */
+static void decode_ext(const uint8_t *b, struct rdma_pkt *p)
+{
+    b += OP_BTH_LEN;
+    if (p->hdr & RDMA_H_DETH) {
+        (void)op_deth_decode(b, OP_DETH_LEN, &p->deth);
+        b += OP_DETH_LEN;
+    }
+    if (p->hdr & RDMA_H_RETH) {
+        (void)op_reth_decode(b, OP_RETH_LEN, &p->reth);
+        b += OP_RETH_LEN;
+    }
+    if (p->hdr & RDMA_H_AETH) {
+        (void)op_aeth_decode(b, OP_AETH_LEN, &p->aeth);
+        b += OP_AETH_LEN;
+    }
+    if (p->hdr & RDMA_H_IMM)
+        (void)op_immdt_decode(b, OP_IMMDT_LEN, &p->imm);
+}
+
+static bool from_peer(const struct op_rdma_qp *qp, const struct op_pkt *raw)
+{
+    return qp->init.type == OP_RDMA_QPT_UD ||
+           (raw->flow.src_ip == qp->attr.remote_ip && raw->flow.src_port == qp->attr.remote_port);
+}
+
+/* Returns the counter of the reason to drop, or RDMA_OK_. */
+unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, struct rdma_pkt *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->raw = raw;
+    if (op_bth_decode(raw->data, raw->len, &p->bth) != OP_OK || raw->len < OP_BTH_LEN + OP_ICRC_LEN)
+        return OP_RDMA_QP_C_drop_length;
+    if (p->bth.pkey != RDMA_PKEY)
+        return OP_RDMA_QP_C_drop_pkey;
+    p->hdr = hdrs_of(qp->init.type, p->bth.opcode);
+    if (p->hdr == 0 || p->bth.tver != 0)
+        return OP_RDMA_QP_C_drop_opcode;
+    size_t hl = hdrs_len(p->hdr);
+    if (raw->len < hl + p->bth.padcnt + OP_ICRC_LEN)
+        return OP_RDMA_QP_C_drop_length;
+    p->len = (uint32_t)(raw->len - hl - p->bth.padcnt - OP_ICRC_LEN);
+    if ((p->hdr & (RDMA_H_ACK | RDMA_H_READ_REQ)) && (p->len != 0 || p->bth.padcnt != 0))
+        return OP_RDMA_QP_C_drop_length;
+    if (p->len > rdma_mtu(qp))
+        return OP_RDMA_QP_C_drop_length;
+    if (!op_icrc_check(&raw->flow, raw->data, raw->len))
+        return OP_RDMA_QP_C_drop_icrc;
+    if (!from_peer(qp, raw))
+        return OP_RDMA_QP_C_drop_source;
+    p->op = p->bth.opcode & 0x1fu;
+    p->payload = raw->data + hl;
+    decode_ext(raw->data, p);
+    return RDMA_OK_;
+}
+
+static uint8_t *put_ext(const struct rdma_out *o, uint8_t *b)
+{
+    if (o->deth != NULL) {
+        op_deth_encode(o->deth, b);
+        b += OP_DETH_LEN;
+    }
+    if (o->reth != NULL) {
+        op_reth_encode(o->reth, b);
+        b += OP_RETH_LEN;
+    }
+    if (o->aeth != NULL) {
+        op_aeth_encode(o->aeth, b);
+        b += OP_AETH_LEN;
+    }
+    if (o->imm != NULL) {
+        op_immdt_encode(*o->imm, b);
+        b += OP_IMMDT_LEN;
+    }
+    return b;
+}
+
+void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out)
+{
+    struct op_pkt *pkt = op_txq_next(out);
+    uint8_t pad = (uint8_t)((0u - o->len) & 3u);
+    const struct op_bth bth = {.opcode = o->opcode, .se = o->se, .padcnt = pad, .pkey = RDMA_PKEY,
+                               .dest_qp = o->dest_qp, .ackreq = o->ackreq, .psn = o->psn};
+    pkt->flow = (struct op_flow){.src_ip = qp->dev->cfg.ip, .src_port = qp->dev->cfg.port,
+                                 .dst_ip = o->dst_ip, .dst_port = o->dst_port};
+    op_bth_encode(&bth, pkt->data);
+    uint8_t *b = put_ext(o, pkt->data + OP_BTH_LEN);
+    if (o->sgl != NULL)
+        rdma_sgl_get(o->sgl, o->off, b, o->len);
+    else if (o->len > 0)
+        memcpy(b, o->data, o->len);
+    memset(b + o->len, 0, pad);
+    size_t n = (size_t)(b - pkt->data) + o->len + pad;
+    pkt->len = (uint32_t)op_icrc_seal(&pkt->flow, pkt->data, n, OP_IO_BUF_SIZE);
+    op_txq_commit(out);
+    qp->c[OP_RDMA_QP_C_pkts_out]++;
+    qp->c[OP_RDMA_QP_C_bytes_out] += o->len;
+}
+
+static unsigned aeth_counter(uint8_t syndrome)
+{
+    switch (syndrome & 0xe0u) {
+    case 0x00:
+        return OP_RDMA_QP_C_acks_sent;
+    case RDMA_AETH_RNR:
+        return OP_RDMA_QP_C_nak_rnr_sent;
+    default:
+        break;
+    }
+    switch (syndrome) {
+    case RDMA_AETH_NAK_SEQ:
+        return OP_RDMA_QP_C_nak_seq_sent;
+    case RDMA_AETH_NAK_ACCESS:
+        return OP_RDMA_QP_C_nak_access_sent;
+    default:
+        return OP_RDMA_QP_C_nak_inv_sent;
+    }
+}
+
+void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struct op_txq *out)
+{
+    const struct op_aeth aeth = {.syndrome = syndrome, .msn = qp->resp.msn & RDMA_PSN_MASK};
+    const struct rdma_out o = {.opcode = OP_RC_ACK, .dest_qp = qp->attr.dest_qpn, .psn = psn,
+                               .aeth = &aeth, .dst_ip = qp->attr.remote_ip,
+                               .dst_port = qp->attr.remote_port};
+    rdma_emit(qp, &o, out);
+    qp->c[aeth_counter(syndrome)]++;
+}

@@ -1,0 +1,307 @@
+/* Queue pairs: creation, the RESET -> INIT -> RTR -> RTS state machine, the
+ * post calls' checks, completions, and the error state (first error kept
+ * as the cause, every outstanding WR flushed). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdma_internal.h"
+
+static const char flushed_cause[] = "flushed: the QP is in the error state";
+
+static op_status_t qp_slot(struct op_rdma_dev *dev, uint32_t *slot)
+{
+    for (uint32_t i = 0; i < dev->n_qps; i++)
+        if (dev->qps[i] == NULL) {
+            *slot = i;
+            return OP_OK;
+        }
+    if (dev->n_qps >= RDMA_MAX_QPS)
+        return OP_ERR_NOSPACE;
+    struct op_rdma_qp **q = realloc(dev->qps, (dev->n_qps + 1) * sizeof(*q));
+    if (q == NULL)
+        return OP_ERR_NOMEM;
+    dev->qps = q;
+    dev->qps[dev->n_qps] = NULL;
+    *slot = dev->n_qps++;
+    return OP_OK;
+}
+
+static bool init_attr_ok(const struct op_rdma_qp_init_attr *a)
+{
+    return a->type <= OP_RDMA_QPT_UD && a->send_cq != NULL && a->recv_cq != NULL &&
+           a->max_send_wr > 0 && a->max_recv_wr > 0 && a->max_send_wr <= (1u << 20) &&
+           a->max_recv_wr <= (1u << 20);
+}
+
+op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_init_attr *attr,
+                              struct op_rdma_qp **out)
+{
+    uint32_t slot;
+    if (!init_attr_ok(attr))
+        return OP_ERR_INVAL;
+    op_status_t st = qp_slot(dev, &slot);
+    if (st != OP_OK)
+        return st;
+    struct op_rdma_qp *qp = calloc(1, sizeof(*qp));
+    if (qp == NULL)
+        return OP_ERR_NOMEM;
+    qp->req.sq = calloc(attr->max_send_wr, sizeof(*qp->req.sq));
+    qp->resp.rq = calloc(attr->max_recv_wr, sizeof(*qp->resp.rq));
+    if (qp->req.sq == NULL || qp->resp.rq == NULL) {
+        free(qp->req.sq);
+        free(qp->resp.rq);
+        free(qp);
+        return OP_ERR_NOMEM;
+    }
+    qp->dev = dev;
+    qp->init = *attr;
+    qp->req.cap = attr->max_send_wr;
+    qp->resp.cap = attr->max_recv_wr;
+    qp->qpn = RDMA_QPN_BASE + slot;
+    qp->state = OP_RDMA_QPS_RESET;
+    rdma_req_init(qp);
+    dev->qps[slot] = qp;
+    *out = qp;
+    return OP_OK;
+}
+
+void op_rdma_qp_destroy(struct op_rdma_qp *qp)
+{
+    if (qp == NULL)
+        return;
+    qp->dev->qps[qp->qpn - RDMA_QPN_BASE] = NULL;
+    free(qp->req.sq);
+    free(qp->resp.rq);
+    free(qp);
+}
+
+uint32_t op_rdma_qp_num(const struct op_rdma_qp *qp) { return qp->qpn; }
+enum op_rdma_qp_state op_rdma_qp_state(const struct op_rdma_qp *qp) { return qp->state; }
+const char *op_rdma_qp_error(const struct op_rdma_qp *qp) { return qp->cause; }
+const uint64_t *op_rdma_qp_counters(const struct op_rdma_qp *qp) { return qp->c; }
+uint32_t rdma_mtu(const struct op_rdma_qp *qp) { return qp->attr.path_mtu; }
+
+static bool mtu_ok(uint32_t mtu)
+{
+    return mtu >= 256 && mtu <= 4096 && (mtu & (mtu - 1)) == 0;
+}
+
+static op_status_t to_init(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a)
+{
+    if (qp->state != OP_RDMA_QPS_RESET)
+        return OP_ERR_STATE;
+    if (a->access & ~(unsigned)(OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
+                                OP_RDMA_ACCESS_REMOTE_READ))
+        return OP_ERR_INVAL;
+    qp->attr.access = a->access;
+    qp->attr.qkey = a->qkey;
+    return OP_OK;
+}
+
+static op_status_t to_rtr(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a)
+{
+    if (qp->state != OP_RDMA_QPS_INIT)
+        return OP_ERR_STATE;
+    if (!mtu_ok(a->path_mtu) || a->min_rnr_timer > 31 || a->dest_qpn > RDMA_PSN_MASK ||
+        a->rq_psn > RDMA_PSN_MASK)
+        return OP_ERR_INVAL;
+    qp->attr.path_mtu = a->path_mtu;
+    qp->attr.dest_qpn = a->dest_qpn;
+    qp->attr.rq_psn = a->rq_psn;
+    qp->attr.remote_ip = a->remote_ip;
+    qp->attr.remote_port = a->remote_port;
+    qp->attr.min_rnr_timer = a->min_rnr_timer;
+    qp->attr.ack_every = a->ack_every;
+    qp->resp.epsn = a->rq_psn;
+    return OP_OK;
+}
+
+static op_status_t to_rts(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a)
+{
+    if (qp->state != OP_RDMA_QPS_RTR)
+        return OP_ERR_STATE;
+    if (a->sq_psn > RDMA_PSN_MASK || a->retry_cnt > 7 || a->rnr_retry > 7 || a->timeout > 31 ||
+        a->max_outstanding > (1u << 22))
+        return OP_ERR_INVAL;
+    qp->attr.sq_psn = a->sq_psn;
+    qp->attr.timeout = a->timeout;
+    qp->attr.retry_cnt = a->retry_cnt;
+    qp->attr.rnr_retry = a->rnr_retry;
+    qp->attr.max_outstanding = a->max_outstanding ? a->max_outstanding : OP_RDMA_DEFAULT_WINDOW;
+    rdma_req_init(qp);
+    return OP_OK;
+}
+
+static void to_reset(struct op_rdma_qp *qp)
+{
+    qp->req.head = qp->req.cur = qp->req.tail = 0;
+    struct rdma_rwqe *rq = qp->resp.rq;
+    memset(&qp->resp, 0, sizeof(qp->resp));
+    qp->resp.rq = rq;
+    qp->resp.cap = qp->init.max_recv_wr;
+    memset(&qp->attr, 0, sizeof(qp->attr));
+    qp->cause[0] = '\0';
+    rdma_req_init(qp);
+}
+
+op_status_t op_rdma_qp_modify(struct op_rdma_qp *qp, enum op_rdma_qp_state to,
+                              const struct op_rdma_qp_attr *attr)
+{
+    op_status_t st = OP_OK;
+    switch (to) {
+    case OP_RDMA_QPS_RESET:
+        to_reset(qp);
+        break;
+    case OP_RDMA_QPS_INIT:
+        st = to_init(qp, attr);
+        break;
+    case OP_RDMA_QPS_RTR:
+        st = to_rtr(qp, attr);
+        break;
+    case OP_RDMA_QPS_RTS:
+        st = to_rts(qp, attr);
+        break;
+    case OP_RDMA_QPS_ERR:
+        rdma_qp_fail(qp, "moved to ERR by the application");
+        return OP_OK;
+    default:
+        return OP_ERR_INVAL;
+    }
+    if (st == OP_OK)
+        qp->state = to;
+    return st;
+}
+
+/* ---- completions */
+void rdma_complete_send(struct op_rdma_qp *qp, const struct rdma_swqe *w, unsigned status,
+                        const char *cause)
+{
+    static const unsigned wc_op[] = {
+        [OP_RDMA_WR_SEND] = OP_RDMA_WC_SEND,
+        [OP_RDMA_WR_SEND_WITH_IMM] = OP_RDMA_WC_SEND,
+        [OP_RDMA_WR_RDMA_WRITE] = OP_RDMA_WC_RDMA_WRITE,
+        [OP_RDMA_WR_RDMA_WRITE_WITH_IMM] = OP_RDMA_WC_RDMA_WRITE,
+        [OP_RDMA_WR_RDMA_READ] = OP_RDMA_WC_RDMA_READ,
+    };
+    /* errors always complete visibly, as verbs */
+    if (status == OP_RDMA_WC_SUCCESS && !w->signaled && !qp->init.sq_sig_all)
+        return;
+    const struct op_rdma_wc wc = {.wr_id = w->wr_id, .status = status, .opcode = wc_op[w->opcode],
+                                  .byte_len = w->len, .qp_num = qp->qpn, .cause = cause};
+    rdma_cq_push(qp->init.send_cq, &wc);
+}
+
+void rdma_complete_recv(struct op_rdma_qp *qp, const struct op_rdma_wc *wc)
+{
+    struct op_rdma_wc c = *wc;
+    c.qp_num = qp->qpn;
+    rdma_cq_push(qp->init.recv_cq, &c);
+}
+
+/* The QP goes to ERR: the cause is kept (the first one wins), the
+ * requester's head WR completes with it (the caller has done that when the
+ * status is more specific) and everything else is flushed. */
+void rdma_qp_fail(struct op_rdma_qp *qp, const char *fmt, ...)
+{
+    if (qp->state == OP_RDMA_QPS_ERR)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(qp->cause, sizeof qp->cause, fmt, ap);
+    va_end(ap);
+    OP_WARN(qp->dev->cfg.log, "rdma QP 0x%06" PRIx32 " to ERR: %s", qp->qpn, qp->cause);
+    qp->state = OP_RDMA_QPS_ERR;
+    rdma_req_flush(qp, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);
+    rdma_resp_flush(qp);
+}
+
+/* ---- posting */
+static bool opcode_ok(enum op_rdma_qp_type type, enum op_rdma_wr_opcode op)
+{
+    switch (type) {
+    case OP_RDMA_QPT_RC:
+        return op <= OP_RDMA_WR_RDMA_READ;
+    case OP_RDMA_QPT_UC:
+        return op <= OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
+    case OP_RDMA_QPT_UD:
+        return op == OP_RDMA_WR_SEND || op == OP_RDMA_WR_SEND_WITH_IMM;
+    }
+    return false;
+}
+
+static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
+                      struct rdma_swqe *w)
+{
+    bool read = wr->opcode == OP_RDMA_WR_RDMA_READ;
+    memset(w, 0, sizeof(*w));
+    if (!opcode_ok(qp->init.type, wr->opcode) ||
+        !rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, read, &w->sgl, &w->len))
+        return false;
+    if (qp->init.type == OP_RDMA_QPT_UD && w->len > rdma_mtu(qp))
+        return false;
+    w->wr_id = wr->wr_id;
+    w->opcode = wr->opcode;
+    w->signaled = (wr->send_flags & OP_RDMA_SEND_SIGNALED) != 0;
+    w->imm = wr->imm_data;
+    w->raddr = wr->rdma.remote_addr;
+    w->rkey = wr->rdma.rkey;
+    w->ud_ip = wr->ud.remote_ip;
+    w->ud_port = wr->ud.remote_port;
+    w->ud_qpn = wr->ud.remote_qpn & RDMA_PSN_MASK;
+    w->ud_qkey = wr->ud.remote_qkey;
+    return true;
+}
+
+op_status_t op_rdma_post_send(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
+                              uint64_t now, struct op_txq *out)
+{
+    struct rdma_req *r = &qp->req;
+    struct rdma_swqe w;
+    if (qp->state != OP_RDMA_QPS_RTS && qp->state != OP_RDMA_QPS_ERR)
+        return OP_ERR_STATE;
+    if (r->tail - r->head >= r->cap)
+        return OP_ERR_NOSPACE;
+    if (!swqe_fill(qp, wr, &w))
+        return OP_ERR_INVAL;
+    if (qp->state == OP_RDMA_QPS_ERR) {
+        rdma_complete_send(qp, &w, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);
+        return OP_OK;
+    }
+    r->sq[r->tail++ % r->cap] = w;
+    rdma_req_progress(qp, now, out);
+    return OP_OK;
+}
+
+op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma_recv_wr *wr)
+{
+    struct rdma_resp *s = &qp->resp;
+    struct rdma_rwqe w = {.wr_id = wr->wr_id};
+    if (qp->state == OP_RDMA_QPS_RESET)
+        return OP_ERR_STATE;
+    if (s->tail - s->head >= s->cap)
+        return OP_ERR_NOSPACE;
+    if (!rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, true, &w.sgl, &w.len))
+        return OP_ERR_INVAL;
+    if (qp->state == OP_RDMA_QPS_ERR) {
+        const struct op_rdma_wc wc = {.wr_id = w.wr_id, .status = OP_RDMA_WC_WR_FLUSH_ERR,
+                                      .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
+        rdma_complete_recv(qp, &wc);
+        return OP_OK;
+    }
+    s->rq[s->tail++ % s->cap] = w;
+    return OP_OK;
+}
+
+void rdma_resp_flush(struct op_rdma_qp *qp)
+{
+    struct rdma_resp *s = &qp->resp;
+    for (; s->head != s->tail; s->head++) {
+        const struct op_rdma_wc wc = {.wr_id = s->rq[s->head % s->cap].wr_id,
+                                      .status = OP_RDMA_WC_WR_FLUSH_ERR,
+                                      .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
+        rdma_complete_recv(qp, &wc);
+    }
+}

@@ -1,0 +1,221 @@
+/* Internal to the rdma module: device, region, CQ and QP state shared by the
+ * packet codec (pkt.c), the requester (req.c), the responder (resp.c), the
+ * queue and state logic (qp.c), regions (mr.c) and the device (dev.c). */
+#ifndef OFFPATH_RDMA_INTERNAL_H
+#define OFFPATH_RDMA_INTERNAL_H
+
+#include "offpath/rdma.h"
+
+#define RDMA_PSN_MASK 0xffffffu
+#define RDMA_PKEY 0xffffu
+#define RDMA_QPN_BASE 0x11u    /* as rxe: the first QPNs are special */
+#define RDMA_MR_SLOT_BITS 16   /* low bits of a key index the table; the rest is random */
+#define RDMA_MAX_MRS (1u << RDMA_MR_SLOT_BITS)
+#define RDMA_MAX_QPS 0x10000u
+#define RDMA_CAUSE_LEN 160
+#define RDMA_AETH_ACK 0x1f     /* ACK, "no credit limit" */
+#define RDMA_AETH_RNR 0x20
+#define RDMA_AETH_NAK_SEQ 0x60
+#define RDMA_AETH_NAK_INV 0x61
+#define RDMA_AETH_NAK_ACCESS 0x62
+#define RDMA_AETH_NAK_OP 0x63
+
+struct op_rdma_mr {
+    struct op_rdma_dev *dev;
+    uint8_t *addr;
+    uint64_t va;
+    size_t len;
+    unsigned access;
+    uint32_t lkey, rkey;
+};
+
+struct op_rdma_cq {
+    struct op_rdma_dev *dev;
+    struct op_rdma_wc *ring;
+    uint32_t depth, head, n;
+    uint64_t overruns;
+};
+
+struct rdma_sgl {
+    struct op_rdma_sge sg[OP_RDMA_MAX_SGE];
+    uint8_t n;
+};
+
+/* A send WR as the requester keeps it until it completes. */
+struct rdma_swqe {
+    uint64_t wr_id;
+    enum op_rdma_wr_opcode opcode;
+    bool signaled;
+    uint32_t imm;
+    uint64_t raddr;
+    uint32_t rkey;
+    uint32_t len;
+    struct rdma_sgl sgl;
+    uint32_t ud_ip, ud_qpn, ud_qkey;
+    uint16_t ud_port;
+    bool started;     /* first_psn assigned */
+    uint32_t first_psn, npkts;
+};
+
+struct rdma_rwqe {
+    uint64_t wr_id;
+    struct rdma_sgl sgl;
+    uint32_t len;
+};
+
+/* The requester's side of one QP. WRs [head, cur) were sent at least in
+ * part, [cur, tail) wait; packets [0, cur_pkt) of cur are out. PSNs before una are
+ * acknowledged, [una, next_psn) are in flight, hi_psn is the first never sent. */
+struct rdma_req {
+    struct rdma_swqe *sq;
+    uint32_t cap, head, cur, tail;
+    uint32_t cur_pkt;
+    uint32_t una, next_psn, hi_psn;
+    uint32_t since_ackreq;
+    uint32_t window;
+    uint64_t rto_ns, rto_at, rnr_at;
+    uint64_t progress_at; /* una last moved (or the first send) */
+    uint8_t retries, rnr_retries; /* tries left; 7 = forever */
+    bool rewound; /* went back to una once already: ignore further NAKs for it */
+};
+
+/* The responder's side: expected PSN, the message in progress. */
+struct rdma_resp {
+    struct rdma_rwqe *rq;
+    uint32_t cap, head, tail;
+    uint32_t epsn, msn;
+    bool nak_sent;        /* one sequence NAK per gap */
+    uint8_t in_msg;       /* 0, or RDMA_H_SEND / RDMA_H_WRITE: a message is open */
+    uint32_t off;         /* bytes of the open message placed */
+    struct op_rdma_mr *wmr; /* open WRITE: its region and address */
+    uint64_t wva;
+    uint32_t wlen;
+    uint32_t unacked;
+};
+
+struct op_rdma_qp {
+    struct op_rdma_dev *dev;
+    struct op_rdma_qp_init_attr init;
+    enum op_rdma_qp_state state;
+    uint32_t qpn;
+    struct op_rdma_qp_attr attr;
+    struct rdma_req req;
+    struct rdma_resp resp;
+    uint64_t c[OP_RDMA_QP_C_COUNT_];
+    char cause[RDMA_CAUSE_LEN];
+};
+
+struct op_rdma_dev {
+    struct op_rdma_dev_config cfg;
+    struct op_rng rng;
+    struct op_rdma_mr **mrs; /* by key slot */
+    uint32_t n_mrs_cap;
+    struct op_rdma_qp **qps; /* by qpn - RDMA_QPN_BASE */
+    uint32_t n_qps;
+    struct op_rdma_cq **cqs;
+    uint32_t n_cqs;
+    uint64_t c[OP_RDMA_DEV_C_COUNT_];
+};
+
+/* A parsed packet: headers in host order, payload as a view. */
+struct rdma_pkt {
+    const struct op_pkt *raw;
+    struct op_bth bth;
+    struct op_reth reth;
+    struct op_aeth aeth;
+    struct op_deth deth;
+    uint32_t imm;
+    uint8_t op;    /* opcode without the transport bits (RC numbering) */
+    unsigned hdr;  /* RDMA_H_* of op */
+    const uint8_t *payload;
+    uint32_t len;
+};
+
+enum rdma_hdr_flags {
+    RDMA_H_RETH = 1u << 0,
+    RDMA_H_AETH = 1u << 1,
+    RDMA_H_IMM = 1u << 2,
+    RDMA_H_DETH = 1u << 3,
+    RDMA_H_FIRST = 1u << 4, /* opens a message (FIRST or ONLY) */
+    RDMA_H_LAST = 1u << 5,  /* ends one (LAST or ONLY) */
+    RDMA_H_SEND = 1u << 6,
+    RDMA_H_WRITE = 1u << 7,
+    RDMA_H_READ_REQ = 1u << 8,
+    RDMA_H_READ_RESP = 1u << 9,
+    RDMA_H_ACK = 1u << 10,
+};
+
+/* What a packet to send carries besides the BTH. */
+struct rdma_out {
+    uint8_t opcode; /* full opcode, transport bits included */
+    uint32_t dest_qp, psn;
+    bool ackreq, se;
+    const struct op_reth *reth;
+    const struct op_aeth *aeth;
+    const struct op_deth *deth;
+    const uint32_t *imm;
+    const struct rdma_sgl *sgl; /* payload gathered from here, */
+    uint32_t off, len;          /* bytes [off, off+len) of the message */
+    const uint8_t *data;        /* or from here when sgl is NULL */
+    uint32_t dst_ip;
+    uint16_t dst_port;
+};
+
+/* PSNs are 24 bits: compare by signed difference. */
+static inline int32_t psn_diff(uint32_t a, uint32_t b)
+{
+    return (int32_t)((a - b) << 8) >> 8;
+}
+static inline uint32_t psn_add(uint32_t a, uint32_t n)
+{
+    return (a + n) & RDMA_PSN_MASK;
+}
+static inline uint32_t rdma_npkts(uint32_t len, uint32_t mtu)
+{
+    return len == 0 ? 1 : (len + mtu - 1) / mtu;
+}
+
+/* pkt.c */
+unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, struct rdma_pkt *p);
+void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out);
+void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struct op_txq *out);
+
+/* mr.c */
+void rdma_sgl_put(const struct rdma_sgl *sgl, uint32_t off, const void *in, uint32_t len);
+void rdma_sgl_get(const struct rdma_sgl *sgl, uint32_t off, void *out, uint32_t len);
+/* Checks an sge list against the regions (write: LOCAL_WRITE needed) and
+ * copies it into out; false if a key or a range is wrong. */
+bool rdma_sgl_load(struct op_rdma_dev *dev, const struct op_rdma_sge *sg, int n, bool write,
+                   struct rdma_sgl *out, uint32_t *len);
+/* The region an rkey names if it covers [va, va+len) with access; NULL and a
+ * cause otherwise. */
+struct op_rdma_mr *rdma_rkey_check(struct op_rdma_qp *qp, uint32_t rkey, uint64_t va,
+                                   uint32_t len, unsigned access, char *cause, size_t cap);
+void rdma_mr_free_all(struct op_rdma_dev *dev);
+
+/* cq (dev.c) */
+void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc);
+
+/* qp.c */
+void rdma_qp_fail(struct op_rdma_qp *qp, const char *fmt, ...) OP_PRINTF(2, 3);
+void rdma_complete_send(struct op_rdma_qp *qp, const struct rdma_swqe *w, unsigned status,
+                        const char *cause);
+void rdma_complete_recv(struct op_rdma_qp *qp, const struct op_rdma_wc *wc);
+uint32_t rdma_mtu(const struct op_rdma_qp *qp);
+
+/* req.c */
+void rdma_req_init(struct op_rdma_qp *qp);
+void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out);
+void rdma_req_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
+                    struct op_txq *out);
+void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out);
+uint64_t rdma_req_deadline(const struct op_rdma_qp *qp);
+void rdma_req_flush(struct op_rdma_qp *qp, unsigned status, const char *cause);
+
+/* resp.c */
+void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
+                     struct op_txq *out);
+void rdma_ud_input(struct op_rdma_qp *qp, const struct rdma_pkt *p);
+void rdma_resp_flush(struct op_rdma_qp *qp);
+
+#endif

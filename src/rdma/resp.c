@@ -1,0 +1,344 @@
+/* The responder: executes requests exactly once, in PSN order.
+ * RC: duplicates are re-ACKed (or a READ's response regenerated), never
+ * executed again; a PSN ahead of the expected one gets one sequence NAK and
+ * silence until the expected PSN comes; a SEND with no receive posted gets an
+ * RNR NAK; protection and protocol errors get a NAK and put the QP in ERR.
+ * UC: the same execution, but a gap loses the message and errors drop it.
+ * UD: single-packet sends, checked against the Q_Key. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rdma_internal.h"
+
+#define IPV4_HDR_LEN 20
+#define UDP_HDR_LEN 8
+
+enum exec_result { EX_OK, EX_RNR, EX_INV, EX_ACCESS, EX_TOO_LONG };
+
+static struct rdma_rwqe *rq_head(struct rdma_resp *s)
+{
+    return s->head != s->tail ? &s->rq[s->head % s->cap] : NULL;
+}
+
+static void recv_done(struct op_rdma_qp *qp, const struct rdma_pkt *p, unsigned opcode,
+                      uint32_t len)
+{
+    struct rdma_resp *s = &qp->resp;
+    struct op_rdma_wc wc = {.wr_id = rq_head(s)->wr_id, .opcode = opcode, .byte_len = len};
+    if (p->hdr & RDMA_H_IMM) {
+        wc.imm_data = p->imm;
+        wc.wc_flags = OP_RDMA_WC_WITH_IMM;
+    }
+    if (p->hdr & RDMA_H_DETH) {
+        wc.src_qp = p->deth.src_qp;
+        wc.src_ip = p->raw->flow.src_ip;
+        wc.src_port = p->raw->flow.src_port;
+    }
+    s->head++;
+    rdma_complete_recv(qp, &wc);
+}
+
+/* A message must open with FIRST/ONLY and continue with MIDDLE/LAST of the
+ * same kind; FIRST and MIDDLE carry exactly one MTU. */
+static bool in_sequence(const struct op_rdma_qp *qp, const struct rdma_pkt *p)
+{
+    const struct rdma_resp *s = &qp->resp;
+    unsigned kind = p->hdr & (RDMA_H_SEND | RDMA_H_WRITE);
+    if (s->in_msg != 0 ? (p->hdr & RDMA_H_FIRST) || kind != s->in_msg : !(p->hdr & RDMA_H_FIRST))
+        return false;
+    return (p->hdr & RDMA_H_LAST) || p->len == rdma_mtu(qp);
+}
+
+static enum exec_result exec_send(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
+{
+    struct rdma_resp *s = &qp->resp;
+    struct rdma_rwqe *w = rq_head(s);
+    if (w == NULL)
+        return EX_RNR;
+    if (p->hdr & RDMA_H_FIRST) {
+        s->off = 0;
+        s->in_msg = RDMA_H_SEND;
+    }
+    if (p->len > w->len - s->off) {
+        snprintf(cause, RDMA_CAUSE_LEN, "a SEND longer than the %" PRIu32 "-byte receive buffer",
+                 w->len);
+        return EX_TOO_LONG;
+    }
+    rdma_sgl_put(&w->sgl, s->off, p->payload, p->len);
+    s->off += p->len;
+    if (p->hdr & RDMA_H_LAST) {
+        recv_done(qp, p, OP_RDMA_WC_RECV, s->off);
+        s->in_msg = 0;
+    }
+    return EX_OK;
+}
+
+static enum exec_result open_write(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
+{
+    struct rdma_resp *s = &qp->resp;
+    s->wmr = NULL;
+    if (p->reth.dma_len > 0) {
+        s->wmr = rdma_rkey_check(qp, p->reth.rkey, p->reth.va, p->reth.dma_len,
+                                 OP_RDMA_ACCESS_REMOTE_WRITE, cause, RDMA_CAUSE_LEN);
+        if (s->wmr == NULL)
+            return EX_ACCESS;
+    }
+    s->wva = p->reth.va;
+    s->wlen = p->reth.dma_len;
+    s->off = 0;
+    s->in_msg = RDMA_H_WRITE;
+    return EX_OK;
+}
+
+static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
+{
+    struct rdma_resp *s = &qp->resp;
+    /* before any byte lands: a retry after the RNR NAK must find memory as is */
+    if ((p->hdr & RDMA_H_IMM) && rq_head(s) == NULL)
+        return EX_RNR;
+    if (p->hdr & RDMA_H_FIRST) {
+        enum exec_result r = open_write(qp, p, cause);
+        if (r != EX_OK)
+            return r;
+    }
+    bool last = (p->hdr & RDMA_H_LAST) != 0;
+    if (p->len > s->wlen - s->off || (last && s->off + p->len != s->wlen)) {
+        snprintf(cause, RDMA_CAUSE_LEN, "WRITE payload does not add up to its RETH length %" PRIu32,
+                 s->wlen);
+        return EX_INV;
+    }
+    if (p->len > 0)
+        memcpy(s->wmr->addr + (s->wva - s->wmr->va) + s->off, p->payload, p->len);
+    s->off += p->len;
+    if (last) {
+        if (p->hdr & RDMA_H_IMM)
+            recv_done(qp, p, OP_RDMA_WC_RECV_RDMA_WITH_IMM, s->wlen);
+        s->in_msg = 0;
+    }
+    return EX_OK;
+}
+
+/* Response packets psn .. for [va, va+len) of mr (NULL when len is 0). */
+static void send_read_resp(struct op_rdma_qp *qp, const struct op_rdma_mr *mr, uint64_t va,
+                           uint32_t len, uint32_t psn, struct op_txq *out)
+{
+    uint32_t mtu = rdma_mtu(qp), n = rdma_npkts(len, mtu);
+    const struct op_aeth aeth = {.syndrome = RDMA_AETH_ACK, .msn = qp->resp.msn & RDMA_PSN_MASK};
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t off = k * mtu;
+        struct rdma_out o = {.dest_qp = qp->attr.dest_qpn, .psn = psn_add(psn, k),
+                             .len = len - off < mtu ? len - off : mtu,
+                             .dst_ip = qp->attr.remote_ip, .dst_port = qp->attr.remote_port};
+        o.opcode = n == 1 ? OP_RC_READ_RESP_ONLY
+                   : k == 0 ? OP_RC_READ_RESP_FIRST
+                   : k + 1 == n ? OP_RC_READ_RESP_LAST
+                                : OP_RC_READ_RESP_MIDDLE;
+        o.aeth = o.opcode == OP_RC_READ_RESP_MIDDLE ? NULL : &aeth;
+        o.data = mr != NULL ? mr->addr + (va - mr->va) + off : NULL;
+        rdma_emit(qp, &o, out);
+    }
+}
+
+static const struct op_rdma_mr *read_region(struct op_rdma_qp *qp, const struct rdma_pkt *p,
+                                            char *cause, bool *ok)
+{
+    *ok = true;
+    if (p->reth.dma_len == 0)
+        return NULL;
+    const struct op_rdma_mr *mr = rdma_rkey_check(qp, p->reth.rkey, p->reth.va, p->reth.dma_len,
+                                                  OP_RDMA_ACCESS_REMOTE_READ, cause, RDMA_CAUSE_LEN);
+    *ok = mr != NULL;
+    return mr;
+}
+
+static enum exec_result exec_read(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause,
+                                  struct op_txq *out)
+{
+    bool ok;
+    const struct op_rdma_mr *mr = read_region(qp, p, cause, &ok);
+    if (!ok)
+        return EX_ACCESS;
+    qp->resp.msn++;
+    send_read_resp(qp, mr, p->reth.va, p->reth.dma_len, p->bth.psn, out);
+    return EX_OK;
+}
+
+/* A READ request seen before: its response again, from memory as it is now
+ * (IBTA allows that), if it still fits before the expected PSN. */
+static void replay_read(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out)
+{
+    char cause[RDMA_CAUSE_LEN];
+    bool ok;
+    uint32_t n = rdma_npkts(p->reth.dma_len, rdma_mtu(qp));
+    if (psn_diff(qp->resp.epsn, p->bth.psn) < (int64_t)n)
+        return;
+    const struct op_rdma_mr *mr = read_region(qp, p, cause, &ok);
+    if (ok)
+        send_read_resp(qp, mr, p->reth.va, p->reth.dma_len, p->bth.psn, out);
+}
+
+static enum exec_result execute(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause,
+                                struct op_txq *out)
+{
+    if (!in_sequence(qp, p)) {
+        snprintf(cause, RDMA_CAUSE_LEN, "opcode 0x%02x out of order in a message", p->bth.opcode);
+        return EX_INV;
+    }
+    if (p->hdr & RDMA_H_SEND)
+        return exec_send(qp, p, cause);
+    if (p->hdr & RDMA_H_WRITE)
+        return exec_write(qp, p, cause);
+    return exec_read(qp, p, cause, out);
+}
+
+/* Executed: the next PSN is expected; ACK when asked or when ack_every
+ * packets went unacknowledged. A READ's response is its ACK. */
+static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out)
+{
+    struct rdma_resp *s = &qp->resp;
+    if (p->hdr & RDMA_H_READ_REQ) {
+        s->epsn = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
+        s->unacked = 0;
+        return;
+    }
+    if ((p->hdr & RDMA_H_LAST) && s->in_msg == 0)
+        s->msn++;
+    s->epsn = psn_add(p->bth.psn, 1);
+    s->unacked++;
+    if (p->bth.ackreq || (qp->attr.ack_every != 0 && s->unacked >= qp->attr.ack_every)) {
+        rdma_send_aeth(qp, RDMA_AETH_ACK, p->bth.psn, out);
+        s->unacked = 0;
+    }
+}
+
+static void rc_error(struct op_rdma_qp *qp, const struct rdma_pkt *p, enum exec_result r,
+                     const char *cause, struct op_txq *out)
+{
+    uint32_t psn = p->bth.psn;
+    if (r == EX_RNR) {
+        rdma_send_aeth(qp, (uint8_t)(RDMA_AETH_RNR | qp->attr.min_rnr_timer), psn, out);
+        return;
+    }
+    if (r == EX_TOO_LONG) {
+        const struct op_rdma_wc wc = {.wr_id = rq_head(&qp->resp)->wr_id,
+                                      .status = OP_RDMA_WC_LOC_LEN_ERR, .opcode = OP_RDMA_WC_RECV,
+                                      .cause = qp->cause};
+        qp->resp.head++;
+        rdma_complete_recv(qp, &wc);
+    }
+    rdma_send_aeth(qp, r == EX_ACCESS ? RDMA_AETH_NAK_ACCESS : RDMA_AETH_NAK_INV, psn, out);
+    rdma_qp_fail(qp, "responder, PSN 0x%06" PRIx32 ": %s", psn, cause);
+}
+
+static void rc_duplicate(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out)
+{
+    qp->c[OP_RDMA_QP_C_duplicates]++;
+    if (p->hdr & RDMA_H_READ_REQ)
+        replay_read(qp, p, out);
+    else if (p->bth.ackreq)
+        rdma_send_aeth(qp, RDMA_AETH_ACK, psn_add(qp->resp.epsn, RDMA_PSN_MASK), out);
+}
+
+static void uc_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause);
+
+void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
+                     struct op_txq *out)
+{
+    struct rdma_resp *s = &qp->resp;
+    char cause[RDMA_CAUSE_LEN];
+    (void)now;
+    if (qp->init.type == OP_RDMA_QPT_UC) {
+        uc_input(qp, p, cause);
+        return;
+    }
+    int32_t d = psn_diff(p->bth.psn, s->epsn);
+    if (d < 0) {
+        rc_duplicate(qp, p, out);
+        return;
+    }
+    if (d > 0) {
+        qp->c[OP_RDMA_QP_C_out_of_seq]++;
+        if (!s->nak_sent)
+            rdma_send_aeth(qp, RDMA_AETH_NAK_SEQ, s->epsn, out);
+        s->nak_sent = true;
+        return;
+    }
+    s->nak_sent = false;
+    enum exec_result r = execute(qp, p, cause, out);
+    if (r == EX_OK)
+        rc_advance(qp, p, out);
+    else
+        rc_error(qp, p, r, cause, out);
+}
+
+/* ---- UC: no ACKs, no NAKs; a gap or an error loses the message */
+static const unsigned uc_drop[] = {
+    [EX_RNR] = OP_RDMA_QP_C_drop_no_recv,
+    [EX_INV] = OP_RDMA_QP_C_drop_length,
+    [EX_ACCESS] = OP_RDMA_QP_C_drop_access,
+    [EX_TOO_LONG] = OP_RDMA_QP_C_drop_too_long,
+};
+
+static void uc_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
+{
+    struct rdma_resp *s = &qp->resp;
+    bool gap = p->bth.psn != s->epsn;
+    s->epsn = psn_add(p->bth.psn, 1);
+    if (s->in_msg != 0 && (gap || (p->hdr & RDMA_H_FIRST))) {
+        qp->c[OP_RDMA_QP_C_uc_lost_msgs]++;
+        s->in_msg = 0;
+    }
+    if (s->in_msg == 0 && !(p->hdr & RDMA_H_FIRST)) {
+        qp->c[OP_RDMA_QP_C_out_of_seq]++;
+        return;
+    }
+    enum exec_result r = execute(qp, p, cause, NULL);
+    if (r != EX_OK) {
+        qp->c[uc_drop[r]]++;
+        s->in_msg = 0;
+    }
+}
+
+/* ---- UD */
+/* verbs place 40 bytes of GRH before a UD payload; for RoCEv2 over IPv4 the
+ * IPv4 header fills its last 20 bytes. */
+static void put_grh(const struct rdma_pkt *p, uint8_t grh[OP_RDMA_UD_GRH_LEN])
+{
+    uint8_t *ip = grh + OP_RDMA_UD_GRH_LEN - IPV4_HDR_LEN;
+    uint32_t total = IPV4_HDR_LEN + UDP_HDR_LEN + p->raw->len;
+    uint32_t src = p->raw->flow.src_ip, dst = p->raw->flow.dst_ip;
+    memset(grh, 0, OP_RDMA_UD_GRH_LEN);
+    ip[0] = 0x45;
+    ip[2] = (uint8_t)(total >> 8);
+    ip[3] = (uint8_t)total;
+    ip[6] = 0x40; /* DF */
+    ip[8] = 64;
+    ip[9] = 17;
+    for (int i = 0; i < 4; i++) {
+        ip[12 + i] = (uint8_t)(src >> (24 - 8 * i));
+        ip[16 + i] = (uint8_t)(dst >> (24 - 8 * i));
+    }
+}
+
+void rdma_ud_input(struct op_rdma_qp *qp, const struct rdma_pkt *p)
+{
+    struct rdma_rwqe *w = rq_head(&qp->resp);
+    uint8_t grh[OP_RDMA_UD_GRH_LEN];
+    if (p->deth.qkey != qp->attr.qkey) {
+        qp->c[OP_RDMA_QP_C_drop_qkey]++;
+        return;
+    }
+    if (w == NULL) {
+        qp->c[OP_RDMA_QP_C_drop_no_recv]++;
+        return;
+    }
+    if (w->len < OP_RDMA_UD_GRH_LEN || p->len > w->len - OP_RDMA_UD_GRH_LEN) {
+        qp->c[OP_RDMA_QP_C_drop_too_long]++;
+        return;
+    }
+    put_grh(p, grh);
+    rdma_sgl_put(&w->sgl, 0, grh, OP_RDMA_UD_GRH_LEN);
+    rdma_sgl_put(&w->sgl, OP_RDMA_UD_GRH_LEN, p->payload, p->len);
+    recv_done(qp, p, OP_RDMA_WC_RECV, OP_RDMA_UD_GRH_LEN + p->len);
+}

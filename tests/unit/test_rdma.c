@@ -1,0 +1,875 @@
+/* RoCEv2 QP engines, two devices on an in-memory link: every operation at
+ * the MTU edges, deep queues, loss, duplication and reordering both ways,
+ * RNR, protection errors, retry exhaustion, malformed packets, UC and UD. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rdmasim.h"
+
+#define MIB (1024u * 1024u)
+#define ALL_ACCESS                                                                                 \
+    (OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE | OP_RDMA_ACCESS_REMOTE_READ)
+#define LIMIT_NS (60 * OP_NS_PER_S)
+
+struct buf {
+    uint8_t *p;
+    size_t len;
+    struct op_rdma_mr *mr;
+};
+
+static void buf_new(struct op_rdma_dev *dev, size_t len, unsigned access, struct buf *b)
+{
+    b->len = len;
+    b->p = calloc(1, len ? len : 1);
+    assert_non_null(b->p);
+    assert_int_equal(op_rdma_reg_mr(dev, b->p, len, access, &b->mr), OP_OK);
+}
+
+static void buf_free(struct buf *b)
+{
+    op_rdma_dereg_mr(b->mr);
+    free(b->p);
+}
+
+static void fill(uint8_t *p, size_t len, uint64_t seed)
+{
+    struct op_rng r;
+    op_rng_seed(&r, seed);
+    for (size_t i = 0; i < len; i++)
+        p[i] = (uint8_t)op_rng_next(&r);
+}
+
+static uint64_t va(const struct buf *b, size_t off) { return (uint64_t)(uintptr_t)(b->p + off); }
+
+static struct op_rdma_sge sge(const struct buf *b, size_t off, size_t len)
+{
+    return (struct op_rdma_sge){.addr = va(b, off), .length = (uint32_t)len,
+                                .lkey = op_rdma_mr_lkey(b->mr)};
+}
+
+/* Post one signaled WR of len bytes from/to local[loff]; remote: rb[roff]. */
+static op_status_t post(struct rsim *s, struct rsim_ep *e, enum op_rdma_wr_opcode op,
+                        const struct buf *local, size_t loff, size_t len, const struct buf *rb,
+                        size_t roff, uint64_t wr_id, uint32_t imm)
+{
+    struct op_rdma_sge sg = sge(local, loff, len);
+    struct op_rdma_send_wr wr = {.wr_id = wr_id, .opcode = op, .send_flags = OP_RDMA_SEND_SIGNALED,
+                                 .sg_list = &sg, .num_sge = 1, .imm_data = imm};
+    if (rb != NULL) {
+        wr.rdma.remote_addr = va(rb, roff);
+        wr.rdma.rkey = op_rdma_mr_rkey(rb->mr);
+    }
+    return op_rdma_post_send(e->qp, &wr, s->now, &s->q);
+}
+
+static void post_recv(struct rsim_ep *e, const struct buf *b, size_t off, size_t len,
+                      uint64_t wr_id)
+{
+    struct op_rdma_sge sg = sge(b, off, len);
+    struct op_rdma_recv_wr wr = {.wr_id = wr_id, .sg_list = &sg, .num_sge = 1};
+    assert_int_equal(op_rdma_post_recv(e->qp, &wr), OP_OK);
+}
+
+/* Completions gathered from some CQs until each has its count. */
+struct coll {
+    struct op_rdma_cq *cq;
+    int want, n;
+    struct op_rdma_wc *wc;
+};
+
+struct colls {
+    struct coll *c;
+    int n;
+};
+
+static bool colls_done(void *arg)
+{
+    struct colls *cs = arg;
+    bool done = true;
+    for (int i = 0; i < cs->n; i++) {
+        struct coll *c = &cs->c[i];
+        c->n += op_rdma_poll_cq(c->cq, c->want + 1 - c->n, c->wc + c->n);
+        done = done && c->n >= c->want;
+    }
+    return done;
+}
+
+static void coll_init(struct coll *c, struct op_rdma_cq *cq, int want)
+{
+    c->cq = cq;
+    c->want = want;
+    c->n = 0;
+    c->wc = calloc((size_t)want + 2, sizeof(*c->wc));
+    assert_non_null(c->wc);
+}
+
+/* Wait for want_s completions on e's send CQ and want_r on peer's recv CQ. */
+static void wait_for(struct rsim *s, struct rsim_ep *e, int want_s, struct rsim_ep *peer,
+                     int want_r, struct coll out[2])
+{
+    coll_init(&out[0], e->scq, want_s);
+    coll_init(&out[1], peer->rcq, want_r);
+    struct colls cs = {out, 2};
+    assert_true(rsim_run(s, colls_done, &cs, LIMIT_NS));
+}
+
+static void coll_free(struct coll c[2])
+{
+    free(c[0].wc);
+    free(c[1].wc);
+}
+
+static bool never(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+/* Two connected QPs and three buffers: src on side a, rem (remotely
+ * accessible) and rcv (receives) on side b. */
+struct fx {
+    struct rsim s;
+    struct rsim_ep a, b;
+    struct buf src, rem, rcv;
+    struct coll c[2];
+};
+
+static void fx_init(struct fx *f, uint64_t seed, const struct rsim_qp_opts *o, size_t len,
+                    unsigned rem_access)
+{
+    rsim_init(&f->s, seed);
+    rsim_connect(&f->s, o, &f->a, &f->b);
+    buf_new(f->s.dev[0], len, OP_RDMA_ACCESS_LOCAL_WRITE, &f->src);
+    buf_new(f->s.dev[1], len, rem_access, &f->rem);
+    buf_new(f->s.dev[1], len, OP_RDMA_ACCESS_LOCAL_WRITE, &f->rcv);
+    fill(f->src.p, len, seed);
+}
+
+static void fx_free(struct fx *f)
+{
+    buf_free(&f->src);
+    buf_free(&f->rem);
+    buf_free(&f->rcv);
+    rsim_free(&f->s);
+}
+
+static void expect_ok(const struct op_rdma_wc *wc, uint64_t wr_id)
+{
+    if (wc->status != OP_RDMA_WC_SUCCESS || wc->wr_id != wr_id)
+        fail_msg("wr %llu: status %s (%s), wr_id %llu", (unsigned long long)wr_id,
+                 op_rdma_wc_status_str(wc->status), wc->cause ? wc->cause : "",
+                 (unsigned long long)wc->wr_id);
+}
+
+static uint64_t qc(const struct rsim_ep *e, unsigned c) { return op_rdma_qp_counters(e->qp)[c]; }
+
+/* ---- every operation at the MTU edges */
+static void one_size(struct rsim *s, struct rsim_ep *a, struct rsim_ep *b, struct buf *bufs,
+                     size_t len)
+{
+    struct buf *src = &bufs[0], *rem = &bufs[1], *back = &bufs[2], *rcv = &bufs[3];
+    struct coll c[2];
+    fill(src->p, len, len);
+    assert_int_equal(post(s, a, OP_RDMA_WR_RDMA_WRITE, src, 0, len, rem, 0, 1, 0), OP_OK);
+    wait_for(s, a, 1, b, 0, c);
+    expect_ok(&c[0].wc[0], 1);
+    assert_int_equal(c[0].wc[0].opcode, OP_RDMA_WC_RDMA_WRITE);
+    assert_memory_equal(rem->p, src->p, len);
+    coll_free(c);
+
+    memset(back->p, 0, len);
+    assert_int_equal(post(s, a, OP_RDMA_WR_RDMA_READ, back, 0, len, rem, 0, 2, 0), OP_OK);
+    wait_for(s, a, 1, b, 0, c);
+    expect_ok(&c[0].wc[0], 2);
+    assert_int_equal(c[0].wc[0].opcode, OP_RDMA_WC_RDMA_READ);
+    assert_memory_equal(back->p, src->p, len);
+    coll_free(c);
+
+    post_recv(b, rcv, 0, len, 77);
+    assert_int_equal(post(s, a, OP_RDMA_WR_SEND_WITH_IMM, src, 0, len, NULL, 0, 3, 0xabcd), OP_OK);
+    wait_for(s, a, 1, b, 1, c);
+    expect_ok(&c[0].wc[0], 3);
+    expect_ok(&c[1].wc[0], 77);
+    assert_int_equal(c[1].wc[0].byte_len, len);
+    assert_int_equal(c[1].wc[0].imm_data, 0xabcd);
+    assert_int_equal(c[1].wc[0].wc_flags, OP_RDMA_WC_WITH_IMM);
+    assert_memory_equal(rcv->p, src->p, len);
+    coll_free(c);
+
+    post_recv(b, rcv, 0, 0, 78);
+    fill(src->p, len, len + 1);
+    assert_int_equal(post(s, a, OP_RDMA_WR_RDMA_WRITE_WITH_IMM, src, 0, len, rem, 0, 4, 9), OP_OK);
+    wait_for(s, a, 1, b, 1, c);
+    expect_ok(&c[1].wc[0], 78);
+    assert_int_equal(c[1].wc[0].opcode, OP_RDMA_WC_RECV_RDMA_WITH_IMM);
+    assert_int_equal(c[1].wc[0].byte_len, len);
+    assert_int_equal(c[1].wc[0].imm_data, 9);
+    assert_memory_equal(rem->p, src->p, len);
+    coll_free(c);
+}
+
+static void test_sizes_at_each_mtu(void **state)
+{
+    (void)state;
+    const uint32_t mtus[] = {256, 1024, 4096};
+    for (size_t m = 0; m < 3; m++) {
+        struct rsim s;
+        struct rsim_ep a, b;
+        struct buf bufs[4];
+        rsim_init(&s, 1 + m);
+        struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = mtus[m], .retry_cnt = 7};
+        rsim_connect(&s, &o, &a, &b);
+        buf_new(s.dev[0], MIB + 1, OP_RDMA_ACCESS_LOCAL_WRITE, &bufs[0]);
+        buf_new(s.dev[1], MIB + 1, ALL_ACCESS, &bufs[1]);
+        buf_new(s.dev[0], MIB + 1, OP_RDMA_ACCESS_LOCAL_WRITE, &bufs[2]);
+        buf_new(s.dev[1], MIB + 1, OP_RDMA_ACCESS_LOCAL_WRITE, &bufs[3]);
+        const size_t sizes[] = {0, 1, mtus[m] - 1, mtus[m], mtus[m] + 1, MIB};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            one_size(&s, &a, &b, bufs, sizes[i]);
+        assert_int_equal(qc(&a, OP_RDMA_QP_C_retransmissions), 0);
+        assert_int_equal(qc(&b, OP_RDMA_QP_C_duplicates), 0);
+        for (int i = 0; i < 4; i++)
+            buf_free(&bufs[i]);
+        rsim_free(&s);
+    }
+}
+
+/* ---- a mixed stream of WRs, checked byte for byte */
+#define SLICE 20000u
+
+struct workload {
+    int n;
+    uint32_t mtu;
+    struct buf src, rem, back, rcv;
+    enum op_rdma_wr_opcode *op;
+    uint32_t *len;
+    int n_recv;
+};
+
+static void workload_init(struct rsim *s, struct workload *w, int n, uint64_t seed)
+{
+    struct op_rng r;
+    op_rng_seed(&r, seed);
+    w->n = n;
+    w->op = calloc((size_t)n, sizeof(*w->op));
+    w->len = calloc((size_t)n, sizeof(*w->len));
+    buf_new(s->dev[0], (size_t)n * SLICE, OP_RDMA_ACCESS_LOCAL_WRITE, &w->src);
+    buf_new(s->dev[1], (size_t)n * SLICE, ALL_ACCESS, &w->rem);
+    buf_new(s->dev[0], (size_t)n * SLICE, OP_RDMA_ACCESS_LOCAL_WRITE, &w->back);
+    buf_new(s->dev[1], (size_t)n * SLICE, OP_RDMA_ACCESS_LOCAL_WRITE, &w->rcv);
+    fill(w->src.p, w->src.len, seed + 1);
+    fill(w->rem.p, w->rem.len, seed + 2);
+    w->n_recv = 0;
+    for (int i = 0; i < n; i++) {
+        w->op[i] = (enum op_rdma_wr_opcode)(op_rng_next(&r) % 5);
+        w->len[i] = (uint32_t)(op_rng_next(&r) % SLICE);
+        w->n_recv += w->op[i] != OP_RDMA_WR_RDMA_WRITE && w->op[i] != OP_RDMA_WR_RDMA_READ;
+    }
+}
+
+static void workload_free(struct workload *w)
+{
+    buf_free(&w->src);
+    buf_free(&w->rem);
+    buf_free(&w->back);
+    buf_free(&w->rcv);
+    free(w->op);
+    free(w->len);
+}
+
+/* WR i uses slice i of every buffer; WRITEs go to the remote slice, READs
+ * read it back (written by no WR: its original contents), SENDs land in
+ * receive slices posted in order. */
+static int workload_post(struct rsim *s, struct rsim_ep *a, struct rsim_ep *b,
+                         struct workload *w, int from, int to)
+{
+    int recvs = 0;
+    for (int i = from; i < to; i++) {
+        size_t off = (size_t)i * SLICE;
+        if (w->op[i] != OP_RDMA_WR_RDMA_WRITE && w->op[i] != OP_RDMA_WR_RDMA_READ) {
+            post_recv(b, &w->rcv, off, SLICE, (uint64_t)i);
+            recvs++;
+        }
+        const struct buf *local = w->op[i] == OP_RDMA_WR_RDMA_READ ? &w->back : &w->src;
+        assert_int_equal(post(s, a, w->op[i], local, off, w->len[i], &w->rem, off, (uint64_t)i,
+                              (uint32_t)i),
+                         OP_OK);
+    }
+    return recvs;
+}
+
+static void workload_check(struct workload *w, const struct coll c[2], uint8_t *orig_rem)
+{
+    int r = 0;
+    for (int i = 0; i < w->n; i++) {
+        size_t off = (size_t)i * SLICE;
+        expect_ok(&c[0].wc[i], (uint64_t)i);
+        switch (w->op[i]) {
+        case OP_RDMA_WR_RDMA_READ:
+            assert_memory_equal(w->back.p + off, orig_rem + off, w->len[i]);
+            break;
+        case OP_RDMA_WR_RDMA_WRITE:
+        case OP_RDMA_WR_RDMA_WRITE_WITH_IMM:
+            assert_memory_equal(w->rem.p + off, w->src.p + off, w->len[i]);
+            break;
+        default:
+            assert_memory_equal(w->rcv.p + off, w->src.p + off, w->len[i]);
+            break;
+        }
+        if (w->op[i] == OP_RDMA_WR_RDMA_WRITE || w->op[i] == OP_RDMA_WR_RDMA_READ)
+            continue;
+        /* receives complete once each, in order, with the right length */
+        expect_ok(&c[1].wc[r], (uint64_t)i);
+        assert_int_equal(c[1].wc[r].byte_len, w->len[i]);
+        if (w->op[i] != OP_RDMA_WR_SEND)
+            assert_int_equal(c[1].wc[r].imm_data, (uint32_t)i);
+        r++;
+    }
+    assert_int_equal(c[1].n, w->n_recv); /* and nothing more */
+}
+
+static void run_workload(struct rsim *s, const struct rsim_qp_opts *o, int n, int batch,
+                         uint64_t seed, struct rsim_ep *a, struct rsim_ep *b)
+{
+    struct workload w;
+    struct coll c[2];
+    rsim_connect(s, o, a, b);
+    workload_init(s, &w, n, seed);
+    w.mtu = o->mtu;
+    uint8_t *orig = malloc(w.rem.len);
+    assert_non_null(orig);
+    memcpy(orig, w.rem.p, w.rem.len);
+    coll_init(&c[0], a->scq, n);
+    coll_init(&c[1], b->rcq, w.n_recv);
+    struct colls cs = {c, 2};
+    c[1].want = 0;
+    for (int i = 0; i < n; i += batch) {
+        int to = i + batch < n ? i + batch : n;
+        c[1].want += workload_post(s, a, b, &w, i, to);
+        /* keep the queues from overflowing: wait until this batch completed */
+        c[0].want = to;
+        assert_true(rsim_run(s, colls_done, &cs, LIMIT_NS));
+    }
+    assert_true(rsim_run(s, never, NULL, 10 * OP_NS_PER_MS) == false);
+    c[1].n += op_rdma_poll_cq(b->rcq, 1, c[1].wc + c[1].n); /* no late extra */
+    workload_check(&w, c, orig);
+    free(orig);
+    coll_free(c);
+    workload_free(&w);
+}
+
+static void test_deep_queue_back_to_back(void **state)
+{
+    (void)state;
+    struct rsim s;
+    struct rsim_ep a, b;
+    rsim_init(&s, 11);
+    struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 1024, .depth = 512, .retry_cnt = 7};
+    run_workload(&s, &o, 500, 500, 12, &a, &b);
+    assert_int_equal(qc(&a, OP_RDMA_QP_C_retransmissions), 0);
+    rsim_free(&s);
+}
+
+static void print_counters(const struct rsim_ep *a, const struct rsim_ep *b, uint64_t now)
+{
+    print_message("after %.1f ms:", (double)now / OP_NS_PER_MS);
+    for (unsigned i = 0; i < OP_RDMA_QP_C_COUNT_; i++)
+        if (qc(a, i) || qc(b, i))
+            print_message(" %s %llu/%llu", op_rdma_qp_counter_name(i),
+                          (unsigned long long)qc(a, i), (unsigned long long)qc(b, i));
+    print_message("\n");
+}
+
+static void lossy(double drop, double dup, double reorder, int n, uint32_t mtu, uint32_t psn,
+                  uint64_t seed)
+{
+    struct rsim s;
+    struct rsim_ep a, b;
+    rsim_init(&s, seed);
+    for (int i = 0; i < 2; i++)
+        s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
+                                       .jitter_ns = 40 * OP_NS_PER_US};
+    struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = mtu, .depth = 128, .retry_cnt = 7,
+                             .rnr_retry = 7, .timeout = 10, .psn_a = psn, .psn_b = psn + 7};
+    run_workload(&s, &o, n, 64, seed + 100, &a, &b);
+    print_counters(&a, &b, s.now);
+    assert_true(qc(&a, OP_RDMA_QP_C_retransmissions) > 0);
+    assert_true(qc(&b, OP_RDMA_QP_C_duplicates) > 0);
+    assert_int_equal(op_rdma_qp_state(a.qp), OP_RDMA_QPS_RTS);
+    rsim_free(&s);
+}
+
+static void test_loss_dup_reorder_both_ways(void **state)
+{
+    (void)state;
+    lossy(0.05, 0.02, 0.05, 300, 1024, 0, 21);
+    lossy(0.05, 0.02, 0.05, 150, 256, 0xffff00u, 22); /* PSNs wrap */
+    lossy(0.05, 0.02, 0.05, 150, 4096, 0x123456u, 23);
+    lossy(0.05, 0, 0, 150, 1024, 0, 24);
+    lossy(0, 0, 0.05, 150, 1024, 0, 25);
+}
+
+static void test_heavy_loss(void **state)
+{
+    (void)state;
+    lossy(0.30, 0.02, 0.05, 60, 1024, 0xfffff0u, 31);
+}
+
+/* ---- exactly once: a duplicate is acknowledged, never executed again */
+struct capture {
+    uint8_t data[OP_IO_BUF_SIZE];
+    struct op_pkt pkt;
+    bool have;
+};
+
+static bool capture_first(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct capture *c = s->hook_ctx;
+    if (from == 0 && !c->have) {
+        memcpy(c->data, p->data, p->len);
+        c->pkt = *p;
+        c->pkt.data = c->data;
+        c->have = true;
+    }
+    return false;
+}
+
+static void test_duplicate_never_reapplied(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct capture cap = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7};
+    fx_init(&f, 41, &o, 100, ALL_ACCESS);
+    f.s.hook = capture_first;
+    f.s.hook_ctx = &cap;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 100, &f.rem, 0, 1, 0), OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    coll_free(f.c);
+    memset(f.rem.p, 0x5a, 100); /* the application moved on */
+    rsim_deliver(&f.s, &cap.pkt);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(f.rem.p[i], 0x5a);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_duplicates), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 2); /* the duplicate was re-ACKed */
+
+    cap.have = false;
+    post_recv(&f.b, &f.rcv, 0, 100, 5);
+    post_recv(&f.b, &f.rcv, 0, 100, 6);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 100, NULL, 0, 2, 0), OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 1, f.c);
+    rsim_deliver(&f.s, &cap.pkt);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    assert_int_equal(op_rdma_poll_cq(f.b.rcq, 4, f.c[1].wc), 0); /* receive 6 still posted */
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- RNR */
+static void test_rnr_then_recv_posted(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7,
+                                   .rnr_retry = 7, .min_rnr_timer = 14};
+    fx_init(&f, 51, &o, 1000, ALL_ACCESS);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 1000, NULL, 0, 1, 0), OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, 10 * OP_NS_PER_MS));
+    assert_true(qc(&f.b, OP_RDMA_QP_C_nak_rnr_sent) >= 5); /* one per 1.28 ms wait */
+    assert_true(qc(&f.a, OP_RDMA_QP_C_rnr_waits) >= 5);
+    assert_int_equal(op_rdma_poll_cq(f.a.scq, 1, NULL), 0);
+    post_recv(&f.b, &f.rcv, 0, 1000, 9);
+    wait_for(&f.s, &f.a, 1, &f.b, 1, f.c);
+    expect_ok(&f.c[0].wc[0], 1);
+    expect_ok(&f.c[1].wc[0], 9);
+    assert_memory_equal(f.rcv.p, f.src.p, 1000);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+static void test_rnr_retry_exhausted(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7, .rnr_retry = 2};
+    fx_init(&f, 52, &o, 10, ALL_ACCESS);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 10, NULL, 0, 1, 0), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 10, NULL, 0, 2, 0), OP_OK);
+    wait_for(&f.s, &f.a, 2, &f.b, 0, f.c);
+    assert_int_equal(f.c[0].wc[0].status, OP_RDMA_WC_RNR_RETRY_EXC_ERR);
+    assert_non_null(strstr(f.c[0].wc[0].cause, "after 2 RNR retries"));
+    assert_int_equal(f.c[0].wc[1].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_rnr_waits), 3);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- protection: memory untouched, REM_ACCESS_ERR, the rest flushed */
+enum prot_case { BAD_RKEY, OUT_OF_BOUNDS, NO_REMOTE_WRITE, NO_REMOTE_READ };
+
+static void protection(enum prot_case pc)
+{
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7};
+    unsigned access = pc == NO_REMOTE_WRITE  ? OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_READ
+                      : pc == NO_REMOTE_READ ? OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE
+                                             : ALL_ACCESS;
+    fx_init(&f, 61 + (uint64_t)pc, &o, 4096, access);
+    post_recv(&f.b, &f.rcv, 0, 4096, 99);
+    struct op_rdma_sge sg = sge(&f.src, 0, 2048);
+    struct op_rdma_send_wr wr = {.wr_id = 1, .opcode = OP_RDMA_WR_RDMA_WRITE, .sg_list = &sg,
+                                 .num_sge = 1, .rdma = {va(&f.rem, 0), op_rdma_mr_rkey(f.rem.mr)}};
+    if (pc == BAD_RKEY)
+        wr.rdma.rkey ^= 0x10000u;
+    if (pc == OUT_OF_BOUNDS)
+        wr.rdma.remote_addr = va(&f.rem, 2049);
+    if (pc == NO_REMOTE_READ)
+        wr.opcode = OP_RDMA_WR_RDMA_READ;
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 100, &f.rem, 0, 2, 0), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 100, NULL, 0, 3, 0), OP_OK);
+    wait_for(&f.s, &f.a, 3, &f.b, 1, f.c);
+    const struct op_rdma_wc *wc = f.c[0].wc;
+    assert_int_equal(wc[0].status, OP_RDMA_WC_REM_ACCESS_ERR);
+    assert_int_equal(wc[0].wr_id, 1);
+    assert_non_null(strstr(wc[0].cause, "remote access error"));
+    assert_int_equal(wc[1].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(wc[2].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(f.c[1].wc[0].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_ERR);
+    assert_int_equal(op_rdma_qp_state(f.b.qp), OP_RDMA_QPS_ERR);
+    assert_non_null(strstr(op_rdma_qp_error(f.b.qp), pc == BAD_RKEY        ? "names no memory region"
+                                                     : pc == OUT_OF_BOUNDS ? "does not cover"
+                                                     : pc == NO_REMOTE_READ ? "lacks REMOTE_READ"
+                                                                            : "lacks REMOTE_WRITE"));
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(f.rem.p[i], 0);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_nak_access_sent), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_nak_access_recv), 1);
+    /* posting to a QP in ERR completes at once, flushed */
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 1, NULL, 0, 4, 0), OP_OK);
+    assert_int_equal(op_rdma_poll_cq(f.a.scq, 2, f.c[0].wc), 1);
+    assert_int_equal(f.c[0].wc[0].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+static void test_protection_errors(void **state)
+{
+    (void)state;
+    protection(BAD_RKEY);
+    protection(OUT_OF_BOUNDS);
+    protection(NO_REMOTE_WRITE);
+    protection(NO_REMOTE_READ);
+}
+
+/* ---- a dead peer: RETRY_EXC_ERR after (retry_cnt + 1) timeouts */
+static void dead_peer(uint8_t retry_cnt)
+{
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = retry_cnt};
+    fx_init(&f, 71, &o, 64, ALL_ACCESS);
+    f.s.link[1].dead = true;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 64, &f.rem, 0, 1, 0), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_READ, &f.src, 0, 64, &f.rem, 0, 2, 0), OP_OK);
+    wait_for(&f.s, &f.a, 2, &f.b, 0, f.c);
+    uint64_t want = (uint64_t)(retry_cnt + 1) * op_rdma_timeout_ns(14);
+    assert_true(f.s.now >= want && f.s.now < want + OP_NS_PER_MS);
+    assert_int_equal(f.c[0].wc[0].status, OP_RDMA_WC_RETRY_EXC_ERR);
+    assert_non_null(strstr(f.c[0].wc[0].cause, "no ACK for PSN 0x000000 after"));
+    assert_int_equal(f.c[0].wc[1].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), retry_cnt + 1);
+    print_message("cause: %s\n", f.c[0].wc[0].cause);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+static void test_retry_exhausted_dead_peer(void **state)
+{
+    (void)state;
+    dead_peer(0);
+    dead_peer(6);
+}
+
+/* ---- malformed input: dropped, counted, nothing changes */
+static void reseal(struct op_pkt *p)
+{
+    p->len = (uint32_t)op_icrc_seal(&p->flow, p->data, p->len - OP_ICRC_LEN, OP_IO_BUF_SIZE);
+}
+
+static void deliver_variant(struct rsim *s, const struct capture *cap, void (*mutate)(struct op_pkt *))
+{
+    uint8_t data[OP_IO_BUF_SIZE] = {0};
+    struct op_pkt p = cap->pkt;
+    memcpy(data, cap->data, p.len);
+    p.data = data;
+    mutate(&p);
+    rsim_deliver(s, &p);
+}
+
+static void m_short(struct op_pkt *p) { p->len = 10; }
+static void m_cut_reth(struct op_pkt *p) { p->len = OP_BTH_LEN + 6 + OP_ICRC_LEN; }
+static void m_flip(struct op_pkt *p) { p->data[p->len - 8] ^= 1; }
+static void m_qpn(struct op_pkt *p) { p->data[7] ^= 0x40; reseal(p); }
+static void m_uc_opcode(struct op_pkt *p) { p->data[0] |= OP_UC_BASE; reseal(p); }
+static void m_ud_opcode(struct op_pkt *p) { p->data[0] = OP_UD_SEND_ONLY; reseal(p); }
+static void m_pkey(struct op_pkt *p) { p->data[2] = 0x7f; reseal(p); }
+static void m_source(struct op_pkt *p) { p->flow.src_ip = 0x7f000009u; reseal(p); }
+static void m_tver(struct op_pkt *p) { p->data[1] |= 1; reseal(p); }
+static void m_long(struct op_pkt *p) { p->len += 1024 * 4; reseal(p); }
+static void m_pad(struct op_pkt *p) { p->data[1] |= 0x30; p->len = OP_BTH_LEN + OP_RETH_LEN + 2 + OP_ICRC_LEN; reseal(p); }
+
+/* Random bytes at the QP, half of them sealed with a valid ICRC: never a
+ * crash (ASan, UBSan), whatever the engine makes of them. */
+static void random_packets(struct rsim *s, const struct capture *cap)
+{
+    struct op_rng r;
+    op_rng_seed(&r, 5);
+    for (int i = 0; i < 2000; i++) {
+        uint8_t data[OP_IO_BUF_SIZE];
+        struct op_pkt p = cap->pkt;
+        p.data = data;
+        p.len = (uint32_t)(op_rng_next(&r) % 1200);
+        for (uint32_t k = 0; k < p.len; k++)
+            data[k] = (uint8_t)op_rng_next(&r);
+        if (p.len > 8)
+            memcpy(data + 5, cap->data + 5, 3); /* to the right QP */
+        if (i % 2 && p.len > OP_ICRC_LEN + OP_BTH_LEN)
+            reseal(&p);
+        rsim_deliver(s, &p);
+    }
+}
+
+static void test_malformed_dropped_and_counted(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct capture cap = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 1024, .retry_cnt = 7};
+    fx_init(&f, 81, &o, 4096, ALL_ACCESS);
+    f.s.hook = capture_first;
+    f.s.hook_ctx = &cap;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 512, &f.rem, 0, 1, 0), OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    coll_free(f.c);
+    memset(f.rem.p, 0, 4096);
+    const uint64_t dup0 = qc(&f.b, OP_RDMA_QP_C_duplicates);
+    void (*const mutations[])(struct op_pkt *) = {m_short, m_cut_reth, m_flip, m_qpn,
+                                                  m_uc_opcode, m_ud_opcode, m_pkey, m_source,
+                                                  m_tver, m_long, m_pad};
+    for (size_t i = 0; i < sizeof mutations / sizeof mutations[0]; i++)
+        deliver_variant(&f.s, &cap, mutations[i]);
+    const uint64_t *dc = op_rdma_dev_counters(f.s.dev[1]);
+    assert_int_equal(dc[OP_RDMA_DEV_C_drop_truncated], 1);
+    assert_int_equal(dc[OP_RDMA_DEV_C_drop_no_qp], 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_length), 3);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_icrc), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_opcode), 3);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_pkey), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_source), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_duplicates), dup0);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(f.rem.p[i], 0);
+    random_packets(&f.s, &cap);
+    /* still works */
+    if (op_rdma_qp_state(f.b.qp) == OP_RDMA_QPS_RTS) {
+        assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 3000, &f.rem, 0, 2, 0),
+                         OP_OK);
+        wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+        coll_free(f.c);
+    }
+    fx_free(&f);
+}
+
+/* ---- UC: a lost packet loses its message, nothing is sent again */
+static bool drop_second(struct rsim *s, int from, const struct op_pkt *p)
+{
+    int *n = s->hook_ctx;
+    (void)p;
+    return from == 0 && ++*n == 2;
+}
+
+static void test_uc_loses_message(void **state)
+{
+    (void)state;
+    struct fx f;
+    int n = 0;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UC, .mtu = 256};
+    fx_init(&f, 91, &o, 3000, ALL_ACCESS);
+    f.s.hook = drop_second;
+    f.s.hook_ctx = &n;
+    for (int i = 0; i < 3; i++)
+        post_recv(&f.b, &f.rcv, (size_t)i * 1000, 1000, (uint64_t)i);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE_WITH_IMM, &f.src, (size_t)i * 1000,
+                              600, &f.rem, (size_t)i * 1000, (uint64_t)i, (uint32_t)i),
+                         OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 700, NULL, 0, 3, 0), OP_OK);
+    wait_for(&f.s, &f.a, 4, &f.b, 3, f.c);
+    for (int i = 0; i < 4; i++)
+        expect_ok(&f.c[0].wc[i], (uint64_t)i);
+    /* message 0 lost its second packet: receives 0 and 1 went to messages 1 and 2 */
+    assert_int_equal(f.c[1].wc[0].imm_data, 1);
+    assert_int_equal(f.c[1].wc[1].imm_data, 2);
+    assert_int_equal(f.c[1].wc[2].byte_len, 700);
+    assert_memory_equal(f.rcv.p + 2000, f.src.p, 700);
+    assert_memory_equal(f.rem.p + 1000, f.src.p + 1000, 600);
+    assert_memory_equal(f.rem.p + 2000, f.src.p + 2000, 600);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_uc_lost_msgs), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 0);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 0);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_S));
+    assert_int_equal(f.s.sent[0], 12); /* 3 x 3 packets + 3, nothing more */
+    assert_int_equal(f.s.sent[1], 0);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- UD: a GRH before the payload, the Q_Key checked */
+static void test_ud_send_qkey(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UD, .mtu = 1024};
+    fx_init(&f, 101, &o, 2000, ALL_ACCESS);
+    post_recv(&f.b, &f.rcv, 0, 1064, 1);
+    struct op_rdma_sge sg = sge(&f.src, 0, 1000);
+    struct op_rdma_send_wr wr = {.wr_id = 7, .opcode = OP_RDMA_WR_SEND_WITH_IMM,
+                                 .send_flags = OP_RDMA_SEND_SIGNALED, .sg_list = &sg,
+                                 .num_sge = 1, .imm_data = 42,
+                                 .ud = {RSIM_IP_B, OP_ROCE_UDP_PORT, op_rdma_qp_num(f.b.qp),
+                                        0x11111111u}};
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_OK);
+    wr.ud.remote_qkey = 0x22222222u;
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_OK);
+    wait_for(&f.s, &f.a, 2, &f.b, 1, f.c);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    const struct op_rdma_wc *wc = &f.c[1].wc[0];
+    expect_ok(wc, 1);
+    assert_int_equal(wc->byte_len, OP_RDMA_UD_GRH_LEN + 1000);
+    assert_int_equal(wc->src_qp, op_rdma_qp_num(f.a.qp));
+    assert_int_equal(wc->src_ip, RSIM_IP_A);
+    assert_int_equal(wc->imm_data, 42);
+    assert_int_equal(f.rcv.p[20], 0x45); /* the IPv4 header in the GRH's last 20 bytes */
+    assert_memory_equal(f.rcv.p + OP_RDMA_UD_GRH_LEN, f.src.p, 1000);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_qkey), 1);
+    assert_int_equal(op_rdma_poll_cq(f.b.rcq, 1, f.c[1].wc), 0);
+    sg.length = 1025; /* more than one MTU */
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_ERR_INVAL);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- the state machine and the post calls' checks */
+static void test_states_keys_and_checks(void **state)
+{
+    (void)state;
+    struct rsim s;
+    rsim_init(&s, 111);
+    struct op_rdma_cq *cq;
+    struct op_rdma_qp *qp;
+    struct buf b1, b2;
+    assert_int_equal(op_rdma_cq_create(s.dev[0], 8, &cq), OP_OK);
+    const struct op_rdma_qp_init_attr ia = {.type = OP_RDMA_QPT_RC, .send_cq = cq, .recv_cq = cq,
+                                            .max_send_wr = 4, .max_recv_wr = 4};
+    assert_int_equal(op_rdma_qp_create(s.dev[0], &ia, &qp), OP_OK);
+    buf_new(s.dev[0], 64, OP_RDMA_ACCESS_LOCAL_WRITE, &b1);
+    buf_new(s.dev[0], 64, ALL_ACCESS, &b2);
+    /* keys: distinct, random above the slot bits */
+    assert_int_not_equal(op_rdma_mr_lkey(b1.mr), op_rdma_mr_rkey(b1.mr));
+    assert_int_not_equal(op_rdma_mr_lkey(b1.mr) >> 16, op_rdma_mr_lkey(b2.mr) >> 16);
+    assert_int_not_equal(op_rdma_mr_lkey(b2.mr) - op_rdma_mr_lkey(b1.mr), 1);
+    struct op_rdma_mr *bad;
+    assert_int_equal(op_rdma_reg_mr(s.dev[0], b1.p, 8, OP_RDMA_ACCESS_REMOTE_WRITE, &bad),
+                     OP_ERR_INVAL);
+
+    struct op_rdma_qp_attr at = {.path_mtu = 1000, .timeout = 14, .retry_cnt = 7};
+    struct op_rdma_sge sg = sge(&b1, 0, 8);
+    struct op_rdma_send_wr wr = {.opcode = OP_RDMA_WR_SEND, .sg_list = &sg, .num_sge = 1};
+    assert_int_equal(op_rdma_post_send(qp, &wr, 0, &s.q), OP_ERR_STATE);
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTR, &at), OP_ERR_STATE);
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_INIT, &at), OP_OK);
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTS, &at), OP_ERR_STATE);
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTR, &at), OP_ERR_INVAL); /* MTU 1000 */
+    at.path_mtu = 512;
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTR, &at), OP_OK);
+    at.retry_cnt = 8;
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTS, &at), OP_ERR_INVAL);
+    at.retry_cnt = 7;
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RTS, &at), OP_OK);
+    sg.lkey ^= 0x10000u;
+    assert_int_equal(op_rdma_post_send(qp, &wr, 0, &s.q), OP_ERR_INVAL); /* bad lkey */
+    sg = sge(&b1, 60, 8);
+    assert_int_equal(op_rdma_post_send(qp, &wr, 0, &s.q), OP_ERR_INVAL); /* past the region */
+    struct op_rdma_recv_wr rw = {.wr_id = 3, .sg_list = &sg, .num_sge = 1};
+    sg = sge(&b1, 0, 8);
+    assert_int_equal(op_rdma_post_recv(qp, &rw), OP_OK);
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_ERR, NULL), OP_OK);
+    struct op_rdma_wc wc;
+    assert_int_equal(op_rdma_poll_cq(cq, 1, &wc), 1);
+    assert_int_equal(wc.status, OP_RDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(wc.wr_id, 3);
+    assert_string_equal(op_rdma_wc_status_str(12), "RETRY_EXC_ERR");
+    assert_string_equal(op_rdma_wc_status_str(10), "REM_ACCESS_ERR");
+    assert_string_equal(op_rdma_qp_state_str(OP_RDMA_QPS_RTS), "RTS");
+    assert_int_equal(op_rdma_timeout_ns(14), 67108864);
+    assert_int_equal(op_rdma_rnr_ns(12), 640 * OP_NS_PER_US);
+    assert_string_equal(op_rdma_qp_counter_name(OP_RDMA_QP_C_retransmissions), "retransmissions");
+    assert_int_equal(op_rdma_qp_modify(qp, OP_RDMA_QPS_RESET, NULL), OP_OK);
+    assert_int_equal(op_rdma_qp_state(qp), OP_RDMA_QPS_RESET);
+    buf_free(&b1);
+    buf_free(&b2);
+    rsim_free(&s);
+}
+
+/* ---- several SGEs on both sides */
+static void test_scatter_gather(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
+    fx_init(&f, 121, &o, 3000, ALL_ACCESS);
+    const struct op_rdma_sge ssg[3] = {sge(&f.src, 0, 100), sge(&f.src, 1000, 300),
+                                       sge(&f.src, 2000, 600)};
+    const struct op_rdma_sge rsg[2] = {sge(&f.rcv, 0, 500), sge(&f.rcv, 1000, 1000)};
+    struct op_rdma_recv_wr rw = {.wr_id = 1, .sg_list = rsg, .num_sge = 2};
+    assert_int_equal(op_rdma_post_recv(f.b.qp, &rw), OP_OK);
+    struct op_rdma_send_wr wr = {.wr_id = 2, .opcode = OP_RDMA_WR_SEND,
+                                 .send_flags = OP_RDMA_SEND_SIGNALED, .sg_list = ssg, .num_sge = 3};
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 1, f.c);
+    assert_int_equal(f.c[1].wc[0].byte_len, 1000);
+    assert_memory_equal(f.rcv.p, f.src.p, 100);
+    assert_memory_equal(f.rcv.p + 100, f.src.p + 1000, 300);
+    assert_memory_equal(f.rcv.p + 400, f.src.p + 2000, 100);
+    assert_memory_equal(f.rcv.p + 1000, f.src.p + 2100, 500);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_at_each_mtu),
+        cmocka_unit_test(test_deep_queue_back_to_back),
+        cmocka_unit_test(test_loss_dup_reorder_both_ways),
+        cmocka_unit_test(test_heavy_loss),
+        cmocka_unit_test(test_duplicate_never_reapplied),
+        cmocka_unit_test(test_rnr_then_recv_posted),
+        cmocka_unit_test(test_rnr_retry_exhausted),
+        cmocka_unit_test(test_protection_errors),
+        cmocka_unit_test(test_retry_exhausted_dead_peer),
+        cmocka_unit_test(test_malformed_dropped_and_counted),
+        cmocka_unit_test(test_uc_loses_message),
+        cmocka_unit_test(test_ud_send_qkey),
+        cmocka_unit_test(test_states_keys_and_checks),
+        cmocka_unit_test(test_scatter_gather),
+    };
+    return cmocka_run_group_tests_name("rdma", tests, NULL, NULL);
+}
