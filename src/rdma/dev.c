@@ -109,7 +109,7 @@ static void qp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
                      struct op_txq *out)
 {
     bool to_req = (p->hdr & (RDMA_H_ACK | RDMA_H_READ_RESP)) != 0;
-    if (qp->state != OP_RDMA_QPS_RTS && (to_req || qp->state != OP_RDMA_QPS_RTR)) {
+    if (to_req && qp->state != OP_RDMA_QPS_RTS) {
         qp->c[OP_RDMA_QP_C_drop_state]++;
         return;
     }
@@ -136,6 +136,10 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
         return;
     }
     qp->c[OP_RDMA_QP_C_pkts_in]++;
+    if (qp->state < OP_RDMA_QPS_RTR || qp->state == OP_RDMA_QPS_ERR) {
+        qp->c[OP_RDMA_QP_C_drop_state]++; /* not connected: nothing to check against */
+        return;
+    }
     struct rdma_pkt p;
     unsigned why = rdma_parse(qp, pkt, &p);
     if (why != RDMA_OK_) {

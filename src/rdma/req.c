@@ -78,13 +78,17 @@ static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq 
                          .dst_ip = qp->attr.remote_ip, .dst_port = qp->attr.remote_port};
     bool imm = w->opcode == OP_RDMA_WR_SEND_WITH_IMM || w->opcode == OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
     if (w->opcode == OP_RDMA_WR_RDMA_READ) {
-        /* one request for all that is left: its response PSNs follow it */
+        /* a request for what the window has room for (at least one PSN):
+         * the responder answers a request in one burst, so the window
+         * bounds the burst as it bounds WRITEs */
+        uint32_t room = r->window - (uint32_t)psn_diff(r->next_psn, r->una);
+        uint32_t n = w->npkts - k < room ? w->npkts - k : room;
         reth.va += o.off;
-        reth.dma_len -= o.off;
+        reth.dma_len = k + n == w->npkts ? w->len - o.off : n * mtu;
         o.reth = &reth;
         o.sgl = NULL;
         o.opcode = OP_RC_READ_REQUEST;
-        r->cur_pkt = w->npkts;
+        r->cur_pkt = k + n;
     } else {
         bool write = w->opcode >= OP_RDMA_WR_RDMA_WRITE;
         o.len = w->len - o.off < mtu ? w->len - o.off : mtu;
@@ -122,6 +126,19 @@ static void send_ud(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq *o
     r->next_psn = r->hi_psn = r->una = psn_add(r->next_psn, 1);
 }
 
+/* A packet fits in the window; a READ request waits for room for half a
+ * window (or all that is left of it), or it would dwindle to one PSN each. */
+static bool window_allows(const struct rdma_req *r, const struct rdma_swqe *w)
+{
+    uint32_t used = (uint32_t)psn_diff(r->next_psn, r->una);
+    if (used >= r->window)
+        return false;
+    if (w->opcode != OP_RDMA_WR_RDMA_READ || !w->started)
+        return true;
+    uint32_t left = w->npkts - r->cur_pkt, half = r->window / 2 ? r->window / 2 : 1;
+    return r->window - used >= (left < half ? left : half);
+}
+
 /* Send what the window allows; UC and UD WRs complete once sent. */
 void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
 {
@@ -131,7 +148,7 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         return;
     while (r->cur != r->tail) {
         struct rdma_swqe *w = swqe(r, r->cur);
-        if (rc && psn_diff(r->next_psn, r->una) >= (int32_t)r->window)
+        if (rc && !window_allows(r, w))
             break;
         if (!w->started) {
             w->started = true;
@@ -327,15 +344,16 @@ static struct rdma_swqe *wr_of_psn(struct rdma_req *r, uint32_t psn)
     return NULL;
 }
 
-/* A response packet fits where it claims to: right opcode for its place in
- * the READ and exactly the bytes that place holds. */
+/* A response packet holds exactly the bytes of its place in the READ, and
+ * the READ's last packet says it is last. (Earlier ones may end the
+ * response to one of the READ's partial requests.) */
 static bool resp_fits(const struct op_rdma_qp *qp, const struct rdma_swqe *w,
                       const struct rdma_pkt *p)
 {
     uint32_t mtu = rdma_mtu(qp), k = (uint32_t)psn_diff(p->bth.psn, w->first_psn);
-    bool last = k + 1 == w->npkts;
-    uint32_t want = last ? w->len - k * mtu : mtu;
-    return p->len == want && last == ((p->hdr & RDMA_H_LAST) != 0);
+    if (k + 1 < w->npkts)
+        return p->len == mtu;
+    return p->len == w->len - k * mtu && (p->hdr & RDMA_H_LAST);
 }
 
 static void read_resp(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now)

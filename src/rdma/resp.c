@@ -165,17 +165,24 @@ static enum exec_result exec_read(struct op_rdma_qp *qp, const struct rdma_pkt *
 }
 
 /* A READ request seen before: its response again, from memory as it is now
- * (IBTA allows that), if it still fits before the expected PSN. */
+ * (IBTA allows that). The requester asks for a READ in parts as its window
+ * allows and asks again for all that is missing from una on, so a request
+ * may begin before the expected PSN and end after it: then it also
+ * executes the rest and the expected PSN moves past it. */
 static void replay_read(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out)
 {
     char cause[RDMA_CAUSE_LEN];
     bool ok;
-    uint32_t n = rdma_npkts(p->reth.dma_len, rdma_mtu(qp));
-    if (psn_diff(qp->resp.epsn, p->bth.psn) < (int64_t)n)
-        return;
+    uint32_t end = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
     const struct op_rdma_mr *mr = read_region(qp, p, cause, &ok);
-    if (ok)
-        send_read_resp(qp, mr, p->reth.va, p->reth.dma_len, p->bth.psn, out);
+    if (!ok)
+        return;
+    if (psn_diff(end, qp->resp.epsn) > 0) {
+        qp->resp.msn++;
+        qp->resp.epsn = end;
+        qp->resp.nak_sent = false;
+    }
+    send_read_resp(qp, mr, p->reth.va, p->reth.dma_len, p->bth.psn, out);
 }
 
 static enum exec_result execute(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause,

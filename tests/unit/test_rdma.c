@@ -853,6 +853,56 @@ static void test_scatter_gather(void **state)
     fx_free(&f);
 }
 
+/* ---- a SEND longer than the receive: LOC_LEN_ERR there, REM_INV_REQ_ERR here */
+static void test_send_longer_than_recv(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
+    fx_init(&f, 131, &o, 2000, ALL_ACCESS);
+    post_recv(&f.b, &f.rcv, 0, 600, 1);
+    post_recv(&f.b, &f.rcv, 600, 600, 2);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 601, NULL, 0, 7, 0), OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 2, f.c);
+    assert_int_equal(f.c[0].wc[0].status, OP_RDMA_WC_REM_INV_REQ_ERR);
+    assert_int_equal(f.c[1].wc[0].status, OP_RDMA_WC_LOC_LEN_ERR);
+    assert_non_null(strstr(f.c[1].wc[0].cause, "longer than the 600-byte receive buffer"));
+    assert_int_equal(f.c[1].wc[1].status, OP_RDMA_WC_WR_FLUSH_ERR);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- a READ larger than the window goes out as several requests, each
+ * answered by at most a window of packets */
+static bool count_read_requests(struct rsim *s, int from, const struct op_pkt *p)
+{
+    int *n = s->hook_ctx;
+    *n += from == 0 && p->data[0] == OP_RC_READ_REQUEST;
+    return false;
+}
+
+static void test_read_larger_than_window(void **state)
+{
+    (void)state;
+    struct fx f;
+    int requests = 0;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 1024, .retry_cnt = 7,
+                                   .window = 8};
+    fx_init(&f, 141, &o, MIB, ALL_ACCESS);
+    fill(f.rem.p, MIB, 3);
+    f.s.hook = count_read_requests;
+    f.s.hook_ctx = &requests;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_READ, &f.src, 0, MIB - 100, &f.rem, 100, 1, 0),
+                     OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 1);
+    assert_memory_equal(f.src.p, f.rem.p + 100, MIB - 100);
+    assert_true(requests >= 128 && requests <= 257); /* parts of 4 to 8 packets */
+    print_message("READ of 1 MiB - 100 B in %d requests, window 8\n", requests);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -870,6 +920,8 @@ int main(void)
         cmocka_unit_test(test_ud_send_qkey),
         cmocka_unit_test(test_states_keys_and_checks),
         cmocka_unit_test(test_scatter_gather),
+        cmocka_unit_test(test_send_longer_than_recv),
+        cmocka_unit_test(test_read_larger_than_window),
     };
     return cmocka_run_group_tests_name("rdma", tests, NULL, NULL);
 }
