@@ -124,7 +124,7 @@ static op_status_t to_rts(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a
     if (qp->state != OP_RDMA_QPS_RTR)
         return OP_ERR_STATE;
     if (a->sq_psn > RDMA_PSN_MASK || a->retry_cnt > 7 || a->rnr_retry > 7 || a->timeout > 31 ||
-        a->max_outstanding > (1u << 22))
+        a->max_outstanding > RDMA_MAX_MSG_PKTS)
         return OP_ERR_INVAL;
     qp->attr.sq_psn = a->sq_psn;
     qp->attr.timeout = a->timeout;
@@ -241,6 +241,10 @@ static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
         !rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, read, &w->sgl, &w->len))
         return false;
     if (qp->init.type == OP_RDMA_QPT_UD && w->len > rdma_mtu(qp))
+        return false;
+    /* 24-bit PSNs compare by signed difference: a message must span far
+     * less than 2^23 of them (1 GiB at MTU 256) */
+    if (rdma_npkts(w->len, rdma_mtu(qp)) > RDMA_MAX_MSG_PKTS)
         return false;
     w->wr_id = wr->wr_id;
     w->opcode = wr->opcode;

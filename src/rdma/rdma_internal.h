@@ -13,6 +13,7 @@
 #define RDMA_MAX_MRS (1u << RDMA_MR_SLOT_BITS)
 #define RDMA_MAX_QPS 0x10000u
 #define RDMA_CAUSE_LEN 160
+#define RDMA_MAX_MSG_PKTS (1u << 22)
 #define RDMA_AETH_ACK 0x1f     /* ACK, "no credit limit" */
 #define RDMA_AETH_RNR 0x20
 #define RDMA_AETH_NAK_SEQ 0x60
@@ -87,7 +88,7 @@ struct rdma_resp {
     bool nak_sent;        /* one sequence NAK per gap */
     uint8_t in_msg;       /* 0, or RDMA_H_SEND / RDMA_H_WRITE: a message is open */
     uint32_t off;         /* bytes of the open message placed */
-    struct op_rdma_mr *wmr; /* open WRITE: its region and address */
+    uint32_t wrkey;       /* open WRITE: its RETH */
     uint64_t wva;
     uint32_t wlen;
     uint32_t unacked;

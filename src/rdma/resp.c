@@ -74,16 +74,16 @@ static enum exec_result exec_send(struct op_rdma_qp *qp, const struct rdma_pkt *
     return EX_OK;
 }
 
+/* The whole range is checked at FIRST/ONLY (IBTA); each packet looks its
+ * region up again, so a region deregistered meanwhile is refused, not used. */
 static enum exec_result open_write(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
 {
     struct rdma_resp *s = &qp->resp;
-    s->wmr = NULL;
-    if (p->reth.dma_len > 0) {
-        s->wmr = rdma_rkey_check(qp, p->reth.rkey, p->reth.va, p->reth.dma_len,
-                                 OP_RDMA_ACCESS_REMOTE_WRITE, cause, RDMA_CAUSE_LEN);
-        if (s->wmr == NULL)
-            return EX_ACCESS;
-    }
+    if (p->reth.dma_len > 0 && rdma_rkey_check(qp, p->reth.rkey, p->reth.va, p->reth.dma_len,
+                                               OP_RDMA_ACCESS_REMOTE_WRITE, cause,
+                                               RDMA_CAUSE_LEN) == NULL)
+        return EX_ACCESS;
+    s->wrkey = p->reth.rkey;
     s->wva = p->reth.va;
     s->wlen = p->reth.dma_len;
     s->off = 0;
@@ -108,8 +108,15 @@ static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt 
                  s->wlen);
         return EX_INV;
     }
-    if (p->len > 0)
-        memcpy(s->wmr->addr + (s->wva - s->wmr->va) + s->off, p->payload, p->len);
+    if (p->len > 0) {
+        uint64_t at = s->wva + s->off;
+        const struct op_rdma_mr *mr = rdma_rkey_check(qp, s->wrkey, at, p->len,
+                                                      OP_RDMA_ACCESS_REMOTE_WRITE, cause,
+                                                      RDMA_CAUSE_LEN);
+        if (mr == NULL)
+            return EX_ACCESS;
+        memcpy(mr->addr + (at - mr->va), p->payload, p->len);
+    }
     s->off += p->len;
     if (last) {
         if (p->hdr & RDMA_H_IMM)
@@ -156,6 +163,11 @@ static enum exec_result exec_read(struct op_rdma_qp *qp, const struct rdma_pkt *
                                   struct op_txq *out)
 {
     bool ok;
+    if (rdma_npkts(p->reth.dma_len, rdma_mtu(qp)) > RDMA_MAX_MSG_PKTS) {
+        snprintf(cause, RDMA_CAUSE_LEN, "READ of %" PRIu32 " bytes spans too many PSNs",
+                 p->reth.dma_len);
+        return EX_INV;
+    }
     const struct op_rdma_mr *mr = read_region(qp, p, cause, &ok);
     if (!ok)
         return EX_ACCESS;
@@ -173,9 +185,9 @@ static void replay_read(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct 
 {
     char cause[RDMA_CAUSE_LEN];
     bool ok;
-    uint32_t end = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
+    uint32_t n = rdma_npkts(p->reth.dma_len, rdma_mtu(qp)), end = psn_add(p->bth.psn, n);
     const struct op_rdma_mr *mr = read_region(qp, p, cause, &ok);
-    if (!ok)
+    if (!ok || n > RDMA_MAX_MSG_PKTS)
         return;
     if (psn_diff(end, qp->resp.epsn) > 0) {
         qp->resp.msn++;

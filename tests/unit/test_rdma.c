@@ -903,6 +903,35 @@ static void test_read_larger_than_window(void **state)
     fx_free(&f);
 }
 
+/* ---- a region deregistered in the middle of a WRITE is refused, not used */
+static bool drop_after_first(struct rsim *s, int from, const struct op_pkt *p)
+{
+    int *n = s->hook_ctx;
+    (void)p;
+    return from == 0 && ++*n > 1 && *n <= 3;
+}
+
+static void test_dereg_during_write(void **state)
+{
+    (void)state;
+    struct fx f;
+    int n = 0;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7,
+                                   .timeout = 8};
+    fx_init(&f, 151, &o, 768, ALL_ACCESS);
+    f.s.hook = drop_after_first;
+    f.s.hook_ctx = &n;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 768, &f.rem, 0, 1, 0), OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, 100 * OP_NS_PER_US)); /* FIRST landed */
+    op_rdma_dereg_mr(f.rem.mr);
+    f.rem.mr = NULL;
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    assert_int_equal(f.c[0].wc[0].status, OP_RDMA_WC_REM_ACCESS_ERR);
+    assert_non_null(strstr(op_rdma_qp_error(f.b.qp), "names no memory region"));
+    coll_free(f.c);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -922,6 +951,7 @@ int main(void)
         cmocka_unit_test(test_scatter_gather),
         cmocka_unit_test(test_send_longer_than_recv),
         cmocka_unit_test(test_read_larger_than_window),
+        cmocka_unit_test(test_dereg_during_write),
     };
     return cmocka_run_group_tests_name("rdma", tests, NULL, NULL);
 }
