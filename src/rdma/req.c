@@ -68,36 +68,50 @@ static uint8_t first_mid_last(uint8_t first, uint32_t k, uint32_t n, bool imm)
     return (uint8_t)(k + 1 < n ? first + 1 : first + 2 + imm);
 }
 
+/* A READ request for what the window has room for (at least one PSN): the
+ * responder answers a request in one burst, so the window bounds the burst
+ * as it bounds WRITEs. */
+static void read_request(struct rdma_req *r, const struct rdma_swqe *w, uint32_t mtu,
+                         struct op_reth *reth, struct rdma_out *o)
+{
+    uint32_t k = r->cur_pkt, room = r->window - (uint32_t)psn_diff(r->next_psn, r->una);
+    uint32_t n = w->npkts - k < room ? w->npkts - k : room;
+    reth->va += o->off;
+    reth->dma_len = k + n == w->npkts ? w->len - o->off : n * mtu;
+    o->reth = reth;
+    o->sgl = NULL;
+    o->opcode = OP_RC_READ_REQUEST;
+    r->cur_pkt = k + n;
+}
+
+/* One SEND or WRITE packet: headers by its place in the message. */
+static void data_packet(struct rdma_req *r, const struct rdma_swqe *w, uint32_t mtu,
+                        const struct op_reth *reth, struct rdma_out *o)
+{
+    uint32_t k = r->cur_pkt;
+    bool write = w->opcode >= OP_RDMA_WR_RDMA_WRITE;
+    bool imm = w->opcode == OP_RDMA_WR_SEND_WITH_IMM || w->opcode == OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
+    o->len = w->len - o->off < mtu ? w->len - o->off : mtu;
+    o->opcode = first_mid_last(write ? OP_RC_WRITE_FIRST : OP_RC_SEND_FIRST, k, w->npkts, imm);
+    o->reth = write && k == 0 ? reth : NULL;
+    o->imm = imm && k + 1 == w->npkts ? &w->imm : NULL;
+    r->cur_pkt++;
+    o->ackreq = r->cur_pkt == w->npkts || ++r->since_ackreq >= OP_RDMA_ACKREQ_EVERY;
+}
+
 /* The next packet of w (RC or UC): PSN first_psn + cur_pkt. */
 static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq *out)
 {
     struct rdma_req *r = &qp->req;
-    uint32_t mtu = rdma_mtu(qp), k = r->cur_pkt, psn = psn_add(w->first_psn, k);
+    uint32_t mtu = rdma_mtu(qp), psn = psn_add(w->first_psn, r->cur_pkt);
     struct op_reth reth = {.va = w->raddr, .rkey = w->rkey, .dma_len = w->len};
-    struct rdma_out o = {.dest_qp = qp->attr.dest_qpn, .psn = psn, .sgl = &w->sgl, .off = k * mtu,
-                         .dst_ip = qp->attr.remote_ip, .dst_port = qp->attr.remote_port};
-    bool imm = w->opcode == OP_RDMA_WR_SEND_WITH_IMM || w->opcode == OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
-    if (w->opcode == OP_RDMA_WR_RDMA_READ) {
-        /* a request for what the window has room for (at least one PSN):
-         * the responder answers a request in one burst, so the window
-         * bounds the burst as it bounds WRITEs */
-        uint32_t room = r->window - (uint32_t)psn_diff(r->next_psn, r->una);
-        uint32_t n = w->npkts - k < room ? w->npkts - k : room;
-        reth.va += o.off;
-        reth.dma_len = k + n == w->npkts ? w->len - o.off : n * mtu;
-        o.reth = &reth;
-        o.sgl = NULL;
-        o.opcode = OP_RC_READ_REQUEST;
-        r->cur_pkt = k + n;
-    } else {
-        bool write = w->opcode >= OP_RDMA_WR_RDMA_WRITE;
-        o.len = w->len - o.off < mtu ? w->len - o.off : mtu;
-        o.opcode = first_mid_last(write ? OP_RC_WRITE_FIRST : OP_RC_SEND_FIRST, k, w->npkts, imm);
-        o.reth = write && k == 0 ? &reth : NULL;
-        o.imm = imm && k + 1 == w->npkts ? &w->imm : NULL;
-        r->cur_pkt++;
-        o.ackreq = r->cur_pkt == w->npkts || ++r->since_ackreq >= OP_RDMA_ACKREQ_EVERY;
-    }
+    struct rdma_out o = {.dest_qp = qp->attr.dest_qpn, .psn = psn, .sgl = &w->sgl,
+                         .off = r->cur_pkt * mtu, .dst_ip = qp->attr.remote_ip,
+                         .dst_port = qp->attr.remote_port};
+    if (w->opcode == OP_RDMA_WR_RDMA_READ)
+        read_request(r, w, mtu, &reth, &o);
+    else
+        data_packet(r, w, mtu, &reth, &o);
     if (qp->init.type == OP_RDMA_QPT_UC) {
         o.opcode |= OP_UC_BASE;
         o.ackreq = false;

@@ -56,6 +56,7 @@ struct rsim_qp_opts {
     uint8_t rnr_retry;
     uint8_t min_rnr_timer;  /* 0: 1 (10 us) */
     uint32_t window;
+    uint32_t ack_every;     /* responder ACK coalescing; 0: on AckReq only */
     unsigned access;        /* 0: REMOTE_WRITE | REMOTE_READ */
     uint32_t psn_a, psn_b;  /* initial PSNs */
 };

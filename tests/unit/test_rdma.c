@@ -932,6 +932,59 @@ static void test_dereg_during_write(void **state)
     fx_free(&f);
 }
 
+/* ---- unsignaled WRs complete silently; ACKs coalesce every ack_every */
+static void test_unsignaled_and_ack_every(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7,
+                                   .ack_every = 4};
+    fx_init(&f, 161, &o, 4096, ALL_ACCESS);
+    struct op_rdma_sge sg = sge(&f.src, 0, 2560); /* 10 packets */
+    struct op_rdma_send_wr wr = {.wr_id = 1, .opcode = OP_RDMA_WR_RDMA_WRITE, .sg_list = &sg,
+                                 .num_sge = 1, .rdma = {va(&f.rem, 0), op_rdma_mr_rkey(f.rem.mr)}};
+    assert_int_equal(op_rdma_post_send(f.a.qp, &wr, f.s.now, &f.s.q), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 1, &f.rem, 3000, 2, 0),
+                     OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 2); /* only the signaled one */
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    assert_int_equal(op_rdma_poll_cq(f.a.scq, 1, f.c[0].wc), 0);
+    assert_memory_equal(f.rem.p, f.src.p, 2560);
+    /* packets 4 and 8 by count, 10 and 11 by AckReq */
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 4);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
+/* ---- UC drops what RC would NAK, and stays up */
+static void test_uc_errors_drop_quietly(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UC, .mtu = 256};
+    fx_init(&f, 171, &o, 1000, OP_RDMA_ACCESS_LOCAL_WRITE);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 500, &f.rem, 0, 1, 0),
+                     OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 500, NULL, 0, 2, 0), OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS)); /* arrived: no receive posted */
+    post_recv(&f.b, &f.rcv, 0, 100, 3);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_SEND, &f.src, 0, 500, NULL, 0, 4, 0), OP_OK);
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_READ, &f.src, 0, 5, &f.rem, 0, 5, 0),
+                     OP_ERR_INVAL); /* no READ on UC */
+    wait_for(&f.s, &f.a, 3, &f.b, 0, f.c);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_access), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_no_recv), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_drop_too_long), 1);
+    assert_int_equal(op_rdma_poll_cq(f.b.rcq, 1, f.c[1].wc), 0); /* receive 3 still posted */
+    assert_int_equal(op_rdma_qp_state(f.b.qp), OP_RDMA_QPS_RTS);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(f.rem.p[i], 0);
+    coll_free(f.c);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -952,6 +1005,8 @@ int main(void)
         cmocka_unit_test(test_send_longer_than_recv),
         cmocka_unit_test(test_read_larger_than_window),
         cmocka_unit_test(test_dereg_during_write),
+        cmocka_unit_test(test_unsignaled_and_ack_every),
+        cmocka_unit_test(test_uc_errors_drop_quietly),
     };
     return cmocka_run_group_tests_name("rdma", tests, NULL, NULL);
 }
