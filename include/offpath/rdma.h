@@ -4,6 +4,7 @@
  * time (op_rdma_dev_input), calls op_rdma_dev_timer when
  * op_rdma_dev_next_timer says so, and sends what the engine puts on its
  * struct op_txq. No sockets, no clock, no global state (docs/rdma.md).
+ * A device and everything it owns belong to one thread at a time.
  *
  * Names and numbers follow libibverbs where there is one (wc statuses keep
  * verbs' values, so "status 12" still means RETRY_EXC_ERR), with two

@@ -210,14 +210,16 @@ static bool use_retry(uint8_t *left)
     return true;
 }
 
-static void no_ack_fail(struct op_rdma_qp *qp, uint64_t now)
+/* Out of retries: say which PSN, how long and why, not just "status 12". */
+static void retries_out(struct op_rdma_qp *qp, uint64_t now, bool timer)
 {
     char cause[RDMA_CAUSE_LEN];
     uint64_t ms = (now - qp->req.progress_at) / OP_NS_PER_MS;
     snprintf(cause, sizeof cause,
-             "no ACK for PSN 0x%06" PRIx32 " after %u retries over %" PRIu64
+             "%s PSN 0x%06" PRIx32 " after %u retries over %" PRIu64
              " ms (timeout %u = %.1f ms per try)",
-             qp->req.una, (unsigned)qp->attr.retry_cnt, ms, (unsigned)qp->attr.timeout,
+             timer ? "no ACK for" : "sequence NAKs or lost READ data for", qp->req.una,
+             (unsigned)qp->attr.retry_cnt, ms, (unsigned)qp->attr.timeout,
              (double)qp->req.rto_ns / (double)OP_NS_PER_MS);
     req_fail(qp, OP_RDMA_WC_RETRY_EXC_ERR, cause);
 }
@@ -230,7 +232,7 @@ static void go_back(struct op_rdma_qp *qp, uint64_t now)
     if (r->rewound || r->rnr_at != UINT64_MAX || !outstanding(r))
         return;
     if (!use_retry(&r->retries)) {
-        no_ack_fail(qp, now);
+        retries_out(qp, now, false);
         return;
     }
     r->rewound = true;
@@ -429,7 +431,7 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         qp->c[OP_RDMA_QP_C_timeouts]++;
         r->rto_at = UINT64_MAX;
         if (!use_retry(&r->retries)) {
-            no_ack_fail(qp, now);
+            retries_out(qp, now, true);
             return;
         }
         rewind_to_una(r);
