@@ -29,19 +29,21 @@ struct net {
     struct op_har_peer peers[N_LEADERS];
     struct op_pktbuf q[N_LEADERS]; /* each leader's outgoing packets */
     struct op_txq txq[N_LEADERS];
-    struct op_pkt inflight[256];
-    uint8_t mem[256][OP_HAR_MAX_PKT];
-    int n_inflight;
-    int me;
+    /* two wires: packets sent while one is delivered go on the other */
+    struct op_pkt inflight[2][256];
+    uint8_t mem[2][256][OP_HAR_MAX_PKT];
+    int n_inflight[2];
+    int cur;
 };
 
 /* A leader's queue is full or done: its packets go on the wire. */
 static void to_wire(void *ctx, struct op_txq *q)
 {
     struct net *net = ctx;
-    for (int i = 0; i < q->n && net->n_inflight < 256; i++) {
-        struct op_pkt *p = &net->inflight[net->n_inflight];
-        p->data = net->mem[net->n_inflight++];
+    int w = net->cur;
+    for (int i = 0; i < q->n && net->n_inflight[w] < 256; i++) {
+        struct op_pkt *p = &net->inflight[w][net->n_inflight[w]];
+        p->data = net->mem[w][net->n_inflight[w]++];
         p->len = q->pkts[i].len <= OP_HAR_MAX_PKT ? q->pkts[i].len : OP_HAR_MAX_PKT;
         memcpy(p->data, q->pkts[i].data, p->len);
         p->flow = q->pkts[i].flow;
@@ -60,19 +62,14 @@ static int leader_at(const struct net *net, uint32_t ip)
 /* Delivers what is in flight, then runs the timers; one step of time. */
 static void step(struct net *net, uint64_t now)
 {
-    struct op_pkt batch[256];
-    uint8_t mem[256][OP_HAR_MAX_PKT];
-    int n = net->n_inflight;
+    int w = net->cur, n = net->n_inflight[w];
+    net->cur = !w;
+    net->n_inflight[net->cur] = 0;
     for (int i = 0; i < n; i++) {
-        batch[i] = net->inflight[i];
-        memcpy(mem[i], net->inflight[i].data, batch[i].len);
-        batch[i].data = mem[i];
-    }
-    net->n_inflight = 0;
-    for (int i = 0; i < n; i++) {
-        int to = leader_at(net, batch[i].flow.dst_ip);
+        const struct op_pkt *pkt = &net->inflight[w][i];
+        int to = leader_at(net, pkt->flow.dst_ip);
         if (to >= 0)
-            op_har_eng_input(net->eng[to], &batch[i], now, &net->txq[to]);
+            op_har_eng_input(net->eng[to], pkt, now, &net->txq[to]);
     }
     for (int l = 0; l < N_LEADERS; l++) {
         if (op_har_eng_next_timer(net->eng[l]) <= now)
@@ -119,8 +116,9 @@ static void check_decoder(const uint8_t *data, size_t size)
 /* One allreduce between the two leaders with the packet thrown in. */
 static void run_with(const uint8_t *data, size_t size, bool seal)
 {
-    static struct net net;
-    memset(&net, 0, sizeof(net));
+    static struct net net; /* the wires' buffers need no clearing: counts say what is valid */
+    net.n_inflight[0] = net.n_inflight[1] = 0;
+    net.cur = 0;
     setup(&net);
     int32_t in[N_LEADERS][COUNT], out[N_LEADERS][COUNT];
     for (int l = 0; l < N_LEADERS; l++)
