@@ -254,7 +254,9 @@ static void fast_retransmit(struct op_har_eng *e, struct har_peer *p, uint32_t h
                             uint64_t now, struct op_txq *out)
 {
     uint64_t rtt = min_rtt(e);
-    for (uint32_t t = p->base; (int32_t)(highest - t) >= FAST_AFTER; t++) {
+    /* bounded by what was sent: a forged ack far behind base makes
+     * `highest` look 2^31 ahead */
+    for (uint32_t t = p->base; t != p->sent && (int32_t)(highest - t) >= FAST_AFTER; t++) {
         struct har_slot *s = slot(p, t);
         if (s->b != NULL && !s->fast && rtt != UINT64_MAX && now - s->sent_ns > rtt) {
             s->fast = true;
