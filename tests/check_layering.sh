@@ -12,12 +12,13 @@ declare -A allowed=(
     [switch]="common wire reduce io topo switch"
     [inc]="common wire reduce io inc"
     [rdma]="common wire io rdma"
+    [perf]="common wire io rdma perf"
     [hostar]="common wire reduce io hostar"
     [fabric]="common wire reduce io topo switch fabric"
     [mpi]="common wire reduce io topo inc shmcoll hostar"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric launch"
-    [cli]="common wire reduce io topo switch inc rdma fabric inctest launch"
+    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest launch"
 )
 bad=0
 for dir in src/*/; do

@@ -11,6 +11,12 @@ int cli_switch(int argc, char **argv);
 int cli_inc_test(int argc, char **argv);
 int cli_mpirun(int argc, char **argv);
 int cli_osu_allreduce(int argc, char **argv);
+int cli_ib_write_bw(int argc, char **argv);
+int cli_ib_read_bw(int argc, char **argv);
+int cli_ib_send_bw(int argc, char **argv);
+int cli_ib_write_lat(int argc, char **argv);
+int cli_ib_read_lat(int argc, char **argv);
+int cli_ib_send_lat(int argc, char **argv);
 
 /* Flag value parsers: on a bad value they print an error naming the flag and
  * return false; the tool then exits with status 2. */

@@ -20,6 +20,12 @@ static const struct tool tools[] = {
     {"inc_test", cli_inc_test, "run leaders through a switch topology and check every result"},
     {"osu_allreduce", cli_osu_allreduce, "OSU-style MPI_Allreduce latency (run it under mpirun)"},
     {"mpirun", cli_mpirun, "run an MPI program on an emulated cluster with in-network allreduce"},
+    {"ib_write_bw", cli_ib_write_bw, "perftest RDMA WRITE bandwidth over software RoCEv2"},
+    {"ib_read_bw", cli_ib_read_bw, "perftest RDMA READ bandwidth over software RoCEv2"},
+    {"ib_send_bw", cli_ib_send_bw, "perftest SEND bandwidth over software RoCEv2"},
+    {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
+    {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
+    {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,141 @@
+/* offpath perf: perftest-compatible bandwidth and latency tests
+ * (ib_{write,read,send}_{bw,lat}) on the software RoCEv2 transport.
+ *
+ * A test is two processes: a server (no peer address) and a client. They
+ * meet over TCP (perftest's port 18515 by default), exchange their QPs'
+ * numbers, PSNs, keys, addresses and UDP ports there, and then move data
+ * only as RoCEv2 over UDP. The report (banner, headers, rows, JSON) keeps
+ * perftest's formats; the functions that format it are pure and public so
+ * tests can check them on fixed numbers (docs/rdma.md). */
+#ifndef OFFPATH_PERF_H
+#define OFFPATH_PERF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "offpath/common.h"
+#include "offpath/rdma.h"
+
+enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ };
+enum op_perf_test { OP_PERF_BW, OP_PERF_LAT };
+enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_PERF_OUT_LAT };
+
+#define OP_PERF_DEFAULT_PORT 18515
+#define OP_PERF_ALL_MAX_LOG2 23 /* -a: 2^1 .. 2^23 bytes */
+#define OP_PERF_MAX_QPS 16384
+#define OP_PERF_NO_PEAK_ITERS 20000 /* above this, peak is not computed (perftest) */
+
+struct op_perf_config {
+    enum op_perf_verb verb;
+    enum op_perf_test test;
+    const char *server;   /* client: the server's name or address; NULL: be the server */
+    uint16_t tcp_port;    /* -p */
+    const char *device;   /* -d: an interface name or IPv4 address for the QPs' socket */
+    uint64_t size;        /* -s */
+    bool all;             /* -a */
+    uint64_t iters;       /* -n */
+    uint32_t duration_s;  /* -D; 0: iteration mode */
+    uint32_t margin_s;    /* -f; with -D (default duration / 4) */
+    uint32_t qps;         /* -q */
+    uint32_t tx_depth;    /* -t */
+    uint32_t rx_depth;    /* -r */
+    uint32_t cq_mod;      /* -Q */
+    uint32_t mtu;         /* -m; 0: the link's (4096 on loopback) */
+    enum op_rdma_qp_type type; /* -c */
+    uint8_t qp_timeout;   /* -u */
+    uint8_t retry_cnt;    /* --retry_count; 7 = forever */
+    int gid_index;        /* -x; -1: default (3) */
+    int tclass;           /* --tclass; -1: none */
+    bool bidirectional;   /* -b */
+    bool report_gbits;
+    bool no_peak;         /* -N */
+    bool json;            /* --out_json */
+    const char *json_file;
+    enum op_perf_output output;
+    double loss;          /* --loss: drop each sent packet with this probability */
+    uint64_t loss_seed;
+    bool progress;        /* progress lines on stderr during long runs */
+    FILE *out;            /* the report; NULL: stdout */
+    int log_level;        /* engine log (errors with causes) */
+};
+
+/* perftest's defaults for a verb and test kind (flags then override). */
+OP_API void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,
+                                    enum op_perf_test test);
+/* Checks the combination (e.g. -a with -D, UD with RDMA, -q on a latency
+ * test); on error writes why, naming the flag, into why and returns
+ * OP_ERR_INVAL. Also applies perftest's adjustments (tx depth <= iters...). */
+OP_API op_status_t op_perf_config_check(struct op_perf_config *cfg, char *why, size_t why_len);
+/* Runs the test; returns the process exit status (0 success). */
+OP_API int op_perf_run(const struct op_perf_config *cfg);
+
+/* ---- results and their formatting (pure) */
+struct op_perf_bw_result {
+    uint64_t size, iters;
+    double bw_peak, bw_avg; /* MiB/s, or Gb/s with report_gbits */
+    double msg_rate;        /* Mpps */
+};
+
+struct op_perf_lat_result {
+    uint64_t size, iters;
+    double t_min, t_max, t_typical, t_avg, t_stdev, p99, p999; /* usec */
+};
+
+/* BW from per-message post and completion times (ns), perftest's way:
+ * average over [first post, last completion], peak as the best average
+ * interval over any run of completions (unless no_peak). */
+OP_API void op_perf_bw_compute(const uint64_t *posted, const uint64_t *completed, uint64_t n,
+                               uint64_t size, uint32_t cq_mod, bool no_peak, bool gbits,
+                               struct op_perf_bw_result *out);
+/* Latency from ping-pong post times: n timestamps give n-1 round trips;
+ * the two largest are dropped; rtt_factor 2 for send/write, 1 for read.
+ * Stdev in floating point; percentiles sorted[ceil(p*n)]. */
+OP_API op_status_t op_perf_lat_compute(const uint64_t *stamps, uint64_t n, unsigned rtt_factor,
+                                       uint64_t size, struct op_perf_lat_result *out);
+
+struct op_perf_banner {
+    const char *device;
+    uint32_t mtu;
+    uint32_t out_reads;
+    int gid_index;
+    bool is_server;
+};
+OP_API void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg,
+                                 const struct op_perf_banner *b);
+OP_API const char *op_perf_title(const struct op_perf_config *cfg); /* "RDMA_Write BW Test" */
+
+struct op_perf_addr {
+    uint32_t qpn, psn, rkey;
+    uint64_t vaddr;
+    uint32_t ip; /* the GID is ::ffff:ip */
+};
+OP_API void op_perf_print_addr(FILE *f, const struct op_perf_config *cfg, const char *side,
+                               const struct op_perf_addr *a);
+OP_API void op_perf_print_header(FILE *f, const struct op_perf_config *cfg);
+OP_API void op_perf_print_bw(FILE *f, const struct op_perf_config *cfg,
+                             const struct op_perf_bw_result *r);
+OP_API void op_perf_print_lat(FILE *f, const struct op_perf_config *cfg,
+                              const struct op_perf_lat_result *r);
+/* The JSON report (--out_json): perftest's test_info and results (an object,
+ * or with -a a list with every size), plus offpath's counters. */
+struct op_perf_counter {
+    const char *name;
+    uint64_t value;
+};
+struct op_perf_json {
+    const struct op_perf_banner *banner;
+    const struct op_perf_bw_result *bw;   /* BW tests: n of them */
+    const struct op_perf_lat_result *lat; /* latency tests */
+    size_t n;
+    const struct op_perf_counter *counters;
+    size_t n_counters;
+    const char *data_check; /* "ok", "failed: ...", or NULL when not checked */
+};
+OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,
+                               const struct op_perf_json *j);
+#define OP_PERF_LINE                                                                               \
+    "---------------------------------------------------------------------------------------\n"
+
+#endif

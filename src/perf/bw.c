@@ -1,0 +1,314 @@
+/* Bandwidth tests: keep tx_depth messages outstanding on every QP, signal
+ * every cq_mod-th, time each post and completion (perftest's tposted and
+ * tcompleted), or count completions inside the -D window. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_int.h"
+
+#define OOB_CHECK_EVERY 64 /* loops between looks at the side channel */
+
+struct bw_state {
+    struct perf_run *r;
+    uint64_t size, iters; /* iters per QP; UINT64_MAX with -D */
+    bool i_send, peer_sends, i_receive;
+    uint64_t total_posted, total_completed, total_received;
+    uint64_t first_recv_ns, last_recv_ns, bad_len;
+    uint64_t t0, win_start, win_end, in_window; /* -D */
+    bool sending_done, announced, peer_done;
+    struct op_perf_bw_result peer;
+};
+
+static bool window_open(const struct bw_state *s, const struct perf_qp *q)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    return q->posted < s->iters && q->posted - q->completed < c->tx_depth;
+}
+
+/* Post on every QP while its queue has room: a whole round each time, so
+ * that many QPs' packets leave in one batch. */
+static op_status_t post_more(struct bw_state *s, uint64_t now)
+{
+    struct perf_ep *ep = &s->r->ep;
+    const struct op_perf_config *c = s->r->cfg;
+    struct op_rdma_sge sge;
+    struct op_rdma_send_wr wr = {0};
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        struct perf_qp *q = &ep->qps[i];
+        if (!window_open(s, q))
+            continue;
+        perf_ep_send_wr(ep, q, s->size, &sge, &wr);
+        while (window_open(s, q)) {
+            wr.wr_id = (uint64_t)i << PERF_QP_SHIFT | q->posted;
+            bool last = q->posted + 1 == s->iters;
+            wr.send_flags = (q->posted + 1) % c->cq_mod == 0 || last ? OP_RDMA_SEND_SIGNALED : 0;
+            op_status_t st = op_rdma_post_send(q->qp, &wr, now, &ep->q);
+            if (st == OP_ERR_NOSPACE)
+                break;
+            if (st != OP_OK)
+                return perf_refuse(s->r->why, sizeof s->r->why, "post_send: %s (QP %u)",
+                                   op_rdma_qp_error(q->qp), i);
+            if (s->r->posted != NULL)
+                s->r->posted[s->total_posted] = now;
+            s->total_posted++;
+            q->posted++;
+        }
+    }
+    perf_ep_flush(ep);
+    return OP_OK;
+}
+
+static void note_completions(struct bw_state *s, struct perf_qp *q, uint64_t upto, uint64_t now)
+{
+    uint64_t n = upto - q->completed;
+    q->completed = upto;
+    for (uint64_t k = 0; k < n && s->r->completed != NULL; k++)
+        s->r->completed[s->total_completed + k] = now;
+    s->total_completed += n;
+    if (s->win_end && now >= s->win_start && now < s->win_end)
+        s->in_window += n;
+}
+
+static op_status_t poll_sends(struct bw_state *s, uint64_t now)
+{
+    struct perf_ep *ep = &s->r->ep;
+    struct op_rdma_wc wc[32];
+    int n;
+    while ((n = op_rdma_poll_cq(ep->scq, 32, wc)) > 0)
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != OP_RDMA_WC_SUCCESS)
+                return perf_wc_error(s->r, &wc[i]);
+            struct perf_qp *q = &ep->qps[wc[i].wr_id >> PERF_QP_SHIFT];
+            note_completions(s, q, (wc[i].wr_id & PERF_IDX_MASK) + 1, now);
+        }
+    return OP_OK;
+}
+
+static op_status_t poll_receives(struct bw_state *s, uint64_t now)
+{
+    struct perf_ep *ep = &s->r->ep;
+    const struct op_perf_config *c = s->r->cfg;
+    uint64_t expect = s->size + (c->type == OP_RDMA_QPT_UD ? OP_RDMA_UD_GRH_LEN : 0);
+    struct op_rdma_wc wc[32];
+    int n;
+    while ((n = op_rdma_poll_cq(ep->rcq, 32, wc)) > 0)
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != OP_RDMA_WC_SUCCESS)
+                return perf_wc_error(s->r, &wc[i]);
+            uint32_t qi = (uint32_t)(wc[i].wr_id >> PERF_QP_SHIFT);
+            struct perf_qp *q = &ep->qps[qi];
+            q->recvs_out--;
+            q->received++;
+            s->bad_len += wc[i].byte_len != expect;
+            if (s->total_received++ == 0)
+                s->first_recv_ns = now;
+            s->last_recv_ns = now;
+            if (perf_ep_post_receives(ep, qi, c->rx_depth) != OP_OK)
+                return perf_refuse(s->r->why, sizeof s->r->why, "post_recv: %s (QP %u)",
+                                   op_rdma_qp_error(q->qp), qi);
+        }
+    return OP_OK;
+}
+
+static bool all_sent(const struct bw_state *s)
+{
+    const struct perf_ep *ep = &s->r->ep;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        if (ep->qps[i].completed < ep->qps[i].posted || ep->qps[i].posted < s->iters)
+            return false;
+    return true;
+}
+
+/* With -D, stop posting at the end of the duration and let what is out
+ * complete: every QP runs up to the next multiple of cq_mod, whose last WR
+ * is signaled. */
+static void duration_cutoff(struct bw_state *s, uint64_t now)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    if (!s->win_end || s->iters != UINT64_MAX ||
+        now < s->t0 + (uint64_t)c->duration_s * OP_NS_PER_S)
+        return;
+    const struct perf_ep *ep = &s->r->ep;
+    uint64_t most = 1;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        most = ep->qps[i].posted > most ? ep->qps[i].posted : most;
+    s->iters = (most + c->cq_mod - 1) / c->cq_mod * c->cq_mod;
+}
+
+static op_status_t sender_step(struct bw_state *s, uint64_t now)
+{
+    duration_cutoff(s, now);
+    op_status_t st = poll_sends(s, now);
+    if (st == OP_OK && !s->sending_done)
+        st = post_more(s, now);
+    if (st == OP_OK && all_sent(s))
+        s->sending_done = true;
+    return st;
+}
+
+static void own_result(const struct bw_state *s, struct op_perf_bw_result *res)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    if (c->duration_s) {
+        double secs = (double)(s->win_end - s->win_start) / 1e9;
+        double unit = c->report_gbits ? 125000000.0 : 1048576.0;
+        *res = (struct op_perf_bw_result){.size = s->size, .iters = s->in_window};
+        res->bw_avg = (double)s->size * (double)s->in_window / secs / unit;
+        res->msg_rate = (double)s->in_window / secs / 1e6;
+        return;
+    }
+    op_perf_bw_compute(s->r->posted, s->r->completed, s->total_completed, s->size, c->cq_mod,
+                       c->no_peak, c->report_gbits, res);
+    res->iters = c->iters; /* perftest's column: per QP */
+}
+
+/* What a receive-only side of ib_send_bw measures: its receives' span. */
+static void receive_result(const struct bw_state *s, struct op_perf_bw_result *res)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    uint64_t first = s->first_recv_ns, last = s->last_recv_ns;
+    *res = (struct op_perf_bw_result){.size = s->size,
+                                      .iters = s->total_received / s->r->ep.nqp};
+    if (last <= first)
+        return;
+    double secs = (double)(last - first) / 1e9;
+    double unit = c->report_gbits ? 125000000.0 : 1048576.0;
+    res->bw_avg = (double)s->size * (double)s->total_received / secs / unit;
+    res->msg_rate = (double)s->total_received / secs / 1e6;
+}
+
+static op_status_t announce(struct bw_state *s, struct op_perf_bw_result *mine)
+{
+    own_result(s, mine);
+    s->announced = true;
+    if (perf_oob_send(&s->r->oob, "DONE %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g", mine->size,
+                      mine->iters, mine->bw_peak, mine->bw_avg, mine->msg_rate) != OP_OK)
+        return perf_refuse(s->r->why, sizeof s->r->why, "the peer closed the side channel");
+    return OP_OK;
+}
+
+static op_status_t check_peer_done(struct bw_state *s)
+{
+    char line[PERF_LINE_MAX];
+    int got = perf_oob_poll_line(&s->r->oob, line, sizeof line);
+    if (got < 0)
+        return perf_refuse(s->r->why, sizeof s->r->why,
+                           "the peer closed the side channel: it failed or was stopped");
+    if (got == 0)
+        return OP_OK;
+    if (strncmp(line, "FAIL ", 5) == 0)
+        return perf_refuse(s->r->why, sizeof s->r->why, "the peer failed: %s", line + 5);
+    struct op_perf_bw_result *p = &s->peer;
+    if (sscanf(line, "DONE %" SCNu64 " %" SCNu64 " %lg %lg %lg", &p->size, &p->iters, &p->bw_peak,
+               &p->bw_avg, &p->msg_rate) != 5)
+        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: unexpected '%.60s'", line);
+    s->peer_done = true;
+    return OP_OK;
+}
+
+static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
+{
+    struct perf_run *r = s->r;
+    uint64_t total = s->iters == UINT64_MAX ? UINT64_MAX : s->iters * r->ep.nqp;
+    for (uint64_t turn = 0;; turn++) {
+        uint64_t now = op_now_ns();
+        int got = perf_ep_progress(&r->ep, now);
+        op_status_t st = OP_OK;
+        if (s->i_send && !s->announced) {
+            st = sender_step(s, now);
+            if (st == OP_OK && s->sending_done)
+                st = announce(s, mine);
+        }
+        if (st == OP_OK && s->i_receive)
+            st = poll_receives(s, now);
+        if (st == OP_OK && s->peer_sends && !s->peer_done &&
+            (got == 0 || turn % OOB_CHECK_EVERY == 0))
+            st = check_peer_done(s);
+        if (st != OP_OK)
+            return st;
+        if ((!s->i_send || s->announced) && (!s->peer_sends || s->peer_done))
+            return OP_OK;
+        if (turn % 1024 == 0)
+            perf_progress_note(r, s->size, s->i_send ? s->total_completed : s->total_received,
+                               s->i_send ? total : UINT64_MAX);
+    }
+}
+
+static op_status_t prepare(struct bw_state *s)
+{
+    struct perf_run *r = s->r;
+    const struct op_perf_config *c = r->cfg;
+    uint64_t n = c->duration_s ? 0 : c->iters * r->ep.nqp;
+    if (n > r->stamps_cap) {
+        free(r->posted);
+        free(r->completed);
+        r->posted = malloc(n * sizeof(uint64_t));
+        r->completed = malloc(n * sizeof(uint64_t));
+        r->stamps_cap = n;
+        if (r->posted == NULL || r->completed == NULL)
+            return perf_refuse(r->why, sizeof r->why, "no memory for %" PRIu64 " time stamps", n);
+    }
+    for (uint32_t i = 0; i < r->ep.nqp; i++) {
+        struct perf_qp *q = &r->ep.qps[i];
+        q->posted = q->completed = q->received = 0;
+        if (s->i_receive && perf_ep_post_receives(&r->ep, i, c->rx_depth) != OP_OK)
+            return perf_refuse(r->why, sizeof r->why, "post_recv: %s", op_rdma_qp_error(q->qp));
+    }
+    return OP_OK;
+}
+
+op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res)
+{
+    const struct op_perf_config *c = r->cfg;
+    struct bw_state s = {.r = r, .size = size};
+    s.i_send = !r->is_server || c->bidirectional;
+    s.peer_sends = r->is_server || c->bidirectional;
+    s.i_receive = c->verb == OP_PERF_SEND && s.peer_sends;
+    s.iters = c->duration_s ? UINT64_MAX : c->iters;
+    struct op_perf_bw_result mine = {0};
+    op_status_t st = prepare(&s);
+    if (st == OP_OK)
+        st = perf_barrier(r, "GO");
+    s.t0 = op_now_ns();
+    if (c->duration_s) {
+        s.win_start = s.t0 + (uint64_t)c->margin_s * OP_NS_PER_S;
+        s.win_end = s.t0 + (uint64_t)(c->duration_s - c->margin_s) * OP_NS_PER_S;
+    }
+    if (st == OP_OK)
+        st = loop(&s, &mine);
+    if (st != OP_OK)
+        return st;
+    if (c->bidirectional) { /* perftest adds both directions */
+        *res = mine;
+        res->bw_peak += s.peer.bw_peak;
+        res->bw_avg += s.peer.bw_avg;
+        res->msg_rate += s.peer.msg_rate;
+    } else if (s.i_send) {
+        *res = mine;
+    } else if (c->verb == OP_PERF_SEND) {
+        receive_result(&s, res);
+    } else {
+        *res = s.peer;
+    }
+    /* where the bytes landed: the target of writes and sends, the reader */
+    bool landed_here = c->verb == OP_PERF_READ ? s.i_send : s.peer_sends;
+    /* every QP writes or reads at least once; sends may all be lost on UD */
+    uint64_t messages = c->verb == OP_PERF_SEND ? s.total_received : 1;
+    r->check[0] = '\0';
+    if (landed_here)
+        perf_check_data(r, size, messages);
+    if (s.i_receive && c->type == OP_RDMA_QPT_RC && !c->duration_s &&
+        s.total_received != c->iters * r->ep.nqp) {
+        snprintf(r->check, sizeof r->check,
+                 "failed: %" PRIu64 " messages received, %" PRIu64 " sent", s.total_received,
+                 c->iters * r->ep.nqp);
+        r->check_failed = true;
+    }
+    if (s.bad_len) {
+        snprintf(r->check, sizeof r->check, "failed: %" PRIu64 " receives of a wrong length",
+                 s.bad_len);
+        r->check_failed = true;
+    }
+    return OP_OK;
+}

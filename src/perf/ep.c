@@ -1,0 +1,224 @@
+/* The endpoint: the rdma engine driven over one UDP socket. Data never
+ * leaves as anything but RoCEv2; the socket binds UDP 4791 when it is free
+ * (a capture then decodes as RoCEv2 with no hints) and any port otherwise,
+ * which the side channel tells the peer. */
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "perf_int.h"
+
+#define PATTERN_SEED 0x0ff9a7ull
+
+op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return OP_ERR_INVAL;
+}
+
+static void flush_txq(void *ctx, struct op_txq *q)
+{
+    struct perf_ep *ep = ctx;
+    if (q->n > 0)
+        (void)op_io_send(ep->io, q->pkts, q->n); /* a short send is loss: RC resends */
+    q->n = 0;
+}
+
+static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, char *why, size_t len)
+{
+    struct op_io *io = NULL;
+    if (op_io_udp_open(ip, OP_ROCE_UDP_PORT, &io) != OP_OK &&
+        op_io_udp_open(ip, 0, &io) != OP_OK) {
+        char a[16];
+        op_format_ipv4(ip, a);
+        return perf_refuse(why, len, "cannot open a UDP socket on %s (-d)", a);
+    }
+    if (ep->cfg->tclass >= 0) {
+        int tos = ep->cfg->tclass;
+        (void)setsockopt(op_io_fd(io), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    }
+    ep->port = io->local_port;
+    if (ep->cfg->loss > 0) {
+        struct op_fault_cfg f = {.drop = ep->cfg->loss, .seed = ep->cfg->loss_seed};
+        if (op_io_fault_wrap(io, &f, &io) != OP_OK)
+            return perf_refuse(why, len, "cannot set up --loss");
+    }
+    ep->io = io;
+    return OP_OK;
+}
+
+static void fill_pattern(uint8_t *p, size_t n)
+{
+    struct op_rng rng;
+    op_rng_seed(&rng, PATTERN_SEED);
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = op_rng_next(&rng);
+        memcpy(p + i, &v, n - i < 8 ? n - i : 8);
+    }
+}
+
+static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
+{
+    const struct op_perf_config *c = ep->cfg;
+    const struct op_rdma_qp_init_attr ia = {
+        .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
+        .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1};
+    q->buf = aligned_alloc(4096, (2 * ep->bufsize + 4095) / 4096 * 4096);
+    if (q->buf == NULL)
+        return OP_ERR_NOMEM;
+    memcpy(q->buf, ep->pattern, ep->bufsize);
+    memset(q->buf + ep->bufsize, 0, ep->bufsize);
+    struct op_rng rng;
+    op_rng_seed(&rng, seed);
+    q->psn = (uint32_t)(op_rng_next(&rng) & 0xffffffu);
+    unsigned access = OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
+                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0);
+    if (op_rdma_reg_mr(ep->dev, q->buf, 2 * ep->bufsize, access, &q->mr) != OP_OK)
+        return OP_ERR_NOMEM;
+    return op_rdma_qp_create(ep->dev, &ia, &q->qp);
+}
+
+op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,
+                         size_t max_size, char *why, size_t len)
+{
+    memset(ep, 0, sizeof(*ep));
+    ep->cfg = cfg;
+    ep->ip = ip;
+    ep->nqp = cfg->qps;
+    ep->mtu = cfg->mtu ? cfg->mtu : 4096; /* loopback's MTU allows IB's largest */
+    ep->bufsize = max_size + (cfg->type == OP_RDMA_QPT_UD ? OP_RDMA_UD_GRH_LEN : 0);
+    op_log_init(&ep->log, "rdma", cfg->log_level);
+    op_status_t st = open_socket(ep, ip, why, len);
+    if (st != OP_OK)
+        return st;
+    uint64_t seed = op_now_ns() ^ ((uint64_t)ip << 20) ^ ep->port;
+    struct op_rdma_dev_config dc = {.ip = ip, .port = ep->port, .seed = seed, .log = &ep->log};
+    uint32_t depth = ep->nqp * (cfg->tx_depth > cfg->rx_depth ? cfg->tx_depth : cfg->rx_depth);
+    ep->pattern = malloc(ep->bufsize);
+    ep->qps = calloc(ep->nqp, sizeof(*ep->qps));
+    if (ep->pattern == NULL || ep->qps == NULL || op_rdma_dev_create(&dc, &ep->dev) != OP_OK ||
+        op_rdma_cq_create(ep->dev, depth + 16, &ep->scq) != OP_OK ||
+        op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK ||
+        op_pktbuf_init(&ep->rx, OP_IO_BURST) != OP_OK ||
+        op_pktbuf_init(&ep->tx, OP_IO_BURST) != OP_OK)
+        return perf_refuse(why, len, "out of memory setting up the device");
+    fill_pattern(ep->pattern, ep->bufsize);
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        if (open_qp(ep, &ep->qps[i], seed + i * 7919) != OP_OK)
+            return perf_refuse(why, len,
+                               "cannot create QP %u of %u with 2 x %zu bytes of buffer (-q, -s)",
+                               i + 1, ep->nqp, ep->bufsize);
+    ep->q = (struct op_txq){.pkts = ep->tx.pkts, .cap = ep->tx.n, .flush = flush_txq, .ctx = ep};
+    return OP_OK;
+}
+
+void perf_ep_close(struct perf_ep *ep)
+{
+    if (ep->dev != NULL)
+        op_rdma_dev_destroy(ep->dev); /* its QPs, CQs and MRs too */
+    for (uint32_t i = 0; ep->qps != NULL && i < ep->nqp; i++)
+        free(ep->qps[i].buf);
+    free(ep->qps);
+    free(ep->pattern);
+    op_pktbuf_free(&ep->rx);
+    op_pktbuf_free(&ep->tx);
+    if (ep->io != NULL)
+        op_io_close(ep->io);
+    memset(ep, 0, sizeof(*ep));
+}
+
+op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
+{
+    const struct op_perf_config *c = ep->cfg;
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        struct perf_qp *q = &ep->qps[i];
+        struct op_rdma_qp_attr a = {
+            .access = OP_RDMA_ACCESS_REMOTE_WRITE |
+                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0),
+            .qkey = 0x11111111u,
+            .path_mtu = ep->mtu,
+            .dest_qpn = q->peer.qpn,
+            .rq_psn = q->peer.psn,
+            .remote_ip = q->peer.ip,
+            .remote_port = q->peer.port,
+            .min_rnr_timer = 12, /* 0.64 ms, perftest's */
+            .sq_psn = q->psn,
+            .timeout = c->qp_timeout,
+            .retry_cnt = c->retry_cnt,
+            .rnr_retry = 7,
+        };
+        if (op_rdma_qp_modify(q->qp, OP_RDMA_QPS_INIT, &a) != OP_OK ||
+            op_rdma_qp_modify(q->qp, OP_RDMA_QPS_RTR, &a) != OP_OK ||
+            op_rdma_qp_modify(q->qp, OP_RDMA_QPS_RTS, &a) != OP_OK)
+            return perf_refuse(why, len, "QP %u: cannot move to RTS: %s", i,
+                               op_rdma_qp_error(q->qp));
+    }
+    return OP_OK;
+}
+
+void perf_ep_flush(struct perf_ep *ep) { flush_txq(ep, &ep->q); }
+
+int perf_ep_progress(struct perf_ep *ep, uint64_t now)
+{
+    int n = op_io_recv(ep->io, ep->rx.pkts, ep->rx.n);
+    for (int i = 0; i < n; i++)
+        op_rdma_dev_input(ep->dev, &ep->rx.pkts[i], now, &ep->q);
+    if (op_rdma_dev_next_timer(ep->dev) <= now)
+        op_rdma_dev_timer(ep->dev, now, &ep->q);
+    if (op_io_deadline(ep->io) <= now)
+        op_io_poll(ep->io, now);
+    perf_ep_flush(ep);
+    return n > 0 ? n : 0;
+}
+
+void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],
+                      uint64_t *loss_drops)
+{
+    memset(sums, 0, OP_RDMA_QP_C_COUNT_ * sizeof(*sums));
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        const uint64_t *c = op_rdma_qp_counters(ep->qps[i].qp);
+        for (unsigned k = 0; k < OP_RDMA_QP_C_COUNT_; k++)
+            sums[k] += c[k];
+    }
+    struct op_fault_stats fs;
+    op_io_fault_stats(ep->io, &fs);
+    *loss_drops = fs.dropped;
+}
+
+op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth)
+{
+    struct perf_qp *q = &ep->qps[qi];
+    struct op_rdma_sge sge = {perf_dst(ep, q), (uint32_t)ep->bufsize, op_rdma_mr_lkey(q->mr)};
+    struct op_rdma_recv_wr wr = {.wr_id = (uint64_t)qi << PERF_QP_SHIFT, .sg_list = &sge,
+                                 .num_sge = 1};
+    for (; q->recvs_out < depth; q->recvs_out++)
+        if (op_rdma_post_recv(q->qp, &wr) != OP_OK)
+            return OP_ERR_STATE;
+    return OP_OK;
+}
+
+void perf_ep_send_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t size,
+                     struct op_rdma_sge *sge, struct op_rdma_send_wr *wr)
+{
+    const struct op_perf_config *c = ep->cfg;
+    bool read = c->verb == OP_PERF_READ;
+    *sge = (struct op_rdma_sge){read ? perf_dst(ep, q) : perf_src(q), (uint32_t)size,
+                                op_rdma_mr_lkey(q->mr)};
+    memset(wr, 0, sizeof(*wr));
+    wr->sg_list = sge;
+    wr->num_sge = 1;
+    wr->opcode = c->verb == OP_PERF_SEND    ? OP_RDMA_WR_SEND
+                 : c->verb == OP_PERF_WRITE ? OP_RDMA_WR_RDMA_WRITE
+                                            : OP_RDMA_WR_RDMA_READ;
+    wr->rdma.remote_addr = q->peer.vaddr + (read ? 0 : ep->bufsize);
+    wr->rdma.rkey = q->peer.rkey;
+    wr->ud.remote_ip = q->peer.ip;
+    wr->ud.remote_port = q->peer.port;
+    wr->ud.remote_qpn = q->peer.qpn;
+    wr->ud.remote_qkey = 0x11111111u;
+}

@@ -1,0 +1,243 @@
+/* Latency tests, perftest's ping-pong: the client posts, waits for the
+ * answer, posts again; each sample is the interval between two posts (one
+ * round trip). ib_write_lat answers by RDMA-writing a counter into the last
+ * byte of the peer's buffer (both sides spin on their own), ib_send_lat by a
+ * send, ib_read_lat needs no answer: the read's completion is the round trip. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_int.h"
+
+#define LAT_RECV_DEPTH 16
+#define OOB_CHECK_EVERY 256
+
+struct lat_state {
+    struct perf_run *r;
+    struct perf_qp *q;
+    uint64_t size;
+    uint64_t *stamps;
+    uint64_t n, cap;     /* stamps taken, room */
+    uint64_t t0, win_start, win_end;
+    bool peer_done;      /* the client said DONE (the server's loop ends) */
+    struct op_perf_lat_result peer;
+};
+
+static volatile const uint8_t *last_byte(const struct lat_state *s)
+{
+    return s->q->buf + s->r->ep.bufsize + s->size - 1;
+}
+
+static op_status_t reap_sends(struct lat_state *s, bool *read_done)
+{
+    struct op_rdma_wc wc[8];
+    int n;
+    while ((n = op_rdma_poll_cq(s->r->ep.scq, 8, wc)) > 0)
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != OP_RDMA_WC_SUCCESS)
+                return perf_wc_error(s->r, &wc[i]);
+            if (wc[i].opcode == OP_RDMA_WC_RDMA_READ && read_done != NULL)
+                *read_done = true;
+        }
+    return OP_OK;
+}
+
+static op_status_t reap_receive(struct lat_state *s, bool *got)
+{
+    struct op_rdma_wc wc;
+    if (op_rdma_poll_cq(s->r->ep.rcq, 1, &wc) <= 0)
+        return OP_OK;
+    if (wc.status != OP_RDMA_WC_SUCCESS)
+        return perf_wc_error(s->r, &wc);
+    s->q->recvs_out--;
+    *got = true;
+    if (perf_ep_post_receives(&s->r->ep, 0, LAT_RECV_DEPTH) != OP_OK)
+        return perf_refuse(s->r->why, sizeof s->r->why, "post_recv: %s",
+                           op_rdma_qp_error(s->q->qp));
+    return OP_OK;
+}
+
+static op_status_t peer_line(struct lat_state *s)
+{
+    char line[PERF_LINE_MAX];
+    int got = perf_oob_poll_line(&s->r->oob, line, sizeof line);
+    if (got < 0)
+        return perf_refuse(s->r->why, sizeof s->r->why,
+                           "the peer closed the side channel: it failed or was stopped");
+    if (got == 0)
+        return OP_OK;
+    struct op_perf_lat_result *p = &s->peer;
+    if (strncmp(line, "FAIL ", 5) == 0)
+        return perf_refuse(s->r->why, sizeof s->r->why, "the peer failed: %s", line + 5);
+    if (sscanf(line, "DONE %" SCNu64 " %" SCNu64 " %lg %lg %lg %lg %lg %lg %lg", &p->size,
+               &p->iters, &p->t_min, &p->t_max, &p->t_typical, &p->t_avg, &p->t_stdev, &p->p99,
+               &p->p999) != 9)
+        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: unexpected '%.60s'", line);
+    s->peer_done = true;
+    return OP_OK;
+}
+
+/* Spin until this iteration's answer is here (true), or, on the server, the
+ * client said it is done (false). */
+static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    uint8_t want = (uint8_t)(i + 1);
+    *arrived = false;
+    for (uint64_t turn = 0;; turn++) {
+        bool got = false;
+        int pkts = perf_ep_progress(&s->r->ep, op_now_ns());
+        op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
+        if (st == OP_OK && c->verb == OP_PERF_SEND)
+            st = reap_receive(s, &got);
+        if (c->verb == OP_PERF_WRITE)
+            got = *last_byte(s) == want;
+        if (st != OP_OK || got) {
+            *arrived = got;
+            return st;
+        }
+        if ((pkts == 0 || turn % OOB_CHECK_EVERY == 0) && s->r->is_server) {
+            st = peer_line(s);
+            if (st != OP_OK || s->peer_done)
+                return st;
+        }
+    }
+}
+
+static op_status_t post_one(struct lat_state *s, uint64_t i)
+{
+    struct perf_ep *ep = &s->r->ep;
+    struct op_rdma_sge sge;
+    struct op_rdma_send_wr wr;
+    perf_ep_send_wr(ep, s->q, s->size, &sge, &wr);
+    wr.wr_id = i;
+    wr.send_flags = OP_RDMA_SEND_SIGNALED;
+    if (ep->cfg->verb == OP_PERF_WRITE)
+        s->q->buf[s->size - 1] = (uint8_t)(i + 1);
+    for (;;) {
+        op_status_t st = op_rdma_post_send(s->q->qp, &wr, op_now_ns(), &ep->q);
+        if (st == OP_OK)
+            break;
+        if (st != OP_ERR_NOSPACE)
+            return perf_refuse(s->r->why, sizeof s->r->why, "post_send: %s",
+                               op_rdma_qp_error(s->q->qp));
+        /* the previous message's ACK is not in yet: tx depth 1 */
+        perf_ep_progress(ep, op_now_ns());
+        if ((st = reap_sends(s, NULL)) != OP_OK)
+            return st;
+    }
+    perf_ep_flush(ep);
+    return OP_OK;
+}
+
+static op_status_t stamp(struct lat_state *s, uint64_t now)
+{
+    if (s->win_end && (now < s->win_start || now >= s->win_end))
+        return OP_OK;
+    if (s->n == s->cap) {
+        uint64_t cap = s->cap ? s->cap * 2 : 4096;
+        uint64_t *p = realloc(s->stamps, cap * sizeof(*p));
+        if (p == NULL)
+            return perf_refuse(s->r->why, sizeof s->r->why, "no memory for time stamps");
+        s->stamps = p;
+        s->cap = cap;
+    }
+    s->stamps[s->n++] = now;
+    return OP_OK;
+}
+
+static bool more(const struct lat_state *s, uint64_t i, uint64_t now)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    if (c->duration_s)
+        return now < s->t0 + (uint64_t)c->duration_s * OP_NS_PER_S;
+    return i < c->iters;
+}
+
+/* The client: post, await, repeat. The server (write, send): await, post. */
+static op_status_t ping_pong(struct lat_state *s)
+{
+    bool client = !s->r->is_server;
+    for (uint64_t i = 0;; i++) {
+        uint64_t now = op_now_ns();
+        if ((client || !s->r->cfg->duration_s) && !more(s, i, now))
+            return OP_OK;
+        bool arrived = true;
+        op_status_t st = client ? OP_OK : await_answer(s, i, &arrived);
+        if (st != OP_OK || !arrived)
+            return st;
+        if ((st = stamp(s, op_now_ns())) != OP_OK || (st = post_one(s, i)) != OP_OK)
+            return st;
+        if (client && (st = await_answer(s, i, &arrived)) != OP_OK)
+            return st;
+        if (i % 1024 == 0)
+            perf_progress_note(s->r, s->size, i, s->r->cfg->duration_s ? UINT64_MAX
+                                                                       : s->r->cfg->iters);
+    }
+}
+
+static op_status_t await_done(struct lat_state *s)
+{
+    while (!s->peer_done) {
+        perf_ep_progress(&s->r->ep, op_now_ns());
+        op_status_t st = reap_sends(s, NULL);
+        if (st == OP_OK)
+            st = peer_line(s);
+        if (st != OP_OK)
+            return st;
+    }
+    return OP_OK;
+}
+
+static op_status_t finish(struct lat_state *s, struct op_perf_lat_result *res)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    unsigned rtt = c->verb == OP_PERF_READ ? 1 : 2;
+    bool measured = !s->r->is_server || c->verb != OP_PERF_READ;
+    if (measured && op_perf_lat_compute(s->stamps, s->n, rtt, s->size, res) != OP_OK)
+        return perf_refuse(s->r->why, sizeof s->r->why,
+                           "%" PRIu64 " samples: too few for a latency report (-n, -D)", s->n);
+    if (measured && !c->duration_s)
+        res->iters = c->iters;
+    if (!s->r->is_server) {
+        if (perf_oob_send(&s->r->oob,
+                          "DONE %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g %.17g %.17g %.17g %.17g",
+                          res->size, res->iters, res->t_min, res->t_max, res->t_typical,
+                          res->t_avg, res->t_stdev, res->p99, res->p999) != OP_OK)
+            return perf_refuse(s->r->why, sizeof s->r->why, "the peer closed the side channel");
+        return OP_OK;
+    }
+    op_status_t st = await_done(s);
+    if (st == OP_OK && !measured)
+        *res = s->peer; /* ib_read_lat's server only served: show the client's figures */
+    return st;
+}
+
+op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_result *res)
+{
+    const struct op_perf_config *c = r->cfg;
+    struct perf_ep *ep = &r->ep;
+    struct lat_state s = {.r = r, .q = &ep->qps[0], .size = size};
+    op_status_t st = OP_OK;
+    *(uint8_t *)last_byte(&s) = 0;
+    if (c->verb == OP_PERF_SEND)
+        st = perf_ep_post_receives(ep, 0, LAT_RECV_DEPTH);
+    if (st == OP_OK)
+        st = perf_barrier(r, "GO");
+    s.t0 = op_now_ns();
+    if (c->duration_s) {
+        s.win_start = s.t0 + (uint64_t)c->margin_s * OP_NS_PER_S;
+        s.win_end = s.t0 + (uint64_t)(c->duration_s - c->margin_s) * OP_NS_PER_S;
+    }
+    bool pings = !r->is_server || c->verb != OP_PERF_READ;
+    if (st == OP_OK && pings)
+        st = ping_pong(&s);
+    if (st == OP_OK)
+        st = finish(&s, res);
+    s.q->buf[size - 1] = ep->pattern[size - 1]; /* the counter's byte */
+    r->check[0] = '\0';
+    if (st == OP_OK && (c->verb != OP_PERF_READ || !r->is_server))
+        perf_check_data(r, size, 1);
+    free(s.stamps);
+    return st;
+}

@@ -1,0 +1,119 @@
+/* perf's internals: the side channel, the endpoint (a device, its QPs and
+ * buffers on one UDP socket) and the test loops. */
+#ifndef OFFPATH_PERF_INT_H
+#define OFFPATH_PERF_INT_H
+
+#include "offpath/io.h"
+#include "offpath/perf.h"
+#include "offpath/rdma.h"
+
+#define PERF_LINE_MAX 512
+#define PERF_QP_SHIFT 40 /* wr_id: QP index above, message index below */
+#define PERF_IDX_MASK ((1ull << PERF_QP_SHIFT) - 1)
+
+struct perf_run;
+
+op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...) OP_PRINTF(3, 4);
+
+/* ---- side channel (TCP, text lines) */
+struct perf_oob {
+    int fd;
+    size_t len;
+    char buf[4096];
+};
+op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len);
+op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o, char *why,
+                             size_t len);
+void perf_oob_close(struct perf_oob *o);
+uint32_t perf_oob_local_ip(const struct perf_oob *o);
+op_status_t perf_oob_send(struct perf_oob *o, const char *fmt, ...) OP_PRINTF(2, 3);
+/* 1 and a line in line, 0 nothing yet, -errno when the peer is gone. */
+int perf_oob_poll_line(struct perf_oob *o, char *line, size_t cap);
+int perf_oob_wait_readable(const struct perf_oob *o, int timeout_ms);
+
+/* ---- endpoint */
+struct perf_peer {
+    uint32_t qpn, psn, rkey;
+    uint64_t vaddr; /* the peer's buffer: source half then target half */
+    uint32_t ip;
+    uint16_t port;
+};
+
+struct perf_qp {
+    struct op_rdma_qp *qp;
+    struct op_rdma_mr *mr;
+    uint8_t *buf; /* source [0, bufsize), target [bufsize, 2 * bufsize) */
+    uint32_t psn;
+    struct perf_peer peer;
+    uint64_t posted, completed, received; /* in the current size */
+    uint32_t recvs_out;                   /* receives posted and not yet completed */
+};
+
+struct perf_ep {
+    const struct op_perf_config *cfg;
+    struct op_io *io;
+    struct op_rdma_dev *dev;
+    struct op_rdma_cq *scq, *rcq;
+    struct perf_qp *qps;
+    uint32_t nqp;
+    size_t bufsize; /* the largest message of the run (+ a GRH for UD) */
+    uint32_t mtu;
+    uint32_t ip;
+    uint16_t port;
+    struct op_pktbuf rx, tx;
+    struct op_txq q;
+    struct op_log log;
+    uint8_t *pattern; /* what every source buffer holds */
+};
+
+op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,
+                         size_t max_size, char *why, size_t len);
+void perf_ep_close(struct perf_ep *ep);
+op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);
+/* One pass: received packets into the engine, due timers, queued sends out.
+ * Returns the packets taken in. */
+int perf_ep_progress(struct perf_ep *ep, uint64_t now);
+void perf_ep_flush(struct perf_ep *ep);
+/* Keep depth receives posted on QP qi, each taking a whole target half. */
+op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
+/* The message WR of the test's verb from q's buffers to its peer's. */
+void perf_ep_send_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t size,
+                     struct op_rdma_sge *sge, struct op_rdma_send_wr *wr);
+op_status_t perf_wc_error(struct perf_run *r, const struct op_rdma_wc *wc);
+/* Every QP's counters added up, plus the fault layer's drops. */
+void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],
+                      uint64_t *loss_drops);
+/* A message's bytes: the source half of qp's buffer. */
+static inline uint64_t perf_src(const struct perf_qp *q) { return (uintptr_t)q->buf; }
+static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *q)
+{
+    return (uintptr_t)q->buf + ep->bufsize;
+}
+
+/* ---- the run: one side of a test */
+struct perf_run {
+    const struct op_perf_config *cfg;
+    struct perf_ep ep;
+    struct perf_oob oob;
+    bool is_server;
+    FILE *out;
+    char why[256];     /* the first error, with its cause */
+    char check[160];   /* data check verdict of the last size */
+    bool check_failed;
+    uint64_t *posted, *completed; /* time stamps of the current size */
+    uint64_t stamps_cap;
+    uint64_t started_ns, last_progress_ns;
+};
+
+/* Wait for the peer's line starting with tag while keeping the engine
+ * moving; the rest of the line goes to rest. */
+op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap);
+op_status_t perf_barrier(struct perf_run *r, const char *tag);
+void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64_t total);
+
+op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
+op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_result *res);
+/* The receiving side's verdict on the bytes that arrived (see run.c). */
+void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages);
+
+#endif

@@ -1,0 +1,463 @@
+/* One side of a perftest-style test: meet the peer on the side channel,
+ * agree on the parameters, bring the QPs up, run each size, report. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_int.h"
+
+#define IDLE_SPINS 4096       /* empty polls before sleeping on the sockets */
+#define PROGRESS_EVERY_NS (2 * OP_NS_PER_S)
+
+/* ---- waiting on the peer while the engine keeps running */
+
+static void idle_sleep(struct perf_run *r, uint64_t now)
+{
+    struct pollfd p[2] = {{.fd = op_io_fd(r->ep.io), .events = POLLIN},
+                          {.fd = r->oob.fd, .events = POLLIN}};
+    uint64_t next = op_rdma_dev_next_timer(r->ep.dev);
+    int ms = next <= now ? 0 : next - now < OP_NS_PER_MS ? 1 : (int)((next - now) / OP_NS_PER_MS);
+    (void)poll(p, 2, ms > 10 ? 10 : ms);
+}
+
+static op_status_t peer_gone(struct perf_run *r, int err)
+{
+    if (r->why[0] == '\0')
+        snprintf(r->why, sizeof r->why,
+                 "the peer closed the side channel (%s): it failed or was stopped",
+                 err == -ECONNRESET ? "connection closed" : strerror(-err));
+    return OP_ERR_IO;
+}
+
+op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap)
+{
+    char line[PERF_LINE_MAX];
+    size_t tl = strlen(tag);
+    for (unsigned idle = 0;;) {
+        uint64_t now = op_now_ns();
+        if (r->ep.io == NULL) /* before the QPs exist: only the side channel */
+            (void)perf_oob_wait_readable(&r->oob, 100);
+        else
+            idle = perf_ep_progress(&r->ep, now) > 0 ? 0 : idle + 1;
+        int got = perf_oob_poll_line(&r->oob, line, sizeof line);
+        if (got < 0)
+            return peer_gone(r, got);
+        if (got > 0) {
+            if (strncmp(line, "FAIL ", 5) == 0) {
+                snprintf(r->why, sizeof r->why, "the peer failed: %.200s", line + 5);
+                return OP_ERR_IO;
+            }
+            if (strncmp(line, tag, tl) != 0 || (line[tl] != ' ' && line[tl] != '\0')) {
+                snprintf(r->why, sizeof r->why, "side channel: expected '%s', got '%.60s'", tag,
+                         line);
+                return OP_ERR_MALFORMED;
+            }
+            snprintf(rest, cap, "%s", line[tl] ? line + tl + 1 : "");
+            return OP_OK;
+        }
+        if (idle > IDLE_SPINS)
+            idle_sleep(r, now);
+    }
+}
+
+op_status_t perf_barrier(struct perf_run *r, const char *tag)
+{
+    char rest[PERF_LINE_MAX];
+    if (perf_oob_send(&r->oob, "%s", tag) != OP_OK)
+        return peer_gone(r, -ECONNRESET);
+    return perf_wait_line(r, tag, rest, sizeof rest);
+}
+
+void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64_t total)
+{
+    uint64_t now = op_now_ns();
+    if (!r->cfg->progress || now - r->started_ns < PROGRESS_EVERY_NS ||
+        now - r->last_progress_ns < PROGRESS_EVERY_NS)
+        return;
+    r->last_progress_ns = now;
+    if (total == UINT64_MAX)
+        fprintf(stderr, "offpath: %" PRIu64 " B messages: %" PRIu64 " completed, %.0f s\n", size,
+                done, (double)(now - r->started_ns) / 1e9);
+    else
+        fprintf(stderr, "offpath: %" PRIu64 " B messages: %" PRIu64 "/%" PRIu64 " (%.0f%%)\n",
+                size, done, total, 100.0 * (double)done / (double)total);
+}
+
+op_status_t perf_wc_error(struct perf_run *r, const struct op_rdma_wc *wc)
+{
+    snprintf(r->why, sizeof r->why,
+             "Completion with error at %s:\n Failed status %u (%s) on QP 0x%06x: %s",
+             r->is_server ? "server" : "client", wc->status, op_rdma_wc_status_str(wc->status),
+             wc->qp_num, wc->cause ? wc->cause : "no cause given");
+    return OP_ERR_IO;
+}
+
+/* ---- data check: what the receiving side holds must be the sender's bytes */
+
+void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
+{
+    const struct perf_ep *ep = &r->ep;
+    const struct op_perf_config *c = r->cfg;
+    size_t off = c->type == OP_RDMA_QPT_UD && c->verb == OP_PERF_SEND ? OP_RDMA_UD_GRH_LEN : 0;
+    /* latency writes carry a counter in their last byte */
+    uint64_t n = c->test == OP_PERF_LAT && c->verb == OP_PERF_WRITE ? size - 1 : size;
+    for (uint32_t i = 0; i < ep->nqp && messages > 0; i++) {
+        const uint8_t *got = ep->qps[i].buf + ep->bufsize + off;
+        if (memcmp(got, ep->pattern, n) != 0) {
+            uint64_t k = 0;
+            while (got[k] == ep->pattern[k])
+                k++;
+            snprintf(r->check, sizeof r->check,
+                     "failed: QP %u byte %" PRIu64 " of %" PRIu64 " differs", i, k, size);
+            r->check_failed = true;
+            return;
+        }
+    }
+    if (!r->check_failed)
+        snprintf(r->check, sizeof r->check, "ok");
+}
+
+/* ---- parameters both sides must agree on */
+
+#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d"
+static op_status_t agree(struct perf_run *r)
+{
+    const struct op_perf_config *c = r->cfg;
+    char rest[PERF_LINE_MAX];
+    if (perf_oob_send(&r->oob, "PARAMS " PARAMS_FMT, (int)c->verb, (int)c->test, c->size,
+                      (int)c->all, c->iters, c->duration_s, c->qps, (int)c->type,
+                      c->mtu ? c->mtu : 4096, (int)c->bidirectional) != OP_OK)
+        return peer_gone(r, -ECONNRESET);
+    op_status_t st = perf_wait_line(r, "PARAMS", rest, sizeof rest);
+    if (st != OP_OK)
+        return st;
+    int verb, test, all, type, bidir;
+    uint64_t size, iters;
+    unsigned dur, qps, mtu;
+    if (sscanf(rest, PARAMS_FMT, &verb, &test, &size, &all, &iters, &dur, &qps, &type, &mtu,
+               &bidir) != 10) {
+        snprintf(r->why, sizeof r->why, "side channel: the peer is not an offpath perf tool");
+        return OP_ERR_MALFORMED;
+    }
+    const char *flag = verb != (int)c->verb || test != (int)c->test ? "the test (tool name)"
+                       : size != c->size && !c->all                 ? "-s (--size)"
+                       : all != (int)c->all                         ? "-a (--all)"
+                       : iters != c->iters && !c->duration_s        ? "-n (--iters)"
+                       : dur != c->duration_s                       ? "-D (--duration)"
+                       : qps != c->qps                              ? "-q (--qp)"
+                       : type != (int)c->type                       ? "-c (connection type)"
+                       : mtu != (c->mtu ? c->mtu : 4096)            ? "-m (--mtu)"
+                       : bidir != (int)c->bidirectional             ? "-b (--bidirectional)"
+                                                                    : NULL;
+    if (flag != NULL) {
+        snprintf(r->why, sizeof r->why, "server and client disagree on %s: give both the same",
+                 flag);
+        return OP_ERR_INVAL;
+    }
+    return OP_OK;
+}
+
+/* ---- QP addresses */
+
+static op_status_t exchange_qps(struct perf_run *r)
+{
+    struct perf_ep *ep = &r->ep;
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        struct perf_qp *q = &ep->qps[i];
+        if (perf_oob_send(&r->oob, "QP %u %x %x %x %" PRIx64 " %x %u", i, op_rdma_qp_num(q->qp),
+                          q->psn, op_rdma_mr_rkey(q->mr), (uint64_t)(uintptr_t)q->buf, ep->ip,
+                          ep->port) != OP_OK)
+            return peer_gone(r, -ECONNRESET);
+    }
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        char rest[PERF_LINE_MAX];
+        struct perf_peer *p = &ep->qps[i].peer;
+        unsigned idx, port;
+        op_status_t st = perf_wait_line(r, "QP", rest, sizeof rest);
+        if (st != OP_OK)
+            return st;
+        if (sscanf(rest, "%u %x %x %x %" SCNx64 " %x %u", &idx, &p->qpn, &p->psn, &p->rkey,
+                   &p->vaddr, &p->ip, &port) != 7 ||
+            idx != i || port == 0 || port > 65535) {
+            snprintf(r->why, sizeof r->why, "side channel: bad QP line '%.80s'", rest);
+            return OP_ERR_MALFORMED;
+        }
+        p->port = (uint16_t)port;
+    }
+    return OP_OK;
+}
+
+static void print_addresses(struct perf_run *r)
+{
+    const struct perf_ep *ep = &r->ep;
+    bool write = r->cfg->verb == OP_PERF_WRITE;
+    for (uint32_t i = 0; i < ep->nqp; i++) {
+        const struct perf_qp *q = &ep->qps[i];
+        /* the address a peer aims at: our target half for WRITE, source for READ */
+        struct op_perf_addr me = {op_rdma_qp_num(q->qp), q->psn, op_rdma_mr_rkey(q->mr),
+                                  write ? perf_dst(ep, q) : perf_src(q), ep->ip};
+        struct op_perf_addr peer = {q->peer.qpn, q->peer.psn, q->peer.rkey,
+                                    q->peer.vaddr + (write ? ep->bufsize : 0), q->peer.ip};
+        op_perf_print_addr(r->out, r->cfg, "local", &me);
+        op_perf_print_addr(r->out, r->cfg, "remote", &peer);
+    }
+    fprintf(r->out, OP_PERF_LINE);
+}
+
+/* ---- the local address: -d (an address or an interface), else the side channel's */
+
+static bool ifname_of(uint32_t ip, char *name, size_t cap)
+{
+    struct ifaddrs *ifs;
+    bool found = false;
+    if (getifaddrs(&ifs) != 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+        bool loop_match = (ip >> 24) == 127 && (i->ifa_flags & IFF_LOOPBACK);
+        if (a == ip || loop_match) {
+            snprintf(name, cap, "%s", i->ifa_name);
+            found = true;
+        }
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+static op_status_t ip_of_device(const char *dev, uint32_t *ip)
+{
+    uint16_t port;
+    if (op_parse_ipv4(dev, ip, &port) == OP_OK)
+        return OP_OK;
+    struct ifaddrs *ifs;
+    op_status_t st = OP_ERR_INVAL;
+    if (getifaddrs(&ifs) != 0)
+        return OP_ERR_IO;
+    for (struct ifaddrs *i = ifs; i != NULL && st != OP_OK; i = i->ifa_next)
+        if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
+            strcmp(i->ifa_name, dev) == 0) {
+            *ip = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+            st = OP_OK;
+        }
+    freeifaddrs(ifs);
+    return st;
+}
+
+/* ---- sizes */
+
+static uint64_t run_sizes(const struct op_perf_config *c, uint32_t mtu, uint64_t *sizes)
+{
+    if (!c->all) {
+        sizes[0] = c->type == OP_RDMA_QPT_UD && c->size > mtu ? mtu : c->size;
+        return 1;
+    }
+    uint64_t n = 0;
+    for (unsigned k = 1; k <= OP_PERF_ALL_MAX_LOG2; k++)
+        if (c->type != OP_RDMA_QPT_UD || (1ull << k) <= mtu)
+            sizes[n++] = 1ull << k;
+    return n;
+}
+
+/* ---- the report's tail: offpath's counters */
+
+static const unsigned shown_counters[] = {
+    OP_RDMA_QP_C_pkts_out,     OP_RDMA_QP_C_pkts_in,       OP_RDMA_QP_C_retransmissions,
+    OP_RDMA_QP_C_timeouts,     OP_RDMA_QP_C_nak_seq_sent,  OP_RDMA_QP_C_nak_seq_recv,
+    OP_RDMA_QP_C_nak_rnr_sent, OP_RDMA_QP_C_nak_rnr_recv,  OP_RDMA_QP_C_duplicates,
+    OP_RDMA_QP_C_out_of_seq,   OP_RDMA_QP_C_drop_icrc,     OP_RDMA_QP_C_uc_lost_msgs,
+};
+#define N_SHOWN (sizeof(shown_counters) / sizeof(shown_counters[0]))
+
+static size_t collect_counters(const struct perf_run *r, struct op_perf_counter *out)
+{
+    uint64_t sums[OP_RDMA_QP_C_COUNT_], lossed;
+    perf_ep_counters(&r->ep, sums, &lossed);
+    size_t n = 0;
+    for (size_t i = 0; i < N_SHOWN; i++)
+        out[n++] = (struct op_perf_counter){op_rdma_qp_counter_name(shown_counters[i]),
+                                            sums[shown_counters[i]]};
+    out[n++] = (struct op_perf_counter){"loss_injected", lossed};
+    return n;
+}
+
+static void print_counters(const struct perf_run *r, const struct op_perf_counter *c, size_t n)
+{
+    if (r->cfg->output != OP_PERF_OUT_FULL)
+        return;
+    fprintf(r->out, " offpath:");
+    for (size_t i = 0; i < n; i++)
+        fprintf(r->out, " %s %" PRIu64 "%s", c[i].name, c[i].value, i + 1 < n ? "," : "");
+    fprintf(r->out, "\n offpath: data check %s\n", r->check[0] ? r->check : "not applicable");
+}
+
+/* ---- a whole run */
+
+struct results {
+    struct op_perf_bw_result bw[OP_PERF_ALL_MAX_LOG2];
+    struct op_perf_lat_result lat[OP_PERF_ALL_MAX_LOG2];
+    size_t n;
+};
+
+static op_status_t exchange_check(struct perf_run *r)
+{
+    char rest[PERF_LINE_MAX];
+    if (perf_oob_send(&r->oob, "CHECK %s", r->check[0] ? r->check : "-") != OP_OK)
+        return peer_gone(r, -ECONNRESET);
+    op_status_t st = perf_wait_line(r, "CHECK", rest, sizeof rest);
+    if (st != OP_OK)
+        return st;
+    if (strncmp(rest, "failed", 6) == 0) {
+        snprintf(r->check, sizeof r->check, "%.100s (at the peer)", rest);
+        r->check_failed = true;
+    } else if (strcmp(rest, "ok") == 0 && r->check[0] == '\0') {
+        snprintf(r->check, sizeof r->check, "ok");
+    }
+    return OP_OK;
+}
+
+static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct results *res)
+{
+    op_status_t st;
+    if (r->cfg->test == OP_PERF_BW)
+        st = perf_run_bw(r, size, &res->bw[res->n]);
+    else
+        st = perf_run_lat(r, size, &res->lat[res->n]);
+    if (st == OP_OK)
+        st = exchange_check(r);
+    if (st != OP_OK)
+        return st;
+    /* both sides print: a side that only served shows its peer's figures */
+    if (r->cfg->test == OP_PERF_BW)
+        op_perf_print_bw(r->out, r->cfg, &res->bw[res->n]);
+    else
+        op_perf_print_lat(r->out, r->cfg, &res->lat[res->n]);
+    fflush(r->out);
+    res->n++;
+    return OP_OK;
+}
+
+static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b,
+                              const struct results *res)
+{
+    struct op_perf_counter counters[N_SHOWN + 1];
+    size_t nc = collect_counters(r, counters);
+    FILE *f = fopen(r->cfg->json_file, "w");
+    if (f == NULL) {
+        snprintf(r->why, sizeof r->why, "cannot write --out_json_file %s: %s", r->cfg->json_file,
+                 strerror(errno));
+        return OP_ERR_IO;
+    }
+    struct op_perf_json j = {.banner = b, .n = res->n, .counters = counters, .n_counters = nc,
+                             .data_check = r->check[0] ? r->check : NULL};
+    if (r->cfg->test == OP_PERF_BW)
+        j.bw = res->bw;
+    else
+        j.lat = res->lat;
+    op_perf_write_json(f, r->cfg, &j);
+    return fclose(f) == 0 ? OP_OK : OP_ERR_IO;
+}
+
+static op_status_t meet_peer(struct perf_run *r)
+{
+    const struct op_perf_config *c = r->cfg;
+    if (r->is_server && c->output == OP_PERF_OUT_FULL) {
+        fprintf(r->out, "\n************************************\n"
+                        "* Waiting for client to connect... *\n"
+                        "************************************\n");
+        fflush(r->out);
+    }
+    return r->is_server ? perf_oob_accept(c->tcp_port, &r->oob, r->why, sizeof r->why)
+                        : perf_oob_connect(c->server, c->tcp_port, &r->oob, r->why,
+                                           sizeof r->why);
+}
+
+static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_banner *b,
+                         char *devname, size_t devcap)
+{
+    const struct op_perf_config *c = r->cfg;
+    uint32_t ip = perf_oob_local_ip(&r->oob);
+    if (c->device != NULL && ip_of_device(c->device, &ip) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why,
+                           "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
+                           c->device);
+    op_status_t st = agree(r);
+    if (st == OP_OK)
+        st = perf_ep_open(&r->ep, c, ip, max_size, r->why, sizeof r->why);
+    if (st != OP_OK)
+        return st;
+    if (!ifname_of(ip, devname, devcap))
+        snprintf(devname, devcap, "offpath0");
+    *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = 16,
+                                 .gid_index = c->gid_index >= 0 ? c->gid_index : 3,
+                                 .is_server = r->is_server};
+    if (c->output == OP_PERF_OUT_FULL)
+        op_perf_print_banner(r->out, c, b);
+    st = exchange_qps(r);
+    if (st == OP_OK)
+        st = perf_ep_connect(&r->ep, r->why, sizeof r->why);
+    if (st == OP_OK && c->output == OP_PERF_OUT_FULL)
+        print_addresses(r);
+    return st;
+}
+
+static op_status_t run_all(struct perf_run *r)
+{
+    const struct op_perf_config *c = r->cfg;
+    uint64_t sizes[OP_PERF_ALL_MAX_LOG2];
+    uint64_t n = run_sizes(c, c->mtu ? c->mtu : 4096, sizes);
+    struct op_perf_banner b;
+    char devname[IF_NAMESIZE + 1];
+    struct results *res = calloc(1, sizeof(*res));
+    if (res == NULL)
+        return OP_ERR_NOMEM;
+    if (c->type == OP_RDMA_QPT_UD && !c->all && c->size > sizes[0])
+        fprintf(stderr, " Max msg size in UD is MTU %" PRIu64 "\n Changing to this MTU\n",
+                sizes[0]);
+    op_status_t st = meet_peer(r);
+    if (st == OP_OK)
+        st = setup(r, sizes[n - 1], &b, devname, sizeof devname);
+    if (st == OP_OK)
+        op_perf_print_header(r->out, c);
+    for (uint64_t i = 0; st == OP_OK && i < n; i++)
+        st = run_one_size(r, sizes[i], res);
+    if (st == OP_OK) {
+        struct op_perf_counter counters[N_SHOWN + 1];
+        size_t nc = collect_counters(r, counters);
+        if (c->output == OP_PERF_OUT_FULL)
+            fprintf(r->out, OP_PERF_LINE);
+        print_counters(r, counters, nc);
+        st = perf_barrier(r, "BYE"); /* the peer's last ACKs are in before we go */
+    }
+    if (st == OP_OK && c->json)
+        st = write_json(r, &b, res);
+    free(res);
+    return st;
+}
+
+int op_perf_run(const struct op_perf_config *cfg)
+{
+    struct perf_run r = {.cfg = cfg, .is_server = cfg->server == NULL,
+                         .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
+    r.started_ns = op_now_ns();
+    op_status_t st = run_all(&r);
+    if (st != OP_OK && r.oob.fd >= 0)
+        (void)perf_oob_send(&r.oob, "FAIL %.200s", r.why);
+    fflush(r.out);
+    if (st != OP_OK)
+        fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));
+    perf_oob_close(&r.oob);
+    perf_ep_close(&r.ep);
+    free(r.posted);
+    free(r.completed);
+    if (st != OP_OK)
+        return 1;
+    return r.check_failed ? 1 : 0;
+}
