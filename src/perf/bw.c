@@ -8,6 +8,7 @@
 #include "perf_int.h"
 
 #define OOB_CHECK_EVERY 64 /* loops between looks at the side channel */
+#define QUIET_NS (50 * OP_NS_PER_MS)
 
 struct bw_state {
     struct perf_run *r;
@@ -15,7 +16,8 @@ struct bw_state {
     bool i_send, peer_sends, i_receive;
     uint64_t total_posted, total_completed, total_received;
     uint64_t first_recv_ns, last_recv_ns, bad_len;
-    uint64_t t0, win_start, win_end, in_window; /* -D */
+    uint64_t t0, win_start, win_end, in_window, recv_in_window; /* -D */
+    uint64_t last_rx_ns;
     bool sending_done, announced, peer_done;
     struct op_perf_bw_result peer;
 };
@@ -104,6 +106,7 @@ static op_status_t poll_receives(struct bw_state *s, uint64_t now)
             if (s->total_received++ == 0)
                 s->first_recv_ns = now;
             s->last_recv_ns = now;
+            s->recv_in_window += now >= s->win_start && now < s->win_end;
             if (perf_ep_post_receives(ep, qi, c->rx_depth) != OP_OK)
                 return perf_refuse(s->r->why, sizeof s->r->why, "post_recv: %s (QP %u)",
                                    op_rdma_qp_error(q->qp), qi);
@@ -147,15 +150,24 @@ static op_status_t sender_step(struct bw_state *s, uint64_t now)
     return st;
 }
 
+static void rate_over(const struct bw_state *s, uint64_t count, uint64_t ns,
+                      struct op_perf_bw_result *res)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    double secs = (double)ns / 1e9;
+    double unit = c->report_gbits ? 125000000.0 : 1048576.0;
+    *res = (struct op_perf_bw_result){.size = s->size, .iters = count};
+    if (ns == 0)
+        return;
+    res->bw_avg = (double)s->size * (double)count / secs / unit;
+    res->msg_rate = (double)count / secs / 1e6;
+}
+
 static void own_result(const struct bw_state *s, struct op_perf_bw_result *res)
 {
     const struct op_perf_config *c = s->r->cfg;
     if (c->duration_s) {
-        double secs = (double)(s->win_end - s->win_start) / 1e9;
-        double unit = c->report_gbits ? 125000000.0 : 1048576.0;
-        *res = (struct op_perf_bw_result){.size = s->size, .iters = s->in_window};
-        res->bw_avg = (double)s->size * (double)s->in_window / secs / unit;
-        res->msg_rate = (double)s->in_window / secs / 1e6;
+        rate_over(s, s->in_window, s->win_end - s->win_start, res);
         return;
     }
     op_perf_bw_compute(s->r->posted, s->r->completed, s->total_completed, s->size, c->cq_mod,
@@ -163,19 +175,17 @@ static void own_result(const struct bw_state *s, struct op_perf_bw_result *res)
     res->iters = c->iters; /* perftest's column: per QP */
 }
 
-/* What a receive-only side of ib_send_bw measures: its receives' span. */
+/* What a receive-only side of ib_send_bw measures: its receives' span (or
+ * those inside the -D window), with no peak, as perftest's server. */
 static void receive_result(const struct bw_state *s, struct op_perf_bw_result *res)
 {
-    const struct op_perf_config *c = s->r->cfg;
-    uint64_t first = s->first_recv_ns, last = s->last_recv_ns;
-    *res = (struct op_perf_bw_result){.size = s->size,
-                                      .iters = s->total_received / s->r->ep.nqp};
-    if (last <= first)
+    if (s->r->cfg->duration_s) {
+        rate_over(s, s->recv_in_window, s->win_end - s->win_start, res);
         return;
-    double secs = (double)(last - first) / 1e9;
-    double unit = c->report_gbits ? 125000000.0 : 1048576.0;
-    res->bw_avg = (double)s->size * (double)s->total_received / secs / unit;
-    res->msg_rate = (double)s->total_received / secs / 1e6;
+    }
+    uint64_t span = s->last_recv_ns > s->first_recv_ns ? s->last_recv_ns - s->first_recv_ns : 0;
+    rate_over(s, s->total_received, span, res);
+    res->iters = s->total_received / s->r->ep.nqp;
 }
 
 static op_status_t announce(struct bw_state *s, struct op_perf_bw_result *mine)
@@ -204,7 +214,18 @@ static op_status_t check_peer_done(struct bw_state *s)
                &p->bw_avg, &p->msg_rate) != 5)
         return perf_refuse(s->r->why, sizeof s->r->why, "side channel: unexpected '%.60s'", line);
     s->peer_done = true;
+    s->last_rx_ns = op_now_ns(); /* the quiet time counts from here */
     return OP_OK;
+}
+
+/* UC and UD senders are done once their packets leave: what is still in
+ * the socket must be read before counting (until all came or the link has
+ * been quiet a while: the rest was lost). */
+static bool unreliable_in_flight(const struct bw_state *s, uint64_t now)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    return s->i_receive && c->type != OP_RDMA_QPT_RC && !c->duration_s &&
+           s->total_received < c->iters * s->r->ep.nqp && now < s->last_rx_ns + QUIET_NS;
 }
 
 static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
@@ -227,7 +248,10 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
             st = check_peer_done(s);
         if (st != OP_OK)
             return st;
-        if ((!s->i_send || s->announced) && (!s->peer_sends || s->peer_done))
+        if (got > 0)
+            s->last_rx_ns = now;
+        if ((!s->i_send || s->announced) && (!s->peer_sends || s->peer_done) &&
+            !unreliable_in_flight(s, now))
             return OP_OK;
         if (turn % 1024 == 0)
             perf_progress_note(r, s->size, s->i_send ? s->total_completed : s->total_received,

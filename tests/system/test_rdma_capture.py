@@ -63,7 +63,7 @@ SCRIPT = r"""
 set -u
 cd "$DIR"
 [ "$NETNS" = 1 ] && ip link set lo up
-"$TCPDUMP" -i lo --immediate-mode -U -Z root -s 262144 -w cap.pcap udp 2>tcpdump.err & TD=$!
+"$TCPDUMP" -i lo --immediate-mode -B 131072 -U -Z root -s 65600 -w cap.pcap udp 2>tcpdump.err & TD=$!
 SRV=
 cleanup() { [ -n "$SRV" ] && kill -9 $SRV 2>/dev/null; kill $TD 2>/dev/null; }
 trap cleanup EXIT
@@ -81,13 +81,13 @@ kill -INT $TD; wait $TD
 # server in the background (until its TCP port listens), client, server's
 # exit status; 60 s bound on each side.
 PAIR = r"""
-timeout 60 "$BIN" %(server)s >server.out 2>server.err & SRV=$!
+nice -n 10 timeout 60 "$BIN" %(server)s >server.out 2>server.err & SRV=$!
 for i in $(seq 500); do
     ss -ltn "sport = :$PORT" | grep -q LISTEN && break
     kill -0 $SRV 2>/dev/null || break
     sleep 0.02
 done
-timeout 60 "$BIN" %(client)s >client.out 2>client.err; echo $? >client.rc
+nice -n 10 timeout 60 "$BIN" %(client)s >client.out 2>client.err; echo $? >client.rc
 for i in $(seq 500); do kill -0 $SRV 2>/dev/null || break; sleep 0.02; done
 kill -9 $SRV 2>/dev/null; wait $SRV; echo $? >server.rc; SRV=
 """
@@ -355,7 +355,7 @@ def test_ib_tool_traffic_is_valid_rocev2(tmp_path, tool, expect):
     missing = [op for op in expect if rep.counts[op] == 0]
     assert not missing, f"missing {missing}\n{rep.summary()}"
     assert all(m == 1024 for m in rep.mtus.values()), rep.mtus
-    assert_corruption_caught(pcap, tmp_path, rep, select, nth=rep.packets // 3)
+    assert_corruption_caught(pcap, tmp_path, rep, select, nth=rep.datagrams // 3)
 
 
 def test_decode_cli_help():
