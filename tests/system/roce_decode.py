@@ -28,7 +28,7 @@ BTH with a valid ICRC) and checks each piece with an IP/UDP header of its
 own length.
 
 CLI: /usr/bin/python3 tests/system/roce_decode.py file.pcap [--udp-port N ...]
-     [--all-udp] [--mtu M] [--quiet]
+     [--all-udp] [--mtu M] [--allow-loss] [--quiet]
 prints per-opcode counts, flows and errors; exit status 0 when the capture
 is clean, 1 on any error, 2 when the file cannot be read.
 API: decode_pcap(path, ports=(4791,), all_udp=False, mtu=None) -> Report.
@@ -347,18 +347,19 @@ def parse_packet(dg, off, ln, idx, errors):
 class ReqStream:
     """Requests (SEND/WRITE/READ/atomic) to one QP from one UDP endpoint."""
 
-    def __init__(self, key, tr, mtu):
-        self.key, self.tr, self.mtu = key, tr, mtu
+    def __init__(self, key, tr, mtu, allow_loss=False):
+        self.key, self.tr, self.mtu, self.allow_loss = key, tr, mtu, allow_loss
         self.first = None        # first PSN seen
         self.lo = self.hi = None  # the next PSN expected lies in [lo, hi]
         self.high = None         # one past the highest PSN sent
         self.open = None         # None, "SEND", "WRITE" or "?" (resumed mid-message)
         self.msg_len = None      # RETH length of the open WRITE
         self.msg_bytes = 0
-        self.reads = {}          # first PSN -> DMA length of READ requests
-        self.packets = self.retransmitted = self.go_backs = 0
+        self.reads = {}          # first PSN -> DMA lengths READ requests asked for there
+        self.packets = self.retransmitted = self.go_backs = self.lost = 0
         self.ops = Counter()
         self.mtu_seen = set()
+        self.seen = set()        # PSNs (as offsets from first) a request covered
 
     def span(self, length):
         """(min, max) PSNs a READ of `length` bytes uses."""
@@ -380,19 +381,29 @@ class ReqStream:
                 err(f"{k.where()}: UC PSN went back from 0x{self.lo:06x} (UC never retransmits)")
             self.open = "?"
         elif diff24(k.psn, self.hi) > 0:
-            err(f"{k.where()}: PSN gap: expected 0x{self.lo:06x}"
-                + (f"..0x{self.hi:06x}" if self.hi != self.lo else "")
-                + f", {diff24(k.psn, self.hi)} PSNs missing")
+            self.lost += 1
+            if not self.allow_loss:
+                err(f"{k.where()}: PSN gap: expected 0x{self.lo:06x}"
+                    + (f"..0x{self.hi:06x}" if self.hi != self.lo else "")
+                    + f", {diff24(k.psn, self.hi)} PSNs missing")
             self.open = "?"
         self.message(k, err)
         used_lo = used_hi = 1
         if k.kind == "READ":
             used_lo, used_hi = self.span(k.reth[2])
-            self.reads[k.psn] = k.reth[2]
+            self.reads.setdefault(k.psn, set()).add(k.reth[2])
+        base = diff24(k.psn, self.first)
+        self.seen.update(range(base, base + used_lo))
         self.lo = (k.psn + used_lo) & 0xffffff
         self.hi = (k.psn + used_hi) & 0xffffff
         if diff24(self.hi, self.high) > 0:
             self.high = self.hi
+
+    def missing(self):
+        """PSNs between the first and the highest sent that no request
+        packet carried (with loss: lost and never retransmitted)."""
+        span = diff24(self.high, self.first) if self.first is not None else 0
+        return sum(1 for i in range(span) if i not in self.seen)
 
     def message(self, k, err):
         mtu = self.mtu
@@ -434,12 +445,16 @@ class ReqStream:
             err(f"{k.where()}: MIDDLE reaches {self.msg_bytes} of a {self.msg_len}-byte WRITE")
 
 
+def _lens(lengths):
+    return " or ".join(str(x) for x in sorted(lengths))
+
+
 class RespStream:
     """ACKs and READ responses from one UDP endpoint to one requester QP."""
 
-    def __init__(self, key, mtu):
-        self.key, self.mtu = key, mtu
-        self.packets = 0
+    def __init__(self, key, mtu, allow_loss=False):
+        self.key, self.mtu, self.allow_loss = key, mtu, allow_loss
+        self.packets = self.lost = 0
         self.ops = Counter()
         self.msn = None
         self.burst = None  # [next PSN, READ length, bytes so far]
@@ -471,10 +486,12 @@ class RespStream:
         mtu = self.mtu
         if k.pos in ("FIRST", "ONLY"):
             if self.burst is not None:
-                err(f"{k.where()}: new READ response while one is open (next PSN "
-                    f"0x{self.burst[0]:06x})")
-            length = req.reads.get(k.psn)
-            if length is None:
+                self.lost += 1
+                if not self.allow_loss:
+                    err(f"{k.where()}: new READ response while one is open (next PSN "
+                        f"0x{self.burst[0]:06x})")
+            lengths = req.reads.get(k.psn)
+            if lengths is None:
                 err(f"{k.where()}: READ response at a PSN no READ request started at")
                 self.burst = None
                 return
@@ -482,32 +499,39 @@ class RespStream:
                 self.replays += 1
             self.answered.add(k.psn)
             if k.pos == "ONLY":
-                if k.payload_len != length:
+                if k.payload_len not in lengths:
                     err(f"{k.where()}: READ_RESPONSE_ONLY of {k.payload_len} bytes for a "
-                        f"{length}-byte READ")
+                        f"{_lens(lengths)}-byte READ")
                 self.burst = None
             else:
                 if mtu and k.payload_len != mtu:
                     err(f"{k.where()}: READ_RESPONSE_FIRST of {k.payload_len} bytes, MTU {mtu}")
-                self.burst = [(k.psn + 1) & 0xffffff, length, k.payload_len]
+                self.burst = [(k.psn + 1) & 0xffffff, set(lengths), k.payload_len]
             return
         if self.burst is None:
-            err(f"{k.where()}: READ response {k.pos} with no FIRST before it")
+            self.lost += 1
+            if not self.allow_loss:
+                err(f"{k.where()}: READ response {k.pos} with no FIRST before it")
             return
         if k.psn != self.burst[0]:
-            err(f"{k.where()}: READ response PSN 0x{k.psn:06x}, expected 0x{self.burst[0]:06x}")
+            self.lost += 1
+            if not self.allow_loss or diff24(k.psn, self.burst[0]) < 0:
+                err(f"{k.where()}: READ response PSN 0x{k.psn:06x}, expected "
+                    f"0x{self.burst[0]:06x}")
+            self.burst[2] = None  # bytes unknown from here
         self.burst[0] = (k.psn + 1) & 0xffffff
-        self.burst[2] += k.payload_len
+        if self.burst[2] is not None:
+            self.burst[2] += k.payload_len
         if k.pos == "MIDDLE":
             if mtu and k.payload_len != mtu:
                 err(f"{k.where()}: READ_RESPONSE_MIDDLE of {k.payload_len} bytes, MTU {mtu}")
-            if self.burst[2] >= self.burst[1]:
+            if self.burst[2] is not None and self.burst[2] >= max(self.burst[1]):
                 err(f"{k.where()}: READ response MIDDLE reaches {self.burst[2]} of "
-                    f"{self.burst[1]} bytes")
+                    f"{_lens(self.burst[1])} bytes")
             return
-        if self.burst[2] != self.burst[1]:
+        if self.burst[2] is not None and self.burst[2] not in self.burst[1]:
             err(f"{k.where()}: READ response carried {self.burst[2]} bytes for a "
-                f"{self.burst[1]}-byte READ")
+                f"{_lens(self.burst[1])}-byte READ")
         if mtu and not 0 < k.payload_len <= mtu:
             err(f"{k.where()}: READ_RESPONSE_LAST of {k.payload_len} bytes, MTU {mtu}")
         self.burst = None
@@ -528,6 +552,8 @@ class Report:
         self.error_count = 0
         self.retransmitted = 0   # request packets at a PSN sent before
         self.go_backs = 0        # times a request PSN went back
+        self.lost = 0            # gaps (allow_loss): packets lost before the capture point
+        self.psns_missing = 0    # request PSNs never captured (lost, never retransmitted)
         self.read_replays = 0
         self.naks = Counter()
         self.not_4791 = 0        # packets whose UDP destination port is not 4791
@@ -550,6 +576,8 @@ class Report:
                  f"{self.retransmitted} retransmitted request packets ({self.go_backs} go-backs), "
                  f"{self.read_replays} READ responses replayed, "
                  f"{self.not_4791} to a UDP port other than 4791",
+                 f"{self.lost} gaps (lost before the capture point), {self.psns_missing} request "
+                 "PSNs never captured",
                  "NAKs: " + (", ".join(f"{k} {v}" for k, v in sorted(self.naks.items()))
                              or "none")]
         lines.append(f"{'opcode':<40} {'packets':>9}")
@@ -581,12 +609,16 @@ def selector(ports=(ROCE_PORT,), all_udp=False, select=None):
     return lambda dg: dg.sport in ports or dg.dport in ports
 
 
-def decode_pcap(path, ports=(ROCE_PORT,), all_udp=False, mtu=None, select=None):
+def decode_pcap(path, ports=(ROCE_PORT,), all_udp=False, mtu=None, select=None,
+                allow_loss=False):
     """Decodes and checks every RoCEv2 packet of a capture. A datagram is
     taken as RoCEv2 when its source or destination UDP port is in `ports`
     (or always, with all_udp; or when select(datagram) is true, with
     select). `mtu` forces the path MTU; by default each connection's is
-    learned from its FIRST/MIDDLE payloads."""
+    learned from its FIRST/MIDDLE payloads. allow_loss: a PSN gap (a packet
+    lost before the capture point, e.g. by a sender's loss injector) is
+    counted in Report.lost, not an error; a gap never filled by a
+    retransmission still shows in Report.psns_missing."""
     rep = Report()
     errs = []
     take = selector(ports, all_udp, select)
@@ -637,7 +669,7 @@ def decode_pcap(path, ports=(ROCE_PORT,), all_udp=False, mtu=None, select=None):
         if k.kind in ("RESP", "ACK"):
             rs = resps.get(key)
             if rs is None:
-                rs = resps[key] = RespStream(key, m)
+                rs = resps[key] = RespStream(key, m, allow_loss)
             back = [s for kk, s in reqs.items() if kk[:4] == (d.dst, d.dport, d.src, d.sport)]
             if len(back) > 1:
                 back = [s for s in back if s.first is not None
@@ -646,7 +678,7 @@ def decode_pcap(path, ports=(ROCE_PORT,), all_udp=False, mtu=None, select=None):
         else:
             rq = reqs.get(key)
             if rq is None:
-                rq = reqs[key] = ReqStream(key, k.tr, m)
+                rq = reqs[key] = ReqStream(key, k.tr, m, allow_loss)
             rq.feed(k, rep.error)
 
     for key, rq in reqs.items():
@@ -655,12 +687,16 @@ def decode_pcap(path, ports=(ROCE_PORT,), all_udp=False, mtu=None, select=None):
                       f"inside a {rq.open}")
         rep.retransmitted += rq.retransmitted
         rep.go_backs += rq.go_backs
+        rep.lost += rq.lost
+        if rq.tr == "RC":
+            rep.psns_missing += rq.missing()
         last = (rq.high - 1) & 0xffffff
         rep.flows.append(f"requests {key[0]}:{key[1]} -> {key[2]}:{key[3]} QP 0x{key[4]:06x} "
                          f"({rq.tr}, MTU {rq.mtu or '?'}): {rq.packets} packets, PSN "
                          f"0x{rq.first:06x}..0x{last:06x}, {rq.retransmitted} retransmitted")
     for key, rs in resps.items():
         rep.read_replays += rs.replays
+        rep.lost += rs.lost
         rep.naks.update(rs.naks)
         rep.flows.append(f"responses {key[0]}:{key[1]} -> {key[2]}:{key[3]} QP 0x{key[4]:06x}: "
                          f"{rs.packets} packets ("
@@ -726,11 +762,13 @@ def main(argv=None):
                          "default 4791)")
     ap.add_argument("--all-udp", action="store_true", help="take every UDP datagram as RoCEv2")
     ap.add_argument("--mtu", type=int, default=None, help="path MTU (default: learned)")
+    ap.add_argument("--allow-loss", action="store_true",
+                    help="PSN gaps are losses before the capture point (counted), not errors")
     ap.add_argument("--quiet", action="store_true", help="summary line and errors only")
     a = ap.parse_args(argv)
     try:
         rep = decode_pcap(a.pcap, ports=a.udp_port or (ROCE_PORT,), all_udp=a.all_udp,
-                          mtu=a.mtu)
+                          mtu=a.mtu, allow_loss=a.allow_loss)
     except (OSError, ValueError) as e:  # scapy raises Scapy_Exception (a subclass of Exception)
         print(f"roce_decode: {a.pcap}: {e}", file=sys.stderr)
         return 2
