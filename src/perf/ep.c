@@ -3,6 +3,7 @@
  * (a capture then decodes as RoCEv2 with no hints) and any port otherwise,
  * which the side channel tells the peer. */
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "perf_int.h"
 
 #define PATTERN_SEED 0x0ff9a7ull
+#define YIELD_EVERY 16 /* empty polls */
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 {
@@ -166,6 +168,12 @@ void perf_ep_flush(struct perf_ep *ep) { flush_txq(ep, &ep->q); }
 int perf_ep_progress(struct perf_ep *ep, uint64_t now)
 {
     int n = op_io_recv(ep->io, ep->rx.pkts, ep->rx.n);
+    /* A loop spinning on both cores starves the kernel's deferred network
+     * work (ksoftirqd) until a scheduler tick: 4-8 ms stalls. Yield often. */
+    if (n <= 0 && ++ep->empty_polls % YIELD_EVERY == 0)
+        sched_yield();
+    else if (n > 0)
+        ep->empty_polls = 0;
     for (int i = 0; i < n; i++)
         op_rdma_dev_input(ep->dev, &ep->rx.pkts[i], now, &ep->q);
     if (op_rdma_dev_next_timer(ep->dev) <= now)

@@ -64,6 +64,7 @@ struct perf_ep {
     struct op_txq q;
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
+    uint64_t empty_polls;
 };
 
 op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,

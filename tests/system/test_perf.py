@@ -1,0 +1,275 @@
+"""The perftest-compatible tools (offpath ib_*): server and client as real
+processes on loopback, their text and JSON reports parsed and checked."""
+import json
+import re
+import subprocess
+
+import pytest
+
+from conftest import BIN
+
+_port = [21000]
+
+BW_TOOLS = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
+LAT_TOOLS = ["ib_write_lat", "ib_read_lat", "ib_send_lat"]
+LINE = "-" * 87
+BW_HEADER = (" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]"
+             "   MsgRate[Mpps]")
+LAT_HEADER = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+              "t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]")
+ALL_SIZES = [2 ** k for k in range(1, 24)]
+
+
+def next_port():
+    _port[0] += 1
+    return _port[0]
+
+
+def run_pair(tool, args, client_args=None, timeout=180, cwd=None):
+    """Server then client with the same flags (client_args adds to the
+    client's); both must end. Returns (server, client) as (rc, out, err)."""
+    port = next_port()
+    server = subprocess.Popen([BIN, tool, "-p", str(port), *map(str, args)], cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run(
+            [BIN, tool, "-p", str(port), *map(str, args), *map(str, client_args or []),
+             "127.0.0.1"], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+
+
+def rows(out):
+    """The result rows: the lines after the header up to the next separator."""
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(" #bytes"))
+    result = []
+    for l in lines[start + 1:]:
+        if l == LINE:
+            break
+        result.append(l.split())
+    return lines[start], result
+
+
+def check_ok(side, what):
+    rc, out, err = side
+    assert rc == 0, f"{what} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
+    assert " offpath: data check ok" in out, out
+
+
+def counters(out):
+    line = next(l for l in out.splitlines() if l.startswith(" offpath: pkts_out"))
+    return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}
+
+
+@pytest.mark.parametrize("tool", BW_TOOLS + LAT_TOOLS)
+def test_all_sizes_text_and_json(tool, tmp_path):
+    """-a: one row per size 2..2^23 on both sides, and every size in the
+    JSON report (perftest keeps only the last)."""
+    iters = 5
+    sjson, cjson = tmp_path / "perftest_out.json", tmp_path / "client.json"
+    server, client = run_pair(tool, ["-a", "-n", iters, "--out_json"],
+                              ["--out_json_file=" + str(cjson)], cwd=tmp_path)
+    check_ok(client, "client")
+    check_ok(server, "server")
+    header, table = rows(client[1])
+    assert header == (LAT_HEADER if tool in LAT_TOOLS else BW_HEADER)
+    assert [int(r[0]) for r in table] == ALL_SIZES
+    assert all(int(r[1]) == iters for r in table)
+    assert all(len(r) == (9 if tool in LAT_TOOLS else 5) for r in table)
+    report = json.loads(cjson.read_text())
+    assert [r["MsgSize"] for r in report["results"]] == ALL_SIZES
+    assert all(r["n_iterations"] == iters for r in report["results"])
+    assert report["offpath"]["data_check"] == "ok"
+    if tool in BW_TOOLS:
+        for row, res in zip(table, report["results"]):
+            assert float(row[3]) == pytest.approx(res["BW_average"], abs=0.01)
+            assert res["MsgRate"] > 0
+    else:
+        for row, res in zip(table, report["results"]):
+            assert float(row[4]) == pytest.approx(res["t_typical"], abs=0.01)
+            assert res["t_min"] <= res["t_typical"] <= res["t_max"]
+            assert res["t_typical"] <= res["percentile_99"] <= res["percentile_99.9"]
+    # the server wrote perftest's default file, with the client's figures
+    served = json.loads(sjson.read_text())
+    assert [r["MsgSize"] for r in served["results"]] == ALL_SIZES
+
+
+@pytest.mark.parametrize("tool", BW_TOOLS + LAT_TOOLS)
+def test_duration_mode(tool):
+    """-D: counts what completed inside the window; latency tests keep their
+    percentiles (perftest prints only an average there)."""
+    server, client = run_pair(tool, ["-D", 2])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    header, table = rows(client[1])
+    assert len(table) == 1
+    size = 65536 if tool in BW_TOOLS else 2
+    assert int(table[0][0]) == size and int(table[0][1]) > 0
+    if tool in BW_TOOLS:
+        assert header == BW_HEADER
+        assert table[0][2] == "0.00"  # no peak with -D, as perftest
+        assert float(table[0][3]) > 0
+    else:
+        assert header == LAT_HEADER
+        vals = [float(v) for v in table[0][2:]]
+        assert vals[0] <= vals[2] <= vals[1] and vals[5] <= vals[6]
+        raw = client[1].splitlines()[client[1].splitlines().index(LAT_HEADER) + 1]
+        fmt = (" %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     "
+               "\t%-7.2f\t\t%-7.2f \t\t%-7.2f")
+        assert raw == fmt % (2, int(table[0][1]), *vals), raw
+
+
+@pytest.mark.parametrize("tool", BW_TOOLS)
+def test_loss_bw_completes_with_correct_data(tool):
+    """5% of the packets each side sends are dropped: RC recovers (NAKs,
+    go-back-N, timeouts) and the bytes that landed are the sender's."""
+    server, client = run_pair(tool, ["-n", 200, "-s", 65536, "--loss", 0.05, "-u", 10])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    _, table = rows(client[1])
+    assert int(table[0][0]) == 65536 and int(table[0][1]) == 200
+    c, s = counters(client[1]), counters(server[1])
+    assert c["loss_injected"] + s["loss_injected"] > 0
+    assert c["retransmissions"] + s["retransmissions"] > 0
+
+
+@pytest.mark.parametrize("tool", LAT_TOOLS)
+def test_loss_latency_completes(tool):
+    server, client = run_pair(tool, ["-n", 200, "-s", 1024, "--loss", 0.05, "-u", 8])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    c, s = counters(client[1]), counters(server[1])
+    assert c["loss_injected"] + s["loss_injected"] > 0
+    assert c["timeouts"] + s["timeouts"] + c["nak_seq_recv"] + s["nak_seq_recv"] > 0
+
+
+def test_banner_and_addresses_byte_for_byte():
+    server, client = run_pair("ib_write_bw", ["-n", 20, "-s", 4096, "-m", 1024])
+    check_ok(client, "client")
+    out = client[1].splitlines()
+    assert out[:13] == [
+        LINE,
+        "                    RDMA_Write BW Test",
+        " Dual-port       : OFF\t\tDevice         : lo",
+        " Number of qps   : 1\t\tTransport type : IB",
+        " Connection type : RC\t\tUsing SRQ      : OFF",
+        " TX depth        : 20",
+        " CQ Moderation   : 20",
+        " Mtu             : 1024[B]",
+        " Link type       : Ethernet",
+        " GID index       : 3",
+        " Max inline data : 0[B]",
+        " rdma_cm QPs\t : OFF",
+        " Data ex. method : Ethernet",
+    ]
+    assert out[13] == LINE
+    addr = re.compile(r"^ (local|remote) address: LID 0000 QPN 0x[0-9a-f]{4} PSN 0x[0-9a-f]{6}"
+                      r" RKey 0x[0-9a-f]{6,8} VAddr 0x[0-9a-f]{14}$")
+    assert addr.match(out[14]) and addr.match(out[16]), out[14:18]
+    gid = " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:01"
+    assert out[15] == gid and out[17] == gid
+    # the server's view is the mirror: its remote QPN is the client's local
+    s_out = server[1].splitlines()
+    s_local = next(l for l in s_out if l.startswith(" local address"))
+    assert s_local.replace(" local ", " remote ") == out[16]
+    # perftest's row format: " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf"
+    row = out[out.index(BW_HEADER) + 1]
+    size, iters, peak, avg, rate = row.split()
+    assert row == " %-7d    %-10d       %-7.2f            %-7.2f\t\t     %-7.6f" % (
+        4096, 20, float(peak), float(avg), float(rate)), row
+    # the server shows the client's figures, as perftest's write/read servers
+    assert server[1].splitlines()[server[1].splitlines().index(BW_HEADER) + 1] == row
+
+
+def test_send_server_measures_its_receives():
+    server, client = run_pair("ib_send_bw", ["-n", 300, "-s", 16384])
+    check_ok(server, "server")
+    s_banner = server[1]
+    assert " RX depth        : 300" in s_banner and " TX depth" not in s_banner
+    _, table = rows(server[1])
+    assert table[0][:3] == ["16384", "300", "0.00"]  # the receiver has no peak
+
+
+def test_multi_qp_bidirectional():
+    server, client = run_pair("ib_write_bw", ["-q", 4, "-b", "-n", 300, "-s", 32768])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    assert "RDMA_Write Bidirectional BW Test" in client[1]
+    assert client[1].count(" local address:") == 4
+    _, table = rows(client[1])
+    assert table[0][:2] == ["32768", "300"]
+    c = counters(client[1])
+    # 4 QPs x 300 messages x 8 packets each way, plus their ACKs
+    assert c["pkts_out"] >= 4 * 300 * 8
+
+
+@pytest.mark.parametrize("tool,args", [("ib_send_bw", ["-c", "UD", "-s", 1024]),
+                                       ("ib_send_lat", ["-c", "UD"]),
+                                       ("ib_write_bw", ["-c", "UC"]),
+                                       ("ib_write_lat", ["-c", "UC"])])
+def test_unreliable_transports(tool, args):
+    server, client = run_pair(tool, ["-n", 500, *args])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    assert f" Connection type : {args[1]}\t\t" in client[1]
+
+
+@pytest.mark.parametrize("tool,flag,expect", [("ib_write_bw", "--output=bandwidth", float),
+                                              ("ib_send_bw", "--output=message_rate", float),
+                                              ("ib_read_lat", "--output=latency", float)])
+def test_output_prints_one_number(tool, flag, expect):
+    server, client = run_pair(tool, ["-n", 100, flag])
+    assert client[0] == 0, client
+    assert re.fullmatch(r"\d+\.\d{6}\n", client[1]), client[1]
+    assert expect(client[1]) > 0
+
+
+def test_report_gbits():
+    server, client = run_pair("ib_write_bw", ["-n", 100, "--report_gbits"])
+    check_ok(client, "client")
+    assert " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]" \
+        in client[1]
+
+
+def test_mismatched_flags_fail_on_both_sides():
+    server, client = run_pair("ib_write_bw", ["-n", 100], ["-s", 8])
+    assert server[0] == 1 and client[0] == 1
+    for side in (server, client):
+        assert "disagree on -s (--size)" in side[2], side[2]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ib_write_bw", "-s", "3X"], "-s (--size)"),
+    (["ib_write_bw", "-x", "1", "-x", "2"], "Duplicated argument: -x"),
+    (["ib_write_lat", "-q", "2"], "-q (--qp) is for bandwidth tests only"),
+    (["ib_read_bw", "-c", "UD"], "-c UD"),
+    (["ib_write_bw", "-a", "-D", "2"], "cannot be used together"),
+    (["ib_send_bw", "-m", "1000"], "-m (--mtu)"),
+    (["ib_send_bw", "-n", "4"], "-n (--iters)"),
+    (["ib_write_bw", "--output=speed"], "--output"),
+    (["ib_write_bw", "1.2.3.4", "5.6.7.8"], "unexpected argument"),
+])
+def test_bad_flags_are_named(args, needle):
+    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert needle in r.stderr, r.stderr
+
+
+def test_no_server_is_a_clear_error():
+    r = subprocess.run([BIN, "ib_write_bw", "-p", str(next_port()), "127.0.0.1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "Couldn't connect to 127.0.0.1" in r.stderr
+
+
+def test_help_lists_perftest_flags():
+    r = subprocess.run([BIN, "ib_write_bw", "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0
+    for flag in ["--size", "--iters", "--all", "--duration", "--qp", "--bidirectional",
+                 "--out_json", "--report_gbits", "--loss", "--tx-depth", "--mtu"]:
+        assert flag in r.stdout
