@@ -190,29 +190,24 @@ static void receive_result(const struct bw_state *s, struct op_perf_bw_result *r
 
 static op_status_t announce(struct bw_state *s, struct op_perf_bw_result *mine)
 {
+    char text[PERF_LINE_MAX];
     own_result(s, mine);
     s->announced = true;
-    if (perf_oob_send(&s->r->oob, "DONE %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g", mine->size,
-                      mine->iters, mine->bw_peak, mine->bw_avg, mine->msg_rate) != OP_OK)
+    perf_format_bw_done(mine, text, sizeof text);
+    if (perf_oob_send(&s->r->oob, "DONE %s", text) != OP_OK)
         return perf_refuse(s->r->why, sizeof s->r->why, "the peer closed the side channel");
     return OP_OK;
 }
 
 static op_status_t check_peer_done(struct bw_state *s)
 {
-    char line[PERF_LINE_MAX];
-    int got = perf_oob_poll_line(&s->r->oob, line, sizeof line);
-    if (got < 0)
-        return perf_refuse(s->r->why, sizeof s->r->why,
-                           "the peer closed the side channel: it failed or was stopped");
-    if (got == 0)
-        return OP_OK;
-    if (strncmp(line, "FAIL ", 5) == 0)
-        return perf_refuse(s->r->why, sizeof s->r->why, "the peer failed: %s", line + 5);
-    struct op_perf_bw_result *p = &s->peer;
-    if (sscanf(line, "DONE %" SCNu64 " %" SCNu64 " %lg %lg %lg", &p->size, &p->iters, &p->bw_peak,
-               &p->bw_avg, &p->msg_rate) != 5)
-        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: unexpected '%.60s'", line);
+    char rest[PERF_LINE_MAX];
+    bool got;
+    op_status_t st = perf_poll_tag(s->r, "DONE", &got, rest, sizeof rest);
+    if (st != OP_OK || !got)
+        return st;
+    if (perf_parse_bw_done(rest, &s->peer) != OP_OK)
+        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: bad DONE '%.60s'", rest);
     s->peer_done = true;
     s->last_rx_ns = op_now_ns(); /* the quiet time counts from here */
     return OP_OK;

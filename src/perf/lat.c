@@ -59,20 +59,13 @@ static op_status_t reap_receive(struct lat_state *s, bool *got)
 
 static op_status_t peer_line(struct lat_state *s)
 {
-    char line[PERF_LINE_MAX];
-    int got = perf_oob_poll_line(&s->r->oob, line, sizeof line);
-    if (got < 0)
-        return perf_refuse(s->r->why, sizeof s->r->why,
-                           "the peer closed the side channel: it failed or was stopped");
-    if (got == 0)
-        return OP_OK;
-    struct op_perf_lat_result *p = &s->peer;
-    if (strncmp(line, "FAIL ", 5) == 0)
-        return perf_refuse(s->r->why, sizeof s->r->why, "the peer failed: %s", line + 5);
-    if (sscanf(line, "DONE %" SCNu64 " %" SCNu64 " %lg %lg %lg %lg %lg %lg %lg", &p->size,
-               &p->iters, &p->t_min, &p->t_max, &p->t_typical, &p->t_avg, &p->t_stdev, &p->p99,
-               &p->p999) != 9)
-        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: unexpected '%.60s'", line);
+    char rest[PERF_LINE_MAX];
+    bool got;
+    op_status_t st = perf_poll_tag(s->r, "DONE", &got, rest, sizeof rest);
+    if (st != OP_OK || !got)
+        return st;
+    if (perf_parse_lat_done(rest, &s->peer) != OP_OK)
+        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: bad DONE '%.60s'", rest);
     s->peer_done = true;
     return OP_OK;
 }
@@ -200,10 +193,9 @@ static op_status_t finish(struct lat_state *s, struct op_perf_lat_result *res)
     if (measured && !c->duration_s)
         res->iters = c->iters;
     if (!s->r->is_server) {
-        if (perf_oob_send(&s->r->oob,
-                          "DONE %" PRIu64 " %" PRIu64 " %.17g %.17g %.17g %.17g %.17g %.17g %.17g",
-                          res->size, res->iters, res->t_min, res->t_max, res->t_typical,
-                          res->t_avg, res->t_stdev, res->p99, res->p999) != OP_OK)
+        char text[PERF_LINE_MAX];
+        perf_format_lat_done(res, text, sizeof text);
+        if (perf_oob_send(&s->r->oob, "DONE %s", text) != OP_OK)
             return perf_refuse(s->r->why, sizeof s->r->why, "the peer closed the side channel");
         return OP_OK;
     }

@@ -91,6 +91,22 @@ static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *
     return (uintptr_t)q->buf + ep->bufsize;
 }
 
+/* ---- the side channel's lines (proto.c): checked, whole-line parsers */
+struct perf_params { /* what both sides must agree on */
+    int verb, test, type, all, bidir;
+    uint64_t size, iters;
+    unsigned duration_s, qps, mtu;
+};
+void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
+int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
+op_status_t perf_parse_params(const char *text, struct perf_params *p);
+const char *perf_params_mismatch(const struct perf_params *a, const struct perf_params *b);
+op_status_t perf_parse_qp(const char *text, uint32_t *idx, struct perf_peer *p);
+op_status_t perf_parse_bw_done(const char *text, struct op_perf_bw_result *r);
+int perf_format_bw_done(const struct op_perf_bw_result *r, char *buf, size_t cap);
+op_status_t perf_parse_lat_done(const char *text, struct op_perf_lat_result *r);
+int perf_format_lat_done(const struct op_perf_lat_result *r, char *buf, size_t cap);
+
 /* ---- the run: one side of a test */
 struct perf_run {
     const struct op_perf_config *cfg;
@@ -110,6 +126,8 @@ struct perf_run {
  * moving; the rest of the line goes to rest. */
 op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap);
 op_status_t perf_barrier(struct perf_run *r, const char *tag);
+/* One look at the side channel: got tells whether a line with tag came. */
+op_status_t perf_poll_tag(struct perf_run *r, const char *tag, bool *got, char *rest, size_t cap);
 void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64_t total);
 
 op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);

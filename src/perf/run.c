@@ -35,32 +35,45 @@ static op_status_t peer_gone(struct perf_run *r, int err)
     return OP_ERR_IO;
 }
 
-op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap)
+/* A line from the peer: its own failure, the expected tag, or nonsense. */
+static op_status_t take_tagged(struct perf_run *r, const char *line, const char *tag, char *rest,
+                               size_t cap)
+{
+    size_t tl = strlen(tag);
+    if (strncmp(line, "FAIL ", 5) == 0) {
+        snprintf(r->why, sizeof r->why, "the peer failed: %.200s", line + 5);
+        return OP_ERR_IO;
+    }
+    if (strncmp(line, tag, tl) != 0 || (line[tl] != ' ' && line[tl] != '\0')) {
+        snprintf(r->why, sizeof r->why, "side channel: expected '%s', got '%.60s'", tag, line);
+        return OP_ERR_MALFORMED;
+    }
+    snprintf(rest, cap, "%s", line[tl] ? line + tl + 1 : "");
+    return OP_OK;
+}
+
+op_status_t perf_poll_tag(struct perf_run *r, const char *tag, bool *got, char *rest, size_t cap)
 {
     char line[PERF_LINE_MAX];
-    size_t tl = strlen(tag);
+    int n = perf_oob_poll_line(&r->oob, line, sizeof line);
+    *got = n > 0;
+    if (n < 0)
+        return peer_gone(r, n);
+    return n > 0 ? take_tagged(r, line, tag, rest, cap) : OP_OK;
+}
+
+op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap)
+{
     for (unsigned idle = 0;;) {
         uint64_t now = op_now_ns();
+        bool got;
         if (r->ep.io == NULL) /* before the QPs exist: only the side channel */
             (void)perf_oob_wait_readable(&r->oob, 100);
         else
             idle = perf_ep_progress(&r->ep, now) > 0 ? 0 : idle + 1;
-        int got = perf_oob_poll_line(&r->oob, line, sizeof line);
-        if (got < 0)
-            return peer_gone(r, got);
-        if (got > 0) {
-            if (strncmp(line, "FAIL ", 5) == 0) {
-                snprintf(r->why, sizeof r->why, "the peer failed: %.200s", line + 5);
-                return OP_ERR_IO;
-            }
-            if (strncmp(line, tag, tl) != 0 || (line[tl] != ' ' && line[tl] != '\0')) {
-                snprintf(r->why, sizeof r->why, "side channel: expected '%s', got '%.60s'", tag,
-                         line);
-                return OP_ERR_MALFORMED;
-            }
-            snprintf(rest, cap, "%s", line[tl] ? line + tl + 1 : "");
-            return OP_OK;
-        }
+        op_status_t st = perf_poll_tag(r, tag, &got, rest, cap);
+        if (st != OP_OK || got)
+            return st;
         if (idle > IDLE_SPINS)
             idle_sleep(r, now);
     }
@@ -125,36 +138,22 @@ void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
 
 /* ---- parameters both sides must agree on */
 
-#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d"
 static op_status_t agree(struct perf_run *r)
 {
-    const struct op_perf_config *c = r->cfg;
-    char rest[PERF_LINE_MAX];
-    if (perf_oob_send(&r->oob, "PARAMS " PARAMS_FMT, (int)c->verb, (int)c->test, c->size,
-                      (int)c->all, c->iters, c->duration_s, c->qps, (int)c->type,
-                      c->mtu ? c->mtu : 4096, (int)c->bidirectional) != OP_OK)
+    struct perf_params mine, peer;
+    char rest[PERF_LINE_MAX], text[PERF_LINE_MAX];
+    perf_params_of(r->cfg, &mine);
+    perf_format_params(&mine, text, sizeof text);
+    if (perf_oob_send(&r->oob, "PARAMS %s", text) != OP_OK)
         return peer_gone(r, -ECONNRESET);
     op_status_t st = perf_wait_line(r, "PARAMS", rest, sizeof rest);
     if (st != OP_OK)
         return st;
-    int verb, test, all, type, bidir;
-    uint64_t size, iters;
-    unsigned dur, qps, mtu;
-    if (sscanf(rest, PARAMS_FMT, &verb, &test, &size, &all, &iters, &dur, &qps, &type, &mtu,
-               &bidir) != 10) {
+    if (perf_parse_params(rest, &peer) != OP_OK) {
         snprintf(r->why, sizeof r->why, "side channel: the peer is not an offpath perf tool");
         return OP_ERR_MALFORMED;
     }
-    const char *flag = verb != (int)c->verb || test != (int)c->test ? "the test (tool name)"
-                       : size != c->size && !c->all                 ? "-s (--size)"
-                       : all != (int)c->all                         ? "-a (--all)"
-                       : iters != c->iters && !c->duration_s        ? "-n (--iters)"
-                       : dur != c->duration_s                       ? "-D (--duration)"
-                       : qps != c->qps                              ? "-q (--qp)"
-                       : type != (int)c->type                       ? "-c (connection type)"
-                       : mtu != (c->mtu ? c->mtu : 4096)            ? "-m (--mtu)"
-                       : bidir != (int)c->bidirectional             ? "-b (--bidirectional)"
-                                                                    : NULL;
+    const char *flag = perf_params_mismatch(&mine, &peer);
     if (flag != NULL) {
         snprintf(r->why, sizeof r->why, "server and client disagree on %s: give both the same",
                  flag);
@@ -178,17 +177,14 @@ static op_status_t exchange_qps(struct perf_run *r)
     for (uint32_t i = 0; i < ep->nqp; i++) {
         char rest[PERF_LINE_MAX];
         struct perf_peer *p = &ep->qps[i].peer;
-        unsigned idx, port;
+        uint32_t idx;
         op_status_t st = perf_wait_line(r, "QP", rest, sizeof rest);
         if (st != OP_OK)
             return st;
-        if (sscanf(rest, "%u %x %x %x %" SCNx64 " %x %u", &idx, &p->qpn, &p->psn, &p->rkey,
-                   &p->vaddr, &p->ip, &port) != 7 ||
-            idx != i || port == 0 || port > 65535) {
+        if (perf_parse_qp(rest, &idx, p) != OP_OK || idx != i) {
             snprintf(r->why, sizeof r->why, "side channel: bad QP line '%.80s'", rest);
             return OP_ERR_MALFORMED;
         }
-        p->port = (uint16_t)port;
     }
     return OP_OK;
 }
