@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -99,9 +100,17 @@ def run_captured(tmp_path, workload, port=0, timeout=180):
     env = dict(os.environ, DIR=str(tmp_path), TCPDUMP=TCPDUMP, BIN=os.path.abspath(BIN),
                PORT=str(port), NETNS="1" if NETNS else "0")
     cmd = (["unshare", "-n"] if NETNS else []) + ["bash", "-c", SCRIPT % {"workload": workload}]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    # its own session: on a timeout the whole group (tcpdump, tools) is killed
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        _out, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
     err = (tmp_path / "tcpdump.err").read_text() if (tmp_path / "tcpdump.err").exists() else ""
-    assert (tmp_path / "cap.pcap").exists(), f"no capture: {r.stderr}\n{err}"
+    assert (tmp_path / "cap.pcap").exists(), f"no capture: {stderr}\n{err}"
     assert re.search(r"^0 packets dropped by kernel", err, re.M), f"tcpdump dropped packets: {err}"
     return tmp_path / "cap.pcap", err
 
