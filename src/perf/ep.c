@@ -167,6 +167,13 @@ void perf_ep_flush(struct perf_ep *ep) { flush_txq(ep, &ep->q); }
 
 int perf_ep_progress(struct perf_ep *ep, uint64_t now)
 {
+    int n = perf_ep_poll(ep, now);
+    perf_ep_flush(ep);
+    return n;
+}
+
+int perf_ep_poll(struct perf_ep *ep, uint64_t now)
+{
     int n = op_io_recv(ep->io, ep->rx.pkts, ep->rx.n);
     /* A loop spinning on both cores starves the kernel's deferred network
      * work (ksoftirqd) until a scheduler tick: 4-8 ms stalls. Yield often. */
@@ -180,7 +187,6 @@ int perf_ep_progress(struct perf_ep *ep, uint64_t now)
         op_rdma_dev_timer(ep->dev, now, &ep->q);
     if (op_io_deadline(ep->io) <= now)
         op_io_poll(ep->io, now);
-    perf_ep_flush(ep);
     return n > 0 ? n : 0;
 }
 

@@ -79,7 +79,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     *arrived = false;
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
-        int pkts = perf_ep_progress(&s->r->ep, op_now_ns());
+        int pkts = perf_ep_poll(&s->r->ep, op_now_ns());
         op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);
@@ -87,8 +87,9 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
             got = *last_byte(s) == want;
         if (st != OP_OK || got) {
             *arrived = got;
-            return st;
+            return st; /* the ACK waits for the answer's post */
         }
+        perf_ep_flush(&s->r->ep);
         if ((pkts == 0 || turn % OOB_CHECK_EVERY == 0) && s->r->is_server) {
             st = peer_line(s);
             if (st != OP_OK || s->peer_done)

@@ -75,6 +75,9 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);
  * Returns the packets taken in. */
 int perf_ep_progress(struct perf_ep *ep, uint64_t now);
 void perf_ep_flush(struct perf_ep *ep);
+/* perf_ep_progress without the sends: a caller about to post its answer
+ * flushes the ACKs this queued together with it (one system call). */
+int perf_ep_poll(struct perf_ep *ep, uint64_t now);
 /* Keep depth receives posted on QP qi, each taking a whole target half. */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
 /* The message WR of the test's verb from q's buffers to its peer's. */
