@@ -90,7 +90,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
             return st; /* the ACK waits for the answer's post */
         }
         perf_ep_flush(&s->r->ep);
-        if ((pkts == 0 || turn % OOB_CHECK_EVERY == 0) && s->r->is_server) {
+        if ((pkts == 0 && s->r->is_server) || turn % OOB_CHECK_EVERY == 0) {
             st = peer_line(s);
             if (st != OP_OK || s->peer_done)
                 return st;

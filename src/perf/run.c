@@ -444,8 +444,13 @@ int op_perf_run(const struct op_perf_config *cfg)
                          .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
     r.started_ns = op_now_ns();
     op_status_t st = run_all(&r);
-    if (st != OP_OK && r.oob.fd >= 0)
-        (void)perf_oob_send(&r.oob, "FAIL %.200s", r.why);
+    if (st != OP_OK && r.oob.fd >= 0) {
+        char one_line[sizeof r.why];
+        snprintf(one_line, sizeof one_line, "%s", r.why);
+        for (char *p = one_line; (p = strchr(p, '\n')) != NULL;)
+            *p = ' ';
+        (void)perf_oob_send(&r.oob, "FAIL %.200s", one_line);
+    }
     fflush(r.out);
     if (st != OP_OK)
         fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));

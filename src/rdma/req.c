@@ -142,14 +142,18 @@ static void send_ud(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq *o
 
 /* A packet fits in the window; a READ request waits for room for half a
  * window (or all that is left of it), or it would dwindle to one PSN each. */
-static bool window_allows(const struct rdma_req *r, const struct rdma_swqe *w)
+static bool window_allows(const struct op_rdma_qp *qp, const struct rdma_req *r,
+                          const struct rdma_swqe *w)
 {
     uint32_t used = (uint32_t)psn_diff(r->next_psn, r->una);
     if (used >= r->window)
         return false;
-    if (w->opcode != OP_RDMA_WR_RDMA_READ || !w->started)
+    if (w->opcode != OP_RDMA_WR_RDMA_READ)
         return true;
-    uint32_t left = w->npkts - r->cur_pkt, half = r->window / 2 ? r->window / 2 : 1;
+    /* also before its first request: a READ behind others must not start
+     * with the one PSN they left (it was split 1 + rest) */
+    uint32_t npkts = w->started ? w->npkts : rdma_npkts(w->len, rdma_mtu(qp));
+    uint32_t left = npkts - r->cur_pkt, half = r->window / 2 ? r->window / 2 : 1;
     return r->window - used >= (left < half ? left : half);
 }
 
@@ -162,7 +166,7 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         return;
     while (r->cur != r->tail) {
         struct rdma_swqe *w = swqe(r, r->cur);
-        if (rc && !window_allows(r, w))
+        if (rc && !window_allows(qp, r, w))
             break;
         if (!w->started) {
             w->started = true;

@@ -402,9 +402,6 @@ def test_ib_tool_go_back_n_on_the_wire(tmp_path, tool):
 
 
 @needs_capture
-@pytest.mark.xfail(reason="src/rdma/req.c window_allows() exempts a READ's first request from "
-                          "the half-window rule: with the window nearly full an 8 KiB READ "
-                          "goes out as a 1-PSN request plus a 7-PSN one", strict=False)
 def test_ib_read_bw_one_request_per_read(tmp_path):
     """docs/rdma.md: a READ asks for what the window has room for 'in parts
     of at least half a window (or what is left)'; an 8-PSN READ under a
