@@ -13,6 +13,7 @@
 
 #define PATTERN_SEED 0x0ff9a7ull
 #define YIELD_EVERY 16 /* empty polls */
+#define LOOPBACK_TRIES 16
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 {
@@ -31,11 +32,24 @@ static void flush_txq(void *ctx, struct op_txq *q)
     q->n = 0;
 }
 
+/* Two ends on one loopback address cannot both have 4791: the second moves
+ * to the next loopback address that has it free (each emulated host has its
+ * own 127.x address anyway), so every packet is RoCEv2 by its port. */
+static op_status_t open_roce_port(uint32_t ip, bool may_move, struct op_io **io)
+{
+    bool loopback = (ip >> 24) == 127;
+    for (uint32_t k = 0; k < (may_move && loopback ? LOOPBACK_TRIES : 1); k++) {
+        uint32_t a = (ip & 0xffffff00u) | (((ip & 0xffu) + k - 1) % 254 + 1); /* not .0, .255 */
+        if (op_io_udp_open(k == 0 ? ip : a, OP_ROCE_UDP_PORT, io) == OP_OK)
+            return OP_OK;
+    }
+    return op_io_udp_open(ip, 0, io);
+}
+
 static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, char *why, size_t len)
 {
     struct op_io *io = NULL;
-    if (op_io_udp_open(ip, OP_ROCE_UDP_PORT, &io) != OP_OK &&
-        op_io_udp_open(ip, 0, &io) != OP_OK) {
+    if (open_roce_port(ip, ep->cfg->device == NULL, &io) != OP_OK) {
         char a[16];
         op_format_ipv4(ip, a);
         return perf_refuse(why, len, "cannot open a UDP socket on %s (-d)", a);
@@ -45,6 +59,7 @@ static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, char *why, size_
         (void)setsockopt(op_io_fd(io), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
     }
     ep->port = io->local_port;
+    ep->ip = io->local_ip;
     if (ep->cfg->loss > 0) {
         struct op_fault_cfg f = {.drop = ep->cfg->loss, .seed = ep->cfg->loss_seed};
         if (op_io_fault_wrap(io, &f, &io) != OP_OK)
@@ -98,8 +113,8 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
     op_status_t st = open_socket(ep, ip, why, len);
     if (st != OP_OK)
         return st;
-    uint64_t seed = op_now_ns() ^ ((uint64_t)ip << 20) ^ ep->port;
-    struct op_rdma_dev_config dc = {.ip = ip, .port = ep->port, .seed = seed, .log = &ep->log};
+    uint64_t seed = op_now_ns() ^ ((uint64_t)ep->ip << 20) ^ ep->port;
+    struct op_rdma_dev_config dc = {.ip = ep->ip, .port = ep->port, .seed = seed, .log = &ep->log};
     uint32_t depth = ep->nqp * (cfg->tx_depth > cfg->rx_depth ? cfg->tx_depth : cfg->rx_depth);
     ep->pattern = malloc(ep->bufsize);
     ep->qps = calloc(ep->nqp, sizeof(*ep->qps));
