@@ -27,6 +27,7 @@ op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 static void flush_txq(void *ctx, struct op_txq *q)
 {
     struct perf_ep *ep = ctx;
+    ep->flushes++;
     if (q->n > 0)
         (void)op_io_send(ep->io, q->pkts, q->n); /* a short send is loss: RC resends */
     q->n = 0;
@@ -179,6 +180,17 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
 }
 
 void perf_ep_flush(struct perf_ep *ep) { flush_txq(ep, &ep->q); }
+
+void perf_ep_answer_first(struct perf_ep *ep, int acks)
+{
+    struct op_txq *q = &ep->q;
+    struct op_pkt held[OP_IO_BURST];
+    if (acks <= 0 || acks >= q->n || acks > OP_IO_BURST)
+        return;
+    memcpy(held, q->pkts, (size_t)acks * sizeof(*held));
+    memmove(q->pkts, q->pkts + acks, (size_t)(q->n - acks) * sizeof(*held));
+    memcpy(q->pkts + (q->n - acks), held, (size_t)acks * sizeof(*held));
+}
 
 int perf_ep_progress(struct perf_ep *ep, uint64_t now)
 {

@@ -108,7 +108,11 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
     wr.send_flags = OP_RDMA_SEND_SIGNALED;
     if (ep->cfg->verb == OP_PERF_WRITE)
         s->q->buf[s->size - 1] = (uint8_t)(i + 1);
+    uint64_t flushes;
+    int acks;
     for (;;) {
+        flushes = ep->flushes;
+        acks = ep->q.n; /* ACKs queued by the poll that saw the question */
         op_status_t st = op_rdma_post_send(s->q->qp, &wr, op_now_ns(), &ep->q);
         if (st == OP_OK)
             break;
@@ -120,6 +124,8 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
         if ((st = reap_sends(s, NULL)) != OP_OK)
             return st;
     }
+    if (flushes == ep->flushes)
+        perf_ep_answer_first(ep, acks);
     perf_ep_flush(ep);
     return OP_OK;
 }

@@ -65,6 +65,7 @@ struct perf_ep {
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
     uint64_t empty_polls;
+    uint64_t flushes; /* times the send queue went out */
 };
 
 op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,
@@ -78,6 +79,10 @@ void perf_ep_flush(struct perf_ep *ep);
 /* perf_ep_progress without the sends: a caller about to post its answer
  * flushes the ACKs this queued together with it (one system call). */
 int perf_ep_poll(struct perf_ep *ep, uint64_t now);
+/* Move the first acks queued packets (ACKs) behind the rest (an answer):
+ * the peer waits for the answer, not the ACK, and an answer followed by a
+ * shorter ACK to the same peer leaves as one UDP GSO datagram. */
+void perf_ep_answer_first(struct perf_ep *ep, int acks);
 /* Keep depth receives posted on QP qi, each taking a whole target half. */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
 /* The message WR of the test's verb from q's buffers to its peer's. */
