@@ -73,7 +73,8 @@ struct rdma_req {
     uint32_t cur_pkt;
     uint32_t una, next_psn, hi_psn;
     uint32_t since_ackreq;
-    uint32_t window;
+    uint32_t window, window_max; /* PSNs in flight: now, and at most */
+    uint32_t grow_from;          /* una when the window last grew or shrank */
     uint64_t rto_ns, rto_at, rnr_at;
     uint64_t progress_at; /* una last moved (or the first send) */
     uint8_t retries, rnr_retries; /* tries left; 7 = forever */

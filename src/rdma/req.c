@@ -9,6 +9,7 @@
 #include "rdma_internal.h"
 
 #define RETRY_FOREVER 7
+#define WINDOW_MIN 4 /* PSNs: what a loss leaves the window at least */
 
 static struct rdma_swqe *swqe(struct rdma_req *r, uint32_t i) { return &r->sq[i % r->cap]; }
 
@@ -21,7 +22,8 @@ void rdma_req_init(struct op_rdma_qp *qp)
     struct rdma_req *r = &qp->req;
     r->una = r->next_psn = r->hi_psn = qp->attr.sq_psn;
     r->cur_pkt = r->since_ackreq = 0;
-    r->window = qp->attr.max_outstanding;
+    r->window = r->window_max = qp->attr.max_outstanding;
+    r->grow_from = r->una;
     r->rto_ns = op_rdma_timeout_ns(qp->attr.timeout);
     r->rto_at = r->rnr_at = UINT64_MAX;
     r->retries = qp->attr.retry_cnt;
@@ -96,7 +98,10 @@ static void data_packet(struct rdma_req *r, const struct rdma_swqe *w, uint32_t 
     o->reth = write && k == 0 ? reth : NULL;
     o->imm = imm && k + 1 == w->npkts ? &w->imm : NULL;
     r->cur_pkt++;
-    o->ackreq = r->cur_pkt == w->npkts || ++r->since_ackreq >= OP_RDMA_ACKREQ_EVERY;
+    /* twice per window at least: a window shrunk below a message must not
+     * wait for an ACK that only the message's last packet asks for */
+    uint32_t every = r->window / 2 < OP_RDMA_ACKREQ_EVERY ? r->window / 2 : OP_RDMA_ACKREQ_EVERY;
+    o->ackreq = r->cur_pkt == w->npkts || ++r->since_ackreq >= (every ? every : 1);
 }
 
 /* The next packet of w (RC or UC): PSN first_psn + cur_pkt. */
@@ -228,6 +233,26 @@ static void retries_out(struct op_rdma_qp *qp, uint64_t now, bool timer)
     req_fail(qp, OP_RDMA_WC_RETRY_EXC_ERR, cause);
 }
 
+/* Loss adapts the window (AIMD, as TCP): halved at each go-back, one PSN
+ * more per window of PSNs acknowledged. Go-back-N resends everything in
+ * flight after a loss, so under random loss a full 128-PSN window resends
+ * ~64 packets per loss; the window settles where that stays affordable. */
+static void shrink_window(struct rdma_req *r)
+{
+    r->window = r->window / 2 > WINDOW_MIN ? r->window / 2 : WINDOW_MIN;
+    if (r->window > r->window_max)
+        r->window = r->window_max;
+    r->grow_from = r->una;
+}
+
+static void grow_window(struct rdma_req *r)
+{
+    if (r->window < r->window_max && psn_diff(r->una, r->grow_from) >= (int32_t)r->window) {
+        r->window++;
+        r->grow_from = r->una;
+    }
+}
+
 /* A sequence NAK or lost READ data: go back once per una (duplicated NAKs
  * and the rest of a burst would each restart the window otherwise). */
 static void go_back(struct op_rdma_qp *qp, uint64_t now)
@@ -240,6 +265,7 @@ static void go_back(struct op_rdma_qp *qp, uint64_t now)
         return;
     }
     r->rewound = true;
+    shrink_window(r);
     rewind_to_una(r);
 }
 
@@ -250,6 +276,7 @@ static void made_progress(struct op_rdma_qp *qp, uint64_t now)
     r->rnr_retries = qp->attr.rnr_retry;
     r->rewound = false;
     r->progress_at = now;
+    grow_window(r);
     r->rto_at = outstanding(r) && r->rto_ns != 0 ? now + r->rto_ns : UINT64_MAX;
     if (psn_diff(r->una, r->next_psn) > 0)
         rewind_to_una(r); /* a late ACK covered what a go-back resent */
@@ -438,6 +465,7 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
             retries_out(qp, now, true);
             return;
         }
+        shrink_window(r);
         rewind_to_una(r);
         r->rewound = true;
     }

@@ -278,7 +278,9 @@ void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
     }
     if (d > 0) {
         qp->c[OP_RDMA_QP_C_out_of_seq]++;
-        if (!s->nak_sent)
+        /* once per gap, and again when a packet asks for an answer: a lost
+         * NAK would otherwise leave the requester to its timer */
+        if (!s->nak_sent || p->bth.ackreq)
             rdma_send_aeth(qp, RDMA_AETH_NAK_SEQ, s->epsn, out);
         s->nak_sent = true;
         return;
