@@ -89,6 +89,9 @@ struct op_perf_lat_result {
 OP_API void op_perf_bw_compute(const uint64_t *posted, const uint64_t *completed, uint64_t n,
                                uint64_t size, uint32_t cq_mod, bool no_peak, bool gbits,
                                struct op_perf_bw_result *out);
+/* size x count bytes over ns: average BW (MiB/s or Gb/s) and Mpps; no peak. */
+OP_API void op_perf_bw_rate(uint64_t size, uint64_t count, uint64_t ns, bool gbits,
+                            struct op_perf_bw_result *out);
 /* Latency from ping-pong post times: n timestamps give n-1 round trips;
  * the two largest are dropped; rtt_factor 2 for send/write, 1 for read.
  * Stdev in floating point; percentiles sorted[ceil(p*n)]. */

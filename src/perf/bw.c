@@ -153,14 +153,7 @@ static op_status_t sender_step(struct bw_state *s, uint64_t now)
 static void rate_over(const struct bw_state *s, uint64_t count, uint64_t ns,
                       struct op_perf_bw_result *res)
 {
-    const struct op_perf_config *c = s->r->cfg;
-    double secs = (double)ns / 1e9;
-    double unit = c->report_gbits ? 125000000.0 : 1048576.0;
-    *res = (struct op_perf_bw_result){.size = s->size, .iters = count};
-    if (ns == 0)
-        return;
-    res->bw_avg = (double)s->size * (double)count / secs / unit;
-    res->msg_rate = (double)count / secs / 1e6;
+    op_perf_bw_rate(s->size, count, ns, s->r->cfg->report_gbits, res);
 }
 
 static void own_result(const struct bw_state *s, struct op_perf_bw_result *res)
@@ -201,16 +194,10 @@ static op_status_t announce(struct bw_state *s, struct op_perf_bw_result *mine)
 
 static op_status_t check_peer_done(struct bw_state *s)
 {
-    char rest[PERF_LINE_MAX];
-    bool got;
-    op_status_t st = perf_poll_tag(s->r, "DONE", &got, rest, sizeof rest);
-    if (st != OP_OK || !got)
-        return st;
-    if (perf_parse_bw_done(rest, &s->peer) != OP_OK)
-        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: bad DONE '%.60s'", rest);
-    s->peer_done = true;
-    s->last_rx_ns = op_now_ns(); /* the quiet time counts from here */
-    return OP_OK;
+    op_status_t st = perf_poll_done(s->r, &s->peer_done, perf_parse_bw_done, &s->peer);
+    if (st == OP_OK && s->peer_done)
+        s->last_rx_ns = op_now_ns(); /* the quiet time counts from here */
+    return st;
 }
 
 /* UC and UD senders are done once their packets leave: what is still in

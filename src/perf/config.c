@@ -1,8 +1,7 @@
 /* perftest's defaults and its rules for which flags go together. */
-#include <stdarg.h>
 #include <string.h>
 
-#include "offpath/perf.h"
+#include "perf_int.h"
 
 void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,
                              enum op_perf_test test)
@@ -29,16 +28,6 @@ void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,
     cfg->log_level = OP_LOG_ERROR;
 }
 
-static op_status_t refuse(char *why, size_t len, const char *fmt, ...) OP_PRINTF(3, 4);
-static op_status_t refuse(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-    return OP_ERR_INVAL;
-}
-
 static bool mtu_valid(uint32_t mtu)
 {
     return mtu == 0 || mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
@@ -48,26 +37,26 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
 {
     bool lat = c->test == OP_PERF_LAT;
     if (c->all && c->duration_s)
-        return refuse(why, len, "-a (--all) and -D (--duration) cannot be used together");
+        return perf_refuse(why, len, "-a (--all) and -D (--duration) cannot be used together");
     if (lat && c->qps > 1)
-        return refuse(why, len, "-q (--qp) is for bandwidth tests only");
+        return perf_refuse(why, len, "-q (--qp) is for bandwidth tests only");
     if (lat && c->bidirectional)
-        return refuse(why, len, "-b (--bidirectional) is for bandwidth tests only");
+        return perf_refuse(why, len, "-b (--bidirectional) is for bandwidth tests only");
     if (c->type == OP_RDMA_QPT_UD && c->verb != OP_PERF_SEND)
-        return refuse(why, len, "-c UD carries only SEND (RDMA needs RC or UC)");
+        return perf_refuse(why, len, "-c UD carries only SEND (RDMA needs RC or UC)");
     if (c->type == OP_RDMA_QPT_UC && c->verb == OP_PERF_READ)
-        return refuse(why, len, "-c UC cannot do RDMA READ (RC only)");
+        return perf_refuse(why, len, "-c UC cannot do RDMA READ (RC only)");
     if (!mtu_valid(c->mtu))
-        return refuse(why, len, "-m (--mtu) %u: must be 256, 512, 1024, 2048 or 4096", c->mtu);
+        return perf_refuse(why, len, "-m (--mtu) %u: must be 256, 512, 1024, 2048 or 4096", c->mtu);
     if (c->duration_s && c->margin_s * 2 >= c->duration_s)
-        return refuse(why, len, "-f (--margin) %u: twice the margin must be less than -D %u",
+        return perf_refuse(why, len, "-f (--margin) %u: twice the margin must be less than -D %u",
                       c->margin_s, c->duration_s);
     if (lat && (c->output == OP_PERF_OUT_BW || c->output == OP_PERF_OUT_MSGRATE))
-        return refuse(why, len, "--output=bandwidth|message_rate is for bandwidth tests");
+        return perf_refuse(why, len, "--output=bandwidth|message_rate is for bandwidth tests");
     if (!lat && c->output == OP_PERF_OUT_LAT)
-        return refuse(why, len, "--output=latency is for latency tests");
+        return perf_refuse(why, len, "--output=latency is for latency tests");
     if (c->size == 0)
-        return refuse(why, len, "-s (--size) must be at least 1 byte");
+        return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
     return OP_OK;
 }
 

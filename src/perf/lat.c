@@ -59,15 +59,7 @@ static op_status_t reap_receive(struct lat_state *s, bool *got)
 
 static op_status_t peer_line(struct lat_state *s)
 {
-    char rest[PERF_LINE_MAX];
-    bool got;
-    op_status_t st = perf_poll_tag(s->r, "DONE", &got, rest, sizeof rest);
-    if (st != OP_OK || !got)
-        return st;
-    if (perf_parse_lat_done(rest, &s->peer) != OP_OK)
-        return perf_refuse(s->r->why, sizeof s->r->why, "side channel: bad DONE '%.60s'", rest);
-    s->peer_done = true;
-    return OP_OK;
+    return perf_poll_done(s->r, &s->peer_done, perf_parse_lat_done, &s->peer);
 }
 
 /* Spin until this iteration's answer is here (true), or, on the server, the

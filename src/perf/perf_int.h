@@ -8,6 +8,7 @@
 #include "offpath/rdma.h"
 
 #define PERF_LINE_MAX 512
+#define PERF_QKEY 0x11111111u /* UD: the Q_Key both sides use */
 #define PERF_QP_SHIFT 40 /* wr_id: QP index above, message index below */
 #define PERF_IDX_MASK ((1ull << PERF_QP_SHIFT) - 1)
 
@@ -64,7 +65,7 @@ struct perf_ep {
     struct op_txq q;
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
-    uint64_t empty_polls;
+    uint64_t empty_polls, polls;
     uint64_t flushes; /* times the send queue went out */
 };
 
@@ -110,9 +111,9 @@ int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
 op_status_t perf_parse_params(const char *text, struct perf_params *p);
 const char *perf_params_mismatch(const struct perf_params *a, const struct perf_params *b);
 op_status_t perf_parse_qp(const char *text, uint32_t *idx, struct perf_peer *p);
-op_status_t perf_parse_bw_done(const char *text, struct op_perf_bw_result *r);
+op_status_t perf_parse_bw_done(const char *text, void *bw_result);
 int perf_format_bw_done(const struct op_perf_bw_result *r, char *buf, size_t cap);
-op_status_t perf_parse_lat_done(const char *text, struct op_perf_lat_result *r);
+op_status_t perf_parse_lat_done(const char *text, void *lat_result);
 int perf_format_lat_done(const struct op_perf_lat_result *r, char *buf, size_t cap);
 
 /* ---- the run: one side of a test */
@@ -136,6 +137,9 @@ op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size
 op_status_t perf_barrier(struct perf_run *r, const char *tag);
 /* One look at the side channel: got tells whether a line with tag came. */
 op_status_t perf_poll_tag(struct perf_run *r, const char *tag, bool *got, char *rest, size_t cap);
+/* The peer's DONE, if it came (got): its figures parsed into out. */
+typedef op_status_t (*perf_done_parse_fn)(const char *text, void *out);
+op_status_t perf_poll_done(struct perf_run *r, bool *got, perf_done_parse_fn parse, void *out);
 void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64_t total);
 
 op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);

@@ -67,8 +67,9 @@ op_status_t perf_parse_qp(const char *text, uint32_t *idx, struct perf_peer *p)
 
 static bool figure_ok(double v) { return isfinite(v) && v >= 0 && v < MAX_FIGURE; }
 
-op_status_t perf_parse_bw_done(const char *text, struct op_perf_bw_result *r)
+op_status_t perf_parse_bw_done(const char *text, void *bw_result)
 {
+    struct op_perf_bw_result *r = bw_result;
     int used = -1;
     if (sscanf(text, "%" SCNu64 " %" SCNu64 " %lg %lg %lg%n", &r->size, &r->iters, &r->bw_peak,
                &r->bw_avg, &r->msg_rate, &used) != 5 ||
@@ -84,8 +85,9 @@ int perf_format_bw_done(const struct op_perf_bw_result *r, char *buf, size_t cap
                     r->bw_peak, r->bw_avg, r->msg_rate);
 }
 
-op_status_t perf_parse_lat_done(const char *text, struct op_perf_lat_result *r)
+op_status_t perf_parse_lat_done(const char *text, void *lat_result)
 {
+    struct op_perf_lat_result *r = lat_result;
     int used = -1;
     if (sscanf(text, "%" SCNu64 " %" SCNu64 " %lg %lg %lg %lg %lg %lg %lg%n", &r->size,
                &r->iters, &r->t_min, &r->t_max, &r->t_typical, &r->t_avg, &r->t_stdev, &r->p99,

@@ -62,6 +62,17 @@ op_status_t perf_poll_tag(struct perf_run *r, const char *tag, bool *got, char *
     return n > 0 ? take_tagged(r, line, tag, rest, cap) : OP_OK;
 }
 
+op_status_t perf_poll_done(struct perf_run *r, bool *got, perf_done_parse_fn parse, void *out)
+{
+    char rest[PERF_LINE_MAX];
+    op_status_t st = perf_poll_tag(r, "DONE", got, rest, sizeof rest);
+    if (st != OP_OK || !*got)
+        return st;
+    if (parse(rest, out) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why, "side channel: bad DONE '%.60s'", rest);
+    return OP_OK;
+}
+
 op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size_t cap)
 {
     for (unsigned idle = 0;;) {

@@ -27,19 +27,26 @@ static double best_interval_ns(const uint64_t *posted, const uint64_t *completed
     return best;
 }
 
+void op_perf_bw_rate(uint64_t size, uint64_t count, uint64_t ns, bool gbits,
+                     struct op_perf_bw_result *out)
+{
+    *out = (struct op_perf_bw_result){.size = size, .iters = count};
+    if (ns == 0)
+        return;
+    double seconds = (double)ns / 1e9;
+    out->bw_avg = (double)size * (double)count / seconds / (gbits ? GBIT_BYTES : MIB);
+    out->msg_rate = (double)count / seconds / 1e6;
+}
+
 void op_perf_bw_compute(const uint64_t *posted, const uint64_t *completed, uint64_t n,
                         uint64_t size, uint32_t cq_mod, bool no_peak, bool gbits,
                         struct op_perf_bw_result *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->size = size;
-    out->iters = n;
-    if (n == 0 || completed[n - 1] <= posted[0])
+    bool ran = n > 0 && completed[n - 1] > posted[0];
+    op_perf_bw_rate(size, n, ran ? completed[n - 1] - posted[0] : 0, gbits, out);
+    if (!ran)
         return;
     double unit = gbits ? GBIT_BYTES : MIB;
-    double seconds = (double)(completed[n - 1] - posted[0]) / 1e9;
-    out->bw_avg = (double)size * (double)n / seconds / unit;
-    out->msg_rate = (double)n / seconds / 1e6;
     if (!no_peak && n <= OP_PERF_NO_PEAK_ITERS) {
         double best = best_interval_ns(posted, completed, n, cq_mod);
         if (best > 0)
