@@ -148,6 +148,28 @@ def test_loss_latency_completes(tool):
     assert c["timeouts"] + s["timeouts"] + c["nak_seq_recv"] + s["nak_seq_recv"] > 0
 
 
+def c_alt_hex(value, width):
+    """C's printf("%#0<width>x"): 0x only for non-zero values, zero-padded to width in all."""
+    if value == 0:
+        return "0" * width
+    return "0x" + format(value, "0%dx" % max(width - 2, 1))
+
+
+def assert_address_line(line):
+    """perftest prints the address line with %#04x/%#06x/%#08x/%#016Lx, so a 24-bit PSN
+    below 0x100000 takes fewer digits; the line must equal that format of its own fields."""
+    fields = re.match(r"^ (local|remote) address: LID (\S+) QPN (\S+) PSN (\S+)"
+                      r" RKey (\S+) VAddr (\S+)$", line)
+    assert fields, line
+    side, lid, qpn, psn, rkey, vaddr = fields.groups()
+    nums = [int(v, 16) for v in (lid, qpn, psn, rkey, vaddr)]
+    assert nums[0] == 0 and 0 < nums[1] < 1 << 24 and nums[2] < 1 << 24, line
+    expect = " %s address: LID %s QPN %s PSN %s RKey %s VAddr %s" % (
+        side, c_alt_hex(nums[0], 4), c_alt_hex(nums[1], 6), c_alt_hex(nums[2], 6),
+        c_alt_hex(nums[3], 8), c_alt_hex(nums[4], 16))
+    assert line == expect, (line, expect)
+
+
 def test_banner_and_addresses_byte_for_byte():
     server, client = run_pair("ib_write_bw", ["-n", 20, "-s", 4096, "-m", 1024])
     check_ok(client, "client")
@@ -168,9 +190,8 @@ def test_banner_and_addresses_byte_for_byte():
         " Data ex. method : Ethernet",
     ]
     assert out[13] == LINE
-    addr = re.compile(r"^ (local|remote) address: LID 0000 QPN 0x[0-9a-f]{4} PSN 0x[0-9a-f]{6}"
-                      r" RKey 0x[0-9a-f]{6,8} VAddr 0x[0-9a-f]{14}$")
-    assert addr.match(out[14]) and addr.match(out[16]), out[14:18]
+    for line in (out[14], out[16]):
+        assert_address_line(line)
     # both ends bind UDP 4791 (RoCEv2's port), so they sit on two loopback addresses
     gid = re.compile(r"^ GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:\d\d$")
     assert gid.match(out[15]) and gid.match(out[17]) and out[15] != out[17], out[15:18]
