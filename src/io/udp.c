@@ -41,6 +41,7 @@ struct udp_io {
     int pktinfo; /* bound to INADDR_ANY: read the local address per datagram */
     bool batching; /* GSO out, GRO in */
     uint64_t rx_truncated;
+    bool rx_idle; /* the last read found the socket empty */
     struct mmsghdr msgs[OP_IO_BURST];
     struct iovec iov[OP_IO_BURST];
     struct sockaddr_in addr[OP_IO_BURST];
@@ -107,14 +108,37 @@ static int rx_error(void)
     return -errno;
 }
 
+/* After a read found nothing, the next datagram is most likely a lone
+ * request someone is waiting on: read it alone. Asking for more would cost
+ * one more, empty, receive inside the kernel (about 0.5 us here) before the
+ * answer can even be computed. Busy sockets never go idle and keep reading
+ * whole bursts. */
+static int rx_batch(const struct udp_io *u, int want)
+{
+    return u->rx_idle ? 1 : want;
+}
+
+/* Reads up to n messages set up with set_rx_msg. */
+static int read_msgs(struct udp_io *u, int n)
+{
+    int r = n == 1 ? (int)recvmsg(u->fd, &u->msgs[0].msg_hdr, MSG_DONTWAIT)
+                   : recvmmsg(u->fd, u->msgs, (unsigned)n, MSG_DONTWAIT, NULL);
+    if (n == 1 && r >= 0) {
+        u->msgs[0].msg_len = (unsigned)r;
+        r = 1;
+    }
+    u->rx_idle = r <= 0;
+    return r;
+}
+
 /* Truncated datagrams (larger than OP_IO_BUF_SIZE) are dropped; later packets
  * move down so the caller sees a dense array. */
 static int plain_recv(struct udp_io *u, struct op_pkt *pkts, int max)
 {
-    int n = max < OP_IO_BURST ? max : OP_IO_BURST, k = 0;
+    int n = rx_batch(u, max < OP_IO_BURST ? max : OP_IO_BURST), k = 0;
     for (int i = 0; i < n; i++)
         set_rx_msg(u, i, pkts[i].data, OP_IO_BUF_SIZE);
-    int r = recvmmsg(u->fd, u->msgs, (unsigned)n, MSG_DONTWAIT, NULL);
+    int r = read_msgs(u, n);
     if (r < 0)
         return rx_error();
     for (int i = 0; i < r; i++) {
@@ -135,9 +159,10 @@ static int plain_recv(struct udp_io *u, struct op_pkt *pkts, int max)
 /* Reads up to UDP_GRO_MSGS whole datagrams; cut them with gro_cut. */
 static int gro_fill(struct udp_io *u)
 {
-    for (int i = 0; i < UDP_GRO_MSGS; i++)
+    int n = rx_batch(u, UDP_GRO_MSGS);
+    for (int i = 0; i < n; i++)
         set_rx_msg(u, i, u->gro_buf + (size_t)i * UDP_GRO_BUF, UDP_GRO_BUF);
-    int r = recvmmsg(u->fd, u->msgs, UDP_GRO_MSGS, MSG_DONTWAIT, NULL);
+    int r = read_msgs(u, n);
     if (r < 0)
         return rx_error();
     for (int i = 0; i < r; i++) {
@@ -306,6 +331,14 @@ static void skip_failed(struct udp_io *u, int j)
     u->io.tx_drops += (uint64_t)u->weight[j];
 }
 
+/* One message (a latency test's answer, often) is cheaper with sendmsg. */
+static int send_msgs(struct udp_io *u, int from, int n)
+{
+    if (n > 1)
+        return sendmmsg(u->fd, u->msgs + from, (unsigned)n, MSG_DONTWAIT);
+    return sendmsg(u->fd, &u->msgs[from].msg_hdr, MSG_DONTWAIT) < 0 ? -1 : 1;
+}
+
 /* Sends m prepared messages and returns how many packets went out. When the
  * socket stays full, *left is set to the number of packets not attempted
  * (the caller drops them and sends no more). */
@@ -314,7 +347,7 @@ static int udp_send_batch(struct udp_io *u, int m, int *left)
     int j = 0, sent = 0, retries = 0;
 
     while (j < m) {
-        int r = sendmmsg(u->fd, u->msgs + j, (unsigned)(m - j), MSG_DONTWAIT);
+        int r = send_msgs(u, j, m - j);
         if (r > 0) {
             sent += weight_of(u, j, j + r);
             u->io.tx_datagrams += (uint64_t)r;

@@ -200,9 +200,11 @@ int perf_ep_progress(struct perf_ep *ep, uint64_t now)
     return n;
 }
 
-int perf_ep_poll(struct perf_ep *ep, uint64_t now)
+int perf_ep_poll(struct perf_ep *ep, uint64_t now) { return perf_ep_poll_some(ep, now, ep->rx.n); }
+
+int perf_ep_poll_some(struct perf_ep *ep, uint64_t now, int max)
 {
-    int n = op_io_recv(ep->io, ep->rx.pkts, ep->rx.n);
+    int n = op_io_recv(ep->io, ep->rx.pkts, max < ep->rx.n ? max : ep->rx.n);
     /* A loop spinning on both cores starves the kernel's deferred network
      * work (ksoftirqd) until a scheduler tick: 4-8 ms stalls. Yield often. */
     if (n <= 0 && ++ep->empty_polls % YIELD_EVERY == 0)

@@ -71,7 +71,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     *arrived = false;
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
-        int pkts = perf_ep_poll(&s->r->ep, op_now_ns());
+        int pkts = perf_ep_poll_some(&s->r->ep, op_now_ns(), 1);
         op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);

@@ -80,6 +80,8 @@ void perf_ep_flush(struct perf_ep *ep);
 /* perf_ep_progress without the sends: a caller about to post its answer
  * flushes the ACKs this queued together with it (one system call). */
 int perf_ep_poll(struct perf_ep *ep, uint64_t now);
+/* perf_ep_poll of at most max packets; the rest wait in the socket layer */
+int perf_ep_poll_some(struct perf_ep *ep, uint64_t now, int max);
 /* Move the first acks queued packets (ACKs) behind the rest (an answer):
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */

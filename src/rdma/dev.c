@@ -141,7 +141,7 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
         return;
     }
     struct rdma_pkt p;
-    unsigned why = rdma_parse(qp, pkt, &p);
+    unsigned why = rdma_parse(qp, pkt, &bth, &p);
     if (why != RDMA_OK_) {
         qp->c[why]++;
         return;

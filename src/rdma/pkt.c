@@ -83,13 +83,15 @@ static bool from_peer(const struct op_rdma_qp *qp, const struct op_pkt *raw)
            (raw->flow.src_ip == qp->attr.remote_ip && raw->flow.src_port == qp->attr.remote_port);
 }
 
-/* Returns the counter of the reason to drop, or RDMA_OK_. */
-unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, struct rdma_pkt *p)
+/* Returns the counter of the reason to drop, or RDMA_OK_. The caller
+ * decoded the BTH (it names the QP) from a packet of at least a BTH and an
+ * ICRC. */
+unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struct op_bth *bth,
+                    struct rdma_pkt *p)
 {
     memset(p, 0, sizeof(*p));
     p->raw = raw;
-    if (op_bth_decode(raw->data, raw->len, &p->bth) != OP_OK || raw->len < OP_BTH_LEN + OP_ICRC_LEN)
-        return OP_RDMA_QP_C_drop_length;
+    p->bth = *bth;
     if (p->bth.pkey != RDMA_PKEY)
         return OP_RDMA_QP_C_drop_pkey;
     p->hdr = hdrs_of(qp->init.type, p->bth.opcode);

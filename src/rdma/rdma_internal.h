@@ -178,7 +178,8 @@ static inline uint32_t rdma_npkts(uint32_t len, uint32_t mtu)
 }
 
 /* pkt.c */
-unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, struct rdma_pkt *p);
+unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struct op_bth *bth,
+                    struct rdma_pkt *p);
 void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out);
 void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struct op_txq *out);
 

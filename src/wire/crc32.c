@@ -85,10 +85,23 @@ CLMUL_TARGET static uint32_t clmul_reduce(__m128i x)
     return (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(_mm_xor_si128(x, t), 4));
 }
 
+/* Packet headers (16..63 bytes) in one lane: no tables to pull into the
+ * cache, which is what a latency path coming out of the kernel pays for. */
+CLMUL_TARGET static uint32_t clmul_short(uint32_t reg, const uint8_t *p, size_t len)
+{
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
+    __m128i a = _mm_xor_si128(load128(p), _mm_cvtsi32_si128((int)reg));
+    for (p += 16, len -= 16; len >= 16; p += 16, len -= 16)
+        a = clmul_fold(a, k3k4, load128(p));
+    return clmul_reduce(a);
+}
+
 CLMUL_TARGET uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len)
 {
     const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4); /* fold by 512 */
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
+    if (len < 64)
+        return clmul_short(reg, p, len);
     __m128i a = _mm_xor_si128(load128(p), _mm_cvtsi32_si128((int)reg));
     __m128i b = load128(p + 16), c = load128(p + 32), d = load128(p + 48);
     for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {

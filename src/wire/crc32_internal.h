@@ -12,10 +12,10 @@
 uint32_t wire_crc32_slice8(uint32_t reg, const uint8_t *p, size_t len);
 
 /* Carry-less multiply folding (x86-64 PCLMULQDQ). Only when
- * wire_crc32_has_clmul() is true; len must be a multiple of 16, at least 64. */
+ * wire_crc32_has_clmul() is true; len must be a multiple of 16, at least 16. */
 bool wire_crc32_has_clmul(void);
 uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len);
 
-#define WIRE_CRC32_CLMUL_MIN 64
+#define WIRE_CRC32_CLMUL_MIN 16
 
 #endif

@@ -16,10 +16,15 @@
 #define IPV4_MF_OFFSET 0x3fffu /* more-fragments bit and fragment offset */
 #define BTH_VARIANT_BYTE 4
 
+/* Bytes after the BTH that go into the prefix buffer too, so that a small
+ * packet (an ACK, a short WRITE) is one pass of the CRC engine. */
+#define ICRC_INLINE_TAIL 64
+
 /* The 8 ones standing in for the LRH, the masked IPv4 header (at most 60
- * bytes), the masked UDP header and the masked BTH, gathered in one buffer. */
+ * bytes), the masked UDP header and the masked BTH, gathered in one buffer
+ * (with the rest of a short packet). */
 struct icrc_prefix {
-    uint8_t b[LRH_LEN + IPV4_MAX_HDR + UDP_HDR_LEN + OP_BTH_LEN];
+    uint8_t b[LRH_LEN + IPV4_MAX_HDR + UDP_HDR_LEN + OP_BTH_LEN + ICRC_INLINE_TAIL];
     size_t len;
 };
 
@@ -47,12 +52,15 @@ static void prefix_udp_bth(struct icrc_prefix *x, const uint8_t *udp, const uint
     x->len += UDP_HDR_LEN + bth;
 }
 
-static uint32_t icrc_finish(const struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
+static uint32_t icrc_finish(struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
 {
-    uint32_t crc = op_crc32(0, x->b, x->len);
-    if (roce_len > OP_BTH_LEN)
-        crc = op_crc32(crc, roce + OP_BTH_LEN, roce_len - OP_BTH_LEN);
-    return crc;
+    size_t tail = roce_len > OP_BTH_LEN ? roce_len - OP_BTH_LEN : 0;
+    if (tail <= ICRC_INLINE_TAIL) {
+        if (tail > 0)
+            memcpy(x->b + x->len, roce + OP_BTH_LEN, tail);
+        return op_crc32(0, x->b, x->len + tail);
+    }
+    return op_crc32(op_crc32(0, x->b, x->len), roce + OP_BTH_LEN, tail);
 }
 
 uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len)
