@@ -361,6 +361,52 @@ static void test_icrc_flow_matches_frame(void **state)
     assert_int_equal(op_icrc_flow(&test_flow, roce, sizeof roce), want);
 }
 
+/* The masked message the ICRC covers, spelled out (IBTA A17.3.3): 8 ones,
+ * IPv4 (ihl bytes) with TOS, TTL and checksum ones, UDP with checksum ones,
+ * BTH with byte 4 ones, the rest. */
+static size_t icrc_message(uint8_t *m, const uint8_t *ip, size_t ihl, size_t len)
+{
+    memset(m, 0xff, 8);
+    memcpy(m + 8, ip, ihl + 8 + len);
+    m[8 + 1] = m[8 + 8] = m[8 + 10] = m[8 + 11] = 0xff;
+    m[8 + ihl + 6] = m[8 + ihl + 7] = 0xff;
+    m[8 + ihl + 8 + 4] = 0xff;
+    return 8 + ihl + 8 + len;
+}
+
+/* Every length (every remainder the folding engine leaves, with and
+ * without IPv4 options) against the bitwise reference. */
+static void test_icrc_every_length_matches_reference(void **state)
+{
+    (void)state;
+    static uint8_t f[60 + 8 + 400 + 4], m[8 + sizeof f];
+    for (size_t ihl = 20; ihl <= 24; ihl += 4) {
+        for (size_t len = OP_BTH_LEN; len <= 400; len++) {
+            size_t total = ihl + 8 + len + OP_ICRC_LEN;
+            memset(f, 0, sizeof f);
+            f[0] = (uint8_t)(0x40 | ihl / 4);
+            f[1] = 0x2a;
+            f[2] = (uint8_t)(total >> 8);
+            f[3] = (uint8_t)total;
+            f[6] = 0x40; /* DF, Identification 0 */
+            f[8] = 64;
+            f[9] = 17;
+            f[12] = 127, f[15] = 2, f[16] = 127, f[19] = 100;
+            memset(f + 20, 0x01, ihl - 20); /* NOP options */
+            uint8_t *udp = f + ihl, *roce = udp + 8;
+            udp[0] = 0xc1, udp[1] = 0x23, udp[2] = 0x12, udp[3] = 0xb7;
+            udp[4] = (uint8_t)((total - ihl) >> 8), udp[5] = (uint8_t)(total - ihl);
+            for (size_t i = 0; i < len; i++)
+                roce[i] = (uint8_t)(i * 13u + len);
+            uint32_t want = crc32_ref(0, m, icrc_message(m, f, ihl, len)), got = 0;
+            assert_int_equal(op_icrc_ipv4_frame(f, total, &got), OP_OK);
+            assert_int_equal(got, want);
+            if (ihl == 20)
+                assert_int_equal(op_icrc_flow(&test_flow, roce, len), want);
+        }
+    }
+}
+
 static void test_icrc_seal_check(void **state)
 {
     (void)state;
@@ -978,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_icrc_frame_rejects),
         cmocka_unit_test(test_icrc_frame_ip_options),
         cmocka_unit_test(test_icrc_flow_matches_frame),
+        cmocka_unit_test(test_icrc_every_length_matches_reference),
         cmocka_unit_test(test_icrc_seal_check),
         cmocka_unit_test(test_red_types),
         cmocka_unit_test(test_red_ops),
