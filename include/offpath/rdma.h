@@ -24,6 +24,8 @@
 #define OP_RDMA_MAX_SGE 4
 #define OP_RDMA_DEFAULT_WINDOW 128 /* PSNs a requester keeps outstanding (rxe) */
 #define OP_RDMA_ACKREQ_EVERY 64    /* AckReq at least this often (rxe) */
+#define OP_RDMA_ACK_DELAY_NS 100000 /* an executed request nobody asked an ACK for waits at most
+                                       this, or a quarter of the QP's own timeout if shorter */
 #define OP_RDMA_UD_GRH_LEN 40      /* verbs put a GRH before every UD receive */
 
 struct op_rdma_dev;

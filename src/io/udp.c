@@ -206,16 +206,17 @@ static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max)
     return k;
 }
 
+/* The socket is read only when nothing read before is left: a caller that
+ * holds packets goes to work on them at once (a latency test's answer is
+ * often followed by the ACK in one datagram, and the ACK is needed before
+ * the next post; an empty read before it would cost a system call). */
 static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max)
 {
     int k = gro_cut(u, pkts, max);
-    if (k < max && u->gro_i == u->gro_n) {
-        int r = gro_fill(u);
-        if (r < 0 && k == 0)
-            return r;
-        k += gro_cut(u, pkts + k, max - k);
-    }
-    return k;
+    if (k > 0)
+        return k;
+    int r = gro_fill(u);
+    return r < 0 ? r : gro_cut(u, pkts, max);
 }
 
 static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)

@@ -151,9 +151,13 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
 
 void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out)
 {
-    for (uint32_t i = 0; i < dev->n_qps; i++)
-        if (dev->qps[i] != NULL && rdma_req_deadline(dev->qps[i]) <= now)
-            rdma_req_timer(dev->qps[i], now, out);
+    for (uint32_t i = 0; i < dev->n_qps; i++) {
+        struct op_rdma_qp *qp = dev->qps[i];
+        if (qp != NULL && rdma_resp_deadline(qp) <= now)
+            rdma_resp_timer(qp, now, out);
+        if (qp != NULL && rdma_req_deadline(qp) <= now)
+            rdma_req_timer(qp, now, out);
+    }
 }
 
 uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
@@ -161,8 +165,9 @@ uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
     uint64_t t = UINT64_MAX;
     for (uint32_t i = 0; i < dev->n_qps; i++)
         if (dev->qps[i] != NULL) {
-            uint64_t d = rdma_req_deadline(dev->qps[i]);
-            t = d < t ? d : t;
+            uint64_t q = rdma_req_deadline(dev->qps[i]), r = rdma_resp_deadline(dev->qps[i]);
+            t = q < t ? q : t;
+            t = r < t ? r : t;
         }
     return t;
 }

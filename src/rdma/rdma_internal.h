@@ -93,6 +93,7 @@ struct rdma_resp {
     uint64_t wva;
     uint32_t wlen;
     uint32_t unacked;
+    uint64_t ack_at; /* the delayed ACK of unacked packets is due; 0: none */
 };
 
 struct op_rdma_qp {
@@ -213,6 +214,9 @@ void rdma_req_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t no
                     struct op_txq *out);
 void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out);
 uint64_t rdma_req_deadline(const struct op_rdma_qp *qp);
+/* resp.c: the delayed ACK */
+void rdma_resp_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out);
+uint64_t rdma_resp_deadline(const struct op_rdma_qp *qp);
 void rdma_req_flush(struct op_rdma_qp *qp, unsigned status, const char *cause);
 
 /* resp.c */

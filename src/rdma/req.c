@@ -86,9 +86,21 @@ static void read_request(struct rdma_req *r, const struct rdma_swqe *w, uint32_t
     r->cur_pkt = k + n;
 }
 
+/* The last packet of a message asks for an ACK when someone waits for the
+ * completion (a signaled WR), when the send queue is half full (its slots
+ * come back with ACKs only) or when it is a resend (a responder answers a
+ * duplicate only when asked). Other messages are acknowledged together
+ * with a later one or by the responder's delayed ACK: a ping-pong's answer
+ * then leaves as one packet instead of two. */
+static bool message_wants_ack(const struct op_rdma_qp *qp, const struct rdma_swqe *w, bool resend)
+{
+    const struct rdma_req *r = &qp->req;
+    return w->signaled || qp->init.sq_sig_all || resend || 2 * (r->tail - r->head) >= r->cap;
+}
+
 /* One SEND or WRITE packet: headers by its place in the message. */
 static void data_packet(struct rdma_req *r, const struct rdma_swqe *w, uint32_t mtu,
-                        const struct op_reth *reth, struct rdma_out *o)
+                        const struct op_reth *reth, bool ack_last, struct rdma_out *o)
 {
     uint32_t k = r->cur_pkt;
     bool write = w->opcode >= OP_RDMA_WR_RDMA_WRITE;
@@ -101,7 +113,7 @@ static void data_packet(struct rdma_req *r, const struct rdma_swqe *w, uint32_t 
     /* twice per window at least: a window shrunk below a message must not
      * wait for an ACK that only the message's last packet asks for */
     uint32_t every = r->window / 2 < OP_RDMA_ACKREQ_EVERY ? r->window / 2 : OP_RDMA_ACKREQ_EVERY;
-    o->ackreq = r->cur_pkt == w->npkts || ++r->since_ackreq >= (every ? every : 1);
+    o->ackreq = (r->cur_pkt == w->npkts && ack_last) || ++r->since_ackreq >= (every ? every : 1);
 }
 
 /* The next packet of w (RC or UC): PSN first_psn + cur_pkt. */
@@ -113,17 +125,18 @@ static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq 
     struct rdma_out o = {.dest_qp = qp->attr.dest_qpn, .psn = psn, .sgl = &w->sgl,
                          .off = r->cur_pkt * mtu, .dst_ip = qp->attr.remote_ip,
                          .dst_port = qp->attr.remote_port};
+    bool resend = psn_diff(psn, r->hi_psn) < 0;
     if (w->opcode == OP_RDMA_WR_RDMA_READ)
         read_request(r, w, mtu, &reth, &o);
     else
-        data_packet(r, w, mtu, &reth, &o);
+        data_packet(r, w, mtu, &reth, message_wants_ack(qp, w, resend), &o);
     if (qp->init.type == OP_RDMA_QPT_UC) {
         o.opcode |= OP_UC_BASE;
         o.ackreq = false;
     }
     if (o.ackreq)
         r->since_ackreq = 0;
-    if (psn_diff(psn, r->hi_psn) < 0)
+    if (resend)
         qp->c[OP_RDMA_QP_C_retransmissions]++;
     rdma_emit(qp, &o, out);
     r->next_psn = psn_add(w->first_psn, r->cur_pkt);

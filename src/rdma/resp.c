@@ -211,24 +211,58 @@ static enum exec_result execute(struct op_rdma_qp *qp, const struct rdma_pkt *p,
     return exec_read(qp, p, cause, out);
 }
 
+static void ack_now(struct op_rdma_qp *qp, uint32_t psn, struct op_txq *out)
+{
+    rdma_send_aeth(qp, RDMA_AETH_ACK, psn, out);
+    qp->resp.unacked = 0;
+    qp->resp.ack_at = 0;
+}
+
+/* The peer's retransmission timer is not known here; this QP's own (both
+ * ends are usually set alike, as perftest's -u) keeps the delayed ACK well
+ * inside it, so a short timer never fires for a request already executed. */
+static uint64_t ack_delay_ns(const struct op_rdma_qp *qp)
+{
+    uint64_t quarter = op_rdma_timeout_ns(qp->attr.timeout) / 4;
+    return qp->attr.timeout != 0 && quarter < OP_RDMA_ACK_DELAY_NS ? quarter
+                                                                    : OP_RDMA_ACK_DELAY_NS;
+}
+
 /* Executed: the next PSN is expected; ACK when asked or when ack_every
- * packets went unacknowledged. A READ's response is its ACK. */
-static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out)
+ * packets went unacknowledged, else within OP_RDMA_ACK_DELAY_NS (one ACK then
+ * covers all of them). A READ's response is its ACK. */
+static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
+                       struct op_txq *out)
 {
     struct rdma_resp *s = &qp->resp;
     if (p->hdr & RDMA_H_READ_REQ) {
         s->epsn = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
         s->unacked = 0;
+        s->ack_at = 0;
         return;
     }
     if ((p->hdr & RDMA_H_LAST) && s->in_msg == 0)
         s->msn++;
     s->epsn = psn_add(p->bth.psn, 1);
     s->unacked++;
-    if (p->bth.ackreq || (qp->attr.ack_every != 0 && s->unacked >= qp->attr.ack_every)) {
-        rdma_send_aeth(qp, RDMA_AETH_ACK, p->bth.psn, out);
-        s->unacked = 0;
-    }
+    if (p->bth.ackreq || (qp->attr.ack_every != 0 && s->unacked >= qp->attr.ack_every))
+        ack_now(qp, p->bth.psn, out);
+    else if (s->ack_at == 0)
+        s->ack_at = now + ack_delay_ns(qp);
+}
+
+uint64_t rdma_resp_deadline(const struct op_rdma_qp *qp)
+{
+    return qp->resp.ack_at != 0 ? qp->resp.ack_at : UINT64_MAX;
+}
+
+void rdma_resp_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
+{
+    if (qp->resp.ack_at == 0 || qp->resp.ack_at > now)
+        return;
+    if (qp->state == OP_RDMA_QPS_RTR || qp->state == OP_RDMA_QPS_RTS)
+        ack_now(qp, psn_add(qp->resp.epsn, RDMA_PSN_MASK), out);
+    qp->resp.ack_at = 0;
 }
 
 static void rc_error(struct op_rdma_qp *qp, const struct rdma_pkt *p, enum exec_result r,
@@ -266,7 +300,6 @@ void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
 {
     struct rdma_resp *s = &qp->resp;
     char cause[RDMA_CAUSE_LEN];
-    (void)now;
     if (qp->init.type == OP_RDMA_QPT_UC) {
         uc_input(qp, p, cause);
         return;
@@ -288,7 +321,7 @@ void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
     s->nak_sent = false;
     enum exec_result r = execute(qp, p, cause, out);
     if (r == EX_OK)
-        rc_advance(qp, p, out);
+        rc_advance(qp, p, now, out);
     else
         rc_error(qp, p, r, cause, out);
 }

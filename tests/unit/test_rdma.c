@@ -1007,9 +1007,142 @@ static void test_unsignaled_and_ack_every(void **state)
     assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
     assert_int_equal(op_rdma_poll_cq(f.a.scq, 1, f.c[0].wc), 0);
     assert_memory_equal(f.rem.p, f.src.p, 2560);
-    /* packets 4 and 8 by count, 10 and 11 by AckReq */
-    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 4);
+    /* packets 4 and 8 by count, 11 by AckReq: the unsignaled message's last
+     * packet does not ask, the signaled one behind it covers it */
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 3);
     coll_free(f.c);
+    fx_free(&f);
+}
+
+static op_status_t post_unsignaled_write(struct fx *f, size_t len, uint64_t wr_id)
+{
+    struct op_rdma_sge sg = sge(&f->src, 0, len);
+    struct op_rdma_send_wr wr = {.wr_id = wr_id, .opcode = OP_RDMA_WR_RDMA_WRITE, .sg_list = &sg,
+                                 .num_sge = 1,
+                                 .rdma = {va(&f->rem, 0), op_rdma_mr_rkey(f->rem.mr)}};
+    return op_rdma_post_send(f->a.qp, &wr, f->s.now, &f->s.q);
+}
+
+struct ack_watch {
+    uint64_t first_ack_at; /* virtual time the responder's first ACK left */
+    int ackreqs;           /* requests that asked for one */
+};
+
+static bool watch_acks(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct ack_watch *w = s->hook_ctx;
+    struct op_bth bth;
+    if (op_bth_decode(p->data, p->len, &bth) != OP_OK)
+        return false;
+    if (from == 1 && bth.opcode == OP_RC_ACK && w->first_ack_at == 0)
+        w->first_ack_at = s->now;
+    if (from == 0 && bth.ackreq)
+        w->ackreqs++;
+    return false;
+}
+
+/* ---- nobody asked: the responder ACKs within OP_RDMA_ACK_DELAY_NS, once
+ * for all, and the requester's queue drains without a single resend */
+static void test_delayed_ack_covers_unsignaled_tail(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct ack_watch w = {0};
+    struct op_rdma_wc wc;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
+    fx_init(&f, 181, &o, 4096, ALL_ACCESS);
+    f.s.hook = watch_acks;
+    f.s.hook_ctx = &w;
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(post_unsignaled_write(&f, 100, i), OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, 10 * OP_NS_PER_MS));
+    assert_int_equal(w.ackreqs, 0);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 1);
+    assert_true(w.first_ack_at >= OP_RDMA_ACK_DELAY_NS);
+    assert_true(w.first_ack_at < 2 * OP_RDMA_ACK_DELAY_NS);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 0);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_int_equal(op_rdma_poll_cq(f.a.scq, 1, &wc), 0); /* silent, as asked */
+    assert_memory_equal(f.rem.p, f.src.p, 100);
+    /* the queue is free again: a full queue's worth of posts goes in */
+    for (uint64_t i = 0; i < 64; i++)
+        assert_int_equal(post_unsignaled_write(&f, 100, i), OP_OK);
+    fx_free(&f);
+}
+
+/* ---- a short timer (-u 2: 16.4 us per try) brings the delayed ACK forward
+ * to a quarter of it, so the requester never resends what was executed */
+static void test_delayed_ack_inside_short_timeout(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct ack_watch w = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 1,
+                                   .timeout = 2};
+    fx_init(&f, 211, &o, 4096, ALL_ACCESS);
+    f.s.hook = watch_acks;
+    f.s.hook_ctx = &w;
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(post_unsignaled_write(&f, 100, i), OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    uint64_t quarter = op_rdma_timeout_ns(2) / 4;
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 1);
+    assert_true(w.first_ack_at >= quarter && w.first_ack_at < OP_RDMA_ACK_DELAY_NS / 4);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 0);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_RTS);
+    assert_memory_equal(f.rem.p, f.src.p, 100);
+    fx_free(&f);
+}
+
+/* ---- a send queue half full asks at once: its slots come back with ACKs */
+static void test_half_full_queue_asks_for_ack(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct ack_watch w = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7,
+                                   .depth = 4};
+    fx_init(&f, 191, &o, 4096, ALL_ACCESS);
+    f.s.hook = watch_acks;
+    f.s.hook_ctx = &w;
+    assert_int_equal(post_unsignaled_write(&f, 10, 1), OP_OK);
+    assert_int_equal(post_unsignaled_write(&f, 10, 2), OP_OK); /* 2 of 4: asks */
+    assert_false(rsim_run(&f.s, never, NULL, 50 * OP_NS_PER_US));
+    assert_int_equal(w.ackreqs, 1);
+    assert_true(w.first_ack_at > 0 && w.first_ack_at < OP_RDMA_ACK_DELAY_NS);
+    fx_free(&f);
+}
+
+static bool drop_first_ack(struct rsim *s, int from, const struct op_pkt *p)
+{
+    int *n = s->hook_ctx;
+    (void)p;
+    return from == 1 && ++*n == 1;
+}
+
+/* ---- the delayed ACK of an unsignaled message is lost: the resend asks
+ * for an ACK (a responder answers a duplicate only then), so the tail
+ * never runs out of retries */
+static void test_lost_unsignaled_message_resent_with_ackreq(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct op_rdma_wc wc;
+    int n = 0;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 1,
+                                   .timeout = 8};
+    fx_init(&f, 201, &o, 4096, ALL_ACCESS);
+    f.s.hook = drop_first_ack;
+    f.s.hook_ctx = &n;
+    assert_int_equal(post_unsignaled_write(&f, 200, 1), OP_OK); /* one packet */
+    assert_false(rsim_run(&f.s, never, NULL, 20 * OP_NS_PER_MS));
+    assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_RTS);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_duplicates), 1);
+    assert_memory_equal(f.rem.p, f.src.p, 200);
+    assert_int_equal(op_rdma_poll_cq(f.a.scq, 1, &wc), 0);
     fx_free(&f);
 }
 
@@ -1064,6 +1197,10 @@ int main(void)
         cmocka_unit_test(test_read_larger_than_window),
         cmocka_unit_test(test_dereg_during_write),
         cmocka_unit_test(test_unsignaled_and_ack_every),
+        cmocka_unit_test(test_delayed_ack_covers_unsignaled_tail),
+        cmocka_unit_test(test_delayed_ack_inside_short_timeout),
+        cmocka_unit_test(test_half_full_queue_asks_for_ack),
+        cmocka_unit_test(test_lost_unsignaled_message_resent_with_ackreq),
         cmocka_unit_test(test_uc_errors_drop_quietly),
     };
     return cmocka_run_group_tests_name("rdma", tests, NULL, NULL);
