@@ -55,6 +55,7 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(queries)                                                                                     \
     X(notifies)                                                                                    \
     X(kills)                                                                                       \
+    X(kills_repeated) /* a contribution into a group killed here heard the kill again */          \
     X(refusals)                                                                                    \
     X(groups_created)                                                                              \
     X(groups_freed)                                                                                \

@@ -397,7 +397,26 @@ static void kill_group(struct op_sw *sw, struct sw_group *g, struct op_txq *out)
 {
     OP_INFO(sw->cfg.log, "group %u killed", g->id);
     send_down_all(sw, g, OP_INC_CTRL_KILL, out);
+    sw_tomb_add(sw, g);
     sw_group_free(sw, g);
+}
+
+/* A child retransmits into a group killed here: the kill that went down to
+ * it was lost (the master kills only once every leader has contributed to
+ * the leave's barrier, so such a child is leaving and the kill ends its
+ * leave). A TOR that still has the group frees it and tells its members. */
+void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pkt *pkt,
+                   const struct op_inc_hdr *h, struct op_txq *out)
+{
+    struct op_inc_hdr k = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_CTRL,
+                           .group_id = t->id, .token = t->token, .src_rank = h->src_rank};
+    struct op_inc_ctrl c = t->notify;
+    set_type(&c, OP_INC_CTRL_KILL);
+    c.dst_ip = pkt->flow.src_ip;
+    c.dst_rank = h->src_rank;
+    c.local_group_size = t->n_children;
+    sw->c[OP_SW_C_kills_repeated]++;
+    send_ctrl(sw, out, pkt->flow.src_ip, pkt->flow.src_port, &k, &c);
 }
 
 static bool member_of(const struct op_sw *sw, const struct sw_group *g, const struct op_pkt *pkt,

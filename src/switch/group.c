@@ -147,6 +147,25 @@ void sw_group_free(struct op_sw *sw, struct sw_group *g)
     group_release(g);
 }
 
+void sw_tomb_add(struct op_sw *sw, const struct sw_group *g)
+{
+    struct sw_tomb *t = &sw->tombs[sw->next_tomb++ % SW_TOMBS];
+    *t = (struct sw_tomb){.id = g->id, .n_children = g->n_children, .token = g->token,
+                          .notify = g->notify};
+}
+
+/* Only a packet that knows the group's random token finds its tomb: nobody
+ * else can make the switch speak for a group that is gone. */
+const struct sw_tomb *sw_tomb_find(const struct op_sw *sw, uint16_t id, uint64_t token)
+{
+    for (uint32_t i = 0; i < SW_TOMBS; i++) {
+        const struct sw_tomb *t = &sw->tombs[i];
+        if (t->token != 0 && t->id == id && t->token == token)
+            return t;
+    }
+    return NULL;
+}
+
 /* Children are sorted by rank, so find by rank and check the address: a packet
  * from anyone else, or claiming another's rank, is not a member's. */
 int sw_group_child(const struct sw_group *g, uint32_t ip, uint16_t port, uint32_t rank)

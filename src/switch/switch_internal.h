@@ -12,6 +12,8 @@
 /* A TOR waiting for its spine re-sends its partial at most this often, however
  * many of its children retransmit. */
 #define SW_UP_RESEND_GAP_NS (1 * OP_NS_PER_MS)
+/* Groups killed lately, remembered so a late contribution hears the kill. */
+#define SW_TOMBS 64
 
 /* A communicator as the query names it, before and after it has a group id. */
 struct sw_key {
@@ -67,6 +69,14 @@ struct sw_group {
     uint8_t *mem;
 };
 
+/* A killed group: enough to tell a member that retransmits into it that it
+ * is gone (the kill on its way down can be lost like any packet). */
+struct sw_tomb {
+    uint16_t id, n_children;
+    uint64_t token; /* 0: unused */
+    struct op_inc_ctrl notify;
+};
+
 struct sw_pending {
     bool used;
     struct sw_key key;
@@ -87,6 +97,8 @@ struct op_sw {
     uint64_t slot_mem_used;
     uint32_t id_lo, id_hi, next_id;
     struct sw_pending pending[SW_MAX_PENDING];
+    struct sw_tomb tombs[SW_TOMBS]; /* a ring, newest at next_tomb - 1 */
+    uint32_t next_tomb;
     uint64_t next_sweep_ns;
     struct op_rng rng;
     uint64_t c[OP_SW_C_COUNT_];
@@ -110,6 +122,8 @@ op_status_t sw_group_create(struct op_sw *sw, uint16_t id, uint64_t token, const
                             const struct sw_member *children, uint16_t n, uint16_t window,
                             uint16_t max_data, struct sw_group **out, uint8_t *reason);
 void sw_group_free(struct op_sw *sw, struct sw_group *g);
+void sw_tomb_add(struct op_sw *sw, const struct sw_group *g);
+const struct sw_tomb *sw_tomb_find(const struct op_sw *sw, uint16_t id, uint64_t token);
 int sw_group_child(const struct sw_group *g, uint32_t ip, uint16_t port, uint32_t rank);
 uint32_t sw_free_groups(const struct op_sw *sw);
 int sw_alloc_id(struct op_sw *sw);
@@ -122,6 +136,8 @@ void sw_sweep(struct op_sw *sw, uint64_t now);
 /* ctrl.c */
 void sw_ctrl_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,
                    uint64_t now, struct op_txq *out);
+void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pkt *pkt,
+                   const struct op_inc_hdr *h, struct op_txq *out);
 
 /* agg.c */
 void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,

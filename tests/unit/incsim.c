@@ -63,7 +63,7 @@ static struct sim_event heap_pop(struct sim *s)
 static void enqueue(struct sim *s, const struct op_pkt *p)
 {
     if (p->flow.dst_ip == s->dead_ip || p->flow.src_ip == s->dead_ip ||
-        op_rng_unit(&s->rng) < s->drop) {
+        (s->lose != NULL && s->lose(s, p)) || op_rng_unit(&s->rng) < s->drop) {
         s->dropped++;
         return;
     }

@@ -28,6 +28,9 @@ struct sim {
     double drop, dup;
     uint64_t jitter_ns; /* reordering: each packet delayed by 0..jitter */
     uint32_t dead_ip;   /* packets to or from this address vanish (a dead switch) */
+    /* returns true to lose the packet (NULL: none); sees every packet sent */
+    bool (*lose)(struct sim *s, const struct op_pkt *p);
+    void *lose_ctx;
     struct op_rng rng;
     struct op_pktbuf txbuf;
     struct op_txq q;

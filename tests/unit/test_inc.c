@@ -315,6 +315,67 @@ static void test_leave_frees_groups_everywhere(void **state)
     sim_free(&s);
 }
 
+/* Loses, on the way to one leader, every result and the first kill. */
+struct lose_leave {
+    uint32_t ip;
+    int kills_seen;
+};
+
+static bool lose_results_and_first_kill(struct sim *s, const struct op_pkt *p)
+{
+    struct lose_leave *l = s->lose_ctx;
+    struct op_inc_pkt ip;
+    struct op_inc_ctrl c;
+    if (p->flow.dst_ip != l->ip || op_inc_decode(p->data, p->len, &ip) != OP_OK)
+        return false;
+    if (ip.hdr.kind == OP_INC_KIND_DATA)
+        return (ip.hdr.flags & OP_INC_F_RESULT) != 0;
+    return op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) == OP_OK &&
+           (c.query_notify_hop & 0x0f) == OP_INC_CTRL_KILL && l->kills_seen++ == 0;
+}
+
+/* ---- the leave's barrier result and the kill to one leader are lost: the
+ * master has freed the group everywhere; the leader's retransmission into
+ * the freed group hears the kill again and its leave ends well before the
+ * deadline (it used to time out) */
+static void test_leave_when_result_and_kill_are_lost(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .seed = 13};
+    sim_init(&s, &spec);
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    const struct op_inc_caps caps = *op_inc_eng_caps(s.leader[3]);
+    struct lose_leave lose = {.ip = sim_leader_ip(3)};
+    s.lose = lose_results_and_first_kill;
+    s.lose_ctx = &lose;
+    uint64_t t0 = s.now;
+    for (int l = 0; l < s.n_leaders; l++)
+        assert_int_equal(op_inc_eng_leave(s.leader[l], s.now, &s.q), OP_OK);
+    assert_true(sim_run(&s));
+    for (int l = 0; l < s.n_leaders; l++)
+        assert_int_equal(op_inc_eng_status(s.leader[l]), OP_OK);
+    assert_true(s.now - t0 < OP_NS_PER_S); /* the deadline is 5 s */
+    assert_int_equal(lose.kills_seen, 2); /* the kill down (lost), and the one heard again */
+    assert_int_equal(sim_sw_total(&s, OP_SW_C_kills_repeated), 1);
+    assert_int_equal(sim_sw_total(&s, OP_SW_C_groups_live), 0);
+    /* without the group's token the switch says nothing of a killed group */
+    struct op_inc_hdr h = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_DATA,
+                           .group_id = caps.group_id, .op = OP_RED_SUM, .dtype = OP_RED_INT32,
+                           .src_rank = 3, .token = caps.token ^ 1, .count = 1};
+    struct op_flow from = {.src_ip = sim_leader_ip(3), .src_port = 4791,
+                           .dst_ip = s.topo.sw[sim_tor_of_leader(&s, 3)].ip, .dst_port = 4791};
+    int32_t one = 1;
+    uint8_t pkt[OP_INC_MAX_PKT];
+    size_t n = op_inc_encode(&h, 0, &one, sizeof one, pkt, sizeof pkt);
+    uint64_t unknown = sim_sw_total(&s, OP_SW_C_drop_unknown_group);
+    sim_inject(&s, &from, pkt, op_icrc_seal(&from, pkt, n, sizeof pkt));
+    assert_true(sim_run(&s));
+    assert_int_equal(sim_sw_total(&s, OP_SW_C_drop_unknown_group), unknown + 1);
+    assert_int_equal(sim_sw_total(&s, OP_SW_C_kills_repeated), 1);
+    sim_free(&s);
+}
+
 static void test_lease_frees_silent_group(void **state)
 {
     (void)state;
@@ -364,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_dead_switch_times_out),
         cmocka_unit_test(test_foreign_packets_never_change_results),
         cmocka_unit_test(test_leave_frees_groups_everywhere),
+        cmocka_unit_test(test_leave_when_result_and_kill_are_lost),
         cmocka_unit_test(test_lease_frees_silent_group),
         cmocka_unit_test(test_unsupported_and_invalid_calls),
     };
