@@ -241,6 +241,7 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(bytes_out)        /* payload bytes sent */                                                   \
     X(retransmissions)  /* packets sent again */                                                   \
     X(timeouts)                                                                                    \
+    X(probes)           /* early go-backs by the measured round trip (no retry used) */            \
     X(acks_sent)                                                                                   \
     X(acks_recv)                                                                                   \
     X(nak_seq_sent)                                                                                \

@@ -276,10 +276,11 @@ static uint64_t run_sizes(const struct op_perf_config *c, uint32_t mtu, uint64_t
 /* ---- the report's tail: offpath's counters */
 
 static const unsigned shown_counters[] = {
-    OP_RDMA_QP_C_pkts_out,     OP_RDMA_QP_C_pkts_in,       OP_RDMA_QP_C_retransmissions,
-    OP_RDMA_QP_C_timeouts,     OP_RDMA_QP_C_nak_seq_sent,  OP_RDMA_QP_C_nak_seq_recv,
-    OP_RDMA_QP_C_nak_rnr_sent, OP_RDMA_QP_C_nak_rnr_recv,  OP_RDMA_QP_C_duplicates,
-    OP_RDMA_QP_C_out_of_seq,   OP_RDMA_QP_C_drop_icrc,     OP_RDMA_QP_C_uc_lost_msgs,
+    OP_RDMA_QP_C_pkts_out,     OP_RDMA_QP_C_pkts_in,      OP_RDMA_QP_C_retransmissions,
+    OP_RDMA_QP_C_timeouts,     OP_RDMA_QP_C_probes,       OP_RDMA_QP_C_nak_seq_sent,
+    OP_RDMA_QP_C_nak_seq_recv, OP_RDMA_QP_C_nak_rnr_sent, OP_RDMA_QP_C_nak_rnr_recv,
+    OP_RDMA_QP_C_duplicates,   OP_RDMA_QP_C_out_of_seq,   OP_RDMA_QP_C_drop_icrc,
+    OP_RDMA_QP_C_uc_lost_msgs,
 };
 #define N_SHOWN (sizeof(shown_counters) / sizeof(shown_counters[0]))
 

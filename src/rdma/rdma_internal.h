@@ -77,6 +77,12 @@ struct rdma_req {
     uint32_t grow_from;          /* una when the window last grew or shrank */
     uint64_t rto_ns, rto_at, rnr_at;
     uint64_t progress_at; /* una last moved (or the first send) */
+    /* adaptive retransmission (probe.c) */
+    uint64_t srtt_ns, rttvar_ns; /* 0: nothing measured yet */
+    bool sampling;               /* sample_psn, sent at sample_at, is being timed */
+    uint32_t sample_psn;
+    uint64_t sample_at, probe_at;
+    unsigned probes_in_row;      /* probes since una last moved: each doubles the next */
     uint8_t retries, rnr_retries; /* tries left; 7 = forever */
     bool rewound; /* went back to una once already: ignore further NAKs for it */
 };
@@ -206,6 +212,13 @@ void rdma_complete_send(struct op_rdma_qp *qp, const struct rdma_swqe *w, unsign
                         const char *cause);
 void rdma_complete_recv(struct op_rdma_qp *qp, const struct op_rdma_wc *wc);
 uint32_t rdma_mtu(const struct op_rdma_qp *qp);
+
+/* probe.c */
+void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool ackreq, bool resend, uint64_t now);
+void rdma_probe_acked(struct rdma_req *r, uint64_t now);
+uint64_t rdma_probe_timeout(const struct rdma_req *r);
+void rdma_probe_arm(struct rdma_req *r, bool outstanding, uint64_t now);
+void rdma_probe_fired(struct rdma_req *r);
 
 /* req.c */
 void rdma_req_init(struct op_rdma_qp *qp);

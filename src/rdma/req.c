@@ -25,7 +25,10 @@ void rdma_req_init(struct op_rdma_qp *qp)
     r->window = r->window_max = qp->attr.max_outstanding;
     r->grow_from = r->una;
     r->rto_ns = op_rdma_timeout_ns(qp->attr.timeout);
-    r->rto_at = r->rnr_at = UINT64_MAX;
+    r->rto_at = r->rnr_at = r->probe_at = UINT64_MAX;
+    r->srtt_ns = r->rttvar_ns = 0;
+    r->sampling = false;
+    r->probes_in_row = 0;
     r->retries = qp->attr.retry_cnt;
     r->rnr_retries = qp->attr.rnr_retry;
     r->rewound = false;
@@ -33,7 +36,9 @@ void rdma_req_init(struct op_rdma_qp *qp)
 
 uint64_t rdma_req_deadline(const struct op_rdma_qp *qp)
 {
-    return qp->req.rto_at < qp->req.rnr_at ? qp->req.rto_at : qp->req.rnr_at;
+    const struct rdma_req *r = &qp->req;
+    uint64_t t = r->rto_at < r->rnr_at ? r->rto_at : r->rnr_at;
+    return r->probe_at < t ? r->probe_at : t;
 }
 
 void rdma_req_flush(struct op_rdma_qp *qp, unsigned status, const char *cause)
@@ -42,7 +47,7 @@ void rdma_req_flush(struct op_rdma_qp *qp, unsigned status, const char *cause)
     for (; r->head != r->tail; r->head++)
         rdma_complete_send(qp, swqe(r, r->head), status, cause);
     r->cur = r->tail;
-    r->rto_at = r->rnr_at = UINT64_MAX;
+    r->rto_at = r->rnr_at = r->probe_at = UINT64_MAX;
 }
 
 /* The head WR fails with status; the QP goes to ERR and flushes the rest. */
@@ -117,7 +122,8 @@ static void data_packet(struct rdma_req *r, const struct rdma_swqe *w, uint32_t 
 }
 
 /* The next packet of w (RC or UC): PSN first_psn + cur_pkt. */
-static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq *out)
+static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, uint64_t now,
+                      struct op_txq *out)
 {
     struct rdma_req *r = &qp->req;
     uint32_t mtu = rdma_mtu(qp), psn = psn_add(w->first_psn, r->cur_pkt);
@@ -138,6 +144,8 @@ static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, struct op_txq 
         r->since_ackreq = 0;
     if (resend)
         qp->c[OP_RDMA_QP_C_retransmissions]++;
+    if (qp->init.type == OP_RDMA_QPT_RC)
+        rdma_probe_sent(r, psn, o.ackreq, resend, now);
     rdma_emit(qp, &o, out);
     r->next_psn = psn_add(w->first_psn, r->cur_pkt);
     if (psn_diff(r->next_psn, r->hi_psn) > 0)
@@ -194,7 +202,7 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         if (qp->init.type == OP_RDMA_QPT_UD)
             send_ud(qp, w, out);
         else
-            send_data(qp, w, out);
+            send_data(qp, w, now, out);
         if (r->cur_pkt < w->npkts)
             continue;
         r->cur++;
@@ -209,6 +217,8 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         r->progress_at = now;
     if (rc && outstanding(r) && r->rto_at == UINT64_MAX && r->rto_ns != 0)
         r->rto_at = now + r->rto_ns;
+    if (rc && r->probe_at == UINT64_MAX)
+        rdma_probe_arm(r, outstanding(r), now);
 }
 
 /* Resume sending at una: the WR holding it becomes cur again. */
@@ -218,6 +228,7 @@ static void rewind_to_una(struct rdma_req *r)
     r->cur_pkt = 0;
     r->next_psn = r->una;
     r->since_ackreq = 0;
+    r->sampling = false; /* what is resent would time ambiguously (Karn) */
     if (r->head != r->tail && swqe(r, r->head)->started)
         r->cur_pkt = (uint32_t)psn_diff(r->una, swqe(r, r->head)->first_psn);
 }
@@ -291,6 +302,8 @@ static void made_progress(struct op_rdma_qp *qp, uint64_t now)
     r->progress_at = now;
     grow_window(r);
     r->rto_at = outstanding(r) && r->rto_ns != 0 ? now + r->rto_ns : UINT64_MAX;
+    rdma_probe_acked(r, now);
+    rdma_probe_arm(r, outstanding(r), now);
     if (psn_diff(r->una, r->next_psn) > 0)
         rewind_to_una(r); /* a late ACK covered what a go-back resent */
 }
@@ -339,7 +352,7 @@ static void rnr_nak(struct op_rdma_qp *qp, uint32_t psn, uint8_t timer, uint64_t
         return;
     }
     r->rnr_at = now + op_rdma_rnr_ns(timer);
-    r->rto_at = UINT64_MAX;
+    r->rto_at = r->probe_at = UINT64_MAX;
 }
 
 static void nak_fail(struct op_rdma_qp *qp, uint32_t psn, unsigned status, unsigned counter)
@@ -465,7 +478,7 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
 {
     struct rdma_req *r = &qp->req;
     if (qp->state != OP_RDMA_QPS_RTS) {
-        r->rto_at = r->rnr_at = UINT64_MAX;
+        r->rto_at = r->rnr_at = r->probe_at = UINT64_MAX;
         return;
     }
     if (r->rnr_at <= now) {
@@ -478,6 +491,13 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
             retries_out(qp, now, true);
             return;
         }
+        r->probe_at = UINT64_MAX;
+        shrink_window(r);
+        rewind_to_una(r);
+        r->rewound = true;
+    } else if (r->probe_at <= now) {
+        qp->c[OP_RDMA_QP_C_probes]++;
+        rdma_probe_fired(r);
         shrink_window(r);
         rewind_to_una(r);
         r->rewound = true;

@@ -145,7 +145,8 @@ def test_loss_latency_completes(tool):
     check_ok(server, "server")
     c, s = counters(client[1]), counters(server[1])
     assert c["loss_injected"] + s["loss_injected"] > 0
-    assert c["timeouts"] + s["timeouts"] + c["nak_seq_recv"] + s["nak_seq_recv"] > 0
+    assert (c["timeouts"] + s["timeouts"] + c["probes"] + s["probes"] + c["nak_seq_recv"] +
+            s["nak_seq_recv"]) > 0
 
 
 def c_alt_hex(value, width):

@@ -585,6 +585,10 @@ static void dead_peer(uint8_t retry_cnt)
     assert_non_null(strstr(f.c[0].wc[0].cause, "no ACK for PSN 0x000000 after"));
     assert_int_equal(f.c[0].wc[1].status, OP_RDMA_WC_WR_FLUSH_ERR);
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), retry_cnt + 1);
+    /* probes went first (at 4, 12, 28 and 60 ms, then while each probe
+     * timeout stays below 67 ms) and used no retry: the QP still failed after
+     * exactly (retry_cnt + 1) configured timeouts */
+    assert_true(qc(&f.a, OP_RDMA_QP_C_probes) >= 4);
     print_message("cause: %s\n", f.c[0].wc[0].cause);
     coll_free(f.c);
     fx_free(&f);
@@ -595,6 +599,84 @@ static void test_retry_exhausted_dead_peer(void **state)
     (void)state;
     dead_peer(0);
     dead_peer(6);
+}
+
+/* ---- adaptive retransmission: a probe by the measured round trip */
+struct drop_nth {
+    int from, nth, seen;
+};
+
+static bool drop_nth(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct drop_nth *d = s->hook_ctx;
+    (void)p;
+    return from == d->from && ++d->seen == d->nth;
+}
+
+/* n signaled one-packet writes, each awaited: round trips to measure */
+static void warm_up(struct fx *f, int n)
+{
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(post(&f->s, &f->a, OP_RDMA_WR_RDMA_WRITE, &f->src, 0, 64, &f->rem, 0,
+                              (uint64_t)i, 0),
+                         OP_OK);
+        wait_for(&f->s, &f->a, 1, &f->b, 0, f->c);
+        expect_ok(&f->c[0].wc[0], (uint64_t)i);
+        coll_free(f->c);
+    }
+}
+
+/* One lost packet from side `from` after a warm-up; the write completes,
+ * by a probe, within a few ms of virtual time (the configured timer is
+ * 67 ms). Returns the time it took. */
+static uint64_t lose_one_after_warm_up(struct fx *f, int from)
+{
+    struct drop_nth d = {.from = from, .nth = 1};
+    warm_up(f, 4);
+    f->s.hook = drop_nth;
+    f->s.hook_ctx = &d;
+    uint64_t t0 = f->s.now;
+    fill(f->src.p, 64, 99);
+    assert_int_equal(post(&f->s, &f->a, OP_RDMA_WR_RDMA_WRITE, &f->src, 0, 64, &f->rem, 0, 9, 0),
+                     OP_OK);
+    wait_for(&f->s, &f->a, 1, &f->b, 0, f->c);
+    expect_ok(&f->c[0].wc[0], 9);
+    coll_free(f->c);
+    assert_int_equal(d.seen > 0, true);
+    assert_memory_equal(f->rem.p, f->src.p, 64);
+    return f->s.now - t0;
+}
+
+/* the tail of a message is lost: nothing later can reveal it */
+static void test_tail_loss_recovered_by_probe(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = 7};
+    fx_init(&f, 221, &o, 64, ALL_ACCESS);
+    uint64_t took = lose_one_after_warm_up(&f, 0);
+    assert_true(took >= OP_NS_PER_MS && took < 2 * OP_NS_PER_MS); /* the 1 ms floor */
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1);
+    fx_free(&f);
+}
+
+/* the ACK is lost and the QP may not retry at all (retry_cnt 0): the probe
+ * uses no retry, the responder re-ACKs the duplicate, the QP stays up */
+static void test_probe_uses_no_retry(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = 0};
+    fx_init(&f, 231, &o, 64, ALL_ACCESS);
+    uint64_t took = lose_one_after_warm_up(&f, 1);
+    assert_true(took < 2 * OP_NS_PER_MS);
+    assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_RTS);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_duplicates), 1);
+    fx_free(&f);
 }
 
 /* ---- malformed input: dropped, counted, nothing changes */
@@ -1188,6 +1270,8 @@ int main(void)
         cmocka_unit_test(test_rnr_retry_exhausted),
         cmocka_unit_test(test_protection_errors),
         cmocka_unit_test(test_retry_exhausted_dead_peer),
+        cmocka_unit_test(test_tail_loss_recovered_by_probe),
+        cmocka_unit_test(test_probe_uses_no_retry),
         cmocka_unit_test(test_malformed_dropped_and_counted),
         cmocka_unit_test(test_uc_loses_message),
         cmocka_unit_test(test_ud_send_qkey),
