@@ -113,10 +113,12 @@ static void qp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
         qp->c[OP_RDMA_QP_C_drop_state]++;
         return;
     }
-    if (qp->init.type == OP_RDMA_QPT_UD)
+    if (qp->init.type == OP_RDMA_QPT_UD) {
         rdma_ud_input(qp, p);
-    else if (to_req)
+    } else if (to_req) {
+        qp->dev->last_response_at = qp->req.last_response_at = now;
         rdma_req_input(qp, p, now, out);
+    }
     else
         rdma_resp_input(qp, p, now, out);
 }

@@ -55,6 +55,19 @@ void rdma_probe_arm(struct rdma_req *r, bool outstanding, uint64_t now)
     r->probe_at = outstanding && r->rto_ns != 0 && t < r->rto_ns ? now + t : UINT64_MAX;
 }
 
+/* The peer answered other QPs since it last answered this one: this QP's
+ * silence is most likely its packets queued behind theirs (16 QPs keep
+ * megabytes in flight on one socket), not a loss. Probe once the device has
+ * heard nothing for a probe timeout. Returns when to look again, or 0 to
+ * probe now. */
+uint64_t rdma_probe_defer(const struct rdma_req *r, uint64_t dev_last_response_at, uint64_t now)
+{
+    uint64_t quiet_until = dev_last_response_at + rdma_probe_timeout(r);
+    if (dev_last_response_at <= r->last_response_at || quiet_until <= now)
+        return 0;
+    return quiet_until;
+}
+
 void rdma_probe_fired(struct rdma_req *r)
 {
     r->probe_at = UINT64_MAX;

@@ -82,6 +82,7 @@ struct rdma_req {
     bool sampling;               /* sample_psn, sent at sample_at, is being timed */
     uint32_t sample_psn;
     uint64_t sample_at, probe_at;
+    uint64_t last_response_at;   /* this QP's last ACK, NAK or READ response */
     unsigned probes_in_row;      /* probes since una last moved: each doubles the next */
     uint8_t retries, rnr_retries; /* tries left; 7 = forever */
     bool rewound; /* went back to una once already: ignore further NAKs for it */
@@ -124,6 +125,7 @@ struct op_rdma_dev {
     struct op_rdma_cq **cqs;
     uint32_t n_cqs;
     uint64_t c[OP_RDMA_DEV_C_COUNT_];
+    uint64_t last_response_at; /* any QP's last ACK or READ response (probe.c) */
 };
 
 /* A parsed packet: headers in host order, payload as a view. */
@@ -218,6 +220,7 @@ void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool ackreq, bool resend,
 void rdma_probe_acked(struct rdma_req *r, uint64_t now);
 uint64_t rdma_probe_timeout(const struct rdma_req *r);
 void rdma_probe_arm(struct rdma_req *r, bool outstanding, uint64_t now);
+uint64_t rdma_probe_defer(const struct rdma_req *r, uint64_t dev_last_response_at, uint64_t now);
 void rdma_probe_fired(struct rdma_req *r);
 
 /* req.c */

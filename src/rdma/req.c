@@ -26,7 +26,7 @@ void rdma_req_init(struct op_rdma_qp *qp)
     r->grow_from = r->una;
     r->rto_ns = op_rdma_timeout_ns(qp->attr.timeout);
     r->rto_at = r->rnr_at = r->probe_at = UINT64_MAX;
-    r->srtt_ns = r->rttvar_ns = 0;
+    r->srtt_ns = r->rttvar_ns = r->last_response_at = 0;
     r->sampling = false;
     r->probes_in_row = 0;
     r->retries = qp->attr.retry_cnt;
@@ -474,6 +474,23 @@ void rdma_req_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t no
     rdma_req_progress(qp, now, out);
 }
 
+/* Back to una before the configured timer, unless the peer is still
+ * acknowledging other QPs' packets (then later). */
+static void probe(struct op_rdma_qp *qp, uint64_t now)
+{
+    struct rdma_req *r = &qp->req;
+    uint64_t later = rdma_probe_defer(r, qp->dev->last_response_at, now);
+    if (later != 0) {
+        r->probe_at = later;
+        return;
+    }
+    qp->c[OP_RDMA_QP_C_probes]++;
+    rdma_probe_fired(r);
+    shrink_window(r);
+    rewind_to_una(r);
+    r->rewound = true;
+}
+
 void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
 {
     struct rdma_req *r = &qp->req;
@@ -496,11 +513,7 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         rewind_to_una(r);
         r->rewound = true;
     } else if (r->probe_at <= now) {
-        qp->c[OP_RDMA_QP_C_probes]++;
-        rdma_probe_fired(r);
-        shrink_window(r);
-        rewind_to_una(r);
-        r->rewound = true;
+        probe(qp, now);
     }
     rdma_req_progress(qp, now, out);
 }

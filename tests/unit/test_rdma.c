@@ -679,6 +679,77 @@ static void test_probe_uses_no_retry(void **state)
     fx_free(&f);
 }
 
+/* QP 1's only packet is lost while QP 2, on the same devices, keeps the
+ * peer answering: QP 1's silence looks like queueing, so its probe waits
+ * until the peer has been quiet for a probe timeout. */
+struct busy_peer {
+    struct rsim *s;
+    struct rsim_ep *busy, *quiet;
+    const struct buf *src, *rem;
+    uint64_t until, posted, quiet_done_at;
+    uint32_t lost_qpn;
+    bool lost;
+};
+
+static bool lose_first_to_qpn(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct busy_peer *b = s->hook_ctx;
+    struct op_bth bth;
+    if (from != 0 || b->lost || op_bth_decode(p->data, p->len, &bth) != OP_OK ||
+        bth.dest_qp != b->lost_qpn)
+        return false;
+    b->lost = true;
+    return true;
+}
+
+static bool quiet_qp_done_keeping_busy(void *arg)
+{
+    struct busy_peer *b = arg;
+    struct op_rdma_wc wc;
+    if (op_rdma_poll_cq(b->busy->scq, 1, &wc) == 1 || b->posted == 0) {
+        if (b->s->now < b->until) {
+            assert_int_equal(post(b->s, b->busy, OP_RDMA_WR_RDMA_WRITE, b->src, 64, 64, b->rem, 64,
+                                  b->posted, 0),
+                             OP_OK);
+            b->posted++;
+            b->s->q.flush(b->s->q.ctx, &b->s->q); /* on the wire before the next step */
+        }
+    }
+    if (op_rdma_poll_cq(b->quiet->scq, 1, &wc) == 1) {
+        expect_ok(&wc, 7);
+        b->quiet_done_at = b->s->now;
+    }
+    return b->quiet_done_at != 0;
+}
+
+static void test_probe_waits_while_peer_answers_other_qps(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct rsim_ep a2, b2;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = 7};
+    fx_init(&f, 241, &o, 128, ALL_ACCESS);
+    rsim_connect(&f.s, &o, &a2, &b2);
+    warm_up(&f, 4);
+    uint64_t t0 = f.s.now;
+    struct busy_peer b = {.s = &f.s, .busy = &a2, .quiet = &f.a, .src = &f.src, .rem = &f.rem,
+                          .until = t0 + 5 * OP_NS_PER_MS, .lost_qpn = op_rdma_qp_num(f.b.qp)};
+    f.s.hook = lose_first_to_qpn;
+    f.s.hook_ctx = &b;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 64, &f.rem, 0, 7, 0),
+                     OP_OK);
+    assert_true(rsim_run(&f.s, quiet_qp_done_keeping_busy, &b, LIMIT_NS));
+    assert_true(b.lost && b.posted > 100);
+    /* not before QP 2 stopped, then within the next probe timeout or two */
+    assert_true(b.quiet_done_at > b.until);
+    assert_true(b.quiet_done_at < b.until + 3 * OP_NS_PER_MS);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_int_equal(op_rdma_qp_counters(a2.qp)[OP_RDMA_QP_C_probes], 0);
+    assert_memory_equal(f.rem.p, f.src.p, 64);
+    fx_free(&f);
+}
+
 /* ---- malformed input: dropped, counted, nothing changes */
 static void reseal(struct op_pkt *p)
 {
@@ -1272,6 +1343,7 @@ int main(void)
         cmocka_unit_test(test_retry_exhausted_dead_peer),
         cmocka_unit_test(test_tail_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_uses_no_retry),
+        cmocka_unit_test(test_probe_waits_while_peer_answers_other_qps),
         cmocka_unit_test(test_malformed_dropped_and_counted),
         cmocka_unit_test(test_uc_loses_message),
         cmocka_unit_test(test_ud_send_qkey),
