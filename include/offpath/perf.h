@@ -42,6 +42,7 @@ struct op_perf_config {
     uint32_t tx_depth;    /* -t */
     uint32_t rx_depth;    /* -r */
     uint32_t cq_mod;      /* -Q */
+    uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     uint32_t mtu;         /* -m; 0: the link's (4096 on loopback) */
     enum op_rdma_qp_type type; /* -c */
     uint8_t qp_timeout;   /* -u */

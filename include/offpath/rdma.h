@@ -152,6 +152,7 @@ struct op_rdma_qp_init_attr {
     enum op_rdma_qp_type type;
     struct op_rdma_cq *send_cq, *recv_cq;
     uint32_t max_send_wr, max_recv_wr;
+    uint32_t max_inline_data; /* 0..OP_RDMA_MAX_INLINE bytes an INLINE WR may carry */
     bool sq_sig_all; /* every send WR completes visibly, signaled or not */
 };
 
@@ -198,6 +199,11 @@ enum op_rdma_wr_opcode {
 
 #define OP_RDMA_SEND_SIGNALED 1u
 #define OP_RDMA_SEND_SOLICITED 2u
+/* The sg list's bytes are copied by the post call (as verbs' INLINE: their
+ * lkeys are not checked and the buffers may be reused at once); at most the
+ * QP's max_inline_data bytes; SEND and WRITE only. */
+#define OP_RDMA_SEND_INLINE 4u
+#define OP_RDMA_MAX_INLINE 912 /* perftest's MAX_INLINE */
 
 struct op_rdma_sge {
     uint64_t addr; /* a virtual address inside the region lkey names */

@@ -22,7 +22,7 @@ static const struct option options[] = {
     {"qp", 1, 0, 'q'}, {"gid-index", 1, 0, 'x'}, {"CPU-freq", 0, 0, 'F'},
     {"tx-depth", 1, 0, 't'}, {"rx-depth", 1, 0, 'r'}, {"bidirectional", 0, 0, 'b'},
     {"mtu", 1, 0, 'm'}, {"connection", 1, 0, 'c'}, {"qp-timeout", 1, 0, 'u'},
-    {"cq-mod", 1, 0, 'Q'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
+    {"cq-mod", 1, 0, 'Q'}, {"inline_size", 1, 0, 'I'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
     {"report_gbits", 0, 0, O_REPORT_GBITS}, {"tclass", 1, 0, O_TCLASS},
     {"out_json", 0, 0, O_OUT_JSON}, {"out_json_file", 1, 0, O_OUT_JSON_FILE},
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
@@ -63,6 +63,8 @@ static void help(const struct perf_cli *p)
     printf("  -t, --tx-depth=<dep>       send queue depth, 1..15000 (default %u)\n"
            "  -r, --rx-depth=<dep>       receive queue depth (send tests), 1..15000 (default 512)\n"
            "  -m, --mtu=<mtu>            256, 512, 1024, 2048 or 4096 (default 4096)\n"
+           "  -I, --inline_size=<size>   messages up to size bytes are posted INLINE (copied\n"
+           "                             at post), 0..912 (default 0; READ: always 0)\n"
            "  -c, --connection=<type>    RC, UC or UD (default RC)\n"
            "  -u, --qp-timeout=<n>       4.096 us * 2^n per try, 0..31 (default 14)\n"
            "      --retry_count=<n>      retries before RETRY_EXC_ERR, 0..7 (7 = forever,\n"
@@ -143,6 +145,7 @@ static bool set_numeric(struct perf_cli *p, int opt, const char *val)
     case 'm': return set_u32(p, "-m (--mtu)", val, 256, 4096, &c->mtu);
     case 'u': if (!set_u32(p, "-u (--qp-timeout)", val, 0, 31, &v)) return false; c->qp_timeout = (uint8_t)v; return true;
     case 'Q': return set_u32(p, "-Q (--cq-mod)", val, 1, 1024, &c->cq_mod);
+    case 'I': return set_u32(p, "-I (--inline_size)", val, 0, OP_RDMA_MAX_INLINE, &c->inline_size);
     case O_TCLASS: if (!set_u32(p, "--tclass", val, 0, 255, &v)) return false; c->tclass = (int)v; return true;
     case O_LOSS_SEED: return cli_u64(p->tool, "--loss_seed", val, 0, UINT64_MAX, &c->loss_seed);
     case O_RETRY: if (!set_u32(p, "--retry_count", val, 0, 7, &v)) return false; c->retry_cnt = (uint8_t)v; return true;
@@ -206,7 +209,7 @@ static int parse(struct perf_cli *p, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:NVh", options,
+    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:NVh", options,
                               NULL)) != -1) {
         char name[32];
         if (opt == 'h') {

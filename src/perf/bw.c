@@ -44,7 +44,8 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
         while (window_open(s, q)) {
             wr.wr_id = (uint64_t)i << PERF_QP_SHIFT | q->posted;
             bool last = q->posted + 1 == s->iters;
-            wr.send_flags = (q->posted + 1) % c->cq_mod == 0 || last ? OP_RDMA_SEND_SIGNALED : 0;
+            if ((q->posted + 1) % c->cq_mod == 0 || last)
+                wr.send_flags |= OP_RDMA_SEND_SIGNALED;
             op_status_t st = op_rdma_post_send(q->qp, &wr, now, &ep->q);
             if (st == OP_ERR_NOSPACE)
                 break;

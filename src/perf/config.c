@@ -57,6 +57,9 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--output=latency is for latency tests");
     if (c->size == 0)
         return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
+    if (c->inline_size > OP_RDMA_MAX_INLINE)
+        return perf_refuse(why, len, "-I (--inline_size) %u: at most %d bytes", c->inline_size,
+                           OP_RDMA_MAX_INLINE);
     return OP_OK;
 }
 
@@ -73,6 +76,8 @@ op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len
         if (c->verb == OP_PERF_SEND && c->test == OP_PERF_BW && c->rx_depth > c->iters)
             c->rx_depth = (uint32_t)c->iters;
     }
+    if (c->verb == OP_PERF_READ)
+        c->inline_size = 0; /* a READ request carries no data (perftest does the same) */
     if (c->cq_mod > c->tx_depth)
         c->cq_mod = c->tx_depth;
     if (c->cq_mod == 0)

@@ -86,7 +86,8 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
     const struct op_perf_config *c = ep->cfg;
     const struct op_rdma_qp_init_attr ia = {
         .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
-        .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1};
+        .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1,
+        .max_inline_data = c->inline_size};
     q->buf = aligned_alloc(4096, (2 * ep->bufsize + 4095) / 4096 * 4096);
     if (q->buf == NULL)
         return OP_ERR_NOMEM;
@@ -261,6 +262,8 @@ void perf_ep_send_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t
     wr->opcode = c->verb == OP_PERF_SEND    ? OP_RDMA_WR_SEND
                  : c->verb == OP_PERF_WRITE ? OP_RDMA_WR_RDMA_WRITE
                                             : OP_RDMA_WR_RDMA_READ;
+    if (size <= c->inline_size)
+        wr->send_flags = OP_RDMA_SEND_INLINE; /* callers add SIGNALED */
     wr->rdma.remote_addr = q->peer.vaddr + (read ? 0 : ep->bufsize);
     wr->rdma.rkey = q->peer.rkey;
     wr->ud.remote_ip = q->peer.ip;

@@ -100,7 +100,7 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
     struct op_rdma_send_wr wr;
     perf_ep_send_wr(ep, s->q, s->size, &sge, &wr);
     wr.wr_id = i;
-    wr.send_flags = OP_RDMA_SEND_SIGNALED;
+    wr.send_flags |= OP_RDMA_SEND_SIGNALED;
     if (ep->cfg->verb == OP_PERF_WRITE)
         s->q->buf[s->size - 1] = (uint8_t)(i + 1);
     uint64_t flushes;

@@ -56,7 +56,7 @@ void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg, const struc
     if (cfg->verb == OP_PERF_READ)
         fprintf(f, " Outstand reads  : %u\n", b->out_reads);
     else
-        fprintf(f, " Max inline data : 0[B]\n");
+        fprintf(f, " Max inline data : %u[B]\n", cfg->inline_size);
     fprintf(f, " rdma_cm QPs\t : OFF\n");
     fprintf(f, " Data ex. method : Ethernet\n");
     fprintf(f, OP_PERF_LINE);
@@ -123,7 +123,7 @@ static void json_test_info(FILE *f, const struct op_perf_config *cfg,
     if (cfg->verb == OP_PERF_READ)
         fprintf(f, "  \"Outstand reads\": %u,\n", b->out_reads);
     else
-        fprintf(f, "  \"Max inline data\": 0,\n");
+        fprintf(f, "  \"Max inline data\": %u,\n", cfg->inline_size);
     fprintf(f, "  \"rdma_cm QPs\": \"OFF\",\n  \"Data ex. method\": \"Ethernet\",\n");
     fprintf(f, "  \"BW unit\": \"%s\"\n },\n", cfg->report_gbits ? "Gb/sec" : "MiB/sec");
 }

@@ -33,7 +33,7 @@ static bool init_attr_ok(const struct op_rdma_qp_init_attr *a)
 {
     return a->type <= OP_RDMA_QPT_UD && a->send_cq != NULL && a->recv_cq != NULL &&
            a->max_send_wr > 0 && a->max_recv_wr > 0 && a->max_send_wr <= (1u << 20) &&
-           a->max_recv_wr <= (1u << 20);
+           a->max_recv_wr <= (1u << 20) && a->max_inline_data <= OP_RDMA_MAX_INLINE;
 }
 
 op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_init_attr *attr,
@@ -50,8 +50,12 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
         return OP_ERR_NOMEM;
     qp->req.sq = calloc(attr->max_send_wr, sizeof(*qp->req.sq));
     qp->resp.rq = calloc(attr->max_recv_wr, sizeof(*qp->resp.rq));
-    if (qp->req.sq == NULL || qp->resp.rq == NULL) {
+    if (attr->max_inline_data > 0)
+        qp->req.inline_mem = malloc((size_t)attr->max_send_wr * attr->max_inline_data);
+    if (qp->req.sq == NULL || qp->resp.rq == NULL ||
+        (attr->max_inline_data > 0 && qp->req.inline_mem == NULL)) {
         free(qp->req.sq);
+        free(qp->req.inline_mem);
         free(qp->resp.rq);
         free(qp);
         return OP_ERR_NOMEM;
@@ -74,6 +78,7 @@ void op_rdma_qp_destroy(struct op_rdma_qp *qp)
         return;
     qp->dev->qps[qp->qpn - RDMA_QPN_BASE] = NULL;
     free(qp->req.sq);
+    free(qp->req.inline_mem);
     free(qp->resp.rq);
     free(qp);
 }
@@ -232,13 +237,37 @@ static bool opcode_ok(enum op_rdma_qp_type type, enum op_rdma_wr_opcode op)
     return false;
 }
 
-static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
+/* An INLINE WR's bytes, copied into the slot its WQE will occupy (the slot
+ * is reused only once that WQE has completed, retransmissions included). */
+static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
+                        uint8_t *slot, struct rdma_swqe *w)
+{
+    uint64_t total = 0;
+    if (wr->opcode == OP_RDMA_WR_RDMA_READ || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
+        (wr->num_sge > 0 && wr->sg_list == NULL))
+        return false;
+    for (int i = 0; i < wr->num_sge; i++)
+        total += wr->sg_list[i].length;
+    if (total > qp->init.max_inline_data)
+        return false;
+    for (int i = 0, off = 0; total > 0 && i < wr->num_sge; off += (int)wr->sg_list[i++].length)
+        memcpy(slot + off, (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+    w->len = (uint32_t)total;
+    w->sgl.n = total > 0;
+    w->sgl.sg[0] = (struct op_rdma_sge){.addr = (uint64_t)(uintptr_t)slot, .length = w->len};
+    return true;
+}
+
+static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr, uint8_t *slot,
                       struct rdma_swqe *w)
 {
     bool read = wr->opcode == OP_RDMA_WR_RDMA_READ;
     memset(w, 0, sizeof(*w));
-    if (!opcode_ok(qp->init.type, wr->opcode) ||
-        !rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, read, &w->sgl, &w->len))
+    if (!opcode_ok(qp->init.type, wr->opcode))
+        return false;
+    if ((wr->send_flags & OP_RDMA_SEND_INLINE) ? !inline_load(qp, wr, slot, w)
+                                               : !rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge,
+                                                                read, &w->sgl, &w->len))
         return false;
     if (qp->init.type == OP_RDMA_QPT_UD && w->len > rdma_mtu(qp))
         return false;
@@ -268,7 +297,9 @@ op_status_t op_rdma_post_send(struct op_rdma_qp *qp, const struct op_rdma_send_w
         return OP_ERR_STATE;
     if (r->tail - r->head >= r->cap)
         return OP_ERR_NOSPACE;
-    if (!swqe_fill(qp, wr, &w))
+    uint8_t *slot = r->inline_mem == NULL ? NULL
+                    : r->inline_mem + (size_t)(r->tail % r->cap) * qp->init.max_inline_data;
+    if (!swqe_fill(qp, wr, slot, &w))
         return OP_ERR_INVAL;
     if (qp->state == OP_RDMA_QPS_ERR) {
         rdma_complete_send(qp, &w, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);

@@ -69,6 +69,7 @@ struct rdma_rwqe {
  * acknowledged, [una, next_psn) are in flight, hi_psn is the first never sent. */
 struct rdma_req {
     struct rdma_swqe *sq;
+    uint8_t *inline_mem; /* cap slots of max_inline_data bytes: INLINE WRs' copies */
     uint32_t cap, head, cur, tail;
     uint32_t cur_pkt;
     uint32_t una, next_psn, hi_psn;

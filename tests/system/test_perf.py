@@ -242,6 +242,28 @@ def test_unreliable_transports(tool, args):
     assert f" Connection type : {args[1]}\t\t" in client[1]
 
 
+@pytest.mark.parametrize("tool,args", [("ib_write_lat", ["-s", 32, "-I", 64]),
+                                       ("ib_send_lat", ["-s", 64, "-I", 64]),
+                                       ("ib_send_bw", ["-s", 100, "-I", 128, "--loss", 0.05,
+                                                       "-u", 8]),
+                                       ("ib_write_bw", ["-a", "-I", 256])])
+def test_inline_sizes(tool, args):
+    """-I as perftest's: messages up to that size are posted INLINE (copied
+    at post, resent from the copy under loss); the banner says so and the
+    bytes that land are the sender's."""
+    server, client = run_pair(tool, ["-n", 200, *args])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    size = args[args.index("-I") + 1]
+    assert f" Max inline data : {size}[B]\n" in client[1]
+
+
+def test_inline_read_shows_none():
+    server, client = run_pair("ib_read_lat", ["-n", 100, "-I", 64])
+    check_ok(client, "client")
+    assert " Max inline data" not in client[1] and " Outstand reads" in client[1]
+
+
 @pytest.mark.parametrize("tool,flag,expect", [("ib_write_bw", "--output=bandwidth", float),
                                               ("ib_send_bw", "--output=message_rate", float),
                                               ("ib_read_lat", "--output=latency", float)])
@@ -276,6 +298,7 @@ def test_mismatched_flags_fail_on_both_sides():
     (["ib_send_bw", "-n", "4"], "-n (--iters)"),
     (["ib_write_bw", "--output=speed"], "--output"),
     (["ib_write_bw", "1.2.3.4", "5.6.7.8"], "unexpected argument"),
+    (["ib_send_lat", "-I", "913"], "-I (--inline_size)"),
 ])
 def test_bad_flags_are_named(args, needle):
     r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
@@ -294,5 +317,6 @@ def test_help_lists_perftest_flags():
     r = subprocess.run([BIN, "ib_write_bw", "--help"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0
     for flag in ["--size", "--iters", "--all", "--duration", "--qp", "--bidirectional",
-                 "--out_json", "--report_gbits", "--loss", "--tx-depth", "--mtu"]:
+                 "--out_json", "--report_gbits", "--loss", "--tx-depth", "--mtu",
+                 "--inline_size"]:
         assert flag in r.stdout

@@ -59,6 +59,7 @@ struct rsim_qp_opts {
     uint32_t ack_every;     /* responder ACK coalescing; 0: on AckReq only */
     unsigned access;        /* 0: REMOTE_WRITE | REMOTE_READ */
     uint32_t psn_a, psn_b;  /* initial PSNs */
+    uint32_t max_inline;    /* max_inline_data of both QPs */
 };
 
 void rsim_init(struct rsim *s, uint64_t seed);

@@ -227,6 +227,18 @@ static void test_config_rules(void **state)
     c.qps = 2;
     assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_ERR_INVAL);
     assert_non_null(strstr(why, "-q"));
+    /* -I: at most 912 bytes; a READ carries no data to inline */
+    op_perf_config_defaults(&c, OP_PERF_WRITE, OP_PERF_LAT);
+    c.inline_size = OP_RDMA_MAX_INLINE + 1;
+    assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_ERR_INVAL);
+    assert_non_null(strstr(why, "-I (--inline_size)"));
+    c.inline_size = 64;
+    assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_OK);
+    assert_int_equal(c.inline_size, 64);
+    op_perf_config_defaults(&c, OP_PERF_READ, OP_PERF_LAT);
+    c.inline_size = 64;
+    assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_OK);
+    assert_int_equal(c.inline_size, 0);
     /* perftest's adjustments: tx depth <= iters, cq_mod <= tx depth, margin D/4 */
     op_perf_config_defaults(&c, OP_PERF_SEND, OP_PERF_BW);
     c.iters = 50;

@@ -750,6 +750,55 @@ static void test_probe_waits_while_peer_answers_other_qps(void **state)
     fx_free(&f);
 }
 
+/* ---- INLINE: the bytes are taken at post, keys unchecked, limits kept */
+static op_status_t post_inline(struct fx *f, enum op_rdma_wr_opcode op, const struct op_rdma_sge *sg,
+                               int n, uint64_t wr_id)
+{
+    struct op_rdma_send_wr wr = {.wr_id = wr_id, .opcode = op,
+                                 .send_flags = OP_RDMA_SEND_SIGNALED | OP_RDMA_SEND_INLINE,
+                                 .sg_list = sg, .num_sge = n,
+                                 .rdma = {va(&f->rem, 0), op_rdma_mr_rkey(f->rem.mr)}};
+    return op_rdma_post_send(f->a.qp, &wr, f->s.now, &f->s.q);
+}
+
+static void test_inline_copied_at_post(void **state)
+{
+    (void)state;
+    struct fx f;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7, .max_inline = 256};
+    fx_init(&f, 251, &o, 4096, ALL_ACCESS);
+    uint8_t want[300], stack[200];
+    memcpy(want, f.src.p, 300);
+    memcpy(stack, f.src.p + 100, sizeof stack);
+    /* two pieces, one not in any region (verbs does not check an inline
+     * WR's keys), and the first packet lost so the resend needs the copy */
+    struct op_rdma_sge sg[2] = {{va(&f.src, 0), 100, 0xdeadbeef},
+                                {(uint64_t)(uintptr_t)stack, 156, 0}};
+    struct drop_nth d = {.from = 0, .nth = 1};
+    f.s.hook = drop_nth;
+    f.s.hook_ctx = &d;
+    assert_int_equal(post_inline(&f, OP_RDMA_WR_RDMA_WRITE, sg, 2, 1), OP_OK);
+    memset(f.src.p, 0xee, 300); /* the buffers are the caller's again at once */
+    memset(stack, 0xee, sizeof stack);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 1);
+    assert_int_equal(f.c[0].wc[0].byte_len, 256);
+    coll_free(f.c);
+    assert_memory_equal(f.rem.p, want, 256);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1);
+    /* over the limit, a READ, or a QP without inline room: refused */
+    struct op_rdma_sge big = {va(&f.src, 0), 257, op_rdma_mr_lkey(f.src.mr)};
+    assert_int_equal(post_inline(&f, OP_RDMA_WR_RDMA_WRITE, &big, 1, 2), OP_ERR_INVAL);
+    assert_int_equal(post_inline(&f, OP_RDMA_WR_RDMA_READ, sg, 1, 3), OP_ERR_INVAL);
+    fx_free(&f);
+    const struct rsim_qp_opts none = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7};
+    fx_init(&f, 252, &none, 64, ALL_ACCESS);
+    struct op_rdma_sge one = {va(&f.src, 0), 1, op_rdma_mr_lkey(f.src.mr)};
+    assert_int_equal(post_inline(&f, OP_RDMA_WR_RDMA_WRITE, &one, 1, 4), OP_ERR_INVAL);
+    assert_int_equal(post_inline(&f, OP_RDMA_WR_RDMA_WRITE, NULL, 0, 5), OP_OK); /* empty */
+    fx_free(&f);
+}
+
 /* ---- malformed input: dropped, counted, nothing changes */
 static void reseal(struct op_pkt *p)
 {
@@ -1344,6 +1393,7 @@ int main(void)
         cmocka_unit_test(test_tail_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_uses_no_retry),
         cmocka_unit_test(test_probe_waits_while_peer_answers_other_qps),
+        cmocka_unit_test(test_inline_copied_at_post),
         cmocka_unit_test(test_malformed_dropped_and_counted),
         cmocka_unit_test(test_uc_loses_message),
         cmocka_unit_test(test_ud_send_qkey),
