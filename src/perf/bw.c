@@ -41,11 +41,12 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
         if (!window_open(s, q))
             continue;
         perf_ep_send_wr(ep, q, s->size, &sge, &wr);
+        unsigned inline_flag = wr.send_flags & OP_RDMA_SEND_INLINE;
         while (window_open(s, q)) {
             wr.wr_id = (uint64_t)i << PERF_QP_SHIFT | q->posted;
             bool last = q->posted + 1 == s->iters;
-            if ((q->posted + 1) % c->cq_mod == 0 || last)
-                wr.send_flags |= OP_RDMA_SEND_SIGNALED;
+            bool signaled = (q->posted + 1) % c->cq_mod == 0 || last;
+            wr.send_flags = inline_flag | (signaled ? OP_RDMA_SEND_SIGNALED : 0);
             op_status_t st = op_rdma_post_send(q->qp, &wr, now, &ep->q);
             if (st == OP_ERR_NOSPACE)
                 break;
