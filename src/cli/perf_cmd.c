@@ -22,7 +22,7 @@ static const struct option options[] = {
     {"qp", 1, 0, 'q'}, {"gid-index", 1, 0, 'x'}, {"CPU-freq", 0, 0, 'F'},
     {"tx-depth", 1, 0, 't'}, {"rx-depth", 1, 0, 'r'}, {"bidirectional", 0, 0, 'b'},
     {"mtu", 1, 0, 'm'}, {"connection", 1, 0, 'c'}, {"qp-timeout", 1, 0, 'u'},
-    {"cq-mod", 1, 0, 'Q'}, {"inline_size", 1, 0, 'I'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
+    {"cq-mod", 1, 0, 'Q'}, {"inline_size", 1, 0, 'I'}, {"events", 0, 0, 'e'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
     {"report_gbits", 0, 0, O_REPORT_GBITS}, {"tclass", 1, 0, O_TCLASS},
     {"out_json", 0, 0, O_OUT_JSON}, {"out_json_file", 1, 0, O_OUT_JSON_FILE},
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
@@ -65,6 +65,8 @@ static void help(const struct perf_cli *p)
            "  -m, --mtu=<mtu>            256, 512, 1024, 2048 or 4096 (default 4096)\n"
            "  -I, --inline_size=<size>   messages up to size bytes are posted INLINE (copied\n"
            "                             at post), 0..912 (default 0; READ: always 0)\n"
+           "  -e, --events               sleep in poll(2) when idle instead of polling\n"
+           "                             (send and read tests)\n"
            "  -c, --connection=<type>    RC, UC or UD (default RC)\n"
            "  -u, --qp-timeout=<n>       4.096 us * 2^n per try, 0..31 (default 14)\n"
            "      --retry_count=<n>      retries before RETRY_EXC_ERR, 0..7 (7 = forever,\n"
@@ -166,6 +168,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case 'a': c->all = true; return true;
     case 'F': return true;
     case 'b': c->bidirectional = true; return true;
+    case 'e': c->use_event = true; return true;
     case 'N': c->no_peak = true; return true;
     case O_REPORT_GBITS: c->report_gbits = true; return true;
     case O_OUT_JSON: c->json = true; return true;
@@ -209,7 +212,7 @@ static int parse(struct perf_cli *p, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:NVh", options,
+    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eNVh", options,
                               NULL)) != -1) {
         char name[32];
         if (opt == 'h') {

@@ -219,6 +219,7 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
     for (uint64_t turn = 0;; turn++) {
         uint64_t now = op_now_ns();
         int got = perf_ep_progress(&r->ep, now);
+        uint64_t posted = s->total_posted;
         op_status_t st = OP_OK;
         if (s->i_send && !s->announced) {
             st = sender_step(s, now);
@@ -227,9 +228,13 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
         }
         if (st == OP_OK && s->i_receive)
             st = poll_receives(s, now);
+        /* -e: nothing came and nothing could be posted: sleep */
+        bool slept = r->cfg->use_event && got == 0 && s->total_posted == posted;
+        if (slept)
+            perf_ep_wait(&r->ep, now);
         /* a side that expects nothing still looks: the peer may have failed */
         if (st == OP_OK && !s->peer_done &&
-            (s->peer_sends ? got == 0 || turn % OOB_CHECK_EVERY == 0 : turn % 1024 == 0))
+            (s->peer_sends ? got == 0 || turn % OOB_CHECK_EVERY == 0 : slept || turn % 1024 == 0))
             st = check_peer_done(s);
         if (st != OP_OK)
             return st;

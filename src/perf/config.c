@@ -57,6 +57,8 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--output=latency is for latency tests");
     if (c->size == 0)
         return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
+    if (c->use_event && c->verb == OP_PERF_WRITE)
+        return perf_refuse(why, len, "-e (--events): not for RDMA WRITE tests (as perftest)");
     if (c->inline_size > OP_RDMA_MAX_INLINE)
         return perf_refuse(why, len, "-I (--inline_size) %u: at most %d bytes", c->inline_size,
                            OP_RDMA_MAX_INLINE);

@@ -15,6 +15,7 @@
 #define YIELD_EVERY 16 /* empty polls */
 #define LOOPBACK_TRIES 16
 #define TIMER_EVERY 8 /* polls */
+#define PERF_EVENT_WAIT_NS (10 * OP_NS_PER_MS)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 {
@@ -192,6 +193,14 @@ void perf_ep_answer_first(struct perf_ep *ep, int acks)
     memcpy(held, q->pkts, (size_t)acks * sizeof(*held));
     memmove(q->pkts, q->pkts + acks, (size_t)(q->n - acks) * sizeof(*held));
     memcpy(q->pkts + (q->n - acks), held, (size_t)acks * sizeof(*held));
+}
+
+void perf_ep_wait(struct perf_ep *ep, uint64_t now)
+{
+    uint64_t until = now + PERF_EVENT_WAIT_NS, t = op_rdma_dev_next_timer(ep->dev);
+    until = t < until ? t : until;
+    t = op_io_deadline(ep->io);
+    (void)op_io_wait(ep->io, t < until ? t : until);
 }
 
 int perf_ep_progress(struct perf_ep *ep, uint64_t now)

@@ -71,7 +71,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     *arrived = false;
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
-        (void)perf_ep_poll_some(&s->r->ep, op_now_ns(), 1);
+        int pkts = perf_ep_poll_some(&s->r->ep, op_now_ns(), 1);
         op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);
@@ -82,10 +82,14 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
             return st; /* the ACK waits for the answer's post */
         }
         perf_ep_flush(&s->r->ep);
+        bool slept = c->use_event && pkts == 0;
+        if (slept)
+            perf_ep_wait(&s->r->ep, op_now_ns());
         /* Both sides look at the side channel (the client's DONE, a peer
-         * gone) only every OOB_CHECK_EVERY turns: a TCP read on every empty
-         * poll made each turn, and so the answer, about 1 us later. */
-        if (turn % OOB_CHECK_EVERY == OOB_CHECK_EVERY - 1) {
+         * gone) only every OOB_CHECK_EVERY turns when spinning: a TCP read
+         * on every empty poll made each turn, and so the answer, about 1 us
+         * later. After a sleep it costs nothing that matters. */
+        if (slept || turn % OOB_CHECK_EVERY == OOB_CHECK_EVERY - 1) {
             st = peer_line(s);
             if (st != OP_OK || s->peer_done)
                 return st;
@@ -174,7 +178,9 @@ static op_status_t ping_pong(struct lat_state *s)
 static op_status_t await_done(struct lat_state *s)
 {
     while (!s->peer_done) {
-        perf_ep_progress(&s->r->ep, op_now_ns());
+        uint64_t now = op_now_ns();
+        if (perf_ep_progress(&s->r->ep, now) == 0 && s->r->cfg->use_event)
+            perf_ep_wait(&s->r->ep, now); /* ib_read_lat's server only serves */
         op_status_t st = reap_sends(s, NULL);
         if (st == OP_OK)
             st = peer_line(s);

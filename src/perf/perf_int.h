@@ -82,6 +82,10 @@ void perf_ep_flush(struct perf_ep *ep);
 int perf_ep_poll(struct perf_ep *ep, uint64_t now);
 /* perf_ep_poll of at most max packets; the rest wait in the socket layer */
 int perf_ep_poll_some(struct perf_ep *ep, uint64_t now, int max);
+/* -e: sleep until a packet comes, a timer of the engine or the I/O layer is
+ * due, or PERF_EVENT_WAIT_NS pass (the caller then looks at the side
+ * channel). Call only after a poll found nothing: nothing is held then. */
+void perf_ep_wait(struct perf_ep *ep, uint64_t now);
 /* Move the first acks queued packets (ACKs) behind the rest (an answer):
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */

@@ -1,8 +1,10 @@
 """The perftest-compatible tools (offpath ib_*): server and client as real
 processes on loopback, their text and JSON reports parsed and checked."""
 import json
+import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -258,6 +260,41 @@ def test_inline_sizes(tool, args):
     assert f" Max inline data : {size}[B]\n" in client[1]
 
 
+@pytest.mark.parametrize("tool", ["ib_send_lat", "ib_read_lat", "ib_send_bw", "ib_read_bw"])
+def test_events_mode(tool):
+    """-e: both sides sleep in poll(2) when idle; the results and the data
+    check stay right."""
+    server, client = run_pair(tool, ["-n", 500, "-e"])
+    check_ok(client, "client")
+    check_ok(server, "server")
+
+
+def test_events_mode_sleeps(tmp_path):
+    """A latency ping-pong with -e leaves the CPU much of the time (spinning
+    takes all of it): the client's CPU time stays well under its wall time."""
+    port = next_port()
+    args = [BIN, "ib_send_lat", "-p", str(port), "-n", "20000", "-e"]
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    report = tmp_path / "client.out"
+    try:
+        with open(report, "w") as f:
+            start = time.monotonic()
+            client = subprocess.Popen(args + ["127.0.0.1"], stdout=f, stderr=subprocess.DEVNULL)
+            _, status, usage = os.wait4(client.pid, 0)  # this child's own CPU time
+            wall = time.monotonic() - start
+        client.returncode = os.waitstatus_to_exitcode(status)
+        server.wait(timeout=30)
+    finally:
+        for p in (server, client):
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    out = report.read_text()
+    assert client.returncode == 0 and " offpath: data check ok" in out, out
+    cpu = usage.ru_utime + usage.ru_stime
+    assert cpu < 0.7 * wall, (cpu, wall)  # 0.45 here; spinning: 0.95-0.99
+
+
 def test_inline_read_shows_none():
     server, client = run_pair("ib_read_lat", ["-n", 100, "-I", 64])
     check_ok(client, "client")
@@ -299,6 +336,7 @@ def test_mismatched_flags_fail_on_both_sides():
     (["ib_write_bw", "--output=speed"], "--output"),
     (["ib_write_bw", "1.2.3.4", "5.6.7.8"], "unexpected argument"),
     (["ib_send_lat", "-I", "913"], "-I (--inline_size)"),
+    (["ib_write_lat", "-e"], "-e (--events): not for RDMA WRITE"),
 ])
 def test_bad_flags_are_named(args, needle):
     r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
