@@ -10,10 +10,11 @@
 #define PROBE_FIRST_NS (4 * OP_NS_PER_MS) /* before any round trip was measured */
 #define PROBE_MAX_DOUBLINGS 16
 
-/* Karn: only a PSN sent once and asking for an ACK is timed. */
-void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool ackreq, bool resend, uint64_t now)
+/* Karn: only a PSN sent once and answered at once (it asks for an ACK, or
+ * it is a READ request: the response is its ACK) is timed. */
+void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool answered, bool resend, uint64_t now)
 {
-    if (!ackreq || resend || r->sampling)
+    if (!answered || resend || r->sampling)
         return;
     r->sampling = true;
     r->sample_psn = psn;

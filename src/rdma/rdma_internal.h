@@ -217,7 +217,7 @@ void rdma_complete_recv(struct op_rdma_qp *qp, const struct op_rdma_wc *wc);
 uint32_t rdma_mtu(const struct op_rdma_qp *qp);
 
 /* probe.c */
-void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool ackreq, bool resend, uint64_t now);
+void rdma_probe_sent(struct rdma_req *r, uint32_t psn, bool answered, bool resend, uint64_t now);
 void rdma_probe_acked(struct rdma_req *r, uint64_t now);
 uint64_t rdma_probe_timeout(const struct rdma_req *r);
 void rdma_probe_arm(struct rdma_req *r, bool outstanding, uint64_t now);

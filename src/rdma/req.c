@@ -145,7 +145,7 @@ static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, uint64_t now,
     if (resend)
         qp->c[OP_RDMA_QP_C_retransmissions]++;
     if (qp->init.type == OP_RDMA_QPT_RC)
-        rdma_probe_sent(r, psn, o.ackreq, resend, now);
+        rdma_probe_sent(r, psn, o.ackreq || w->opcode == OP_RDMA_WR_RDMA_READ, resend, now);
     rdma_emit(qp, &o, out);
     r->next_psn = psn_add(w->first_psn, r->cur_pkt);
     if (psn_diff(r->next_psn, r->hi_psn) > 0)

@@ -613,18 +613,19 @@ static bool drop_nth(struct rsim *s, int from, const struct op_pkt *p)
     return from == d->from && ++d->seen == d->nth;
 }
 
-/* n signaled one-packet writes, each awaited: round trips to measure */
-static void warm_up(struct fx *f, int n)
+/* n signaled one-packet WRs of op, each awaited: round trips to measure */
+static void warm_up_with(struct fx *f, int n, enum op_rdma_wr_opcode op)
 {
     for (int i = 0; i < n; i++) {
-        assert_int_equal(post(&f->s, &f->a, OP_RDMA_WR_RDMA_WRITE, &f->src, 0, 64, &f->rem, 0,
-                              (uint64_t)i, 0),
+        assert_int_equal(post(&f->s, &f->a, op, &f->src, 0, 64, &f->rem, 0, (uint64_t)i, 0),
                          OP_OK);
         wait_for(&f->s, &f->a, 1, &f->b, 0, f->c);
         expect_ok(&f->c[0].wc[0], (uint64_t)i);
         coll_free(f->c);
     }
 }
+
+static void warm_up(struct fx *f, int n) { warm_up_with(f, n, OP_RDMA_WR_RDMA_WRITE); }
 
 /* One lost packet from side `from` after a warm-up; the write completes,
  * by a probe, within a few ms of virtual time (the configured timer is
@@ -659,6 +660,33 @@ static void test_tail_loss_recovered_by_probe(void **state)
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1);
+    fx_free(&f);
+}
+
+/* READs alone time the round trip too (the response is the READ's ACK):
+ * a lost response is asked for again by a probe at the 1 ms floor */
+static void test_read_loss_recovered_by_probe(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct drop_nth d = {.from = 1, .nth = 1};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = 7};
+    fx_init(&f, 261, &o, 64, ALL_ACCESS);
+    fill(f.rem.p, 64, 7);
+    warm_up_with(&f, 4, OP_RDMA_WR_RDMA_READ);
+    memset(f.src.p, 0, 64);
+    f.s.hook = drop_nth;
+    f.s.hook_ctx = &d;
+    uint64_t t0 = f.s.now;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_READ, &f.src, 0, 64, &f.rem, 0, 9, 0),
+                     OP_OK);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 9);
+    coll_free(f.c);
+    assert_true(f.s.now - t0 >= OP_NS_PER_MS && f.s.now - t0 < 2 * OP_NS_PER_MS);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    assert_memory_equal(f.src.p, f.rem.p, 64);
     fx_free(&f);
 }
 
@@ -1392,6 +1420,7 @@ int main(void)
         cmocka_unit_test(test_retry_exhausted_dead_peer),
         cmocka_unit_test(test_tail_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_uses_no_retry),
+        cmocka_unit_test(test_read_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_waits_while_peer_answers_other_qps),
         cmocka_unit_test(test_inline_copied_at_post),
         cmocka_unit_test(test_malformed_dropped_and_counted),
