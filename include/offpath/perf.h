@@ -44,6 +44,7 @@ struct op_perf_config {
     uint32_t cq_mod;      /* -Q */
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */
+    uint32_t out_reads;   /* -o: READs in flight per QP at most (max_rd_atomic); 0: 16 */
     uint32_t mtu;         /* -m; 0: the link's (4096 on loopback) */
     enum op_rdma_qp_type type; /* -c */
     uint8_t qp_timeout;   /* -u */

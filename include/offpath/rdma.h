@@ -174,6 +174,7 @@ struct op_rdma_qp_attr {
     uint8_t retry_cnt; /* 0..7, 7 = retry forever (as rxe) */
     uint8_t rnr_retry; /* 0..7, 7 = retry forever */
     uint32_t max_outstanding; /* send window in PSNs; 0: OP_RDMA_DEFAULT_WINDOW */
+    uint8_t max_rd_atomic;    /* RDMA READs in flight at most (verbs'); 0: no limit */
 };
 
 OP_API op_status_t op_rdma_qp_create(struct op_rdma_dev *dev,

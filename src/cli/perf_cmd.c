@@ -22,7 +22,8 @@ static const struct option options[] = {
     {"qp", 1, 0, 'q'}, {"gid-index", 1, 0, 'x'}, {"CPU-freq", 0, 0, 'F'},
     {"tx-depth", 1, 0, 't'}, {"rx-depth", 1, 0, 'r'}, {"bidirectional", 0, 0, 'b'},
     {"mtu", 1, 0, 'm'}, {"connection", 1, 0, 'c'}, {"qp-timeout", 1, 0, 'u'},
-    {"cq-mod", 1, 0, 'Q'}, {"inline_size", 1, 0, 'I'}, {"events", 0, 0, 'e'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
+    {"cq-mod", 1, 0, 'Q'}, {"inline_size", 1, 0, 'I'}, {"events", 0, 0, 'e'},
+    {"outs", 1, 0, 'o'}, {"noPeak", 0, 0, 'N'}, {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'},
     {"report_gbits", 0, 0, O_REPORT_GBITS}, {"tclass", 1, 0, O_TCLASS},
     {"out_json", 0, 0, O_OUT_JSON}, {"out_json_file", 1, 0, O_OUT_JSON_FILE},
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
@@ -67,6 +68,8 @@ static void help(const struct perf_cli *p)
            "                             at post), 0..912 (default 0; READ: always 0)\n"
            "  -e, --events               sleep in poll(2) when idle instead of polling\n"
            "                             (send and read tests)\n"
+           "  -o, --outs=<num>           READs in flight per QP, 1..255 (read tests;\n"
+           "                             default 16)\n"
            "  -c, --connection=<type>    RC, UC or UD (default RC)\n"
            "  -u, --qp-timeout=<n>       4.096 us * 2^n per try, 0..31 (default 14)\n"
            "      --retry_count=<n>      retries before RETRY_EXC_ERR, 0..7 (7 = forever,\n"
@@ -148,6 +151,7 @@ static bool set_numeric(struct perf_cli *p, int opt, const char *val)
     case 'u': if (!set_u32(p, "-u (--qp-timeout)", val, 0, 31, &v)) return false; c->qp_timeout = (uint8_t)v; return true;
     case 'Q': return set_u32(p, "-Q (--cq-mod)", val, 1, 1024, &c->cq_mod);
     case 'I': return set_u32(p, "-I (--inline_size)", val, 0, OP_RDMA_MAX_INLINE, &c->inline_size);
+    case 'o': return set_u32(p, "-o (--outs)", val, 1, 255, &c->out_reads);
     case O_TCLASS: if (!set_u32(p, "--tclass", val, 0, 255, &v)) return false; c->tclass = (int)v; return true;
     case O_LOSS_SEED: return cli_u64(p->tool, "--loss_seed", val, 0, UINT64_MAX, &c->loss_seed);
     case O_RETRY: if (!set_u32(p, "--retry_count", val, 0, 7, &v)) return false; c->retry_cnt = (uint8_t)v; return true;
@@ -212,7 +216,7 @@ static int parse(struct perf_cli *p, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eNVh", options,
+    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eo:NVh", options,
                               NULL)) != -1) {
         char name[32];
         if (opt == 'h') {

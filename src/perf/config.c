@@ -57,6 +57,8 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--output=latency is for latency tests");
     if (c->size == 0)
         return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
+    if (c->out_reads != 0 && c->verb != OP_PERF_READ)
+        return perf_refuse(why, len, "-o (--outs) is for RDMA READ tests");
     if (c->use_event && c->verb == OP_PERF_WRITE)
         return perf_refuse(why, len, "-e (--events): not for RDMA WRITE tests (as perftest)");
     if (c->inline_size > OP_RDMA_MAX_INLINE)
@@ -78,8 +80,11 @@ op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len
         if (c->verb == OP_PERF_SEND && c->test == OP_PERF_BW && c->rx_depth > c->iters)
             c->rx_depth = (uint32_t)c->iters;
     }
-    if (c->verb == OP_PERF_READ)
+    if (c->verb == OP_PERF_READ) {
         c->inline_size = 0; /* a READ request carries no data (perftest does the same) */
+        if (c->out_reads == 0)
+            c->out_reads = 16; /* what perftest shows for a ConnectX NIC */
+    }
     if (c->cq_mod > c->tx_depth)
         c->cq_mod = c->tx_depth;
     if (c->cq_mod == 0)

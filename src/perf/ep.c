@@ -172,6 +172,7 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
             .timeout = c->qp_timeout,
             .retry_cnt = c->retry_cnt,
             .rnr_retry = 7,
+            .max_rd_atomic = c->verb == OP_PERF_READ ? (uint8_t)c->out_reads : 0,
         };
         if (op_rdma_qp_modify(q->qp, OP_RDMA_QPS_INIT, &a) != OP_OK ||
             op_rdma_qp_modify(q->qp, OP_RDMA_QPS_RTR, &a) != OP_OK ||

@@ -403,7 +403,7 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
         return st;
     if (!ifname_of(ip, devname, devcap))
         snprintf(devname, devcap, "offpath0");
-    *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = 16,
+    *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,
                                  .gid_index = c->gid_index >= 0 ? c->gid_index : 3,
                                  .is_server = r->is_server};
     if (c->output == OP_PERF_OUT_FULL)

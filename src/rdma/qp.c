@@ -136,6 +136,7 @@ static op_status_t to_rts(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a
     qp->attr.retry_cnt = a->retry_cnt;
     qp->attr.rnr_retry = a->rnr_retry;
     qp->attr.max_outstanding = a->max_outstanding ? a->max_outstanding : OP_RDMA_DEFAULT_WINDOW;
+    qp->attr.max_rd_atomic = a->max_rd_atomic;
     rdma_req_init(qp);
     return OP_OK;
 }

@@ -183,6 +183,17 @@ static bool window_allows(const struct op_rdma_qp *qp, const struct rdma_req *r,
     return r->window - used >= (left < half ? left : half);
 }
 
+/* A READ may start while fewer than max_rd_atomic READs are in flight
+ * (started, not complete): verbs' limit, perftest's -o. WRs start in order,
+ * so the started ones are the run from head. */
+static bool read_may_start(const struct op_rdma_qp *qp, const struct rdma_req *r)
+{
+    uint32_t n = 0, max = qp->attr.max_rd_atomic;
+    for (uint32_t i = r->head; max != 0 && i != r->tail && r->sq[i % r->cap].started; i++)
+        n += r->sq[i % r->cap].opcode == OP_RDMA_WR_RDMA_READ;
+    return max == 0 || n < max;
+}
+
 /* Send what the window allows; UC and UD WRs complete once sent. */
 void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
 {
@@ -193,6 +204,8 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
     while (r->cur != r->tail) {
         struct rdma_swqe *w = swqe(r, r->cur);
         if (rc && !window_allows(qp, r, w))
+            break;
+        if (rc && !w->started && w->opcode == OP_RDMA_WR_RDMA_READ && !read_may_start(qp, r))
             break;
         if (!w->started) {
             w->started = true;

@@ -295,6 +295,16 @@ def test_events_mode_sleeps(tmp_path):
     assert cpu < 0.7 * wall, (cpu, wall)  # 0.45 here; spinning: 0.95-0.99
 
 
+@pytest.mark.parametrize("tool,outs", [("ib_read_bw", 1), ("ib_read_lat", 4), ("ib_read_bw", None)])
+def test_outstanding_reads(tool, outs):
+    """-o: READs in flight per QP (verbs' max_rd_atomic), 16 by default as
+    perftest shows for a ConnectX NIC; the banner says what the QPs use."""
+    server, client = run_pair(tool, ["-n", 300, "-s", 4096] + (["-o", outs] if outs else []))
+    check_ok(client, "client")
+    check_ok(server, "server")
+    assert f" Outstand reads  : {outs or 16}\n" in client[1]
+
+
 def test_inline_read_shows_none():
     server, client = run_pair("ib_read_lat", ["-n", 100, "-I", 64])
     check_ok(client, "client")
@@ -337,6 +347,8 @@ def test_mismatched_flags_fail_on_both_sides():
     (["ib_write_bw", "1.2.3.4", "5.6.7.8"], "unexpected argument"),
     (["ib_send_lat", "-I", "913"], "-I (--inline_size)"),
     (["ib_write_lat", "-e"], "-e (--events): not for RDMA WRITE"),
+    (["ib_write_bw", "-o", "4"], "-o (--outs) is for RDMA READ tests"),
+    (["ib_read_bw", "-o", "0"], "-o (--outs)"),
 ])
 def test_bad_flags_are_named(args, needle):
     r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)

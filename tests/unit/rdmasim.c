@@ -130,6 +130,7 @@ static void bring_up(const struct rsim_qp_opts *o, struct rsim_ep *e, const stru
         .retry_cnt = o->retry_cnt,
         .rnr_retry = o->rnr_retry,
         .max_outstanding = o->window,
+        .max_rd_atomic = o->max_rd_atomic,
         .ack_every = o->ack_every,
     };
     if (op_rdma_qp_modify(e->qp, OP_RDMA_QPS_INIT, &a) != OP_OK ||

@@ -60,6 +60,7 @@ struct rsim_qp_opts {
     unsigned access;        /* 0: REMOTE_WRITE | REMOTE_READ */
     uint32_t psn_a, psn_b;  /* initial PSNs */
     uint32_t max_inline;    /* max_inline_data of both QPs */
+    uint8_t max_rd_atomic;  /* READs in flight at most; 0: no limit */
 };
 
 void rsim_init(struct rsim *s, uint64_t seed);

@@ -239,6 +239,11 @@ static void test_config_rules(void **state)
     c.inline_size = 64;
     assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_OK);
     assert_int_equal(c.inline_size, 0);
+    assert_int_equal(c.out_reads, 16); /* -o's default, for READ tests only */
+    op_perf_config_defaults(&c, OP_PERF_SEND, OP_PERF_BW);
+    c.out_reads = 4;
+    assert_int_equal(op_perf_config_check(&c, why, sizeof why), OP_ERR_INVAL);
+    assert_non_null(strstr(why, "-o (--outs)"));
     /* perftest's adjustments: tx depth <= iters, cq_mod <= tx depth, margin D/4 */
     op_perf_config_defaults(&c, OP_PERF_SEND, OP_PERF_BW);
     c.iters = 50;

@@ -778,6 +778,54 @@ static void test_probe_waits_while_peer_answers_other_qps(void **state)
     fx_free(&f);
 }
 
+/* ---- max_rd_atomic: READs in flight at most that many, every one done */
+struct reads_in_flight {
+    int now, most;
+};
+
+static bool count_reads(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct reads_in_flight *r = s->hook_ctx;
+    struct op_bth bth;
+    if (op_bth_decode(p->data, p->len, &bth) != OP_OK)
+        return false;
+    if (from == 0 && bth.opcode == OP_RC_READ_REQUEST && ++r->now > r->most)
+        r->most = r->now;
+    if (from == 1 && bth.opcode == OP_RC_READ_RESP_ONLY)
+        r->now--;
+    return false;
+}
+
+static int reads_at_most(uint8_t max_rd_atomic)
+{
+    struct fx f;
+    struct reads_in_flight r = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .retry_cnt = 7,
+                                   .max_rd_atomic = max_rd_atomic};
+    fx_init(&f, 271, &o, 6 * 64, ALL_ACCESS);
+    fill(f.rem.p, 6 * 64, 5);
+    f.s.hook = count_reads;
+    f.s.hook_ctx = &r;
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_READ, &f.src, (size_t)i * 64, 64,
+                              &f.rem, (size_t)i * 64, (uint64_t)i, 0),
+                         OP_OK);
+    wait_for(&f.s, &f.a, 6, &f.b, 0, f.c);
+    for (int i = 0; i < 6; i++)
+        expect_ok(&f.c[0].wc[i], (uint64_t)i);
+    coll_free(f.c);
+    assert_memory_equal(f.src.p, f.rem.p, 6 * 64);
+    fx_free(&f);
+    return r.most;
+}
+
+static void test_max_rd_atomic_bounds_reads_in_flight(void **state)
+{
+    (void)state;
+    assert_int_equal(reads_at_most(2), 2);
+    assert_int_equal(reads_at_most(0), 6); /* no limit: all six at once */
+}
+
 /* ---- INLINE: the bytes are taken at post, keys unchecked, limits kept */
 static op_status_t post_inline(struct fx *f, enum op_rdma_wr_opcode op, const struct op_rdma_sge *sg,
                                int n, uint64_t wr_id)
@@ -1423,6 +1471,7 @@ int main(void)
         cmocka_unit_test(test_read_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_waits_while_peer_answers_other_qps),
         cmocka_unit_test(test_inline_copied_at_post),
+        cmocka_unit_test(test_max_rd_atomic_bounds_reads_in_flight),
         cmocka_unit_test(test_malformed_dropped_and_counted),
         cmocka_unit_test(test_uc_loses_message),
         cmocka_unit_test(test_ud_send_qkey),
