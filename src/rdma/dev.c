@@ -118,9 +118,9 @@ static void qp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
     } else if (to_req) {
         qp->dev->last_response_at = qp->req.last_response_at = now;
         rdma_req_input(qp, p, now, out);
-    }
-    else
+    } else {
         rdma_resp_input(qp, p, now, out);
+    }
 }
 
 void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64_t now,
@@ -155,11 +155,20 @@ void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out
 {
     for (uint32_t i = 0; i < dev->n_qps; i++) {
         struct op_rdma_qp *qp = dev->qps[i];
-        if (qp != NULL && rdma_resp_deadline(qp) <= now)
+        if (qp == NULL)
+            continue;
+        if (rdma_resp_deadline(qp) <= now)
             rdma_resp_timer(qp, now, out);
-        if (qp != NULL && rdma_req_deadline(qp) <= now)
+        if (rdma_req_deadline(qp) <= now)
             rdma_req_timer(qp, now, out);
     }
+}
+
+/* The earlier of the requester's timers and the responder's delayed ACK. */
+static uint64_t qp_deadline(const struct op_rdma_qp *qp)
+{
+    uint64_t q = rdma_req_deadline(qp), r = rdma_resp_deadline(qp);
+    return q < r ? q : r;
 }
 
 uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
@@ -167,9 +176,8 @@ uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
     uint64_t t = UINT64_MAX;
     for (uint32_t i = 0; i < dev->n_qps; i++)
         if (dev->qps[i] != NULL) {
-            uint64_t q = rdma_req_deadline(dev->qps[i]), r = rdma_resp_deadline(dev->qps[i]);
-            t = q < t ? q : t;
-            t = r < t ? r : t;
+            uint64_t d = qp_deadline(dev->qps[i]);
+            t = d < t ? d : t;
         }
     return t;
 }

@@ -69,10 +69,10 @@ uint64_t rdma_probe_defer(const struct rdma_req *r, uint64_t dev_last_response_a
     return quiet_until;
 }
 
+/* The caller goes back to una, which also stops any sample (Karn). */
 void rdma_probe_fired(struct rdma_req *r)
 {
     r->probe_at = UINT64_MAX;
-    r->sampling = false;
     if (r->probes_in_row < PROBE_MAX_DOUBLINGS)
         r->probes_in_row++;
 }

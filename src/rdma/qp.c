@@ -238,11 +238,12 @@ static bool opcode_ok(enum op_rdma_qp_type type, enum op_rdma_wr_opcode op)
     return false;
 }
 
-/* An INLINE WR's bytes, copied into the slot its WQE will occupy (the slot
- * is reused only once that WQE has completed, retransmissions included). */
+/* An INLINE WR's bytes, copied into the slot of the WQE it becomes (the
+ * tail's: reused only once that WQE has completed, resends included). */
 static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
-                        uint8_t *slot, struct rdma_swqe *w)
+                        struct rdma_swqe *w)
 {
+    const struct rdma_req *r = &qp->req;
     uint64_t total = 0;
     if (wr->opcode == OP_RDMA_WR_RDMA_READ || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
         (wr->num_sge > 0 && wr->sg_list == NULL))
@@ -251,22 +252,25 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
         total += wr->sg_list[i].length;
     if (total > qp->init.max_inline_data)
         return false;
-    for (int i = 0, off = 0; total > 0 && i < wr->num_sge; off += (int)wr->sg_list[i++].length)
+    if (total == 0)
+        return true; /* nothing to copy (and no slot when max_inline_data is 0) */
+    uint8_t *slot = r->inline_mem + (size_t)(r->tail % r->cap) * qp->init.max_inline_data;
+    for (int i = 0, off = 0; i < wr->num_sge; off += (int)wr->sg_list[i++].length)
         memcpy(slot + off, (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
     w->len = (uint32_t)total;
-    w->sgl.n = total > 0;
+    w->sgl.n = 1;
     w->sgl.sg[0] = (struct op_rdma_sge){.addr = (uint64_t)(uintptr_t)slot, .length = w->len};
     return true;
 }
 
-static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr, uint8_t *slot,
+static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
                       struct rdma_swqe *w)
 {
     bool read = wr->opcode == OP_RDMA_WR_RDMA_READ;
     memset(w, 0, sizeof(*w));
     if (!opcode_ok(qp->init.type, wr->opcode))
         return false;
-    if ((wr->send_flags & OP_RDMA_SEND_INLINE) ? !inline_load(qp, wr, slot, w)
+    if ((wr->send_flags & OP_RDMA_SEND_INLINE) ? !inline_load(qp, wr, w)
                                                : !rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge,
                                                                 read, &w->sgl, &w->len))
         return false;
@@ -298,9 +302,7 @@ op_status_t op_rdma_post_send(struct op_rdma_qp *qp, const struct op_rdma_send_w
         return OP_ERR_STATE;
     if (r->tail - r->head >= r->cap)
         return OP_ERR_NOSPACE;
-    uint8_t *slot = r->inline_mem == NULL ? NULL
-                    : r->inline_mem + (size_t)(r->tail % r->cap) * qp->init.max_inline_data;
-    if (!swqe_fill(qp, wr, slot, &w))
+    if (!swqe_fill(qp, wr, &w))
         return OP_ERR_INVAL;
     if (qp->state == OP_RDMA_QPS_ERR) {
         rdma_complete_send(qp, &w, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);

@@ -228,14 +228,14 @@ void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_i
 {
     const struct op_inc_hdr *h = &ip->hdr;
     struct sw_group *g = sw->by_id[h->group_id];
-    const struct sw_tomb *t;
-    if (g == NULL && !(h->flags & OP_INC_F_RESULT) &&
-        (t = sw_tomb_find(sw, h->group_id, h->token)) != NULL) {
-        sw_kill_again(sw, t, pkt, h, out);
-        return;
-    }
     if (g == NULL) {
-        sw->c[OP_SW_C_drop_unknown_group]++;
+        const struct sw_tomb *t = h->flags & OP_INC_F_RESULT
+                                      ? NULL
+                                      : sw_tomb_find(sw, h->group_id, h->token);
+        if (t != NULL)
+            sw_kill_again(sw, t, pkt, h, out);
+        else
+            sw->c[OP_SW_C_drop_unknown_group]++;
         return;
     }
     if (g->token != h->token) {

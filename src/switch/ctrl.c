@@ -65,18 +65,25 @@ static bool serves_host(const struct op_sw *sw, uint32_t ip)
 
 /* ---- down the tree */
 
-static void deliver_to_member(struct op_sw *sw, const struct sw_group *g, int i, unsigned type,
-                              struct op_txq *out)
+/* A group's notify or kill, as its members were told, to one of them. */
+static void tell_member(struct op_sw *sw, uint16_t id, uint64_t token,
+                        const struct op_inc_ctrl *notify, uint16_t n_children,
+                        const struct sw_member *m, unsigned type, struct op_txq *out)
 {
-    const struct sw_member *m = &g->children[i];
     struct op_inc_hdr h = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_CTRL,
-                           .group_id = g->id, .token = g->token, .src_rank = m->rank};
-    struct op_inc_ctrl c = g->notify;
+                           .group_id = id, .token = token, .src_rank = m->rank};
+    struct op_inc_ctrl c = *notify;
     set_type(&c, type);
     c.dst_ip = m->ip;
     c.dst_rank = m->rank;
-    c.local_group_size = g->n_children;
+    c.local_group_size = n_children;
     send_ctrl(sw, out, m->ip, m->port, &h, &c);
+}
+
+static void deliver_to_member(struct op_sw *sw, const struct sw_group *g, int i, unsigned type,
+                              struct op_txq *out)
+{
+    tell_member(sw, g->id, g->token, &g->notify, g->n_children, &g->children[i], type, out);
 }
 
 static void send_down_to_tor(struct op_sw *sw, const struct sw_group *g, int i, unsigned type,
@@ -408,15 +415,10 @@ static void kill_group(struct op_sw *sw, struct sw_group *g, struct op_txq *out)
 void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pkt *pkt,
                    const struct op_inc_hdr *h, struct op_txq *out)
 {
-    struct op_inc_hdr k = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_CTRL,
-                           .group_id = t->id, .token = t->token, .src_rank = h->src_rank};
-    struct op_inc_ctrl c = t->notify;
-    set_type(&c, OP_INC_CTRL_KILL);
-    c.dst_ip = pkt->flow.src_ip;
-    c.dst_rank = h->src_rank;
-    c.local_group_size = t->n_children;
+    const struct sw_member from = {.ip = pkt->flow.src_ip, .port = pkt->flow.src_port,
+                                   .rank = h->src_rank};
     sw->c[OP_SW_C_kills_repeated]++;
-    send_ctrl(sw, out, pkt->flow.src_ip, pkt->flow.src_port, &k, &c);
+    tell_member(sw, t->id, t->token, &t->notify, t->n_children, &from, OP_INC_CTRL_KILL, out);
 }
 
 static bool member_of(const struct op_sw *sw, const struct sw_group *g, const struct op_pkt *pkt,

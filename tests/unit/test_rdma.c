@@ -131,6 +131,18 @@ static bool never(void *arg)
     return false;
 }
 
+/* A hook that loses the nth packet side `from` sends (hook_ctx: a drop_nth). */
+struct drop_nth {
+    int from, nth, seen;
+};
+
+static bool drop_nth(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct drop_nth *d = s->hook_ctx;
+    (void)p;
+    return from == d->from && ++d->seen == d->nth;
+}
+
 /* Two connected QPs and three buffers: src on side a, rem (remotely
  * accessible) and rcv (receives) on side b. */
 struct fx {
@@ -602,17 +614,6 @@ static void test_retry_exhausted_dead_peer(void **state)
 }
 
 /* ---- adaptive retransmission: a probe by the measured round trip */
-struct drop_nth {
-    int from, nth, seen;
-};
-
-static bool drop_nth(struct rsim *s, int from, const struct op_pkt *p)
-{
-    struct drop_nth *d = s->hook_ctx;
-    (void)p;
-    return from == d->from && ++d->seen == d->nth;
-}
-
 /* n signaled one-packet WRs of op, each awaited: round trips to measure */
 static void warm_up_with(struct fx *f, int n, enum op_rdma_wr_opcode op)
 {
@@ -966,22 +967,15 @@ static void test_malformed_dropped_and_counted(void **state)
 }
 
 /* ---- UC: a lost packet loses its message, nothing is sent again */
-static bool drop_second(struct rsim *s, int from, const struct op_pkt *p)
-{
-    int *n = s->hook_ctx;
-    (void)p;
-    return from == 0 && ++*n == 2;
-}
-
 static void test_uc_loses_message(void **state)
 {
     (void)state;
     struct fx f;
-    int n = 0;
+    struct drop_nth d = {.from = 0, .nth = 2};
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UC, .mtu = 256};
     fx_init(&f, 91, &o, 3000, ALL_ACCESS);
-    f.s.hook = drop_second;
-    f.s.hook_ctx = &n;
+    f.s.hook = drop_nth;
+    f.s.hook_ctx = &d;
     for (int i = 0; i < 3; i++)
         post_recv(&f.b, &f.rcv, (size_t)i * 1000, 1000, (uint64_t)i);
     for (int i = 0; i < 3; i++)
@@ -1319,6 +1313,19 @@ static bool watch_acks(struct rsim *s, int from, const struct op_pkt *p)
     return false;
 }
 
+/* Three 100-byte unsignaled writes on a fresh fixture, its ACKs watched,
+ * run for `for_ns` of virtual time. */
+static void three_unsignaled_writes(struct fx *f, uint64_t seed, const struct rsim_qp_opts *o,
+                                    struct ack_watch *w, uint64_t for_ns)
+{
+    fx_init(f, seed, o, 4096, ALL_ACCESS);
+    f->s.hook = watch_acks;
+    f->s.hook_ctx = w;
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(post_unsignaled_write(f, 100, i), OP_OK);
+    assert_false(rsim_run(&f->s, never, NULL, for_ns));
+}
+
 /* ---- nobody asked: the responder ACKs within OP_RDMA_ACK_DELAY_NS, once
  * for all, and the requester's queue drains without a single resend */
 static void test_delayed_ack_covers_unsignaled_tail(void **state)
@@ -1328,12 +1335,7 @@ static void test_delayed_ack_covers_unsignaled_tail(void **state)
     struct ack_watch w = {0};
     struct op_rdma_wc wc;
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
-    fx_init(&f, 181, &o, 4096, ALL_ACCESS);
-    f.s.hook = watch_acks;
-    f.s.hook_ctx = &w;
-    for (uint64_t i = 0; i < 3; i++)
-        assert_int_equal(post_unsignaled_write(&f, 100, i), OP_OK);
-    assert_false(rsim_run(&f.s, never, NULL, 10 * OP_NS_PER_MS));
+    three_unsignaled_writes(&f, 181, &o, &w, 10 * OP_NS_PER_MS);
     assert_int_equal(w.ackreqs, 0);
     assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 1);
     assert_true(w.first_ack_at >= OP_RDMA_ACK_DELAY_NS);
@@ -1357,12 +1359,7 @@ static void test_delayed_ack_inside_short_timeout(void **state)
     struct ack_watch w = {0};
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 1,
                                    .timeout = 2};
-    fx_init(&f, 211, &o, 4096, ALL_ACCESS);
-    f.s.hook = watch_acks;
-    f.s.hook_ctx = &w;
-    for (uint64_t i = 0; i < 3; i++)
-        assert_int_equal(post_unsignaled_write(&f, 100, i), OP_OK);
-    assert_false(rsim_run(&f.s, never, NULL, OP_NS_PER_MS));
+    three_unsignaled_writes(&f, 211, &o, &w, OP_NS_PER_MS);
     uint64_t quarter = op_rdma_timeout_ns(2) / 4;
     assert_int_equal(qc(&f.b, OP_RDMA_QP_C_acks_sent), 1);
     assert_true(w.first_ack_at >= quarter && w.first_ack_at < OP_RDMA_ACK_DELAY_NS / 4);
@@ -1392,13 +1389,6 @@ static void test_half_full_queue_asks_for_ack(void **state)
     fx_free(&f);
 }
 
-static bool drop_first_ack(struct rsim *s, int from, const struct op_pkt *p)
-{
-    int *n = s->hook_ctx;
-    (void)p;
-    return from == 1 && ++*n == 1;
-}
-
 /* ---- the delayed ACK of an unsignaled message is lost: the resend asks
  * for an ACK (a responder answers a duplicate only then), so the tail
  * never runs out of retries */
@@ -1407,12 +1397,12 @@ static void test_lost_unsignaled_message_resent_with_ackreq(void **state)
     (void)state;
     struct fx f;
     struct op_rdma_wc wc;
-    int n = 0;
+    struct drop_nth d = {.from = 1, .nth = 1}; /* the first ACK */
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 1,
                                    .timeout = 8};
     fx_init(&f, 201, &o, 4096, ALL_ACCESS);
-    f.s.hook = drop_first_ack;
-    f.s.hook_ctx = &n;
+    f.s.hook = drop_nth;
+    f.s.hook_ctx = &d;
     assert_int_equal(post_unsignaled_write(&f, 200, 1), OP_OK); /* one packet */
     assert_false(rsim_run(&f.s, never, NULL, 20 * OP_NS_PER_MS));
     assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_RTS);
