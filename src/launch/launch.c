@@ -1,9 +1,11 @@
 /* offpath mpirun: topology, switches, mpirun with the library preloaded. */
 #include <errno.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,8 +178,14 @@ static int run_mpirun(const struct op_launch_config *cfg, const char *lib)
             fprintf(stderr, "%s%s", i ? " " : "offpath mpirun: ", a->v[i]);
         fprintf(stderr, "\n");
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* A launcher killed outright (a test's timeout, kill -9) must not
+         * leave the MPI job running: it would hold its addresses and ports
+         * for every later job. SIGTERM lets mpirun stop its ranks. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(126);
         execvp(a->v[0], a->v);
         fprintf(stderr, "offpath mpirun: cannot run %s: %s\n", a->v[0], strerror(errno));
         _exit(127);

@@ -27,6 +27,50 @@ def mpirun(*args, mpi="openmpi", iters=1, max_count=1000, timeout=600, env=None)
     return r, parse(r)
 
 
+def test_launcher_killed_takes_the_job_with_it():
+    """offpath mpirun killed with SIGKILL (as a test's timeout does) leaves no
+    MPI job behind to hold its addresses and ports."""
+    need("openmpi")
+    net, port = next_net()
+    p = subprocess.Popen([BIN, "mpirun", "--mpi", "openmpi", "--net", str(net), "--port",
+                          str(port), "--nodes", "1", "--ppn", "2", "--mode", "off", "--",
+                          "sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not children_of(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # its ranks are up
+        job = children_of(p.pid)
+        assert job, "mpirun never started"
+        job += [r for c in job for r in children_of(c)]  # and its ranks
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while any(alive(c) for c in job) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(c) for c in job), f"left running: {job}"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def parse(r):
     m = re.search(r"allreduce_check: (\d+) ranks, (\d+) calls, (\d+) mismatches", r.stdout)
     assert m, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
