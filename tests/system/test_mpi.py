@@ -35,6 +35,7 @@ def test_launcher_killed_takes_the_job_with_it():
     p = subprocess.Popen([BIN, "mpirun", "--mpi", "openmpi", "--net", str(net), "--port",
                           str(port), "--nodes", "1", "--ppn", "2", "--mode", "off", "--",
                           "sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = []
     try:
         deadline = time.monotonic() + 20
         while not children_of(p.pid) and time.monotonic() < deadline:
@@ -53,6 +54,9 @@ def test_launcher_killed_takes_the_job_with_it():
         if p.poll() is None:
             p.kill()
             p.wait(timeout=10)
+        for c in job:  # what a failed run left (by PID: they are this test's)
+            if alive(c):
+                os.kill(c, signal.SIGKILL)
 
 
 def children_of(pid):
