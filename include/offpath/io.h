@@ -47,6 +47,7 @@ struct op_io {
     uint16_t local_port;
     uint64_t rx_pkts, tx_pkts, tx_drops;
     uint64_t tx_datagrams; /* system-level sends: fewer than tx_pkts when batched */
+    uint32_t link_mtu;     /* largest IPv4 packet the link takes; 0: no limit known */
 };
 
 /* Open a UDP endpoint bound to ip:port (host order). Batching is on. */
@@ -56,6 +57,27 @@ OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out
  * packets and their bytes stay the same. Off: one system-call slot per packet.
  * No effect on other backends. */
 OP_API void op_io_udp_batching(struct op_io *io, bool on);
+
+/* AF_XDP on queue 0 of interface ifname (root, or CAP_NET_ADMIN + CAP_BPF):
+ * frames for UDP ip:port (host order) come straight to this process through
+ * a shared ring, steered by an XDP program that passes everything else to
+ * the kernel and goes away with the process. Copy mode (any driver). The
+ * peers must be on-link: their MACs come from the frames they send and from
+ * the kernel's neighbour table. On failure why says which step failed. */
+OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
+                                  struct op_io **out, char *why, size_t len);
+struct op_xdp_stats {
+    uint64_t rx_dropped[OP_FRAME_VERDICTS_ + 1]; /* by op_frame_verdict; last: not ours */
+    uint64_t tx_no_neighbour; /* the peer's MAC is not known yet (resolution asked) */
+    uint64_t tx_no_room;      /* no free frame or TX ring slot, or a packet too big */
+    bool native;              /* the driver's XDP hook (not the generic one) */
+};
+/* Zero for other backends. */
+OP_API void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out);
+/* The MAC of ip (host order) on ifname in the text of /proc/net/arp, if the
+ * entry is complete. Pure: tests feed it any text. */
+OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname,
+                                uint8_t mac[6]);
 
 /* Wrap inner (taking ownership): each sent packet is dropped with probability
  * drop, sent twice with probability dup, and held for delay_us microseconds. */

@@ -45,7 +45,7 @@ struct op_perf_config {
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */
     uint32_t out_reads;   /* -o: READs in flight per QP at most (max_rd_atomic); 0: 16 */
-    uint32_t mtu;         /* -m; 0: the link's (4096 on loopback) */
+    uint32_t mtu;         /* -m; 0: the largest the link carries (4096 on loopback) */
     enum op_rdma_qp_type type; /* -c */
     uint8_t qp_timeout;   /* -u */
     uint8_t retry_cnt;    /* --retry_count; 7 = forever */
@@ -59,6 +59,7 @@ struct op_perf_config {
     enum op_perf_output output;
     double loss;          /* --loss: drop each sent packet with this probability */
     uint64_t loss_seed;
+    bool xdp;             /* --xdp: AF_XDP on -d's interface instead of a UDP socket */
     bool progress;        /* progress lines on stderr during long runs */
     FILE *out;            /* the report; NULL: stdout */
     int log_level;        /* engine log (errors with causes) */

@@ -111,6 +111,40 @@ OP_API size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len
 /* Check the trailing ICRC of a RoCEv2 UDP payload of len bytes. */
 OP_API bool op_icrc_check(const struct op_flow *flow, const uint8_t *roce, size_t len);
 
+/* Ethernet + IPv4 + UDP around a RoCEv2 payload, for backends that move
+ * whole frames (AF_XDP). Built as Linux sends from an unconnected DF socket
+ * (ID 0, DF, TTL 64; no UDP checksum, as RoCEv2 allows): the ICRC stays
+ * valid. No VLAN tags, no IPv4 options on the way out. */
+#define OP_ETH_HDR_LEN 14
+#define OP_UDP_FRAME_HDR_LEN 42 /* Ethernet + IPv4 + UDP */
+struct op_frame_l2 {
+    uint8_t src_mac[6], dst_mac[6];
+    uint8_t tos;
+};
+/* Writes the headers for payload_len bytes that the caller puts (or has put)
+ * at frame + OP_UDP_FRAME_HDR_LEN; returns the frame's length, 0 if cap or
+ * IPv4's 64 KiB is too small. */
+OP_API size_t op_udp_frame_build(uint8_t *frame, size_t cap, const struct op_flow *flow,
+                                 const struct op_frame_l2 *l2, size_t payload_len);
+/* Why a frame is not a UDP/IPv4 datagram we take: the verdicts' names are
+ * the backends' drop counters. */
+enum op_frame_verdict {
+    OP_FRAME_OK,
+    OP_FRAME_SHORT,     /* ends inside a header */
+    OP_FRAME_NOT_IPV4,  /* another EtherType (ARP, IPv6, a VLAN tag) */
+    OP_FRAME_BAD_IPV4,  /* version, header length, checksum, total length */
+    OP_FRAME_FRAGMENT,
+    OP_FRAME_NOT_UDP,
+    OP_FRAME_BAD_UDP,   /* UDP length disagrees with IPv4's */
+    OP_FRAME_VERDICTS_
+};
+/* On OP_FRAME_OK: the flow (host order), the sender's MAC and where the UDP
+ * payload lies; Ethernet padding after the IPv4 packet is ignored. Nothing
+ * is written otherwise. */
+OP_API unsigned op_udp_frame_parse(const uint8_t *frame, size_t len, struct op_flow *flow,
+                                   uint8_t src_mac[6], size_t *payload_off, size_t *payload_len);
+OP_API const char *op_frame_verdict_str(unsigned v);
+
 /* Reduction operations and element types as coded on the wire (op_code,
  * oper_and_type). The numbering is the bit position in the capability maps. */
 enum op_red_op {

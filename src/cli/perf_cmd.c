@@ -14,7 +14,7 @@ struct perf_cli {
 };
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
-       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS };
+       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -28,7 +28,8 @@ static const struct option options[] = {
     {"out_json", 0, 0, O_OUT_JSON}, {"out_json_file", 1, 0, O_OUT_JSON_FILE},
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
     {"loss_seed", 1, 0, O_LOSS_SEED}, {"retry_count", 1, 0, O_RETRY},
-    {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS}, {0, 0, 0, 0}};
+    {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
+    {"xdp", 0, 0, O_XDP}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -83,6 +84,8 @@ static void help(const struct perf_cli *p)
            "      --loss=<p>             drop each RoCEv2 packet this side sends with\n"
            "                             probability p (go-back-N recovers it on RC)\n"
            "      --loss_seed=<n>        seed of those drops (default 1)\n"
+           "      --xdp                  move the RoCEv2 frames through AF_XDP on -d's\n"
+           "                             interface (kernel bypass; root; peers on-link)\n"
            "      --log-level=<level>    engine log: error (default), warning, info, debug\n"
            "      --no-progress          no progress lines on stderr\n"
            "  -V, --version              version\n"
@@ -178,6 +181,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_OUT_JSON: c->json = true; return true;
     case O_OUT_JSON_FILE: c->json = true; c->json_file = val; return true;
     case O_NO_PROGRESS: c->progress = false; return true;
+    case O_XDP: c->xdp = true; return true;
     case 'c':
         if (!set_choice(p, "-c (--connection): expected RC, UC or UD", val, types, 3, &v)) return false;
         c->type = (enum op_rdma_qp_type)v; return true;

@@ -41,7 +41,7 @@ struct udp_io {
     int pktinfo; /* bound to INADDR_ANY: read the local address per datagram */
     bool batching; /* GSO out, GRO in */
     uint64_t rx_truncated;
-    bool rx_idle; /* the last read found the socket empty */
+    unsigned rx_streak; /* reads in a row that found something */
     struct mmsghdr msgs[OP_IO_BURST];
     struct iovec iov[OP_IO_BURST];
     struct sockaddr_in addr[OP_IO_BURST];
@@ -108,14 +108,15 @@ static int rx_error(void)
     return -errno;
 }
 
-/* After a read found nothing, the next datagram is most likely a lone
- * request someone is waiting on: read it alone. Asking for more would cost
- * one more, empty, receive inside the kernel (about 0.5 us here) before the
- * answer can even be computed. Busy sockets never go idle and keep reading
- * whole bursts. */
+/* Until two reads in a row found something, the next datagram is most
+ * likely a lone request someone is waiting on (a latency test reads one
+ * answer per round trip): read it alone. Asking for more would cost one
+ * more, empty, receive inside the kernel (about 0.5 us here) before the
+ * answer can even be computed. Busy sockets keep finding something and
+ * read whole bursts. */
 static int rx_batch(const struct udp_io *u, int want)
 {
-    return u->rx_idle ? 1 : want;
+    return u->rx_streak < 2 ? 1 : want;
 }
 
 /* Reads up to n messages set up with set_rx_msg. */
@@ -127,7 +128,7 @@ static int read_msgs(struct udp_io *u, int n)
         u->msgs[0].msg_len = (unsigned)r;
         r = 1;
     }
-    u->rx_idle = r <= 0;
+    u->rx_streak = r <= 0 ? 0 : u->rx_streak + 1;
     return r;
 }
 

@@ -61,6 +61,10 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "-o (--outs) is for RDMA READ tests");
     if (c->use_event && c->verb == OP_PERF_WRITE)
         return perf_refuse(why, len, "-e (--events): not for RDMA WRITE tests (as perftest)");
+    if (c->xdp && c->device == NULL)
+        return perf_refuse(why, len, "--xdp needs -d (--ib-dev): the interface to drive");
+    if (c->xdp && c->tclass >= 0)
+        return perf_refuse(why, len, "--tclass with --xdp: not supported yet (UDP sockets only)");
     if (c->inline_size > OP_RDMA_MAX_INLINE)
         return perf_refuse(why, len, "-I (--inline_size) %u: at most %d bytes", c->inline_size,
                            OP_RDMA_MAX_INLINE);

@@ -49,26 +49,63 @@ static op_status_t open_roce_port(uint32_t ip, bool may_move, struct op_io **io)
     return op_io_udp_open(ip, 0, io);
 }
 
-static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, char *why, size_t len)
+static op_status_t open_io(struct perf_ep *ep, uint32_t ip, const char *xdp_ifname,
+                          struct op_io **io, char *why, size_t len)
+{
+    if (xdp_ifname != NULL)
+        return op_io_xdp_open(xdp_ifname, ip, OP_ROCE_UDP_PORT, io, why, len);
+    if (open_roce_port(ip, ep->cfg->device == NULL, io) == OP_OK)
+        return OP_OK;
+    char a[16];
+    op_format_ipv4(ip, a);
+    return perf_refuse(why, len, "cannot open a UDP socket on %s (-d)", a);
+}
+
+static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, const char *xdp_ifname,
+                               char *why, size_t len)
 {
     struct op_io *io = NULL;
-    if (open_roce_port(ip, ep->cfg->device == NULL, &io) != OP_OK) {
-        char a[16];
-        op_format_ipv4(ip, a);
-        return perf_refuse(why, len, "cannot open a UDP socket on %s (-d)", a);
-    }
+    op_status_t st = open_io(ep, ip, xdp_ifname, &io, why, len);
+    if (st != OP_OK)
+        return st;
     if (ep->cfg->tclass >= 0) {
         int tos = ep->cfg->tclass;
         (void)setsockopt(op_io_fd(io), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
     }
     ep->port = io->local_port;
     ep->ip = io->local_ip;
+    ep->link_mtu = io->link_mtu;
     if (ep->cfg->loss > 0) {
         struct op_fault_cfg f = {.drop = ep->cfg->loss, .seed = ep->cfg->loss_seed};
         if (op_io_fault_wrap(io, &f, &io) != OP_OK)
             return perf_refuse(why, len, "cannot set up --loss");
     }
     ep->io = io;
+    return OP_OK;
+}
+
+/* The largest IB MTU whose packets, with every header a packet can carry
+ * (IPv4, UDP, BTH, RETH, ImmDt, ICRC), fit the link: 1024 on a 1500-byte
+ * Ethernet, as a RoCE NIC's active MTU. */
+#define PERF_ROCE_OVERHEAD (20 + 8 + OP_BTH_LEN + OP_RETH_LEN + OP_IMMDT_LEN + OP_ICRC_LEN)
+static uint32_t link_ib_mtu(uint32_t link_mtu)
+{
+    uint32_t m = 4096;
+    while (link_mtu != 0 && m > 256 && m + PERF_ROCE_OVERHEAD > link_mtu)
+        m /= 2;
+    return m;
+}
+
+static op_status_t choose_mtu(struct perf_ep *ep, char *why, size_t len)
+{
+    uint32_t fits = link_ib_mtu(ep->link_mtu);
+    if (ep->link_mtu != 0 && fits + PERF_ROCE_OVERHEAD > ep->link_mtu)
+        return perf_refuse(why, len, "the link's MTU %u is too small for RoCEv2 (at least %u)",
+                           ep->link_mtu, 256 + PERF_ROCE_OVERHEAD);
+    ep->mtu = ep->cfg->mtu ? ep->cfg->mtu : fits;
+    if (ep->mtu > fits)
+        return perf_refuse(why, len, "-m (--mtu) %u: the link's MTU is %u, which carries at most %u",
+                           ep->mtu, ep->link_mtu, fits);
     return OP_OK;
 }
 
@@ -105,16 +142,17 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
 }
 
 op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,
-                         size_t max_size, char *why, size_t len)
+                         const char *xdp_ifname, size_t max_size, char *why, size_t len)
 {
     memset(ep, 0, sizeof(*ep));
     ep->cfg = cfg;
     ep->ip = ip;
     ep->nqp = cfg->qps;
-    ep->mtu = cfg->mtu ? cfg->mtu : 4096; /* loopback's MTU allows IB's largest */
     ep->bufsize = max_size + (cfg->type == OP_RDMA_QPT_UD ? OP_RDMA_UD_GRH_LEN : 0);
     op_log_init(&ep->log, "rdma", cfg->log_level);
-    op_status_t st = open_socket(ep, ip, why, len);
+    op_status_t st = open_socket(ep, ip, xdp_ifname, why, len);
+    if (st == OP_OK)
+        st = choose_mtu(ep, why, len);
     if (st != OP_OK)
         return st;
     uint64_t seed = op_now_ns() ^ ((uint64_t)ep->ip << 20) ^ ep->port;

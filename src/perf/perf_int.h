@@ -58,7 +58,8 @@ struct perf_ep {
     struct perf_qp *qps;
     uint32_t nqp;
     size_t bufsize; /* the largest message of the run (+ a GRH for UD) */
-    uint32_t mtu;
+    uint32_t mtu;      /* the QPs' path MTU */
+    uint32_t link_mtu; /* the io backend's (0: no limit known) */
     uint32_t ip;
     uint16_t port;
     struct op_pktbuf rx, tx;
@@ -69,7 +70,9 @@ struct perf_ep {
     uint64_t flushes; /* times the send queue went out */
 };
 
+/* xdp_ifname: drive that interface through AF_XDP; NULL: a UDP socket. */
 op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, uint32_t ip,
+                         const char *xdp_ifname,
                          size_t max_size, char *why, size_t len);
 void perf_ep_close(struct perf_ep *ep);
 op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);

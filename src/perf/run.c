@@ -396,13 +396,17 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
         return perf_refuse(r->why, sizeof r->why,
                            "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
                            c->device);
+    bool named = ifname_of(ip, devname, devcap);
+    if (!named)
+        snprintf(devname, devcap, "offpath0");
+    if (c->xdp && !named)
+        return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
     op_status_t st = agree(r);
     if (st == OP_OK)
-        st = perf_ep_open(&r->ep, c, ip, max_size, r->why, sizeof r->why);
+        st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
+                          sizeof r->why);
     if (st != OP_OK)
         return st;
-    if (!ifname_of(ip, devname, devcap))
-        snprintf(devname, devcap, "offpath0");
     *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,
                                  .gid_index = c->gid_index >= 0 ? c->gid_index : 3,
                                  .is_server = r->is_server};
@@ -426,12 +430,15 @@ static op_status_t run_all(struct perf_run *r)
     struct results *res = calloc(1, sizeof(*res));
     if (res == NULL)
         return OP_ERR_NOMEM;
-    if (c->type == OP_RDMA_QPT_UD && !c->all && c->size > sizes[0])
-        fprintf(stderr, " Max msg size in UD is MTU %" PRIu64 "\n Changing to this MTU\n",
-                sizes[0]);
     op_status_t st = meet_peer(r);
     if (st == OP_OK)
         st = setup(r, sizes[n - 1], &b, devname, sizeof devname);
+    if (st == OP_OK && c->type == OP_RDMA_QPT_UD) {
+        n = run_sizes(c, r->ep.mtu, sizes); /* the link may carry less than -m's default */
+        if (!c->all && c->size > sizes[0])
+            fprintf(stderr, " Max msg size in UD is MTU %" PRIu64 "\n Changing to this MTU\n",
+                    sizes[0]);
+    }
     if (st == OP_OK)
         op_perf_print_header(r->out, c);
     for (uint64_t i = 0; st == OP_OK && i < n; i++)

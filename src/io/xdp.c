@@ -1,0 +1,463 @@
+/* The af_xdp backend: RoCEv2 frames straight between an interface's queue
+ * and this process's memory. The kernel copies each frame into a shared
+ * buffer area (UMEM) and posts it on a ring; reading is a load from that
+ * ring, with no system call and no UDP/IP stack. Sending puts frames on
+ * the TX ring and kicks the kernel once per burst. Copy mode, so any driver
+ * works (veth, lo, NICs without zero-copy); queue 0 only.
+ *
+ * The peer's MAC comes from the frames it sends us and, before it has sent
+ * any, from the kernel's neighbour table (/proc/net/arp); a packet to a
+ * peer not known yet is dropped (RC resends) after asking the kernel to
+ * resolve it. Peers must be on-link. A UDP socket bound to the same address
+ * and port keeps the kernel from handing the port to anyone else. */
+#include <errno.h>
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "xdp_internal.h"
+
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+#ifndef SOL_XDP
+#define SOL_XDP 283
+#endif
+
+#define XDP_FRAME 4096u
+#define XDP_RX_FRAMES 2048u
+#define XDP_TX_FRAMES 2048u
+#define XDP_RING 2048u
+#define XDP_FRAME_ROOM (XDP_FRAME - 256u) /* copy mode leaves XDP_PACKET_HEADROOM */
+#define XDP_KICKS 64 /* bound on TX kicks per burst */
+#define NEIGH_SLOTS 32
+#define NEIGH_ASK_NS (1000 * 1000)
+#define DISCARD_PORT 9
+
+struct xring {
+    uint32_t *prod, *cons, *flags;
+    void *desc;
+    uint32_t mask;
+    uint32_t head; /* ours: the producer index of fill/tx, the consumer of rx/comp */
+    void *map;
+    size_t map_len;
+};
+
+struct neigh {
+    uint32_t ip;
+    bool known;
+    uint8_t mac[6];
+    uint64_t asked_at;
+};
+
+struct xdp_io {
+    struct op_io io;
+    int fd, hold_fd, ifindex;
+    char ifname[IF_NAMESIZE];
+    struct op_frame_l2 l2;
+    struct xdp_bpf bpf;
+    uint8_t *umem;
+    struct xring fill, comp, rx, tx;
+    uint64_t free_tx[XDP_TX_FRAMES];
+    uint32_t n_free;
+    struct neigh neigh[NEIGH_SLOTS];
+    uint32_t neigh_next;
+    struct op_xdp_stats st;
+};
+
+static struct xdp_io *xdp_of(struct op_io *io) { return (struct xdp_io *)io; }
+
+static uint32_t load_acquire(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static void store_release(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+static uint64_t *addr_slot(struct xring *r, uint32_t i) { return (uint64_t *)r->desc + (i & r->mask); }
+static struct xdp_desc *desc_slot(struct xring *r, uint32_t i)
+{
+    return (struct xdp_desc *)r->desc + (i & r->mask);
+}
+
+/* ---- neighbours */
+
+static struct neigh *neigh_find(struct xdp_io *x, uint32_t ip)
+{
+    for (uint32_t i = 0; i < NEIGH_SLOTS; i++)
+        if (x->neigh[i].ip == ip && (x->neigh[i].known || x->neigh[i].asked_at))
+            return &x->neigh[i];
+    return NULL;
+}
+
+static struct neigh *neigh_slot(struct xdp_io *x, uint32_t ip)
+{
+    struct neigh *n = neigh_find(x, ip);
+    if (n == NULL) {
+        n = &x->neigh[x->neigh_next++ % NEIGH_SLOTS];
+        *n = (struct neigh){.ip = ip};
+    }
+    return n;
+}
+
+static void neigh_learn(struct xdp_io *x, uint32_t ip, const uint8_t mac[6])
+{
+    struct neigh *n = neigh_find(x, ip);
+    if (n != NULL && n->known && memcmp(n->mac, mac, 6) == 0)
+        return;
+    n = neigh_slot(x, ip);
+    memcpy(n->mac, mac, 6);
+    n->known = true;
+}
+
+static bool arp_table_lookup(const struct xdp_io *x, uint32_t ip, uint8_t mac[6])
+{
+    FILE *f = fopen("/proc/net/arp", "r");
+    if (f == NULL)
+        return false;
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return op_arp_table_lookup(text, ip, x->ifname, mac);
+}
+
+/* The kernel resolves the address when it sends something there. */
+static void ask_kernel(const struct xdp_io *x, uint32_t ip)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DISCARD_PORT),
+                             .sin_addr.s_addr = htonl(ip)};
+    (void)sendto(x->hold_fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sa, sizeof sa);
+}
+
+static const uint8_t *neigh_mac(struct xdp_io *x, uint32_t ip)
+{
+    struct neigh *n = neigh_find(x, ip);
+    if (n != NULL && n->known)
+        return n->mac;
+    uint64_t now = op_now_ns();
+    if (n != NULL && now - n->asked_at < NEIGH_ASK_NS)
+        return NULL;
+    n = neigh_slot(x, ip);
+    if (arp_table_lookup(x, ip, n->mac)) {
+        n->known = true;
+        return n->mac;
+    }
+    n->asked_at = now ? now : 1;
+    ask_kernel(x, ip);
+    return NULL;
+}
+
+/* ---- receive */
+
+static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, struct op_pkt *pkt)
+{
+    struct op_flow flow;
+    uint8_t mac[6];
+    size_t off, plen;
+    unsigned v = op_udp_frame_parse(frame, len, &flow, mac, &off, &plen);
+    if (v == OP_FRAME_OK && (flow.dst_port != x->io.local_port || flow.dst_ip != x->io.local_ip))
+        v = OP_FRAME_VERDICTS_; /* not ours: the program lets only ours through */
+    if (v == OP_FRAME_OK && plen > OP_IO_BUF_SIZE)
+        v = OP_FRAME_BAD_UDP;
+    if (v != OP_FRAME_OK) {
+        x->st.rx_dropped[v]++;
+        return false;
+    }
+    neigh_learn(x, flow.src_ip, mac);
+    memcpy(pkt->data, frame + off, plen);
+    pkt->len = (uint32_t)plen;
+    pkt->flow = flow;
+    return true;
+}
+
+static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct xdp_io *x = xdp_of(io);
+    uint32_t ready = load_acquire(x->rx.prod) - x->rx.head;
+    uint32_t n = ready < (uint32_t)(max > 0 ? max : 0) ? ready : (uint32_t)max;
+    int k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct xdp_desc *d = desc_slot(&x->rx, x->rx.head + i);
+        if (d->len <= XDP_FRAME && take_frame(x, x->umem + d->addr, d->len, &pkts[k]))
+            k++;
+        *addr_slot(&x->fill, x->fill.head++) = d->addr & ~(uint64_t)(XDP_FRAME - 1);
+    }
+    if (n == 0)
+        return 0;
+    x->rx.head += n;
+    store_release(x->rx.cons, x->rx.head);
+    store_release(x->fill.prod, x->fill.head);
+    io->rx_pkts += (uint64_t)k;
+    return k;
+}
+
+/* ---- send */
+
+static void reclaim_tx(struct xdp_io *x)
+{
+    uint32_t done = load_acquire(x->comp.prod) - x->comp.head;
+    for (uint32_t i = 0; i < done && x->n_free < XDP_TX_FRAMES; i++)
+        x->free_tx[x->n_free++] = *addr_slot(&x->comp, x->comp.head + i);
+    x->comp.head += done;
+    store_release(x->comp.cons, x->comp.head);
+}
+
+/* Copy mode moves what is on the TX ring during sendto(), a bounded batch
+ * per call: kick until the kernel has taken everything or stops taking. */
+static void kick_tx(struct xdp_io *x)
+{
+    for (int k = 0; k < XDP_KICKS && load_acquire(x->tx.cons) != x->tx.head; k++) {
+        if (sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0)
+            continue;
+        if (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS && errno != EINTR)
+            break;
+        reclaim_tx(x);
+    }
+}
+
+static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
+{
+    const uint8_t *mac = neigh_mac(x, p->flow.dst_ip);
+    if (mac == NULL) {
+        x->st.tx_no_neighbour++;
+        return false;
+    }
+    if (x->n_free == 0 || p->len > XDP_FRAME_ROOM - OP_UDP_FRAME_HDR_LEN) {
+        x->st.tx_no_room++;
+        return false;
+    }
+    uint64_t addr = x->free_tx[--x->n_free];
+    uint8_t *frame = x->umem + addr;
+    struct op_flow f = p->flow;
+    f.src_ip = x->io.local_ip;
+    f.src_port = x->io.local_port;
+    memcpy(x->l2.dst_mac, mac, 6);
+    size_t len = op_udp_frame_build(frame, XDP_FRAME_ROOM, &f, &x->l2, p->len);
+    memcpy(frame + OP_UDP_FRAME_HDR_LEN, p->data, p->len);
+    *desc_slot(&x->tx, x->tx.head++) = (struct xdp_desc){.addr = addr, .len = (uint32_t)len};
+    return true;
+}
+
+static int xdp_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    struct xdp_io *x = xdp_of(io);
+    int sent = 0;
+    reclaim_tx(x);
+    for (int i = 0; i < n; i++) {
+        if (x->tx.head - load_acquire(x->tx.cons) > x->tx.mask) {
+            x->st.tx_no_room++; /* the ring is full: the kernel is behind */
+            continue;
+        }
+        sent += put_frame(x, &pkts[i]);
+    }
+    if (sent > 0) {
+        store_release(x->tx.prod, x->tx.head);
+        kick_tx(x);
+        io->tx_datagrams++;
+    }
+    io->tx_pkts += (uint64_t)sent;
+    io->tx_drops += (uint64_t)(n - sent);
+    return sent;
+}
+
+/* ---- the rest of the table */
+
+static int xdp_fd(const struct op_io *io) { return ((const struct xdp_io *)io)->fd; }
+
+static uint64_t xdp_deadline(const struct op_io *io)
+{
+    const struct xdp_io *x = (const struct xdp_io *)io;
+    return load_acquire(x->tx.cons) != x->tx.head ? 0 : UINT64_MAX; /* frames left to kick */
+}
+
+static void xdp_poll(struct op_io *io, uint64_t now)
+{
+    (void)now;
+    reclaim_tx(xdp_of(io));
+    kick_tx(xdp_of(io));
+}
+
+static void unmap_ring(struct xring *r)
+{
+    if (r->map != NULL && r->map != MAP_FAILED)
+        munmap(r->map, r->map_len);
+    r->map = NULL;
+}
+
+static void xdp_close(struct op_io *io)
+{
+    struct xdp_io *x = xdp_of(io);
+    xdp_bpf_teardown(&x->bpf);
+    unmap_ring(&x->fill);
+    unmap_ring(&x->comp);
+    unmap_ring(&x->rx);
+    unmap_ring(&x->tx);
+    if (x->fd >= 0)
+        close(x->fd);
+    if (x->hold_fd >= 0)
+        close(x->hold_fd);
+    if (x->umem != NULL)
+        munmap(x->umem, (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME);
+    free(x);
+}
+
+static const struct op_io_ops xdp_ops = {
+    .name = "af_xdp",
+    .recv = xdp_recv,
+    .send = xdp_send,
+    .fd = xdp_fd,
+    .deadline = xdp_deadline,
+    .poll = xdp_poll,
+    .close = xdp_close,
+};
+
+/* ---- setup */
+
+static op_status_t fail(char *why, size_t len, const char *what)
+{
+    snprintf(why, len, "%s: %s", what, strerror(errno));
+    return OP_ERR_IO;
+}
+
+static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offset *o, size_t elem,
+                            off_t pgoff)
+{
+    r->map_len = o->desc + XDP_RING * elem;
+    r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, pgoff);
+    if (r->map == MAP_FAILED)
+        return OP_ERR_IO;
+    uint8_t *base = r->map;
+    r->prod = (uint32_t *)(void *)(base + o->producer);
+    r->cons = (uint32_t *)(void *)(base + o->consumer);
+    r->flags = (uint32_t *)(void *)(base + o->flags);
+    r->desc = base + o->desc;
+    r->mask = XDP_RING - 1;
+    return OP_OK;
+}
+
+static op_status_t make_rings(struct xdp_io *x, char *why, size_t len)
+{
+    size_t umem_len = (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME;
+    x->umem = mmap(NULL, umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (x->umem == MAP_FAILED) {
+        x->umem = NULL;
+        return fail(why, len, "UMEM");
+    }
+    struct xdp_umem_reg reg = {.addr = (uint64_t)(uintptr_t)x->umem, .len = umem_len,
+                               .chunk_size = XDP_FRAME};
+    unsigned ring = XDP_RING;
+    if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) != 0)
+        return fail(why, len, "registering the UMEM");
+    if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &ring, sizeof ring) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &ring, sizeof ring) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &ring, sizeof ring) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &ring, sizeof ring) != 0)
+        return fail(why, len, "sizing the rings");
+    struct xdp_mmap_offsets off;
+    socklen_t olen = sizeof off;
+    if (getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &olen) != 0 ||
+        map_ring(x->fd, &x->fill, &off.fr, sizeof(uint64_t), XDP_UMEM_PGOFF_FILL_RING) != OP_OK ||
+        map_ring(x->fd, &x->comp, &off.cr, sizeof(uint64_t), XDP_UMEM_PGOFF_COMPLETION_RING) !=
+            OP_OK ||
+        map_ring(x->fd, &x->rx, &off.rx, sizeof(struct xdp_desc), XDP_PGOFF_RX_RING) != OP_OK ||
+        map_ring(x->fd, &x->tx, &off.tx, sizeof(struct xdp_desc), XDP_PGOFF_TX_RING) != OP_OK)
+        return fail(why, len, "mapping the rings");
+    for (uint32_t i = 0; i < XDP_RX_FRAMES; i++)
+        *addr_slot(&x->fill, x->fill.head++) = (uint64_t)i * XDP_FRAME;
+    store_release(x->fill.prod, x->fill.head);
+    for (uint32_t i = 0; i < XDP_TX_FRAMES; i++)
+        x->free_tx[x->n_free++] = (uint64_t)(XDP_RX_FRAMES + i) * XDP_FRAME;
+    return OP_OK;
+}
+
+static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", x->ifname);
+    if (ioctl(x->hold_fd, SIOCGIFHWADDR, &ifr) != 0)
+        return fail(why, len, "reading the interface's MAC");
+    memcpy(x->l2.src_mac, ifr.ifr_hwaddr.sa_data, 6);
+    if (ioctl(x->hold_fd, SIOCGIFMTU, &ifr) != 0)
+        return fail(why, len, "reading the interface's MTU");
+    x->io.link_mtu = (uint32_t)ifr.ifr_mtu;
+    if (x->io.link_mtu > XDP_FRAME_ROOM - OP_ETH_HDR_LEN)
+        x->io.link_mtu = XDP_FRAME_ROOM - OP_ETH_HDR_LEN; /* what one frame holds */
+    return OP_OK;
+}
+
+static op_status_t hold_port(struct xdp_io *x, char *why, size_t len)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(x->io.local_port),
+                             .sin_addr.s_addr = htonl(x->io.local_ip)};
+    x->hold_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (x->hold_fd < 0 || bind(x->hold_fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return fail(why, len, "binding the UDP port");
+    return OP_OK;
+}
+
+static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue, char *why, size_t len)
+{
+    struct sockaddr_xdp sx = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)x->ifindex,
+                              .sxdp_queue_id = queue, .sxdp_flags = XDP_COPY};
+    if (bind(x->fd, (struct sockaddr *)&sx, sizeof sx) != 0)
+        return fail(why, len, "binding the AF_XDP socket to queue 0");
+    return xdp_bpf_bind_socket(&x->bpf, queue, x->fd, why, len);
+}
+
+static op_status_t xdp_setup(struct xdp_io *x, char *why, size_t len)
+{
+    op_status_t st;
+    if ((x->ifindex = (int)if_nametoindex(x->ifname)) == 0)
+        return fail(why, len, "no such interface");
+    if ((st = hold_port(x, why, len)) != OP_OK || (st = read_link(x, why, len)) != OP_OK)
+        return st;
+    x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (x->fd < 0)
+        return fail(why, len, "AF_XDP socket");
+    if ((st = make_rings(x, why, len)) != OP_OK ||
+        (st = xdp_bpf_setup(&x->bpf, x->ifindex, x->io.local_ip, x->io.local_port, why, len)) !=
+            OP_OK)
+        return st;
+    return bind_xsk(x, 0, why, len);
+}
+
+op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struct op_io **out,
+                           char *why, size_t len)
+{
+    if (ifname == NULL || strlen(ifname) >= IF_NAMESIZE || ip == 0 || port == 0 || out == NULL) {
+        snprintf(why, len, "an interface name, an address and a port are needed");
+        return OP_ERR_INVAL;
+    }
+    struct xdp_io *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return OP_ERR_NOMEM;
+    x->fd = x->hold_fd = -1;
+    x->bpf.map_fd = x->bpf.prog_fd = x->bpf.link_fd = -1;
+    snprintf(x->ifname, sizeof x->ifname, "%s", ifname);
+    x->io.ops = &xdp_ops;
+    x->io.local_ip = ip;
+    x->io.local_port = port;
+    char reason[400];
+    op_status_t st = xdp_setup(x, reason, sizeof reason);
+    if (st != OP_OK) {
+        snprintf(why, len, "AF_XDP on %s: %s", ifname, reason);
+        xdp_close(&x->io);
+        return st;
+    }
+    *out = &x->io;
+    return OP_OK;
+}
+
+void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (io->ops == &xdp_ops) {
+        *out = ((const struct xdp_io *)io)->st;
+        out->native = ((const struct xdp_io *)io)->bpf.native;
+    }
+}

@@ -1,0 +1,26 @@
+/* Internal to src/io: the af_xdp backend's BPF objects. */
+#ifndef OFFPATH_IO_XDP_INTERNAL_H
+#define OFFPATH_IO_XDP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/io.h"
+
+#define XDP_MAX_QUEUES 64
+
+struct xdp_bpf {
+    int map_fd, prog_fd, link_fd;
+    bool native; /* the driver's hook, not the generic one */
+};
+
+/* Map, program (steering UDP to ip:port, host order) and link on ifindex;
+ * on failure why names the step and the kernel's reason. */
+op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port, char *why,
+                          size_t len);
+op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd, char *why,
+                                size_t len);
+void xdp_bpf_teardown(struct xdp_bpf *b);
+
+#endif
