@@ -9,13 +9,18 @@
  * the socket takes such datagrams whole (UDP_GRO) and cuts them into packets
  * here. Each packet keeps its own RoCEv2 headers and ICRC; the kernel's
  * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
- * to UDP_GSO_MAX_SEGS packets. On loopback the batch is never split. */
+ * to UDP_GSO_MAX_SEGS packets. Only to 127/8, where the batch is never
+ * split (see stays_on_host); received batches are taken from anyone. */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -290,6 +295,16 @@ static int gather_batch(const struct op_pkt *pkts, int n, int first, uint64_t *t
     return count;
 }
 
+/* A GSO datagram that the kernel (or a NIC) cuts into segments gets IPv4
+ * Identifications 0, 1, 2, ... and the ICRC of every segment but the first
+ * is then wrong on the wire (RoCEv2's ICRC covers the Identification). On
+ * loopback the datagram reaches the receiver whole and is never cut; to
+ * anywhere else each packet leaves alone, with Identification 0. */
+static bool stays_on_host(uint32_t dst_ip)
+{
+    return (dst_ip >> 24) == 127;
+}
+
 _Static_assert(OP_IO_BURST <= 64, "udp_prepare_tx marks a burst's packets in one uint64_t");
 
 /* Groups n (<= OP_IO_BURST) packets into messages; returns how many. */
@@ -302,7 +317,7 @@ static int udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
             continue;
         int count = 1;
         idx[0] = first;
-        if (u->batching)
+        if (u->batching && stays_on_host(pkts[first].flow.dst_ip))
             count = gather_batch(pkts, n, first, &taken, idx);
         set_tx_msg(u, m++, pkts, idx, count, &slot);
     }
@@ -489,6 +504,29 @@ static bool batching_wanted(void)
     return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* The MTU of the interface that has ip: DF datagrams larger than that are
+ * refused (EMSGSIZE), so engines must segment below it. 0 when no one
+ * interface has it (INADDR_ANY). */
+static uint32_t mtu_of_address(int fd, uint32_t ip)
+{
+    struct ifaddrs *ifs;
+    uint32_t mtu = 0;
+    if (ip == INADDR_ANY || getifaddrs(&ifs) != 0)
+        return 0;
+    for (struct ifaddrs *i = ifs; i != NULL && mtu == 0; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+            ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr) != ip)
+            continue;
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", i->ifa_name);
+        if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
+            mtu = (uint32_t)ifr.ifr_mtu;
+    }
+    freeifaddrs(ifs);
+    return mtu;
+}
+
 op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
 {
     struct sockaddr_in sa;
@@ -510,6 +548,7 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
     u->io.ops = &udp_ops;
     u->io.local_ip = ip;
     u->io.local_port = ntohs(sa.sin_port);
+    u->io.link_mtu = mtu_of_address(u->fd, ip);
     op_io_udp_batching(&u->io, batching_wanted());
     *out = &u->io;
     return OP_OK;
