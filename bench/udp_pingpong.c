@@ -12,7 +12,9 @@
  * on a 2-core machine); --block sleeps in recv. Every loop is bounded: -n at
  * most 10^7, --time-limit seconds in all (default 30), one second per reply
  * before the ping is sent again, at most 10 such timeouts. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -37,7 +39,13 @@
 #define PP_MAX_TIMEOUTS 10
 #define PP_YIELD_EVERY 64
 
+struct pp_side {
+    char netns[512]; /* empty: the current namespace */
+    struct in_addr ip;
+};
+
 struct pp_cfg {
+    struct pp_side side[2]; /* the pinger's, the echo's */
     size_t size;
     uint64_t iters;
     bool busy, json;
@@ -51,8 +59,25 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static int open_socket(struct sockaddr_in *bound)
+/* Sockets stay in the network namespace they were made in: with --netns
+ * each side's socket is made inside its namespace (setns), bound to its
+ * address; without, both on 127.0.0.1. */
+static int enter_netns(const char *name)
 {
+    char path[300];
+    snprintf(path, sizeof path, "/run/netns/%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = setns(fd, CLONE_NEWNET);
+    close(fd);
+    return r;
+}
+
+static int open_socket(struct sockaddr_in *bound, const struct pp_side *side)
+{
+    if (side->netns[0] != '\0' && enter_netns(side->netns) != 0)
+        return -1;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int pmtu = IP_PMTUDISC_DO;
     socklen_t len = sizeof *bound;
@@ -61,7 +86,7 @@ static int open_socket(struct sockaddr_in *bound)
     (void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
     memset(bound, 0, sizeof *bound);
     bound->sin_family = AF_INET;
-    bound->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bound->sin_addr = side->ip;
     if (bind(fd, (struct sockaddr *)bound, sizeof *bound) != 0 ||
         getsockname(fd, (struct sockaddr *)bound, &len) != 0) {
         close(fd);
@@ -141,7 +166,8 @@ static void report(const struct pp_cfg *c, uint64_t *rtt, uint64_t n, unsigned t
                sd, pct(rtt, m, 0.99), pct(rtt, m, 0.999), timeouts);
         return;
     }
-    printf("# udp_pingpong: UDP on loopback, %s wait, one-way = RTT/2\n",
+    printf("# udp_pingpong: UDP %s, %s wait, one-way = RTT/2\n",
+           c->side[0].netns[0] ? "between namespaces" : "on loopback",
            c->busy ? "busy-poll" : "blocking");
     printf(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"
            "    t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n");
@@ -189,9 +215,24 @@ static int64_t ping(int fd, const struct sockaddr_in *peer, const struct pp_cfg 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: udp_pingpong [-s BYTES] [-n ITERS] [--busy|--block] [--json] "
-               "[--time-limit SECONDS]\n"
-               "UDP ping-pong between two processes on 127.0.0.1; prints one-way latency\n"
-               "(RTT/2) as perftest's ib_*_lat do. Defaults: -s 2 -n 10000 --busy, 30 s.\n");
+               "[--time-limit SECONDS] [--netns NS_A:IP_A,NS_B:IP_B]\n"
+               "UDP ping-pong between two processes on 127.0.0.1 (or, with --netns, between\n"
+               "sockets made in two network namespaces on those addresses); prints one-way\n"
+               "latency (RTT/2) as perftest's ib_*_lat do. Defaults: -s 2 -n 10000 --busy, 30 s.\n");
+}
+
+/* "NS_A:IP_A,NS_B:IP_B" */
+static int parse_netns(const char *arg, struct pp_cfg *c)
+{
+    char a[2][256], ip[2][32];
+    if (sscanf(arg, "%255[^:]:%31[^,],%255[^:]:%31s", a[0], ip[0], a[1], ip[1]) != 4)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        if (inet_pton(AF_INET, ip[i], &c->side[i].ip) != 1 || strchr(a[i], '/') != NULL)
+            return -1;
+        snprintf(c->side[i].netns, sizeof c->side[i].netns, "%s", a[i]);
+    }
+    return 0;
 }
 
 static int parse(int argc, char **argv, struct pp_cfg *c)
@@ -200,8 +241,10 @@ static int parse(int argc, char **argv, struct pp_cfg *c)
         {"size", required_argument, NULL, 's'}, {"iters", required_argument, NULL, 'n'},
         {"busy", no_argument, NULL, 'b'},       {"block", no_argument, NULL, 'B'},
         {"json", no_argument, NULL, 'j'},       {"time-limit", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+        {"netns", required_argument, NULL, 'N'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     *c = (struct pp_cfg){.size = 2, .iters = 10000, .busy = true, .time_limit_s = 30};
+    c->side[0].ip.s_addr = c->side[1].ip.s_addr = htonl(INADDR_LOOPBACK);
     int o;
     char *e;
     while ((o = getopt_long(argc, argv, "s:n:h", opts, NULL)) != -1) {
@@ -224,6 +267,10 @@ static int parse(int argc, char **argv, struct pp_cfg *c)
             if (*e || !(c->time_limit_s > 0 && c->time_limit_s <= 3600))
                 return fprintf(stderr, "udp_pingpong: --time-limit must be in (0, 3600]\n"), 2;
             break;
+        case 'N':
+            if (parse_netns(optarg, c) != 0)
+                return fprintf(stderr, "udp_pingpong: --netns expects NS_A:IP_A,NS_B:IP_B\n"), 2;
+            break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -240,7 +287,7 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     struct sockaddr_in a, b;
-    int fa = open_socket(&a), fb = open_socket(&b);
+    int fa = open_socket(&a, &c.side[0]), fb = open_socket(&b, &c.side[1]);
     uint64_t *rtt = calloc(c.iters, sizeof *rtt);
     if (fa < 0 || fb < 0 || rtt == NULL) {
         perror("udp_pingpong: setup");
