@@ -3,34 +3,67 @@
  *   10.77.0.2        0x1         0x2         8a:1f:22:03:9c:01     *        xa
  * Flags 0x2 (ATF_COM) marks a resolved entry. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "offpath/io.h"
 
 #define ATF_COMPLETE 0x2u
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Exactly six two-digit hex groups joined by ':', as the kernel prints. */
 static bool parse_mac(const char *s, uint8_t mac[6])
 {
-    unsigned b[6];
-    char tail;
-    if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) !=
-        6)
+    if (strlen(s) != 17)
         return false;
-    for (int i = 0; i < 6; i++)
-        mac[i] = (uint8_t)b[i];
+    for (int i = 0; i < 6; i++) {
+        int hi = hex_digit(s[3 * i]), lo = hex_digit(s[3 * i + 1]);
+        if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
+            return false;
+        mac[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
+/* A dotted quad of plain decimal octets (no signs, no trailing bytes). */
+static bool parse_ipv4_text(const char *s, uint32_t *ip)
+{
+    uint32_t v = 0;
+    for (int part = 0; part < 4; part++) {
+        unsigned octet = 0, digits = 0;
+        for (; *s >= '0' && *s <= '9' && digits < 4; s++, digits++)
+            octet = octet * 10 + (unsigned)(*s - '0');
+        if (digits == 0 || digits > 3 || octet > 255 || *s != (part < 3 ? '.' : '\0'))
+            return false;
+        v = v << 8 | octet;
+        s += part < 3;
+    }
+    *ip = v;
     return true;
 }
 
 static bool line_matches(const char *line, uint32_t ip, const char *ifname, uint8_t mac[6])
 {
-    char addr[32], type[16], flags[16], hw[32], mask[32], dev[32];
-    unsigned a, b, c, d, f;
-    if (sscanf(line, "%31s %15s %15s %31s %31s %31s", addr, type, flags, hw, mask, dev) != 6 ||
-        sscanf(addr, "%3u.%3u.%3u.%3u", &a, &b, &c, &d) != 4 || sscanf(flags, "%x", &f) != 1)
+    char addr[32], type[16], flags[16], hw[32], mask[32], dev[32], extra[2];
+    uint32_t a;
+    char *end;
+    if (sscanf(line, "%31s %15s %15s %31s %31s %31s %1s", addr, type, flags, hw, mask, dev,
+               extra) != 6 || !parse_ipv4_text(addr, &a) || a != ip ||
+        strncmp(flags, "0x", 2) != 0)
         return false;
-    if (a > 255 || b > 255 || c > 255 || d > 255 || (a << 24 | b << 16 | c << 8 | d) != ip)
-        return false;
-    return (f & ATF_COMPLETE) && strcmp(dev, ifname) == 0 && parse_mac(hw, mac);
+    unsigned long f = strtoul(flags + 2, &end, 16);
+    return *end == '\0' && end != flags + 2 && (f & ATF_COMPLETE) && strcmp(dev, ifname) == 0 &&
+           parse_mac(hw, mac);
 }
 
 bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname, uint8_t mac[6])

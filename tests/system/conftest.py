@@ -5,6 +5,7 @@ of one test can never answer another. Processes started here are stopped by
 PID when the test ends."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -102,3 +103,14 @@ def inc_packet(src, dst, sport, dport, group, token, seq, rank, payload, kind=1,
     deth = struct.pack("!II", 0x494e4321, 0x00c0de)
     roce = bth + deth + body + b"\0" * pad
     return roce + struct.pack("<I", roce_icrc(src, dst, sport, dport, roce))
+
+
+def check_ok(side, what):
+    rc, out, err = side
+    assert rc == 0, f"{what} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
+    assert " offpath: data check ok" in out, out
+
+
+def counters(out):
+    line = next(l for l in out.splitlines() if l.startswith(" offpath: pkts_out"))
+    return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, check_ok, counters
 
 _port = [21000]
 
@@ -55,17 +55,6 @@ def rows(out):
             break
         result.append(l.split())
     return lines[start], result
-
-
-def check_ok(side, what):
-    rc, out, err = side
-    assert rc == 0, f"{what} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
-    assert " offpath: data check ok" in out, out
-
-
-def counters(out):
-    line = next(l for l in out.splitlines() if l.startswith(" offpath: pkts_out"))
-    return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}
 
 
 @pytest.mark.parametrize("tool", BW_TOOLS + LAT_TOOLS)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, check_ok, counters
 
 sys.path.insert(0, os.path.dirname(__file__))
 try:
@@ -111,17 +111,6 @@ def run_pair(v, tool, args, server_xdp=True, client_xdp=True, timeout=120):
             server.kill()
             server.wait(timeout=10)
     return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
-
-
-def check_ok(side, what):
-    rc, out, err = side
-    assert rc == 0, f"{what} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
-    assert " offpath: data check ok" in out, out
-
-
-def counters(out):
-    line = next(l for l in out.splitlines() if l.startswith(" offpath: pkts_out"))
-    return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}
 
 
 TOOLS = [("ib_write_bw", "-s 65536 -n 200"), ("ib_read_bw", "-s 65536 -n 200"),
