@@ -61,16 +61,21 @@ OP_API void op_io_udp_batching(struct op_io *io, bool on);
 /* AF_XDP on queue 0 of interface ifname (root, or CAP_NET_ADMIN + CAP_BPF):
  * frames for UDP ip:port (host order) come straight to this process through
  * a shared ring, steered by an XDP program that passes everything else to
- * the kernel and goes away with the process. Copy mode (any driver). The
- * peers must be on-link: their MACs come from the frames they send and from
- * the kernel's neighbour table. On failure why says which step failed. */
+ * the kernel and goes away with the process. Copy mode (any driver). A UDP
+ * socket on ip:port is the slow path: packets to peers whose MAC is not yet
+ * known leave through it, and what reaches it (another queue) is read too.
+ * The peers must be on-link: their MACs come from the frames they send and
+ * from the kernel's neighbour table. On failure why says which step failed. */
 OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
                                   struct op_io **out, char *why, size_t len);
 struct op_xdp_stats {
     uint64_t rx_dropped[OP_FRAME_VERDICTS_ + 1]; /* by op_frame_verdict; last: not ours */
-    uint64_t tx_no_neighbour; /* the peer's MAC is not known yet (resolution asked) */
-    uint64_t tx_no_room;      /* no free frame or TX ring slot, or a packet too big */
-    bool native;              /* the driver's XDP hook (not the generic one) */
+    uint64_t rx_via_kernel;     /* read from the UDP socket (not steered to the ring) */
+    uint64_t tx_via_kernel;     /* sent through it: the peer's MAC was not known yet */
+    uint64_t tx_no_room;        /* no free frame or TX ring slot, or a packet too big */
+    uint64_t rx_ring_full;      /* the kernel's: frames lost because our ring was full */
+    uint64_t rx_kernel_dropped; /* the kernel's: other drops on the way to the ring */
+    bool native;                /* the driver's XDP hook (not the generic one) */
 };
 /* Zero for other backends. */
 OP_API void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out);

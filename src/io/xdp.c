@@ -5,11 +5,14 @@
  * the TX ring and kicks the kernel once per burst. Copy mode, so any driver
  * works (veth, lo, NICs without zero-copy); queue 0 only.
  *
- * The peer's MAC comes from the frames it sends us and, before it has sent
- * any, from the kernel's neighbour table (/proc/net/arp); a packet to a
- * peer not known yet is dropped (RC resends) after asking the kernel to
- * resolve it. Peers must be on-link. A UDP socket bound to the same address
- * and port keeps the kernel from handing the port to anyone else. */
+ * A UDP socket (the udp backend) on the same address and port is the slow
+ * path: packets to a peer whose MAC is not known yet leave through it (the
+ * kernel resolves the address on the way), and what the program did not
+ * steer (frames that came in on another queue of a multi-queue NIC, or
+ * before the socket was in the map) reaches it and is read every
+ * KERNEL_POLL_EVERY empty polls. The peer's MAC comes from the frames it
+ * sends us and from the kernel's neighbour table (/proc/net/arp). Peers
+ * must be on-link. */
 #include <errno.h>
 #include <linux/if_xdp.h>
 #include <net/if.h>
@@ -38,8 +41,8 @@
 #define XDP_FRAME_ROOM (XDP_FRAME - 256u) /* copy mode leaves XDP_PACKET_HEADROOM */
 #define XDP_KICKS 64 /* bound on TX kicks per burst */
 #define NEIGH_SLOTS 32
-#define NEIGH_ASK_NS (1000 * 1000)
-#define DISCARD_PORT 9
+#define NEIGH_ASK_NS (1000 * 1000) /* between looks at /proc/net/arp for one address */
+#define KERNEL_POLL_EVERY 32       /* empty ring polls between reads of the UDP socket */
 
 struct xring {
     uint32_t *prod, *cons, *flags;
@@ -59,7 +62,9 @@ struct neigh {
 
 struct xdp_io {
     struct op_io io;
-    int fd, hold_fd, ifindex;
+    int fd, ifindex;
+    struct op_io *kernel; /* the slow path: a UDP socket on our address and port */
+    uint32_t empty_polls;
     char ifname[IF_NAMESIZE];
     struct op_frame_l2 l2;
     struct xdp_bpf bpf;
@@ -125,14 +130,6 @@ static bool arp_table_lookup(const struct xdp_io *x, uint32_t ip, uint8_t mac[6]
     return op_arp_table_lookup(text, ip, x->ifname, mac);
 }
 
-/* The kernel resolves the address when it sends something there. */
-static void ask_kernel(const struct xdp_io *x, uint32_t ip)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DISCARD_PORT),
-                             .sin_addr.s_addr = htonl(ip)};
-    (void)sendto(x->hold_fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sa, sizeof sa);
-}
-
 static const uint8_t *neigh_mac(struct xdp_io *x, uint32_t ip)
 {
     struct neigh *n = neigh_find(x, ip);
@@ -147,7 +144,6 @@ static const uint8_t *neigh_mac(struct xdp_io *x, uint32_t ip)
         return n->mac;
     }
     n->asked_at = now ? now : 1;
-    ask_kernel(x, ip);
     return NULL;
 }
 
@@ -174,6 +170,16 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
     return true;
 }
 
+static int recv_via_kernel(struct xdp_io *x, struct op_pkt *pkts, int max)
+{
+    int k = op_io_recv(x->kernel, pkts, max);
+    if (k <= 0)
+        return 0;
+    x->st.rx_via_kernel += (uint64_t)k;
+    x->io.rx_pkts += (uint64_t)k;
+    return k;
+}
+
 static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
 {
     struct xdp_io *x = xdp_of(io);
@@ -187,7 +193,8 @@ static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
         *addr_slot(&x->fill, x->fill.head++) = d->addr & ~(uint64_t)(XDP_FRAME - 1);
     }
     if (n == 0)
-        return 0;
+        return ++x->empty_polls % KERNEL_POLL_EVERY == 0 ? recv_via_kernel(x, pkts, max) : 0;
+    x->empty_polls = 0;
     x->rx.head += n;
     store_release(x->rx.cons, x->rx.head);
     store_release(x->fill.prod, x->fill.head);
@@ -219,12 +226,14 @@ static void kick_tx(struct xdp_io *x)
     }
 }
 
+/* Returns whether the packet went (on the ring, or through the kernel). */
 static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
 {
     const uint8_t *mac = neigh_mac(x, p->flow.dst_ip);
     if (mac == NULL) {
-        x->st.tx_no_neighbour++;
-        return false;
+        bool sent = op_io_send(x->kernel, p, 1) == 1;
+        x->st.tx_via_kernel += sent;
+        return sent;
     }
     if (x->n_free == 0 || p->len > XDP_FRAME_ROOM - OP_UDP_FRAME_HDR_LEN) {
         x->st.tx_no_room++;
@@ -298,8 +307,8 @@ static void xdp_close(struct op_io *io)
     unmap_ring(&x->tx);
     if (x->fd >= 0)
         close(x->fd);
-    if (x->hold_fd >= 0)
-        close(x->hold_fd);
+    if (x->kernel != NULL)
+        op_io_close(x->kernel);
     if (x->umem != NULL)
         munmap(x->umem, (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME);
     free(x);
@@ -379,10 +388,10 @@ static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", x->ifname);
-    if (ioctl(x->hold_fd, SIOCGIFHWADDR, &ifr) != 0)
+    if (ioctl(op_io_fd(x->kernel), SIOCGIFHWADDR, &ifr) != 0)
         return fail(why, len, "reading the interface's MAC");
     memcpy(x->l2.src_mac, ifr.ifr_hwaddr.sa_data, 6);
-    if (ioctl(x->hold_fd, SIOCGIFMTU, &ifr) != 0)
+    if (ioctl(op_io_fd(x->kernel), SIOCGIFMTU, &ifr) != 0)
         return fail(why, len, "reading the interface's MTU");
     x->io.link_mtu = (uint32_t)ifr.ifr_mtu;
     if (x->io.link_mtu > XDP_FRAME_ROOM - OP_ETH_HDR_LEN)
@@ -390,14 +399,11 @@ static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
     return OP_OK;
 }
 
-static op_status_t hold_port(struct xdp_io *x, char *why, size_t len)
+static op_status_t open_kernel_path(struct xdp_io *x, char *why, size_t len)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(x->io.local_port),
-                             .sin_addr.s_addr = htonl(x->io.local_ip)};
-    x->hold_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (x->hold_fd < 0 || bind(x->hold_fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        return fail(why, len, "binding the UDP port");
-    return OP_OK;
+    if (op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel) == OP_OK)
+        return OP_OK;
+    return fail(why, len, "binding the UDP port (is another process on it?)");
 }
 
 static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue, char *why, size_t len)
@@ -414,7 +420,7 @@ static op_status_t xdp_setup(struct xdp_io *x, char *why, size_t len)
     op_status_t st;
     if ((x->ifindex = (int)if_nametoindex(x->ifname)) == 0)
         return fail(why, len, "no such interface");
-    if ((st = hold_port(x, why, len)) != OP_OK || (st = read_link(x, why, len)) != OP_OK)
+    if ((st = open_kernel_path(x, why, len)) != OP_OK || (st = read_link(x, why, len)) != OP_OK)
         return st;
     x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (x->fd < 0)
@@ -436,7 +442,7 @@ op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struc
     struct xdp_io *x = calloc(1, sizeof *x);
     if (x == NULL)
         return OP_ERR_NOMEM;
-    x->fd = x->hold_fd = -1;
+    x->fd = -1;
     x->bpf.map_fd = x->bpf.prog_fd = x->bpf.link_fd = -1;
     snprintf(x->ifname, sizeof x->ifname, "%s", ifname);
     x->io.ops = &xdp_ops;
@@ -456,8 +462,15 @@ op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struc
 void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out)
 {
     memset(out, 0, sizeof *out);
-    if (io->ops == &xdp_ops) {
-        *out = ((const struct xdp_io *)io)->st;
-        out->native = ((const struct xdp_io *)io)->bpf.native;
+    if (io->ops != &xdp_ops)
+        return;
+    const struct xdp_io *x = (const struct xdp_io *)io;
+    *out = x->st;
+    out->native = x->bpf.native;
+    struct xdp_statistics ks;
+    socklen_t len = sizeof ks;
+    if (getsockopt(x->fd, SOL_XDP, XDP_STATISTICS, &ks, &len) == 0) {
+        out->rx_ring_full = ks.rx_ring_full;
+        out->rx_kernel_dropped = ks.rx_dropped;
     }
 }

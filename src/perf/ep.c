@@ -75,6 +75,7 @@ static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, const char *xdp_
     ep->port = io->local_port;
     ep->ip = io->local_ip;
     ep->link_mtu = io->link_mtu;
+    ep->base_io = io;
     if (ep->cfg->loss > 0) {
         struct op_fault_cfg f = {.drop = ep->cfg->loss, .seed = ep->cfg->loss_seed};
         if (op_io_fault_wrap(io, &f, &io) != OP_OK)

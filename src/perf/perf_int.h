@@ -52,7 +52,8 @@ struct perf_qp {
 
 struct perf_ep {
     const struct op_perf_config *cfg;
-    struct op_io *io;
+    struct op_io *io;      /* what the driver uses (--loss wraps base_io) */
+    const struct op_io *base_io;
     struct op_rdma_dev *dev;
     struct op_rdma_cq *scq, *rcq;
     struct perf_qp *qps;

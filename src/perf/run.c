@@ -284,6 +284,24 @@ static const unsigned shown_counters[] = {
 };
 #define N_SHOWN (sizeof(shown_counters) / sizeof(shown_counters[0]))
 
+#define N_XDP 6
+/* What the AF_XDP path did besides the ring (--xdp). */
+static size_t xdp_counters(const struct perf_run *r, struct op_perf_counter *out)
+{
+    struct op_xdp_stats x;
+    op_io_xdp_stats(r->ep.base_io, &x);
+    uint64_t refused = 0;
+    for (unsigned v = 0; v <= OP_FRAME_VERDICTS_; v++)
+        refused += x.rx_dropped[v];
+    const struct op_perf_counter c[N_XDP] = {
+        {"xdp_native", x.native},          {"xdp_rx_ring_full", x.rx_ring_full},
+        {"xdp_rx_refused", refused},       {"xdp_rx_via_kernel", x.rx_via_kernel},
+        {"xdp_tx_via_kernel", x.tx_via_kernel}, {"xdp_tx_no_room", x.tx_no_room},
+    };
+    memcpy(out, c, sizeof c);
+    return N_XDP;
+}
+
 static size_t collect_counters(const struct perf_run *r, struct op_perf_counter *out)
 {
     uint64_t sums[OP_RDMA_QP_C_COUNT_], lossed;
@@ -293,6 +311,8 @@ static size_t collect_counters(const struct perf_run *r, struct op_perf_counter 
         out[n++] = (struct op_perf_counter){op_rdma_qp_counter_name(shown_counters[i]),
                                             sums[shown_counters[i]]};
     out[n++] = (struct op_perf_counter){"loss_injected", lossed};
+    if (r->cfg->xdp)
+        n += xdp_counters(r, out + n);
     return n;
 }
 
@@ -355,7 +375,7 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
 static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b,
                               const struct results *res)
 {
-    struct op_perf_counter counters[N_SHOWN + 1];
+    struct op_perf_counter counters[N_SHOWN + 1 + N_XDP];
     size_t nc = collect_counters(r, counters);
     FILE *f = fopen(r->cfg->json_file, "w");
     if (f == NULL) {
@@ -444,7 +464,7 @@ static op_status_t run_all(struct perf_run *r)
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
     if (st == OP_OK) {
-        struct op_perf_counter counters[N_SHOWN + 1];
+        struct op_perf_counter counters[N_SHOWN + 1 + N_XDP];
         size_t nc = collect_counters(r, counters);
         if (c->output == OP_PERF_OUT_FULL)
             fprintf(r->out, OP_PERF_LINE);

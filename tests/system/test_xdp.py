@@ -203,6 +203,38 @@ def test_program_leaves_with_a_killed_process(veth):
     assert not veth.has_xdp(veth.a, veth.va) and not veth.has_xdp(veth.b, veth.vb)
 
 
+def test_unresolved_peer_goes_through_the_kernel_first(veth):
+    """The side channel runs over a second veth pair, so when the QPs start
+    neither side has the other's RoCEv2 address in its neighbour table: the
+    first packets leave through the UDP socket (the kernel resolves the
+    address on the way) and the rest through the ring."""
+    tag = veth.va[2:]
+    ca, cb = f"ya{tag}", f"yb{tag}"
+    side_a, side_b = veth.ipa.replace("10.204.", "10.206."), veth.ipb.replace("10.204.", "10.206.")
+    sh(IP, "link", "add", ca, "netns", veth.a, "type", "veth", "peer", "name", cb, "netns", veth.b)
+    for ns, dev, ip in ((veth.a, ca, side_a), (veth.b, cb, side_b)):
+        sh(IP, "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+        sh(IP, "-n", ns, "link", "set", dev, "up")
+    port = next(_port)
+    common = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "200", "--xdp"]
+    server = subprocess.Popen(in_ns(veth.b, *common, "-d", veth.vb), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run(in_ns(veth.a, *common, "-d", veth.va, side_b),
+                                capture_output=True, text=True, timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    check_ok((client.returncode, client.stdout, client.stderr), "client")
+    check_ok((server.returncode, out, err), "server")
+    c = counters(client.stdout)
+    assert c["xdp_tx_via_kernel"] >= 1 and c["pkts_out"] > c["xdp_tx_via_kernel"], c
+    s = counters(out)
+    assert s["xdp_rx_refused"] == 0 and s["drop_icrc"] == 0, s
+
+
 def test_mtu_beyond_the_link_is_refused(veth):
     server, client = run_pair(veth, "ib_write_bw", ["-s", "4096", "-n", "10", "-m", "4096"])
     for rc, _out, err in (server, client):
