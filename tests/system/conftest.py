@@ -114,3 +114,20 @@ def check_ok(side, what):
 def counters(out):
     line = next(l for l in out.splitlines() if l.startswith(" offpath: pkts_out"))
     return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}
+
+
+def run_server_client(server_cmd, client_cmd, timeout=180, cwd=None):
+    """Starts the server command, runs the client command to its end, then
+    waits for the server (killed, by PID, if it outlives that); returns
+    ((rc, out, err) of the server, (rc, out, err) of the client)."""
+    server = subprocess.Popen([str(a) for a in server_cmd], cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run([str(a) for a in client_cmd], capture_output=True, text=True,
+                                timeout=timeout, cwd=cwd)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)

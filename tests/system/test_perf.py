@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import BIN, check_ok, counters
+from conftest import BIN, check_ok, counters, run_server_client
 
 _port = [21000]
 
@@ -31,18 +31,9 @@ def run_pair(tool, args, client_args=None, timeout=180, cwd=None):
     """Server then client with the same flags (client_args adds to the
     client's); both must end. Returns (server, client) as (rc, out, err)."""
     port = next_port()
-    server = subprocess.Popen([BIN, tool, "-p", str(port), *map(str, args)], cwd=cwd,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = subprocess.run(
-            [BIN, tool, "-p", str(port), *map(str, args), *map(str, client_args or []),
-             "127.0.0.1"], capture_output=True, text=True, timeout=timeout, cwd=cwd)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
-    return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+    server = [BIN, tool, "-p", port, *args]
+    return run_server_client(server, server + list(client_args or []) + ["127.0.0.1"],
+                             timeout=timeout, cwd=cwd)
 
 
 def rows(out):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import BIN, check_ok, counters
+from conftest import BIN, check_ok, counters, run_server_client
 
 sys.path.insert(0, os.path.dirname(__file__))
 try:
@@ -100,17 +100,9 @@ def run_pair(v, tool, args, server_xdp=True, client_xdp=True, timeout=120):
     """Server in b, client in a; returns ((rc, out, err), (rc, out, err))."""
     port = next(_port)
     common = [tool, "-p", port, *args]
-    server = subprocess.Popen(in_ns(v.b, *common, "-d", v.vb, *(["--xdp"] * server_xdp)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = subprocess.run(in_ns(v.a, *common, "-d", v.va, *(["--xdp"] * client_xdp), v.ipb),
-                                capture_output=True, text=True, timeout=timeout)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
-    return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+    return run_server_client(in_ns(v.b, *common, "-d", v.vb, *(["--xdp"] * server_xdp)),
+                             in_ns(v.a, *common, "-d", v.va, *(["--xdp"] * client_xdp), v.ipb),
+                             timeout=timeout)
 
 
 TOOLS = [("ib_write_bw", "-s 65536 -n 200"), ("ib_read_bw", "-s 65536 -n 200"),
@@ -217,21 +209,13 @@ def test_unresolved_peer_goes_through_the_kernel_first(veth):
         sh(IP, "-n", ns, "link", "set", dev, "up")
     port = next(_port)
     common = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "200", "--xdp"]
-    server = subprocess.Popen(in_ns(veth.b, *common, "-d", veth.vb), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        client = subprocess.run(in_ns(veth.a, *common, "-d", veth.va, side_b),
-                                capture_output=True, text=True, timeout=60)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
-    check_ok((client.returncode, client.stdout, client.stderr), "client")
-    check_ok((server.returncode, out, err), "server")
-    c = counters(client.stdout)
+    server, client = run_server_client(in_ns(veth.b, *common, "-d", veth.vb),
+                                       in_ns(veth.a, *common, "-d", veth.va, side_b), timeout=60)
+    check_ok(client, "client")
+    check_ok(server, "server")
+    c = counters(client[1])
     assert c["xdp_tx_via_kernel"] >= 1 and c["pkts_out"] > c["xdp_tx_via_kernel"], c
-    s = counters(out)
+    s = counters(server[1])
     assert s["xdp_rx_refused"] == 0 and s["drop_icrc"] == 0, s
 
 
