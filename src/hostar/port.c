@@ -277,10 +277,15 @@ op_status_t op_har_allreduce(struct op_har_client *c, const void *sendbuf, void 
                                           &p->q);
     if (st == OP_OK)
         st = run(c);
-    /* the thread takes over the timers if no call comes for a while */
+    /* The thread takes over the timers if no call comes for a while. Not
+     * busy before the arming: a thread woken by this arm while we still hold
+     * the lock (we may be descheduled for longer than PORT_IDLE_NS) must
+     * wait for the lock, not take us for a running call and go back to
+     * sleep with nothing armed; that left a finished leader's lost packet
+     * unsent and its peer waiting out its deadline. */
+    atomic_store(&p->busy, false);
     uint64_t idle = op_now_ns() + PORT_IDLE_NS, next = next_deadline(p);
     arm(p, next == UINT64_MAX ? next : next > idle ? next : idle);
-    atomic_store(&p->busy, false);
     pthread_mutex_unlock(&p->mu);
     return st;
 }
