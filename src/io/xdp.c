@@ -170,6 +170,14 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
     return true;
 }
 
+/* Descriptors come from the kernel; still, nothing outside the UMEM is
+ * ever read or handed back. */
+static bool frame_in_umem(uint64_t addr, uint32_t len)
+{
+    uint64_t size = (uint64_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME;
+    return addr < size && len <= XDP_FRAME && (addr & (XDP_FRAME - 1)) + len <= XDP_FRAME;
+}
+
 static int recv_via_kernel(struct xdp_io *x, struct op_pkt *pkts, int max)
 {
     int k = op_io_recv(x->kernel, pkts, max);
@@ -188,7 +196,8 @@ static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
     int k = 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct xdp_desc *d = desc_slot(&x->rx, x->rx.head + i);
-        if (d->len <= XDP_FRAME && take_frame(x, x->umem + d->addr, d->len, &pkts[k]))
+        if (frame_in_umem(d->addr, d->len) &&
+            take_frame(x, x->umem + d->addr, d->len, &pkts[k]))
             k++;
         *addr_slot(&x->fill, x->fill.head++) = d->addr & ~(uint64_t)(XDP_FRAME - 1);
     }
@@ -207,8 +216,11 @@ static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
 static void reclaim_tx(struct xdp_io *x)
 {
     uint32_t done = load_acquire(x->comp.prod) - x->comp.head;
-    for (uint32_t i = 0; i < done && x->n_free < XDP_TX_FRAMES; i++)
-        x->free_tx[x->n_free++] = *addr_slot(&x->comp, x->comp.head + i);
+    for (uint32_t i = 0; i < done && x->n_free < XDP_TX_FRAMES; i++) {
+        uint64_t addr = *addr_slot(&x->comp, x->comp.head + i);
+        if (addr >= (uint64_t)XDP_RX_FRAMES * XDP_FRAME && frame_in_umem(addr, 0))
+            x->free_tx[x->n_free++] = addr & ~(uint64_t)(XDP_FRAME - 1);
+    }
     x->comp.head += done;
     store_release(x->comp.cons, x->comp.head);
 }
