@@ -84,6 +84,10 @@ OP_API void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out);
 OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname,
                                 uint8_t mac[6]);
 
+/* The name of the interface that has ip (host order; any 127/8 address is
+ * the loopback interface's) into name; false if none has it. */
+OP_API bool op_io_ifname_of(uint32_t ip, char *name, size_t cap);
+
 /* Wrap inner (taking ownership): each sent packet is dropped with probability
  * drop, sent twice with probability dup, and held for delay_us microseconds. */
 struct op_fault_cfg {

@@ -12,19 +12,16 @@
  * to UDP_GSO_MAX_SEGS packets. Only to 127/8, where the batch is never
  * split (see stays_on_host); received batches are taken from anyone. */
 #include <errno.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
 
 #define UDP_SOCKBUF (4 << 20)
 #define UDP_SEND_RETRIES 3    /* waits for room before the rest is dropped */
@@ -509,22 +506,8 @@ static bool batching_wanted(void)
  * interface has it (INADDR_ANY). */
 static uint32_t mtu_of_address(int fd, uint32_t ip)
 {
-    struct ifaddrs *ifs;
-    uint32_t mtu = 0;
-    if (ip == INADDR_ANY || getifaddrs(&ifs) != 0)
-        return 0;
-    for (struct ifaddrs *i = ifs; i != NULL && mtu == 0; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-            ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr) != ip)
-            continue;
-        struct ifreq ifr;
-        memset(&ifr, 0, sizeof ifr);
-        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", i->ifa_name);
-        if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0)
-            mtu = (uint32_t)ifr.ifr_mtu;
-    }
-    freeifaddrs(ifs);
-    return mtu;
+    char name[IF_NAMESIZE];
+    return op_io_ifname_of(ip, name, sizeof name) ? io_link_mtu(fd, name) : 0;
 }
 
 op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)

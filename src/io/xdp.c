@@ -403,9 +403,8 @@ static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
     if (ioctl(op_io_fd(x->kernel), SIOCGIFHWADDR, &ifr) != 0)
         return fail(why, len, "reading the interface's MAC");
     memcpy(x->l2.src_mac, ifr.ifr_hwaddr.sa_data, 6);
-    if (ioctl(op_io_fd(x->kernel), SIOCGIFMTU, &ifr) != 0)
+    if ((x->io.link_mtu = io_link_mtu(op_io_fd(x->kernel), x->ifname)) == 0)
         return fail(why, len, "reading the interface's MTU");
-    x->io.link_mtu = (uint32_t)ifr.ifr_mtu;
     if (x->io.link_mtu > XDP_FRAME_ROOM - OP_ETH_HDR_LEN)
         x->io.link_mtu = XDP_FRAME_ROOM - OP_ETH_HDR_LEN; /* what one frame holds */
     return OP_OK;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
 
 #define XDP_MAX_QUEUES 64
 

@@ -219,26 +219,6 @@ static void print_addresses(struct perf_run *r)
 
 /* ---- the local address: -d (an address or an interface), else the side channel's */
 
-static bool ifname_of(uint32_t ip, char *name, size_t cap)
-{
-    struct ifaddrs *ifs;
-    bool found = false;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
-            continue;
-        uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
-        bool loop_match = (ip >> 24) == 127 && (i->ifa_flags & IFF_LOOPBACK);
-        if (a == ip || loop_match) {
-            snprintf(name, cap, "%s", i->ifa_name);
-            found = true;
-        }
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
 static op_status_t ip_of_device(const char *dev, uint32_t *ip)
 {
     uint16_t port;
@@ -416,7 +396,7 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
         return perf_refuse(r->why, sizeof r->why,
                            "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
                            c->device);
-    bool named = ifname_of(ip, devname, devcap);
+    bool named = op_io_ifname_of(ip, devname, devcap);
     if (!named)
         snprintf(devname, devcap, "offpath0");
     if (c->xdp && !named)

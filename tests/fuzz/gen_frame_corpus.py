@@ -7,7 +7,8 @@ Run from the repository root:
 """
 import os
 import struct
-import zlib
+
+from gen_wire_corpus import icrc, write_seeds
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "frame")
 SRC_MAC = bytes.fromhex("8a1f22039c01")
@@ -40,12 +41,7 @@ def roce_send_only():
     """A RoCEv2 RC SEND_ONLY with its ICRC (masked as the IBTA annex says)."""
     bth = struct.pack("!BBHI I", 0x04, 0, 0xFFFF, 0x000123, 0x8000ABCD)
     roce = bth + bytes((i * 29 + 3) & 0xFF for i in range(64))
-    src, dst, sport, dport = FLOW
-    ip = struct.pack("!BBHHHBBHII", 0x45, 0xFF, 20 + 8 + len(roce) + 4, 0, 0x4000, 0xFF, 17,
-                     0xFFFF, src, dst)
-    udp = struct.pack("!HHHH", sport, dport, 8 + len(roce) + 4, 0xFFFF)
-    masked = roce[:4] + b"\xff" + roce[5:]
-    return roce + struct.pack("<I", zlib.crc32(b"\xff" * 8 + ip + udp + masked))
+    return roce + icrc(roce, FLOW)
 
 
 ARP_HEADER = ("IP address       HW type     Flags       HW address            Mask     Device\n")
@@ -72,12 +68,5 @@ def seeds():
     yield "empty", b""
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name, blob in seeds():
-        with open(os.path.join(OUT, name), "wb") as f:
-            f.write(blob)
-
-
 if __name__ == "__main__":
-    main()
+    write_seeds(OUT, seeds())

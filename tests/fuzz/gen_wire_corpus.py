@@ -37,8 +37,10 @@ def ctrl(qnh, master, fail=0):
                        5, 0x7F000002, 0x7F000001, 64, 32, 30000)
 
 
-def icrc(roce):
-    src, dst, sport, dport = FLOW
+def icrc(roce, flow=FLOW):
+    """The ICRC (little-endian) of a RoCEv2 UDP payload sent on flow, masked
+    as the IBTA's RoCEv2 annex says."""
+    src, dst, sport, dport = flow
     ip = struct.pack("!BBHHHBBHII", 0x45, 0xFF, 20 + 8 + len(roce) + 4, 0, 0x4000, 0xFF, 17,
                      0xFFFF, src, dst)
     udp = struct.pack("!HHHH", sport, dport, 8 + len(roce) + 4, 0xFFFF)
@@ -75,12 +77,12 @@ def seeds():
     yield "empty", b""
 
 
-def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name, blob in seeds():
-        with open(os.path.join(OUT, name), "wb") as f:
+def write_seeds(out, named_blobs):
+    os.makedirs(out, exist_ok=True)
+    for name, blob in named_blobs:
+        with open(os.path.join(out, name), "wb") as f:
             f.write(blob)
 
 
 if __name__ == "__main__":
-    main()
+    write_seeds(OUT, seeds())
