@@ -18,12 +18,15 @@ BIN = os.environ.get("OFFPATH_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "src", "cli", "offpath")
 
 _net = [100]
+# Two test runs on one machine (two checkouts) collide on addresses and ports
+# unless one of them moves its ports: OFFPATH_TEST_PORT_BASE=41000 does.
+_PORT_BASE = int(os.environ.get("OFFPATH_TEST_PORT_BASE", "40000"))
 
 
 def next_net():
     """A fresh 127.N network (N, N+1, N+2 are used) and port per call."""
     _net[0] += 3
-    return _net[0], 40000 + _net[0]
+    return _net[0], _PORT_BASE + _net[0]
 
 
 def offpath(*args, timeout=120, check=False, env=None):
