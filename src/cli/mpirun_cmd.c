@@ -1,6 +1,7 @@
 /* `offpath mpirun`: flags to a launch configuration. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,7 +42,12 @@ static void help(void)
            "  --port N          UDP port of the fabric (4791)\n"
            "  --connect FILE    use the running switches of this topology file\n"
            "  --lib PATH        the liboffpath_mpi to preload\n"
-           "  --verbose         per-job summary of offloaded and fallen-back calls\n");
+           "  --verbose         per-job summary of offloaded and fallen-back calls\n"
+           "\n"
+           "OFFPATH_MODE, OFFPATH_MPI, OFFPATH_PPN, OFFPATH_SOCKETS, OFFPATH_NET, OFFPATH_PORT,\n"
+           "OFFPATH_DROP_RATE, OFFPATH_DUP_RATE, OFFPATH_DEADLINE_MS and OFFPATH_VERBOSE (a\n"
+           "level) set in the environment are the defaults of the matching flags; the\n"
+           "ranks see the value in effect. Other OFFPATH_* variables reach the ranks as set.\n");
 }
 
 enum { O_NODES = 256, O_PPN, O_SOCKETS, O_TORS, O_SPINES, O_MODE, O_MPI, O_TCP, O_DROP, O_DUP,
@@ -145,10 +151,52 @@ static bool check(const struct op_launch_config *c)
 
 static bool set_any(int opt, const char *val, void *cfg) { return set(opt, val, cfg); }
 
+/* The variables liboffpath_mpi reads that mpirun also has a flag for. A value
+ * the user exported is the flag's default, so the launcher forwards it rather
+ * than its own; the flag, when given, wins. OFFPATH_TOPOLOGY and OFFPATH_JOB
+ * describe the switches this launcher starts and stay its own. */
+static const struct {
+    const char *var;
+    int opt;
+} env_flags[] = {
+    {"OFFPATH_MODE", O_MODE},       {"OFFPATH_MPI", O_MPI},
+    {"OFFPATH_PPN", O_PPN},         {"OFFPATH_SOCKETS", O_SOCKETS},
+    {"OFFPATH_NET", O_NET},         {"OFFPATH_PORT", O_PORT},
+    {"OFFPATH_DROP_RATE", O_DROP},  {"OFFPATH_DUP_RATE", O_DUP},
+    {"OFFPATH_DEADLINE_MS", O_DEADLINE}, {"OFFPATH_VERBOSE", O_VERBOSE},
+};
+
+/* OFFPATH_VERBOSE goes to *verbose: --verbose counts from zero, and any
+ * count of it replaces the variable's level. */
+static bool env_defaults(struct op_launch_config *c, int *verbose)
+{
+    for (size_t i = 0; i < sizeof(env_flags) / sizeof(env_flags[0]); i++) {
+        const char *v = getenv(env_flags[i].var);
+        if (v == NULL || *v == '\0')
+            continue;
+        bool ok;
+        if (env_flags[i].opt == O_VERBOSE) { /* a level here, a count as a flag */
+            uint64_t level = 0;
+            ok = cli_u64(tool, "OFFPATH_VERBOSE", v, 0, 9, &level);
+            *verbose = (int)level;
+        } else {
+            ok = set(env_flags[i].opt, v, c);
+        }
+        if (!ok) {
+            cli_bad(tool, "the value comes from the environment: %s=%s", env_flags[i].var, v);
+            return false;
+        }
+    }
+    return true;
+}
+
 int cli_mpirun(int argc, char **argv)
 {
     struct op_launch_config cfg;
     op_launch_config_default(&cfg);
+    int env_verbose = 0;
+    if (!env_defaults(&cfg, &env_verbose))
+        return 2;
     /* "+": flags end at the MPI command, whose own flags are its business */
     int rc = cli_flags(argc, argv, "+", options, O_HELP, help, set_any, &cfg);
     if (rc >= 0)
@@ -157,6 +205,8 @@ int cli_mpirun(int argc, char **argv)
         cli_bad(tool, "no MPI command given (offpath mpirun [options] -- command args)");
         return 2;
     }
+    if (cfg.verbose == 0)
+        cfg.verbose = env_verbose;
     if (!check(&cfg) || (cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
     cfg.argv = argv + optind;

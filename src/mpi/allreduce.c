@@ -122,6 +122,8 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
         leaders_step(c, recvbuf, count, dtype, op, type, code, bytes);
     if (c->is_leader && c->dead)
         opm.fallback[OPM_R_switch_gone]++;
+    else if (c->mode == OPM_HOST)
+        opm.host_path++; /* leaders met host to host: no switch saw the call */
     else
         opm.offloaded++; /* as far as this rank can tell: its leader knows better */
     return c->local_size > 1 ? opm_node_bcast(c, recvbuf, count, dtype, bytes) : MPI_SUCCESS;

@@ -40,18 +40,29 @@ static void env_int(const char *name, int min, int max, int *out)
         *out = (int)x;
 }
 
+static const char *const mode_names[] = {[OPM_OFF] = "off", [OPM_NODE] = "node",
+                                         [OPM_SOCKET] = "socket", [OPM_HOST] = "host"};
+
+const char *opm_mode_name(enum opm_mode m)
+{
+    return (unsigned)m < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[m] : "?";
+}
+
+bool opm_mode_parse(const char *name, enum opm_mode *out)
+{
+    for (unsigned m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
+        if (strcasecmp(name, mode_names[m]) == 0) {
+            *out = (enum opm_mode)m;
+            return true;
+        }
+    return false;
+}
+
 static void env_mode(struct opm_config *cfg)
 {
     const char *v = getenv("OFFPATH_MODE");
-    if (v == NULL || *v == '\0' || strcasecmp(v, "node") == 0)
-        cfg->mode = OPM_NODE;
-    else if (strcasecmp(v, "socket") == 0)
-        cfg->mode = OPM_SOCKET;
-    else if (strcasecmp(v, "off") == 0)
-        cfg->mode = OPM_OFF;
-    else if (strcasecmp(v, "host") == 0)
-        cfg->mode = OPM_HOST;
-    else
+    cfg->mode = OPM_NODE;
+    if (v != NULL && *v != '\0' && !opm_mode_parse(v, &cfg->mode))
         fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket, host or off)\n",
                 v);
 }

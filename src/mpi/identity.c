@@ -109,4 +109,8 @@ void opm_identity(void)
         fprintf(stderr, "offpath: rank %d: node %d (%s), local rank %d, socket %d of %d (%s)\n",
                 opm.world_rank, opm.node, opm.node_from, opm.local, opm.socket, opm.sockets,
                 opm.socket_from);
+    if (opm.cfg.verbose >= 2 && opm.world_rank == 0)
+        fprintf(stderr, "offpath: config: mode %s, deadline %llu ms, rto %llu us, net %u, port %u\n",
+                opm_mode_name(cfg->mode), (unsigned long long)cfg->deadline_ms,
+                (unsigned long long)cfg->rto_us, cfg->net, cfg->port);
 }

@@ -88,6 +88,7 @@ struct opm_state {
     uint32_t my_ip, tor_ip;
     uint16_t tor_port;
     uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
+    uint64_t host_path; /* Host mode: leaders reduced host to host, no switch */
     uint64_t by_node; /* Socket mode calls above OFFPATH_SOCKET_MAX_BYTES */
     uint64_t comms, comms_joined;
     uint64_t comms_local, comms_shm; /* with several ranks a node; of those in shm */
@@ -100,6 +101,8 @@ extern struct opm_state opm;
 void opm_config_load(struct opm_config *cfg);
 void opm_identity(void); /* collective over COMM_WORLD */
 const char *opm_reason_text(unsigned r);
+const char *opm_mode_name(enum opm_mode m);
+bool opm_mode_parse(const char *name, enum opm_mode *out);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 

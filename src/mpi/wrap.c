@@ -88,8 +88,11 @@ static void summary(void)
             off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s %llu", off ? ", " : "",
                                     opm_reason_text((unsigned)r),
                                     (unsigned long long)opm.fallback[r]);
-    fprintf(stderr, "offpath: %llu allreduce calls: %llu offloaded, %llu fell back%s%s%s\n",
-            (unsigned long long)opm.calls, (unsigned long long)opm.offloaded,
+    char host[64] = "";
+    if (opm.host_path > 0)
+        snprintf(host, sizeof(host), ", %llu host path", (unsigned long long)opm.host_path);
+    fprintf(stderr, "offpath: %llu allreduce calls: %llu offloaded%s, %llu fell back%s%s%s\n",
+            (unsigned long long)opm.calls, (unsigned long long)opm.offloaded, host,
             (unsigned long long)fell, fell ? " (" : "", why, fell ? ")" : "");
     if (opm.by_node > 0)
         fprintf(stderr, "offpath: socket mode: %llu calls above %llu bytes went by node\n",
@@ -149,15 +152,7 @@ OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 OP_API int offpath_mpi_set_mode(const char *mode)
 {
     enum opm_mode m;
-    if (strcmp(mode, "off") == 0)
-        m = OPM_OFF;
-    else if (strcmp(mode, "node") == 0)
-        m = OPM_NODE;
-    else if (strcmp(mode, "socket") == 0)
-        m = OPM_SOCKET;
-    else if (strcmp(mode, "host") == 0)
-        m = OPM_HOST;
-    else
+    if (!opm_mode_parse(mode, &m))
         return -1;
     if (m != OPM_OFF && (!opm.initialized || (m != OPM_HOST && opm.tor_ip == 0)))
         return -1;

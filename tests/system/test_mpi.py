@@ -78,11 +78,12 @@ def alive(pid):
 def parse(r):
     m = re.search(r"allreduce_check: (\d+) ranks, (\d+) calls, (\d+) mismatches", r.stdout)
     assert m, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
-    s = re.search(r"offpath: (\d+) allreduce calls: (\d+) offloaded, (\d+) fell back(.*)", r.stderr)
+    s = re.search(r"offpath: (\d+) allreduce calls: (\d+) offloaded(?:, (\d+) host path)?, "
+                  r"(\d+) fell back(.*)", r.stderr)
     shm = re.search(r"node steps through shared memory in (\d+) of (\d+) communicators", r.stderr)
     return {"ranks": int(m[1]), "calls": int(m[2]), "mismatches": int(m[3]),
-            "offloaded": int(s[2]) if s else None, "fell_back": int(s[3]) if s else None,
-            "why": s[4] if s else "", "shm": (int(shm[1]), int(shm[2])) if shm else None}
+            "offloaded": int(s[2]) if s else None, "host_path": int(s[3] or 0) if s else None,
+            "fell_back": int(s[4]) if s else None, "why": s[5] if s else "", "shm": (int(shm[1]), int(shm[2])) if shm else None}
 
 
 @pytest.mark.parametrize("mode,sockets", [("node", 1), ("socket", 2)])
@@ -272,7 +273,8 @@ def test_host_mode_16_ranks_8_nodes_exact():
     r, res = mpirun("--nodes", 8, "--ppn", 2, "--mode", "host", env=env)
     assert r.returncode == 0, r.stderr
     assert res["ranks"] == 16 and res["mismatches"] == 0
-    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    # no switch saw these calls: the summary says where they went
+    assert res["host_path"] == res["calls"] and res["offloaded"] == 0 and res["fell_back"] == 0
     assert "switches aggregated" not in r.stderr  # none started
     k = host_counts(r)
     assert 0 < k["ring"] < k["calls"] and k["timeouts"] == 0
@@ -287,6 +289,26 @@ def test_host_mode_under_loss_and_duplication():
     r, res = mpirun("--nodes", 8, "--ppn", 2, "--mode", "host", "--drop-rate", 0.05,
                     "--dup-rate", 0.02, env=env)
     assert r.returncode == 0, r.stderr
-    assert res["mismatches"] == 0 and res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    assert res["mismatches"] == 0 and res["host_path"] == res["calls"] and res["fell_back"] == 0
     k = host_counts(r)
     assert k["drops"] > 0 and k["retx"] > 0 and k["dups"] > 0 and k["timeouts"] == 0
+
+
+def test_variables_the_user_set_reach_the_ranks():
+    """OFFPATH_VERBOSE and OFFPATH_DEADLINE_MS exported by the user are what
+    the ranks see, unless the matching flag is given (then the flag wins)."""
+    need("openmpi")
+    net, port = next_net()
+    env = dict(os.environ, OFFPATH_VERBOSE="2", OFFPATH_DEADLINE_MS="4321")
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--",
+                CHECK["openmpi"], 1, 10, env=env)
+    assert r.returncode == 0, r.stderr
+    assert parse(r)["offloaded"] is not None, "no summary: OFFPATH_VERBOSE was overwritten"
+    assert "deadline 4321 ms" in r.stderr, r.stderr
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--deadline-ms", 777,
+                "--", CHECK["openmpi"], 1, 10, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "deadline 777 ms" in r.stderr, r.stderr
+    bad = dict(os.environ, OFFPATH_DEADLINE_MS="soon")
+    r = offpath("mpirun", "--", "true", env=bad)
+    assert r.returncode == 2 and "OFFPATH_DEADLINE_MS=soon" in r.stderr
