@@ -67,6 +67,8 @@ struct opm_comm {
     struct opm_comm *wide;    /* Socket mode: the node level, for large calls */
     struct op_inc_client *client;
     struct op_har_client *host; /* Host mode: instead of client */
+    MPI_Comm handle;     /* the communicator this state is attached to */
+    struct opm_comm *older, *newer; /* opm.newest's list: live communicators */
     uint64_t calls;      /* allreduces through the switch so far, by this leader */
     void *last;          /* this leader's last result, for a leader that missed it */
     size_t last_bytes, last_cap;
@@ -78,6 +80,8 @@ struct opm_state {
     struct op_topo topo;
     bool have_topo;
     int keyval;
+    int self_keyval; /* on MPI_COMM_SELF: its deletion opens MPI_Finalize */
+    struct opm_comm *newest; /* live communicators, newest first */
     int world_rank, world_size;
     struct op_inc_port *port; /* opened when this process first leads */
     struct op_har_port *host_port; /* Host mode's, likewise */
@@ -109,6 +113,7 @@ int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 void opm_comm_setup(MPI_Comm comm);
 int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
 struct opm_comm *opm_comm_get(MPI_Comm comm);
+void opm_comm_release_all(void); /* collective over COMM_WORLD, as MPI_Finalize */
 
 void opm_node_setup(struct opm_comm *c);
 void opm_node_free(struct opm_comm *c);

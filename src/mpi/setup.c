@@ -9,8 +9,33 @@
 
 static struct opm_comm *attach(MPI_Comm comm, struct opm_comm *c)
 {
+    c->handle = comm;
+    c->older = opm.newest;
+    if (opm.newest != NULL)
+        opm.newest->newer = c;
+    opm.newest = c;
     PMPI_Comm_set_attr(comm, opm.keyval, c);
     return c;
+}
+
+static void detach(struct opm_comm *c)
+{
+    if (c->newer != NULL)
+        c->newer->older = c->older;
+    else if (opm.newest == c)
+        opm.newest = c->older;
+    if (c->older != NULL)
+        c->older->newer = c->newer;
+}
+
+/* Programs need not free their communicators (mpi4py never frees a split):
+ * MPI_Finalize releases those still held, newest first. Every rank created
+ * the communicators it shares with another in the same order (creation is
+ * collective), so the leaves through the switches pair up. */
+void opm_comm_release_all(void)
+{
+    while (opm.newest != NULL)
+        PMPI_Comm_delete_attr(opm.newest->handle, opm.keyval);
 }
 
 static bool ensure_port(void)
@@ -172,6 +197,7 @@ int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)comm;
     (void)keyval;
     (void)extra;
+    detach(attr);
     free_state(attr);
     return MPI_SUCCESS;
 }

@@ -38,6 +38,8 @@ static void find_tor(void)
     opm.cfg.mode = OPM_OFF;
 }
 
+static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra);
+
 /* Collective over COMM_WORLD so every rank decides the same: off for all if
  * any rank cannot reach a switch. */
 static void start(void)
@@ -53,9 +55,11 @@ static void start(void)
         opm.cfg.mode = OPM_OFF;
         opm.tor_ip = 0;
     }
-    /* MPI_Comm_free (and MPI_Finalize for the world) call opm_comm_delete,
-     * which leaves the communicator's group: no MPI_Comm_free wrapper needed. */
+    /* MPI_Comm_free calls opm_comm_delete, which leaves the communicator's
+     * group: no MPI_Comm_free wrapper needed; finalize_hook does the rest. */
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, opm_comm_delete, &opm.keyval, NULL);
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook, &opm.self_keyval, NULL);
+    PMPI_Comm_set_attr(MPI_COMM_SELF, opm.self_keyval, NULL);
     opm.initialized = true;
     opm_comm_setup(MPI_COMM_WORLD);
 }
@@ -102,18 +106,35 @@ static void summary(void)
                 (unsigned long long)opm.comms_shm, (unsigned long long)opm.comms_local);
 }
 
+/* MPI_COMM_SELF's attributes are deleted first thing in MPI_Finalize, with
+ * MPI still usable, however finalize was reached (a PMPI_Finalize that
+ * bypasses the wrapper, a Fortran binding): the hook where the library lets
+ * go of every group and port. Collective, like MPI_Finalize itself. */
+static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)attr;
+    (void)extra;
+    if (!opm.initialized)
+        return MPI_SUCCESS;
+    opm_comm_release_all(); /* the world's and those the program never freed */
+    opm_host_finalize();
+    if (opm.cfg.verbose && opm.world_rank == 0)
+        summary();
+    op_inc_port_close(opm.port);
+    opm.port = NULL;
+    PMPI_Comm_free_keyval(&opm.keyval);
+    opm.initialized = false;
+    return MPI_SUCCESS;
+}
+
 OP_API int MPI_Finalize(void)
 {
     if (opm.initialized) {
-        /* frees the world's group (collective, like MPI_Finalize itself) */
-        PMPI_Comm_delete_attr(MPI_COMM_WORLD, opm.keyval);
-        opm_host_finalize();
-        if (opm.cfg.verbose && opm.world_rank == 0)
-            summary();
-        op_inc_port_close(opm.port);
-        opm.port = NULL;
-        PMPI_Comm_free_keyval(&opm.keyval);
-        opm.initialized = false;
+        /* what MPI_Finalize would do first, done here so the order is ours */
+        PMPI_Comm_delete_attr(MPI_COMM_SELF, opm.self_keyval);
+        PMPI_Comm_free_keyval(&opm.self_keyval);
     }
     return PMPI_Finalize();
 }

@@ -164,6 +164,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int rank, size, iters = argc > 1 ? atoi(argv[1]) : 2;
     int max_count = argc > 2 ? atoi(argv[2]) : 70000; /* largest count tried */
+    int keep_comms = argc > 3 && strcmp(argv[3], "keep") == 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long mismatches = 0, calls = run_all(MPI_COMM_WORLD, iters, max_count, &mismatches);
@@ -172,8 +173,10 @@ int main(int argc, char **argv)
     calls += run_all(dup, 1, max_count, &mismatches);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &half);
     calls += run_all(half, 1, max_count, &mismatches);
-    MPI_Comm_free(&half);
-    MPI_Comm_free(&dup);
+    if (!keep_comms) { /* "keep": leave them to MPI_Finalize, as mpi4py does */
+        MPI_Comm_free(&half);
+        MPI_Comm_free(&dup);
+    }
     long total = 0;
     PMPI_Allreduce(&mismatches, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)

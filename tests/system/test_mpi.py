@@ -312,3 +312,17 @@ def test_variables_the_user_set_reach_the_ranks():
     bad = dict(os.environ, OFFPATH_DEADLINE_MS="soon")
     r = offpath("mpirun", "--", "true", env=bad)
     assert r.returncode == 2 and "OFFPATH_DEADLINE_MS=soon" in r.stderr
+
+
+@pytest.mark.parametrize("mpi,nodes", [("openmpi", 4), ("mpich", 2)])
+def test_communicators_never_freed_leave_their_groups_at_finalize(mpi, nodes):
+    """A program that never frees its dup and split (mpi4py frees no split):
+    MPI_Finalize leaves every group the process still holds."""
+    need(mpi)
+    net, port = next_net()
+    r = offpath("mpirun", "--mpi", mpi, "--net", net, "--port", port, "--nodes", nodes,
+                "--tors", 2, "--verbose", "--", CHECK[mpi], 1, 10, "keep")
+    assert r.returncode == 0, r.stderr
+    assert parse(r)["mismatches"] == 0
+    g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
+    assert g and int(g[1]) == int(g[2]) > 0, r.stderr
