@@ -21,6 +21,7 @@ struct op_inc_client {
     bool owns_port;
     struct op_inc_config cfg;
     struct op_inc_eng *eng;
+    atomic_bool *abort; /* op_inc_client_watch */
 };
 
 static void flush(void *ctx, struct op_txq *q)
@@ -112,6 +113,10 @@ static op_status_t run(struct op_inc_client *c)
     struct op_inc_port *p = c->port;
     flush(p, &p->q);
     while (op_inc_eng_status(c->eng) == OP_INPROGRESS) {
+        if (c->abort != NULL && atomic_exchange(c->abort, false)) {
+            op_inc_eng_abort(c->eng); /* only an allreduce stops */
+            continue;
+        }
         op_io_wait(p->io, op_inc_eng_next_timer(c->eng));
         receive(p);
         op_inc_eng_timer(c->eng, op_now_ns(), &p->q);
@@ -186,6 +191,14 @@ op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void 
                                           &c->port->q);
     return st == OP_OK ? run(c) : st;
 }
+
+op_status_t op_inc_resume(struct op_inc_client *c)
+{
+    op_status_t st = op_inc_eng_resume(c->eng, op_now_ns(), &c->port->q);
+    return st == OP_OK ? run(c) : st;
+}
+
+void op_inc_client_watch(struct op_inc_client *c, atomic_bool *abort) { c->abort = abort; }
 
 op_status_t op_inc_leave(struct op_inc_client *c)
 {

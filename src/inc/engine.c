@@ -59,6 +59,8 @@ void op_inc_eng_destroy(struct op_inc_eng *e)
 void eng_begin(struct op_inc_eng *e, enum eng_state st, uint64_t now)
 {
     e->state = st;
+    e->interrupted = false;
+    e->last_tick_ns = now;
     e->result = OP_INPROGRESS;
     e->deadline_ns = now + e->cfg.deadline_ns;
     e->rto_ns = eng_base_rto(e);
@@ -157,15 +159,33 @@ void op_inc_eng_input(struct op_inc_eng *e, const struct op_pkt *pkt, uint64_t n
     eng_ctrl_input(e, &ip.hdr, &c, now, out);
 }
 
+/* The driver calls the timer at least every rto_max while an operation runs;
+ * a longer gap means this process was not running (stopped, descheduled on
+ * an oversubscribed machine), which says nothing about the switch: the
+ * deadline moves by the gap and what is outstanding goes again at once. */
+static void absorb_stall(struct op_inc_eng *e, uint64_t now)
+{
+    uint64_t gap = now - e->last_tick_ns;
+    e->last_tick_ns = now;
+    if (gap < OP_INC_STALL_NS || e->deadline_ns == UINT64_MAX)
+        return;
+    e->deadline_ns += gap;
+    e->retx_at_ns = now;
+    e->c[OP_INC_C_stalls]++;
+}
+
 void op_inc_eng_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
 {
     if (e->result != OP_INPROGRESS)
         return;
+    absorb_stall(e, now);
     if (now >= e->deadline_ns) {
         /* A group whose operation timed out has switch slots in an unknown
          * state: it is not used again. */
         bool in_group = e->state == ST_REDUCE || e->state == ST_LEAVE;
+        bool reducing = e->state == ST_REDUCE && !e->leaving;
         eng_finish(e, in_group ? ST_BROKEN : ST_IDLE, OP_ERR_TIMEOUT);
+        e->interrupted = reducing;
         return;
     }
     if (e->state == ST_REDUCE)
@@ -182,6 +202,24 @@ uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e)
     if (e->choose_at_ns < t)
         t = e->choose_at_ns;
     return t;
+}
+
+void op_inc_eng_abort(struct op_inc_eng *e)
+{
+    if (e->result != OP_INPROGRESS || e->state != ST_REDUCE || e->leaving)
+        return;
+    eng_finish(e, ST_BROKEN, OP_ERR_TIMEOUT);
+    e->interrupted = true;
+}
+
+op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
+{
+    if (!e->interrupted)
+        return OP_ERR_STATE;
+    eng_begin(e, ST_REDUCE, now);
+    e->retx_at_ns = now; /* the oldest outstanding chunk goes again now */
+    eng_data_timer(e, now, out);
+    return OP_OK;
 }
 
 op_status_t op_inc_eng_status(const struct op_inc_eng *e) { return e->result; }

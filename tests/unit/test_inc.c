@@ -249,6 +249,79 @@ static void test_dead_switch_times_out(void **state)
     sim_free(&s);
 }
 
+/* A leader that has not started the call yet: the others reach their
+ * deadline, resume the same call when the caller decides the peer is only
+ * late, and finish it through the switch with the right result. */
+static void test_late_leader_call_resumed(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .seed = 21};
+    sim_init(&s, &spec);
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    const size_t count = 3000; /* several chunks */
+    uint8_t *buf[4], *ref = malloc(count * 4);
+    reference(&s, OP_RED_INT32, OP_RED_SUM, count, ref);
+    for (int l = 0; l < 4; l++) {
+        buf[l] = malloc(count * 4);
+        fill(OP_RED_INT32, OP_RED_SUM, l, count, buf[l]);
+    }
+    for (int l = 0; l < 3; l++)
+        assert_int_equal(op_inc_eng_allreduce(s.leader[l], buf[l], buf[l], count, OP_RED_INT32,
+                                              OP_RED_SUM, s.now, &s.q),
+                         OP_OK);
+    assert_true(sim_run(&s));
+    for (int l = 0; l < 3; l++)
+        assert_int_equal(op_inc_eng_status(s.leader[l]), OP_ERR_TIMEOUT);
+    assert_int_equal(op_inc_eng_resume(s.leader[3], s.now, &s.q), OP_ERR_STATE); /* never ran */
+    assert_int_equal(op_inc_eng_allreduce(s.leader[3], buf[3], buf[3], count, OP_RED_INT32,
+                                          OP_RED_SUM, s.now, &s.q),
+                     OP_OK);
+    for (int l = 0; l < 3; l++)
+        assert_int_equal(op_inc_eng_resume(s.leader[l], s.now, &s.q), OP_OK);
+    assert_true(sim_run(&s));
+    for (int l = 0; l < 4; l++) {
+        assert_int_equal(op_inc_eng_status(s.leader[l]), OP_OK);
+        assert_memory_equal(buf[l], ref, count * 4);
+        free(buf[l]);
+    }
+    free(ref);
+    /* the group goes on: the next call needs no resume */
+    check_allreduce(&s, OP_RED_INT32, OP_RED_SUM, 100, true);
+    sim_free(&s);
+}
+
+/* A process stopped for longer than the deadline (SIGSTOP, an oversubscribed
+ * machine) wakes to a clock past it: the gap is not the switch's fault, so
+ * the call goes on, and an abort stops it at once, resumable too. */
+static void test_own_stall_moves_the_deadline_abort_stops(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 1, .leaders = 2, .seed = 5};
+    sim_init(&s, &spec);
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    int32_t a[16] = {1}, b[16] = {2};
+    assert_int_equal(op_inc_eng_allreduce(s.leader[0], a, a, 16, OP_RED_INT32, OP_RED_SUM, s.now,
+                                          &s.q),
+                     OP_OK);
+    s.now += 7 * OP_NS_PER_S; /* stopped past the 5 s deadline */
+    op_inc_eng_timer(s.leader[0], s.now, &s.q);
+    assert_int_equal(op_inc_eng_status(s.leader[0]), OP_INPROGRESS);
+    assert_int_equal(op_inc_eng_counters(s.leader[0])[OP_INC_C_stalls], 1);
+    op_inc_eng_abort(s.leader[0]);
+    assert_int_equal(op_inc_eng_status(s.leader[0]), OP_ERR_TIMEOUT);
+    assert_int_equal(op_inc_eng_resume(s.leader[0], s.now, &s.q), OP_OK);
+    assert_int_equal(op_inc_eng_allreduce(s.leader[1], b, b, 16, OP_RED_INT32, OP_RED_SUM, s.now,
+                                          &s.q),
+                     OP_OK);
+    assert_true(sim_run(&s));
+    assert_int_equal(op_inc_eng_status(s.leader[0]), OP_OK);
+    assert_int_equal(a[0], 3);
+    assert_int_equal(b[0], 3);
+    sim_free(&s);
+}
+
 static size_t forge(const struct sim *s, uint64_t token, uint32_t rank, uint32_t seq,
                     const struct op_flow *flow, uint8_t *out)
 {
@@ -428,6 +501,8 @@ int main(void)
         cmocka_unit_test(test_leave_when_result_and_kill_are_lost),
         cmocka_unit_test(test_lease_frees_silent_group),
         cmocka_unit_test(test_unsupported_and_invalid_calls),
+        cmocka_unit_test(test_late_leader_call_resumed),
+        cmocka_unit_test(test_own_stall_moves_the_deadline_abort_stops),
     };
     return cmocka_run_group_tests_name("inc", tests, NULL, NULL);
 }
