@@ -9,6 +9,7 @@
 
 #include "offpath/hostar.h"
 #include "offpath/inc.h"
+#include "offpath/rescue.h"
 #include "offpath/shmcoll.h"
 #include "offpath/topo.h"
 
@@ -22,7 +23,7 @@ enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET, OPM_HOST };
     X(mode_off, "offpath off")                                                                     \
     X(one_node, "one node")                                                                        \
     X(not_joined, "switch refused or unreachable")                                                 \
-    X(switch_gone, "switch gone")                                                                  \
+    X(switch_gone, "switch unreachable")                                                                  \
     X(unsupported_type, "unsupported type")                                                        \
     X(unsupported_op, "unsupported op")                                                            \
     X(too_small, "too small")                                                                      \
@@ -69,9 +70,13 @@ struct opm_comm {
     struct op_har_client *host; /* Host mode: instead of client */
     MPI_Comm handle;     /* the communicator this state is attached to */
     struct opm_comm *older, *newer; /* opm.newest's list: live communicators */
-    uint64_t calls;      /* allreduces through the switch so far, by this leader */
-    void *last;          /* this leader's last result, for a leader that missed it */
-    size_t last_bytes, last_cap;
+    uint64_t calls;      /* allreduces through the leaders so far: the call sequence */
+    struct op_rsc_entry *rsc; /* where this leader stands, for the others (rescue.h) */
+    uint32_t *peer_ips;       /* the other leaders' addresses */
+    int n_peers;
+    uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
+    void *input;              /* a copy of a call's input while it may need a redo */
+    size_t input_cap;
 };
 
 struct opm_state {
@@ -85,6 +90,7 @@ struct opm_state {
     int world_rank, world_size;
     struct op_inc_port *port; /* opened when this process first leads */
     struct op_har_port *host_port; /* Host mode's, likewise */
+    struct op_rsc_svc *rsc;        /* answers the other leaders (rescue.h) */
     uint64_t host_c[OP_HAR_C_COUNT_]; /* Host mode counters of freed communicators */
     int node, local, node_size; /* this rank's node, index and the node's ranks */
     int socket, sockets;
@@ -96,6 +102,10 @@ struct opm_state {
     uint64_t by_node; /* Socket mode calls above OFFPATH_SOCKET_MAX_BYTES */
     uint64_t comms, comms_joined;
     uint64_t comms_local, comms_shm; /* with several ranks a node; of those in shm */
+    /* leaders' recovery events: calls that waited for a late peer (and the
+     * longest such call), results taken from a peer, calls redone without
+     * the switch, communicators back on the switch and the tries */
+    uint64_t late_waits, longest_wait_ns, fetched, redone, rejoins, rejoin_tries;
 };
 
 /* The PMPI interface passes no context, so the library's one state is a
@@ -111,6 +121,8 @@ int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 
 void opm_comm_setup(MPI_Comm comm);
+bool opm_leader_join(struct opm_comm *c); /* collective over c->leaders */
+uint16_t opm_rescue_port(void);
 int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
 struct opm_comm *opm_comm_get(MPI_Comm comm);
 void opm_comm_release_all(void); /* collective over COMM_WORLD, as MPI_Finalize */

@@ -61,7 +61,39 @@ static void share_master(const struct opm_comm *c, uint32_t info[2])
     PMPI_Bcast(info, 2, MPI_UINT32_T, 0, c->leaders);
 }
 
-static bool leader_join(struct opm_comm *c)
+uint16_t opm_rescue_port(void) { return (uint16_t)(opm.cfg.port + 2u); }
+
+/* Every leader opens its entry in the rescue service and learns the other
+ * leaders' addresses. Collective over the leaders; false if this one cannot
+ * answer its peers (then the communicator does not use the switch). */
+static bool rescue_setup(struct opm_comm *c)
+{
+    uint32_t key = (uint32_t)(op_now_ns() ^ (uint64_t)opm.my_ip << 12 ^ opm.comms * 40503u);
+    PMPI_Bcast(&key, 1, MPI_UINT32_T, 0, c->leaders);
+    uint32_t *all = malloc(sizeof(*all) * (size_t)c->n_leaders);
+    c->peer_ips = malloc(sizeof(*c->peer_ips) * (size_t)c->n_leaders);
+    int have = all != NULL && c->peer_ips != NULL, everyone = 0;
+    PMPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, c->leaders);
+    if (everyone) { /* else nobody gathers: no collective left half-joined */
+        uint32_t mine = opm.my_ip;
+        int lrank;
+        PMPI_Comm_rank(c->leaders, &lrank);
+        PMPI_Allgather(&mine, 1, MPI_UINT32_T, all, 1, MPI_UINT32_T, c->leaders);
+        for (int i = 0; i < c->n_leaders; i++)
+            if (i != lrank)
+                c->peer_ips[c->n_peers++] = all[i];
+    }
+    free(all);
+    if (opm.rsc == NULL && op_rsc_svc_open(opm.my_ip, opm_rescue_port(), &opm.rsc) != OP_OK &&
+        opm.cfg.verbose)
+        fprintf(stderr, "offpath: rank %d cannot open its rescue port %u\n", opm.world_rank,
+                opm_rescue_port());
+    c->rsc = opm.rsc != NULL ? op_rsc_entry_open(opm.rsc, opm.cfg.job_id, key) : NULL;
+    c->backoff = 64;
+    return c->rsc != NULL && c->peer_ips != NULL && c->n_peers == c->n_leaders - 1;
+}
+
+bool opm_leader_join(struct opm_comm *c)
 {
     uint32_t info[2] = {0, 0};
     share_master(c, info);
@@ -89,6 +121,8 @@ static bool leader_join(struct opm_comm *c)
     ic.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
     uint8_t reason = 0;
     op_status_t st = op_inc_join_on(opm.port, &ic, &c->client, &reason);
+    if (st == OP_OK) /* a peer that gives a call up stops this leader's wait */
+        op_inc_client_watch(c->client, op_rsc_abort_flag(c->rsc));
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d: join failed: %s%s%s\n", opm.world_rank,
                 op_status_str(st), st == OP_ERR_REFUSED ? ": " : "",
@@ -144,8 +178,10 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
     if (c->n_leaders >= 2)
         opm_node_setup(c); /* one node: every call is the MPI's own */
     bool joined = false;
-    if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader)
-        joined = mode == OPM_HOST ? opm_host_join(c) : leader_join(c);
+    if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader) {
+        bool rescuable = rescue_setup(c);
+        joined = (mode == OPM_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
+    }
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
     opm.comms_joined += c->inc_ok && c->is_leader && rank == 0;
@@ -188,7 +224,9 @@ static void free_state(struct opm_comm *c)
         PMPI_Comm_free(&c->local);
     if (c->leaders != MPI_COMM_NULL)
         PMPI_Comm_free(&c->leaders);
-    free(c->last);
+    op_rsc_entry_close(opm.rsc, c->rsc);
+    free(c->peer_ips);
+    free(c->input);
     free(c);
 }
 

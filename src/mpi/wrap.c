@@ -106,6 +106,24 @@ static void summary(void)
                 (unsigned long long)opm.comms_shm, (unsigned long long)opm.comms_local);
 }
 
+/* The leaders' recovery events, summed over every rank (the longest wait:
+ * the longest anywhere). Collective over COMM_WORLD. */
+static void recovery_summary(void)
+{
+    uint64_t mine[5] = {opm.late_waits, opm.fetched, opm.redone, opm.rejoins, opm.rejoin_tries};
+    uint64_t sum[5], longest = 0;
+    PMPI_Reduce(mine, sum, 5, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(&opm.longest_wait_ns, &longest, 1, MPI_UINT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (opm.world_rank != 0 || (sum[0] | sum[1] | sum[2] | sum[4]) == 0)
+        return;
+    fprintf(stderr,
+            "offpath: leaders: %llu calls waited for a late peer (longest %.0f ms), %llu results "
+            "taken from a peer, %llu calls redone without the switch (switch unreachable), "
+            "%llu rejoins of the switch in %llu tries\n",
+            (unsigned long long)sum[0], (double)longest / 1e6, (unsigned long long)sum[1],
+            (unsigned long long)sum[2], (unsigned long long)sum[3], (unsigned long long)sum[4]);
+}
+
 /* MPI_COMM_SELF's attributes are deleted first thing in MPI_Finalize, with
  * MPI still usable, however finalize was reached (a PMPI_Finalize that
  * bypasses the wrapper, a Fortran binding): the hook where the library lets
@@ -122,8 +140,12 @@ static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra)
     opm_host_finalize();
     if (opm.cfg.verbose && opm.world_rank == 0)
         summary();
+    if (opm.cfg.verbose)
+        recovery_summary();
     op_inc_port_close(opm.port);
     opm.port = NULL;
+    op_rsc_svc_close(opm.rsc);
+    opm.rsc = NULL;
     PMPI_Comm_free_keyval(&opm.keyval);
     opm.initialized = false;
     return MPI_SUCCESS;

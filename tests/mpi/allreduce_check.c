@@ -8,6 +8,7 @@
  * counted against offpath (MPICH 4.0.2 computes MIN/MAX of unsigned types as
  * signed). Prints "allreduce_check: ..." on rank 0; exit 1 on any mismatch. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,19 @@ static void check(const struct tcase *t, MPI_Op op, int size, int rank, int iter
     free(want);
 }
 
+static int stall_rank = -1;
+static long world_calls;
+
+/* Between the reference and the call under test, so the others are already
+ * waiting in the call when this rank stops. */
+static void maybe_stall(MPI_Comm comm)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    if (comm == MPI_COMM_WORLD && world_calls++ == 50 && rank == stall_rank)
+        raise(SIGSTOP);
+}
+
 static int run_case(MPI_Comm comm, const struct tcase *t, MPI_Op op, int count, int iter,
                     int in_place, long *mismatches)
 {
@@ -119,6 +133,7 @@ static int run_case(MPI_Comm comm, const struct tcase *t, MPI_Op op, int count, 
     char *send = malloc(bytes + 1), *recv = malloc(bytes + 1), *ref = malloc(bytes + 1);
     fill(t, op, rank, iter, count, send);
     PMPI_Allreduce(send, ref, count, t->type, op, comm);
+    maybe_stall(comm);
     if (in_place) {
         memcpy(recv, send, bytes);
         MPI_Allreduce(MPI_IN_PLACE, recv, count, t->type, op, comm);
@@ -165,6 +180,9 @@ int main(int argc, char **argv)
     int rank, size, iters = argc > 1 ? atoi(argv[1]) : 2;
     int max_count = argc > 2 ? atoi(argv[2]) : 70000; /* largest count tried */
     int keep_comms = argc > 3 && strcmp(argv[3], "keep") == 0;
+    /* "stall": rank 1 stops itself (SIGSTOP) before its 50th call, as a
+     * process stopped or descheduled would; whoever runs the test resumes it */
+    stall_rank = argc > 3 && strcmp(argv[3], "stall") == 0 ? 1 : -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long mismatches = 0, calls = run_all(MPI_COMM_WORLD, iters, max_count, &mismatches);

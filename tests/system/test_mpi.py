@@ -135,13 +135,29 @@ def test_openmpi_under_loss_and_duplication():
     assert m and int(m[1]) > 0 and int(m[3]) > 0
 
 
-def test_switch_killed_mid_job_every_call_still_right(tmp_path):
+def recovery(err):
+    m = re.search(r"leaders: (\d+) calls waited for a late peer \(longest (\d+) ms\), (\d+) results "
+                  r"taken from a peer, (\d+) calls redone without the switch \(switch unreachable\), "
+                  r"(\d+) rejoins of the switch in (\d+) tries", err)
+    keys = ("late", "longest_ms", "fetched", "redone", "rejoins", "tries")
+    return dict(zip(keys, map(int, m.groups()))) if m else dict.fromkeys(keys, 0)
+
+
+def start_switch(topo):
+    return subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
+                             "--log-level", "error"], stdout=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_switch_killed_mid_job_every_call_still_right(tmp_path, restart):
+    """The switch dies mid-job: every leader gives the call up and they redo
+    it without the switch (named: switch unreachable). Restarted, the
+    communicators rejoin it after a backoff and calls go through it again."""
     need("openmpi")
     net, port = next_net()
     topo = tmp_path / "topo"
     topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
-    sw = subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
-                           "--log-level", "error"], stdout=subprocess.DEVNULL)
+    sw = start_switch(topo)
     try:
         time.sleep(0.3)
         job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
@@ -152,6 +168,10 @@ def test_switch_killed_mid_job_every_call_still_right(tmp_path):
         time.sleep(2.5)
         assert job.poll() is None, "the job ended before the switch was killed"
         sw.kill()
+        sw.wait()
+        if restart:
+            time.sleep(1.5)
+            sw = start_switch(topo)
         out, err = job.communicate(timeout=300)
     finally:
         sw.kill()
@@ -160,7 +180,10 @@ def test_switch_killed_mid_job_every_call_still_right(tmp_path):
     assert job.returncode == 0, err
     assert res["mismatches"] == 0
     assert res["offloaded"] > 0 and res["fell_back"] > 0
-    assert "switch gone" in res["why"]
+    assert "switch unreachable" in res["why"]
+    k = recovery(err)
+    assert k["redone"] > 0 and k["tries"] > 0, err
+    assert (k["rejoins"] > 0) == restart, err
 
 
 def test_mode_off_runs_the_mpi_alone():
@@ -326,3 +349,53 @@ def test_communicators_never_freed_leave_their_groups_at_finalize(mpi, nodes):
     assert parse(r)["mismatches"] == 0
     g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
     assert g and int(g[1]) == int(g[2]) > 0, r.stderr
+
+
+def descendants(pid):
+    out = []
+    for c in children_of(pid):
+        out += [c] + descendants(c)
+    return out
+
+
+def stopped(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+def test_leader_stalled_past_the_deadline_is_a_late_peer():
+    """A leader stops (SIGSTOP, as a descheduled or debugged process) in the
+    middle of a job for 4x the deadline while the others wait in the call:
+    the switch is healthy, so they wait for it (counted as a late peer, not a
+    fallback), every result is right and every group is left."""
+    need("openmpi")
+    net, port = next_net()
+    p = subprocess.Popen([BIN, "mpirun", "--net", str(net), "--port", str(port), "--nodes", "4",
+                          "--tors", "2", "--deadline-ms", "500", "--verbose", "--",
+                          CHECK["openmpi"], "2", "1000", "stall"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        victim, deadline = None, time.monotonic() + 60
+        while victim is None and time.monotonic() < deadline and p.poll() is None:
+            victim = next((d for d in descendants(p.pid) if stopped(d)), None)
+            time.sleep(0.05)
+        assert victim is not None, "rank 1 never stopped"
+        time.sleep(2.0)
+        os.kill(victim, signal.SIGCONT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            for d in descendants(p.pid):
+                os.kill(d, signal.SIGKILL)
+            p.kill()
+            p.wait()
+    res = parse(subprocess.CompletedProcess([], p.returncode, out, err))
+    assert p.returncode == 0, err
+    assert res["mismatches"] == 0 and res["fell_back"] == 0, err
+    k = recovery(err)
+    assert k["late"] >= 1 and k["longest_ms"] >= 1500 and k["redone"] == 0, err
+    g = re.search(r"groups created (\d+), freed (\d+)", err)
+    assert g and int(g[1]) == int(g[2]) > 0, err
