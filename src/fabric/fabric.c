@@ -38,6 +38,7 @@ static void exec_switch(const struct op_fabric *f, int i, int ready_fd)
     switch_file(f, i, "pcap", pcap, sizeof(pcap));
     /* the switch's exit report comes back through its JSON file */
     (void)!freopen("/dev/null", "w", stdout);
+    /* without a capture, the NULL in --pcap's place ends the list */
     char *argv[] = {"offpath", "switch", "--topology", (char *)o->topo_path, "--name",
                     (char *)f->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup,
                     "--delay-us", delay, "--window", win, "--max-data", data, "--stats-json",
@@ -72,6 +73,8 @@ static bool start_one(struct op_fabric *f, int i)
     return ok;
 }
 
+static void stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_], bool ran);
+
 op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
                             struct op_fabric **out, char *err, size_t errlen)
 {
@@ -84,8 +87,7 @@ op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo
     for (int i = 0; i < f->topo.n; i++) {
         if (!start_one(f, i)) {
             snprintf(err, errlen, "switch %s did not start", f->topo.sw[i].name);
-            f->o.pcap = NULL; /* no run, nothing to merge */
-            op_fabric_stop(f, NULL);
+            stop(f, NULL, false);
             return OP_ERR_IO;
         }
     }
@@ -117,8 +119,9 @@ static void collect(const struct op_fabric *f, int i, uint64_t totals[])
         totals[c] += json_counter(text, op_sw_counter_name(c));
 }
 
-/* One file in time order, as one capture point would have written it. */
-static void merge_captures(const struct op_fabric *f)
+/* The switches' captures into one file in time order, as one capture point
+ * would have written it (merge false: a start that failed, no run to keep). */
+static void take_captures(const struct op_fabric *f, bool merge)
 {
     char paths[OP_TOPO_MAX_SWITCHES][600];
     const char *p[OP_TOPO_MAX_SWITCHES];
@@ -126,15 +129,14 @@ static void merge_captures(const struct op_fabric *f)
         switch_file(f, i, "pcap", paths[i], sizeof(paths[i]));
         p[i] = paths[i];
     }
-    (void)op_pcap_merge(f->o.pcap, p, f->topo.n);
+    if (merge)
+        (void)op_pcap_merge(f->o.pcap, p, f->topo.n); /* a failure sticks in the writer */
     for (int i = 0; i < f->topo.n; i++)
         unlink(paths[i]);
 }
 
-void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
+static void stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_], bool ran)
 {
-    if (f == NULL)
-        return;
     for (int i = 0; i < f->topo.n; i++)
         if (f->pid[i] > 0)
             kill(f->pid[i], SIGTERM);
@@ -145,6 +147,12 @@ void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
         collect(f, i, totals);
     }
     if (f->o.pcap != NULL)
-        merge_captures(f);
+        take_captures(f, ran);
     free(f);
+}
+
+void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
+{
+    if (f != NULL)
+        stop(f, totals, true);
 }

@@ -137,7 +137,8 @@ static int merge_inputs(struct op_pcap *w, struct merge_in *in, const char *cons
         if (err != 0)
             return err;
     }
-    for (int i; (i = earliest(in, n)) >= 0;) {
+    int i;
+    while (w->err == 0 && (i = earliest(in, n)) >= 0) {
         put(w, in[i].rec, OP_PCAP_REC_HDR_LEN + in[i].len);
         w->pkts += w->err == 0;
         int err = next_record(&in[i]);
