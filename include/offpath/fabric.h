@@ -17,6 +17,8 @@ struct op_fabric_opts {
     double drop_rate, dup_rate;
     uint32_t delay_us;
     uint16_t window, max_data; /* 0: the switch's default */
+    struct op_pcap *pcap; /* each switch captures into a file of its own in
+                           * workdir; op_fabric_stop merges them into this */
 };
 
 struct op_fabric;
@@ -24,7 +26,8 @@ struct op_fabric;
 /* On failure err says which switch did not start; all started are stopped. */
 OP_API op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
                                    struct op_fabric **out, char *err, size_t errlen);
-/* SIGTERM every switch, wait, add their exit counters into totals (may be NULL). */
+/* SIGTERM every switch, wait, add their exit counters into totals (may be
+ * NULL), merge their captures (a failure sticks in the writer). */
 OP_API void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_]);
 
 #endif

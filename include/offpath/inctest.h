@@ -12,6 +12,8 @@
 
 #include "offpath/common.h"
 
+struct op_pcap;
+
 struct op_inctest_config {
     int leaders, tors, spines;
     uint64_t count;
@@ -28,6 +30,7 @@ struct op_inctest_config {
     const char *connect;  /* topology file of running switches: start none */
     const char *self_exe; /* the offpath binary, to start switches */
     const char *workdir;  /* where topology and stats files go */
+    struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
     bool json;
     bool quiet;
 };

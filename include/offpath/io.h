@@ -103,6 +103,32 @@ struct op_fault_stats {
 };
 OP_API void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out);
 
+/* A capture file (format: wire.h, op_pcap_*): each packet written becomes
+ * one Ethernet/IPv4/UDP frame, so a capture shows RoCEv2 packets one by one
+ * even where the kernel moved several in one UDP GSO/GRO datagram. Writes go
+ * through a large stdio buffer. The first failure sticks: later writes do
+ * nothing and op_pcap_close returns it (errno set), so a tool reports it
+ * once, at the end. */
+struct op_pcap;
+/* Create (truncate) path and write the file header; OP_ERR_IO with errno set. */
+OP_API op_status_t op_pcap_open(const char *path, struct op_pcap **out);
+OP_API void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
+                          const uint8_t *data, size_t len);
+/* Packets written so far. */
+OP_API uint64_t op_pcap_count(const struct op_pcap *w);
+/* Append the packets of the captures at paths (files op_pcap_open wrote,
+ * each in time order) merged in time order. A file that cannot be read or is
+ * not such a capture is the writer's failure (ENOENT, EBADMSG...). */
+OP_API op_status_t op_pcap_merge(struct op_pcap *w, const char *const *paths, int n);
+/* Flush and close; OP_ERR_IO with errno set when any write failed. */
+OP_API op_status_t op_pcap_close(struct op_pcap *w);
+/* Wrap inner (taking ownership; w stays the caller's and must outlive the
+ * io): every packet inner receives, and every one it takes to send, is
+ * written to w, stamped with CLOCK_REALTIME once per burst. Sent packets get
+ * inner's address as their source, as the kernel gives them. Put a fault
+ * layer outside this one: the capture then holds what crossed the wire. */
+OP_API op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out);
+
 static inline int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max)
 {
     return io->ops->recv(io, pkts, max);

@@ -18,6 +18,8 @@
 #include "offpath/common.h"
 #include "offpath/rdma.h"
 
+struct op_pcap;
+
 enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ };
 enum op_perf_test { OP_PERF_BW, OP_PERF_LAT };
 enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_PERF_OUT_LAT };
@@ -60,6 +62,7 @@ struct op_perf_config {
     double loss;          /* --loss: drop each sent packet with this probability */
     uint64_t loss_seed;
     bool xdp;             /* --xdp: AF_XDP on -d's interface instead of a UDP socket */
+    struct op_pcap *pcap; /* --pcap: capture what this side receives and sends; NULL: none */
     bool progress;        /* progress lines on stderr during long runs */
     FILE *out;            /* the report; NULL: stdout */
     int log_level;        /* engine log (errors with causes) */

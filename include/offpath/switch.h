@@ -63,7 +63,8 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(groups_live)                                                                                 \
     X(injected_drops)                                                                              \
     X(injected_dups)                                                                               \
-    X(tx_io_drops)
+    X(tx_io_drops)                                                                                 \
+    X(captured) /* packets written to --pcap */
 
 enum op_sw_counter {
 #define OP_SW_ENUM_(n) OP_SW_C_##n,
@@ -95,6 +96,7 @@ struct op_sw_run_config {
     bool busy_poll;
     bool json_exit; /* exit counters as JSON on stdout */
     int ready_fd; /* >= 0: write "ready\n" there once listening, then close it */
+    struct op_pcap *pcap; /* capture what the port receives and sends; NULL: none */
 };
 /* Runs until SIGINT/SIGTERM; SIGUSR1 prints counters. Returns 0 or an error. */
 OP_API op_status_t op_sw_run(const struct op_sw_run_config *cfg);

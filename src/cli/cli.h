@@ -32,6 +32,13 @@ struct option;
 int cli_flags(int argc, char **argv, const char *shortopts, const struct option *opts,
               int help_opt, void (*help)(void), bool (*set)(int opt, const char *val, void *cfg),
               void *cfg);
+struct op_pcap;
+/* --pcap FILE: create it (NULL path: no capture, *out NULL); false, reported
+ * with the flag and the system's reason, when it cannot be written. */
+bool cli_pcap_open(const char *tool, const char *path, struct op_pcap **out);
+/* Close it (the tools count its packets in their reports); false, reported,
+ * when a write failed on the way. NULL w: nothing to do. */
+bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w);
 /* This binary's path, to start switches (or NULL after reporting why). */
 const char *cli_self_exe(const char *tool);
 

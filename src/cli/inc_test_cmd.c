@@ -39,13 +39,16 @@ static void help(void)
            "  --rto-us U      retransmission timeout until round trips are measured (default 5000)\n"
            "  --seed N        data and token seed (default 1)\n"
            "  --connect FILE  use the running switches of this topology file\n"
+           "  --pcap FILE     write every RoCEv2 packet the switches receive and send to\n"
+           "                  FILE, one Ethernet/IPv4/UDP frame each (pcap, ns timestamps;\n"
+           "                  a packet between two switches is in it twice: sent, received)\n"
            "  --json          print the report as one JSON object\n"
            "  --quiet         no progress lines, switches silent\n");
 }
 
 enum { O_LEADERS = 256, O_TORS, O_SPINES, O_COUNT, O_TYPE, O_OP, O_ITERS, O_WARMUP, O_DROP,
        O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT,
-       O_JSON, O_QUIET, O_HELP };
+       O_JSON, O_QUIET, O_PCAP, O_HELP };
 
 static const struct option options[] = {
     {"leaders", 1, 0, O_LEADERS}, {"tors", 1, 0, O_TORS}, {"spines", 1, 0, O_SPINES},
@@ -55,7 +58,7 @@ static const struct option options[] = {
     {"max-data", 1, 0, O_DATA}, {"port", 1, 0, O_PORT}, {"net", 1, 0, O_NET},
     {"deadline-ms", 1, 0, O_DEADLINE}, {"rto-us", 1, 0, O_RTO}, {"seed", 1, 0, O_SEED},
     {"connect", 1, 0, O_CONNECT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
-    {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    {"pcap", 1, 0, O_PCAP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_number(int opt, const char *val, struct op_inctest_config *c)
 {
@@ -101,33 +104,61 @@ static bool set_flag(int opt, const char *val, struct op_inctest_config *c)
     }
 }
 
-static bool set_any(int opt, const char *val, void *cfg) { return set_flag(opt, val, cfg); }
+struct it_flags {
+    struct op_inctest_config cfg;
+    const char *pcap;
+};
+
+static bool set_any(int opt, const char *val, void *flags)
+{
+    struct it_flags *f = flags;
+    if (opt != O_PCAP)
+        return set_flag(opt, val, &f->cfg);
+    f->pcap = val;
+    return true;
+}
+
+/* Checks across flags; false once one was reported. */
+static bool consistent(const struct it_flags *f)
+{
+    const struct op_inctest_config *c = &f->cfg;
+    if (!op_red_valid(c->op, c->type)) {
+        cli_bad(tool, "--op %s is not defined for --type %s", op_red_op_name(c->op),
+                op_red_type_name(c->type));
+        return false;
+    }
+    if (c->tors > c->leaders) {
+        cli_bad(tool, "--tors %d is more than --leaders %d", c->tors, c->leaders);
+        return false;
+    }
+    if (c->tors > 1 && c->spines == 0) {
+        cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", c->tors);
+        return false;
+    }
+    if (f->pcap != NULL && c->connect != NULL) {
+        cli_bad(tool, "--pcap captures at the switches inc_test starts: with --connect, give "
+                      "--pcap to the running switches (offpath switch --pcap)");
+        return false;
+    }
+    return true;
+}
 
 int cli_inc_test(int argc, char **argv)
 {
-    struct op_inctest_config cfg;
-    op_inctest_config_default(&cfg);
-    int rc = cli_flags(argc, argv, "", options, O_HELP, help, set_any, &cfg);
+    struct it_flags f = {.pcap = NULL};
+    op_inctest_config_default(&f.cfg);
+    int rc = cli_flags(argc, argv, "", options, O_HELP, help, set_any, &f);
     if (rc >= 0)
         return rc;
     if (optind < argc) {
         cli_bad(tool, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
-    if (!op_red_valid(cfg.op, cfg.type)) {
-        cli_bad(tool, "--op %s is not defined for --type %s", op_red_op_name(cfg.op),
-                op_red_type_name(cfg.type));
+    if (!consistent(&f) || (f.cfg.self_exe = cli_self_exe(tool)) == NULL ||
+        !cli_pcap_open(tool, f.pcap, &f.cfg.pcap))
         return 2;
-    }
-    if (cfg.tors > cfg.leaders) {
-        cli_bad(tool, "--tors %d is more than --leaders %d", cfg.tors, cfg.leaders);
-        return 2;
-    }
-    if (cfg.tors > 1 && cfg.spines == 0) {
-        cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", cfg.tors);
-        return 2;
-    }
-    if ((cfg.self_exe = cli_self_exe(tool)) == NULL)
-        return 2;
-    return op_inctest_run(&cfg);
+    rc = op_inctest_run(&f.cfg);
+    if (!cli_pcap_close(tool, f.pcap, f.cfg.pcap) && rc == 0)
+        rc = 1;
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* The offpath multi-call binary: `offpath <tool> [flags]`, or invoked through
  * a link named after the tool. It finds the tool and hands it argv. */
+#include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "offpath/io.h"
 
 struct tool {
     const char *name;
@@ -78,6 +80,29 @@ int cli_flags(int argc, char **argv, const char *shortopts, const struct option 
             return 2;
     }
     return -1;
+}
+
+bool cli_pcap_open(const char *tool, const char *path, struct op_pcap **out)
+{
+    *out = NULL;
+    if (path == NULL)
+        return true;
+    op_status_t st = op_pcap_open(path, out);
+    if (st == OP_OK)
+        return true;
+    cli_bad(tool, "cannot write --pcap '%s': %s", path,
+            st == OP_ERR_IO ? strerror(errno) : op_status_str(st));
+    return false;
+}
+
+bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w)
+{
+    if (w == NULL)
+        return true;
+    if (op_pcap_close(w) == OP_OK)
+        return true;
+    cli_bad(tool, "--pcap '%s' is incomplete: %s", path, strerror(errno));
+    return false;
 }
 
 const char *cli_self_exe(const char *tool)

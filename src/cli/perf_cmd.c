@@ -11,10 +11,11 @@ struct perf_cli {
     const char *tool;
     struct op_perf_config cfg;
     bool seen[512]; /* perftest refuses a flag given twice */
+    const char *pcap;
 };
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
-       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP };
+       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -29,7 +30,7 @@ static const struct option options[] = {
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
     {"loss_seed", 1, 0, O_LOSS_SEED}, {"retry_count", 1, 0, O_RETRY},
     {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
-    {"xdp", 0, 0, O_XDP}, {0, 0, 0, 0}};
+    {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -86,6 +87,9 @@ static void help(const struct perf_cli *p)
            "      --loss_seed=<n>        seed of those drops (default 1)\n"
            "      --xdp                  move the RoCEv2 frames through AF_XDP on -d's\n"
            "                             interface (kernel bypass; root; peers on-link)\n"
+           "      --pcap=<file>          write every RoCEv2 packet this side receives and\n"
+           "                             sends to file, one Ethernet/IPv4/UDP frame each\n"
+           "                             (pcap, ns timestamps)\n"
            "      --log-level=<level>    engine log: error (default), warning, info, debug\n"
            "      --no-progress          no progress lines on stderr\n"
            "  -V, --version              version\n"
@@ -182,6 +186,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_OUT_JSON_FILE: c->json = true; c->json_file = val; return true;
     case O_NO_PROGRESS: c->progress = false; return true;
     case O_XDP: c->xdp = true; return true;
+    case O_PCAP: p->pcap = val; return true;
     case 'c':
         if (!set_choice(p, "-c (--connection): expected RC, UC or UD", val, types, 3, &v)) return false;
         c->type = (enum op_rdma_qp_type)v; return true;
@@ -260,7 +265,14 @@ static int perf_main(const char *tool, enum op_perf_verb verb, enum op_perf_test
     struct perf_cli p = {.tool = tool};
     op_perf_config_defaults(&p.cfg, verb, test);
     int rc = parse(&p, argc, argv);
-    return rc >= 0 ? rc : op_perf_run(&p.cfg);
+    if (rc >= 0)
+        return rc;
+    if (!cli_pcap_open(tool, p.pcap, &p.cfg.pcap))
+        return 2;
+    rc = op_perf_run(&p.cfg);
+    if (!cli_pcap_close(tool, p.pcap, p.cfg.pcap) && rc == 0)
+        rc = 1;
+    return rc;
 }
 
 int cli_ib_write_bw(int argc, char **argv)

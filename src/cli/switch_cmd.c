@@ -36,6 +36,8 @@ static void help(void)
            "  --dup-rate P         send each packet twice with probability P (testing)\n"
            "  --delay-us D         hold each sent packet D microseconds (testing)\n"
            "  --stats-json FILE    write counters as JSON at exit and on SIGUSR1\n"
+           "  --pcap FILE          write every RoCEv2 packet received and sent to FILE\n"
+           "                       (pcap, ns timestamps, one Ethernet/IPv4/UDP frame each)\n"
            "  --json               print the exit counters as JSON\n"
            "  --busy-poll          never sleep (dedicated core)\n"
            "  --seed N             seed of group tokens and fault injection\n"
@@ -45,7 +47,7 @@ static void help(void)
 }
 
 struct sw_flags {
-    const char *topology, *name, *role, *listen, *hosts;
+    const char *topology, *name, *role, *listen, *hosts, *pcap;
     char uplinks[OP_TOPO_MAX_UPLINKS][64];
     int n_up;
     char tors[OP_TOPO_MAX_SWITCHES][96];
@@ -128,7 +130,7 @@ static bool load_topology(const struct sw_flags *f, struct op_topo *topo, int *s
 
 enum { O_TOPO = 256, O_NAME, O_ROLE, O_LISTEN, O_HOSTS, O_UPLINK, O_TOR, O_PORT, O_GROUPS,
        O_WINDOW, O_DATA, O_CHILDREN, O_LEASE, O_MEM, O_DROP, O_DUP, O_DELAY, O_STATS, O_JSON,
-       O_BUSY, O_SEED, O_LOG, O_READY, O_HELP };
+       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_HELP };
 
 static const struct option options[] = {
     {"topology", 1, 0, O_TOPO}, {"name", 1, 0, O_NAME}, {"role", 1, 0, O_ROLE},
@@ -138,7 +140,8 @@ static const struct option options[] = {
     {"lease-ms", 1, 0, O_LEASE}, {"slot-memory-mb", 1, 0, O_MEM}, {"drop-rate", 1, 0, O_DROP},
     {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"stats-json", 1, 0, O_STATS},
     {"json", 0, 0, O_JSON}, {"busy-poll", 0, 0, O_BUSY}, {"seed", 1, 0, O_SEED},
-    {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"help", 0, 0, O_HELP},
+    {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"pcap", 1, 0, O_PCAP},
+    {"help", 0, 0, O_HELP},
     {0, 0, 0, 0}};
 
 static bool set_u64(int opt, const char *val, struct sw_flags *f, struct op_sw_run_config *rc)
@@ -199,6 +202,7 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == O_DROP) ok = cli_rate(tool, "--drop-rate", optarg, &rc->drop_rate);
         else if (opt == O_DUP) ok = cli_rate(tool, "--dup-rate", optarg, &rc->dup_rate);
         else if (opt == O_STATS) rc->stats_json = optarg;
+        else if (opt == O_PCAP) f->pcap = optarg;
         else if (opt == O_JSON) f->json = true;
         else if (opt == O_BUSY) rc->busy_poll = true;
         else if (opt == O_LOG) {
@@ -230,6 +234,10 @@ int cli_switch(int argc, char **argv)
         free(topo);
         return 2;
     }
+    if (!cli_pcap_open(tool, f.pcap, &rc.pcap)) {
+        free(topo);
+        return 2;
+    }
     struct op_log log;
     op_log_init(&log, "switch", f.log_level);
     rc.sw.topo = topo;
@@ -237,9 +245,10 @@ int cli_switch(int argc, char **argv)
     rc.json_exit = f.json;
     op_status_t st = op_sw_run(&rc);
     free(topo);
+    bool captured = cli_pcap_close(tool, f.pcap, rc.pcap);
     if (st != OP_OK) {
         cli_bad(tool, "cannot run: %s", op_status_str(st));
         return 1;
     }
-    return 0;
+    return captured ? 0 : 1;
 }

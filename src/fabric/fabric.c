@@ -17,29 +17,34 @@ struct op_fabric {
     pid_t owner;
 };
 
-static void stats_path(const struct op_fabric *f, int i, char *out, size_t len)
+/* Where switch i leaves a file of kind ext ("json", "pcap") for the owner. */
+static void switch_file(const struct op_fabric *f, int i, const char *ext, char *out, size_t len)
 {
-    snprintf(out, len, "%s/offpath-fabric-%d-%s.json", f->o.workdir ? f->o.workdir : "/tmp",
-             (int)f->owner, f->topo.sw[i].name);
+    snprintf(out, len, "%s/offpath-fabric-%d-%s.%s", f->o.workdir ? f->o.workdir : "/tmp",
+             (int)f->owner, f->topo.sw[i].name, ext);
 }
 
 static void exec_switch(const struct op_fabric *f, int i, int ready_fd)
 {
     const struct op_fabric_opts *o = &f->o;
-    char fd[16], drop[32], dup[32], delay[32], json[600], win[16], data[16];
+    char fd[16], drop[32], dup[32], delay[32], json[600], pcap[600], win[16], data[16];
     snprintf(fd, sizeof(fd), "%d", ready_fd);
     snprintf(drop, sizeof(drop), "%.6f", o->drop_rate);
     snprintf(dup, sizeof(dup), "%.6f", o->dup_rate);
     snprintf(delay, sizeof(delay), "%u", o->delay_us);
     snprintf(win, sizeof(win), "%u", o->window ? o->window : 32);
     snprintf(data, sizeof(data), "%u", o->max_data ? o->max_data : 1024);
-    stats_path(f, i, json, sizeof(json));
+    switch_file(f, i, "json", json, sizeof(json));
+    switch_file(f, i, "pcap", pcap, sizeof(pcap));
     /* the switch's exit report comes back through its JSON file */
     (void)!freopen("/dev/null", "w", stdout);
-    execl(o->self_exe, "offpath", "switch", "--topology", o->topo_path, "--name",
-          f->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup, "--delay-us", delay,
-          "--window", win, "--max-data", data, "--stats-json", json, "--ready-fd", fd,
-          "--log-level", "warning", (char *)NULL);
+    /* without a capture, the NULL in --pcap's place ends the list */
+    char *argv[] = {"offpath", "switch", "--topology", (char *)o->topo_path, "--name",
+                    (char *)f->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup,
+                    "--delay-us", delay, "--window", win, "--max-data", data, "--stats-json",
+                    json, "--ready-fd", fd, "--log-level", "warning",
+                    o->pcap != NULL ? "--pcap" : NULL, pcap, NULL};
+    execv(o->self_exe, argv);
     fprintf(stderr, "offpath: cannot run %s: %s\n", o->self_exe, strerror(errno));
     _exit(127);
 }
@@ -68,6 +73,8 @@ static bool start_one(struct op_fabric *f, int i)
     return ok;
 }
 
+static void stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_], bool ran);
+
 op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
                             struct op_fabric **out, char *err, size_t errlen)
 {
@@ -80,7 +87,7 @@ op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo
     for (int i = 0; i < f->topo.n; i++) {
         if (!start_one(f, i)) {
             snprintf(err, errlen, "switch %s did not start", f->topo.sw[i].name);
-            op_fabric_stop(f, NULL);
+            stop(f, NULL, false);
             return OP_ERR_IO;
         }
     }
@@ -100,7 +107,7 @@ static uint64_t json_counter(const char *text, const char *name)
 static void collect(const struct op_fabric *f, int i, uint64_t totals[])
 {
     char path[600], text[8192] = {0};
-    stats_path(f, i, path, sizeof(path));
+    switch_file(f, i, "json", path, sizeof(path));
     FILE *fp = fopen(path, "r");
     if (fp == NULL)
         return;
@@ -112,10 +119,24 @@ static void collect(const struct op_fabric *f, int i, uint64_t totals[])
         totals[c] += json_counter(text, op_sw_counter_name(c));
 }
 
-void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
+/* The switches' captures into one file in time order, as one capture point
+ * would have written it (merge false: a start that failed, no run to keep). */
+static void take_captures(const struct op_fabric *f, bool merge)
 {
-    if (f == NULL)
-        return;
+    char paths[OP_TOPO_MAX_SWITCHES][600];
+    const char *p[OP_TOPO_MAX_SWITCHES];
+    for (int i = 0; i < f->topo.n; i++) {
+        switch_file(f, i, "pcap", paths[i], sizeof(paths[i]));
+        p[i] = paths[i];
+    }
+    if (merge)
+        (void)op_pcap_merge(f->o.pcap, p, f->topo.n); /* a failure sticks in the writer */
+    for (int i = 0; i < f->topo.n; i++)
+        unlink(paths[i]);
+}
+
+static void stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_], bool ran)
+{
     for (int i = 0; i < f->topo.n; i++)
         if (f->pid[i] > 0)
             kill(f->pid[i], SIGTERM);
@@ -125,5 +146,13 @@ void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
         waitpid(f->pid[i], NULL, 0);
         collect(f, i, totals);
     }
+    if (f->o.pcap != NULL)
+        take_captures(f, ran);
     free(f);
+}
+
+void op_fabric_stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_])
+{
+    if (f != NULL)
+        stop(f, totals, true);
 }

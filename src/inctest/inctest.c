@@ -101,7 +101,8 @@ static int start_switches(struct it_run *r)
     struct op_fabric_opts o = {.self_exe = cfg->self_exe, .topo_path = r->topo_path,
                                .workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
                                .dup_rate = cfg->dup_rate, .delay_us = cfg->delay_us,
-                               .window = cfg->window, .max_data = cfg->max_data};
+                               .window = cfg->window, .max_data = cfg->max_data,
+                               .pcap = cfg->pcap};
     char err[200];
     if (op_fabric_start(&o, &r->topo, &r->fabric, err, sizeof(err)) != OP_OK) {
         fprintf(stderr, "inc_test: %s\n", err);

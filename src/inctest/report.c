@@ -125,6 +125,9 @@ static void print_text(const struct op_inctest_config *cfg, const struct it_summ
            (unsigned long long)sw[OP_SW_C_results_resent],
            (unsigned long long)sw[OP_SW_C_injected_drops],
            (unsigned long long)sw[OP_SW_C_injected_dups]);
+    if (cfg->pcap != NULL)
+        printf("  capture     : %llu RoCEv2 packets, as the switches received and sent them\n",
+               (unsigned long long)op_pcap_count(cfg->pcap));
 }
 
 int it_report(const struct op_inctest_config *cfg, const struct it_leader *res,

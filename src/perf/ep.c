@@ -76,12 +76,15 @@ static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, const char *xdp_
     ep->ip = io->local_ip;
     ep->link_mtu = io->link_mtu;
     ep->base_io = io;
+    ep->io = io; /* each layer below wraps it: perf_ep_close closes them all */
+    /* under --loss's layer: the capture holds what crossed the wire */
+    if (ep->cfg->pcap != NULL && op_io_pcap_wrap(ep->io, ep->cfg->pcap, &ep->io) != OP_OK)
+        return perf_refuse(why, len, "cannot set up --pcap");
     if (ep->cfg->loss > 0) {
         struct op_fault_cfg f = {.drop = ep->cfg->loss, .seed = ep->cfg->loss_seed};
-        if (op_io_fault_wrap(io, &f, &io) != OP_OK)
+        if (op_io_fault_wrap(ep->io, &f, &ep->io) != OP_OK)
             return perf_refuse(why, len, "cannot set up --loss");
     }
-    ep->io = io;
     return OP_OK;
 }
 

@@ -291,6 +291,8 @@ static size_t collect_counters(const struct perf_run *r, struct op_perf_counter 
         out[n++] = (struct op_perf_counter){op_rdma_qp_counter_name(shown_counters[i]),
                                             sums[shown_counters[i]]};
     out[n++] = (struct op_perf_counter){"loss_injected", lossed};
+    if (r->cfg->pcap != NULL)
+        out[n++] = (struct op_perf_counter){"captured", op_pcap_count(r->cfg->pcap)};
     if (r->cfg->xdp)
         n += xdp_counters(r, out + n);
     return n;
@@ -355,7 +357,7 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
 static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b,
                               const struct results *res)
 {
-    struct op_perf_counter counters[N_SHOWN + 1 + N_XDP];
+    struct op_perf_counter counters[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
     size_t nc = collect_counters(r, counters);
     FILE *f = fopen(r->cfg->json_file, "w");
     if (f == NULL) {
@@ -444,7 +446,7 @@ static op_status_t run_all(struct perf_run *r)
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
     if (st == OP_OK) {
-        struct op_perf_counter counters[N_SHOWN + 1 + N_XDP];
+        struct op_perf_counter counters[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
         size_t nc = collect_counters(r, counters);
         if (c->output == OP_PERF_OUT_FULL)
             fprintf(r->out, OP_PERF_LINE);

@@ -36,6 +36,8 @@ static void take_io_stats(struct sw_driver *d)
     d->sw->c[OP_SW_C_injected_drops] = fs.dropped;
     d->sw->c[OP_SW_C_injected_dups] = fs.duplicated;
     d->sw->c[OP_SW_C_tx_io_drops] = d->io->tx_drops;
+    if (d->rc->pcap != NULL)
+        d->sw->c[OP_SW_C_captured] = op_pcap_count(d->rc->pcap);
 }
 
 static void write_stats_json(const struct sw_driver *d)
@@ -139,16 +141,23 @@ static void loop(struct sw_driver *d)
     }
 }
 
+/* The capture sits under the fault layer: it holds what crossed the wire
+ * (no injected drops, both copies of a duplicate, at the delayed time). */
 static op_status_t open_io(struct sw_driver *d)
 {
     const struct op_sw_run_config *rc = d->rc;
     const struct op_topo_switch *me = &rc->sw.topo->sw[rc->sw.self];
+    struct op_io *wrapped;
     op_status_t st = op_io_udp_open(me->ip, me->port, &d->io);
+    if (st == OP_OK && rc->pcap != NULL) {
+        st = op_io_pcap_wrap(d->io, rc->pcap, &wrapped);
+        if (st == OP_OK)
+            d->io = wrapped;
+    }
     if (st != OP_OK || (rc->drop_rate <= 0 && rc->dup_rate <= 0 && rc->delay_us == 0))
         return st;
     struct op_fault_cfg fc = {.drop = rc->drop_rate, .dup = rc->dup_rate,
                               .delay_us = rc->delay_us, .seed = rc->sw.seed ^ me->ip};
-    struct op_io *wrapped;
     st = op_io_fault_wrap(d->io, &fc, &wrapped);
     if (st == OP_OK)
         d->io = wrapped;

@@ -28,8 +28,15 @@ static uint16_t ipv4_checksum(const uint8_t *h, size_t len)
 size_t op_udp_frame_build(uint8_t *frame, size_t cap, const struct op_flow *flow,
                           const struct op_frame_l2 *l2, size_t payload_len)
 {
-    if (cap < OP_UDP_FRAME_HDR_LEN || payload_len > cap - OP_UDP_FRAME_HDR_LEN ||
-        payload_len > 0xffff - IPV4_HDR - UDP_HDR)
+    if (cap < OP_UDP_FRAME_HDR_LEN || payload_len > cap - OP_UDP_FRAME_HDR_LEN)
+        return 0;
+    return op_udp_frame_headers(frame, flow, l2, payload_len);
+}
+
+size_t op_udp_frame_headers(uint8_t *frame, const struct op_flow *flow,
+                            const struct op_frame_l2 *l2, size_t payload_len)
+{
+    if (payload_len > 0xffff - IPV4_HDR - UDP_HDR)
         return 0;
     memcpy(frame, l2->dst_mac, 6);
     memcpy(frame + 6, l2->src_mac, 6);
