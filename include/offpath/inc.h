@@ -111,4 +111,17 @@ OP_API op_status_t op_inc_leave(struct op_inc_client *c);
 OP_API void op_inc_client_free(struct op_inc_client *c);
 OP_API struct op_inc_eng *op_inc_client_engine(struct op_inc_client *c);
 
+/* ---- the same client without blocking (nonblocking MPI collectives): start
+ * an allreduce, let any thread drive the port, ask whether it ended. A port's
+ * functions may be called from several threads at once; one client runs one
+ * operation at a time. */
+OP_API op_status_t op_inc_allreduce_start(struct op_inc_client *c, const void *sendbuf,
+                                          void *recvbuf, size_t count, unsigned type,
+                                          unsigned op);
+/* OP_INPROGRESS while the client's operation runs, then its result. */
+OP_API op_status_t op_inc_client_status(struct op_inc_client *c);
+/* Waits for packets until `until` (op_now_ns time) or the first timer of any
+ * of the port's operations, then hands packets and expired timers on. */
+OP_API void op_inc_port_progress(struct op_inc_port *p, uint64_t until);
+
 #endif
