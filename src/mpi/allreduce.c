@@ -10,7 +10,7 @@
 
 /* Which path a call takes depends only on its arguments and on state every
  * rank of the communicator shares, so all ranks take the same one. */
-static int eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
+int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
 {
     if (c == NULL || c->mode == OPM_OFF)
         return OPM_R_mode_off;
@@ -48,8 +48,8 @@ static bool keep_result(struct opm_comm *c, const void *buf, size_t bytes)
  * switch died after some leaders got that call's result) gets the result
  * from one that has it. All failing leaders run the same collectives in the
  * same order, so this needs no agreement beyond one allgather. */
-static void recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
-                    size_t bytes)
+void opm_recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
+                 size_t bytes)
 {
     long long mine = (long long)c->calls;
     long long *all = malloc(sizeof(*all) * (size_t)c->n_leaders);
@@ -87,25 +87,40 @@ static void leaders_step(struct opm_comm *c, void *buf, int count, MPI_Datatype 
     op_status_t st = c->host != NULL ? opm_host_allreduce(c, buf, count, type, code)
                                      : op_inc_allreduce(c->client, buf, buf, (size_t)count,
                                                         (unsigned)type, (unsigned)code);
+    opm_leaders_done(c, st, buf, count, dtype, op, bytes);
+}
+
+/* The end of a leader's switch call, blocking or not: one call sequence per
+ * communicator, and one recovery. */
+void opm_leaders_done(struct opm_comm *c, op_status_t st, void *buf, int count,
+                      MPI_Datatype dtype, MPI_Op op, size_t bytes)
+{
     if (st == OP_OK && keep_result(c, buf, bytes)) {
         c->calls++;
         return;
     }
-    recover(c, buf, count, dtype, op, bytes);
+    opm_recover(c, buf, count, dtype, op, bytes);
+}
+
+/* Socket mode sends every byte once per socket; above a size the node's
+ * group (once per node) is faster, so a socket communicator has both. */
+struct opm_comm *opm_level(struct opm_comm *c, size_t bytes)
+{
+    if (c != NULL && c->wide != NULL && c->wide->inc_ok && bytes > opm.cfg.socket_max_bytes)
+        return c->wide;
+    return c;
 }
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm)
 {
-    struct opm_comm *c = opm_comm_get(comm);
+    struct opm_comm *top = opm_comm_get(comm);
     int type = opm_type_code(dtype), code = opm_op_code(op);
     size_t bytes = type >= 0 && count > 0 ? (size_t)count * op_red_type_size((unsigned)type) : 0;
-    if (c != NULL && c->wide != NULL && c->wide->inc_ok && bytes > opm.cfg.socket_max_bytes) {
-        c = c->wide;
-        opm.by_node++;
-    }
+    struct opm_comm *c = opm_level(top, bytes);
+    opm.by_node += c != top;
     opm.calls++;
-    int why = eligible(c, count, type, code, bytes);
+    int why = opm_eligible(c, count, type, code, bytes);
     if (why >= 0) {
         opm.fallback[why]++;
         return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);

@@ -68,6 +68,7 @@ struct opm_comm {
     struct op_inc_client *client;
     struct op_har_client *host; /* Host mode: instead of client */
     uint64_t calls;      /* allreduces through the switch so far, by this leader */
+    struct opm_iq *iq;   /* its nonblocking calls (iallreduce.c); NULL until the first */
     void *last;          /* this leader's last result, for a leader that missed it */
     size_t last_bytes, last_cap;
 };
@@ -120,5 +121,39 @@ void opm_host_finalize(void); /* collective over COMM_WORLD */
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm);
+/* allreduce.c's pieces that the nonblocking path shares: the level a call
+ * of `bytes` takes (Socket mode's wide one above its size), why a call
+ * cannot go through the switch (enum opm_reason, or -1 when it can), and a
+ * leader's end of a switch call (count and keep it, or recover). */
+struct opm_comm *opm_level(struct opm_comm *c, size_t bytes);
+int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes);
+void opm_leaders_done(struct opm_comm *c, op_status_t st, void *buf, int count,
+                      MPI_Datatype dtype, MPI_Op op, size_t bytes);
+void opm_recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
+                 size_t bytes);
+
+/* iallreduce.c: MPI_Iallreduce through the switch. Requests are generalized
+ * requests the caller's own MPI_Wait/Test family completes: the wrappers
+ * advance them (opm_iar_*) on the caller's thread; progress.c's thread
+ * drives the switch steps and calls no MPI. */
+int opm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req);
+void opm_iar_test(void);                             /* one pass over every request */
+void opm_iar_wait(const MPI_Request *reqs, int n);   /* until ours among them are done */
+bool opm_iar_any(const MPI_Request *reqs, int n);    /* is one of them ours? */
+void opm_iar_idle(void);                             /* a pause in a polling loop */
+void opm_iar_drain(MPI_Comm comm);                   /* every request on comm done */
+void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees comm */
+void opm_iar_finalize(void);
+void opm_iar_summary(void);
+void opm_iar_sweep(void); /* progress thread, lock held: switch steps that ended */
+
+/* progress.c: the thread, and the lock it shares with iallreduce.c */
+void opm_prog_lock(void);
+void opm_prog_unlock(void);
+void opm_prog_started(void);           /* lock held: a switch step is under way */
+void opm_prog_ended(void);             /* lock held: one ended (wakes opm_prog_sleep) */
+void opm_prog_sleep(uint64_t max_ns);  /* lock held: until a step ends, at most max_ns */
+void opm_prog_stop(void);
 
 #endif

@@ -97,11 +97,13 @@ static void summary(void)
     if (opm.comms_local > 0)
         fprintf(stderr, "offpath: node steps through shared memory in %llu of %llu communicators\n",
                 (unsigned long long)opm.comms_shm, (unsigned long long)opm.comms_local);
+    opm_iar_summary();
 }
 
 OP_API int MPI_Finalize(void)
 {
     if (opm.initialized) {
+        opm_iar_finalize(); /* before the groups its requests use go */
         /* frees the world's group (collective, like MPI_Finalize itself) */
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, opm.keyval);
         opm_host_finalize();
@@ -170,5 +172,97 @@ OP_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
 {
     if (!opm.initialized)
         return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+    opm_iar_drain(comm); /* its nonblocking calls came first: same group, same order */
     return opm_allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+}
+
+/* ---- nonblocking allreduce (iallreduce.c): the call, and the MPI calls
+ * that complete requests, which advance offpath's requests first */
+OP_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
+                          MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!opm.initialized)
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, dtype, op, comm, request);
+    return opm_iallreduce(sendbuf, recvbuf, count, dtype, op, comm, request);
+}
+
+OP_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    if (opm.initialized && comm != NULL)
+        opm_iar_comm_free(*comm);
+    return PMPI_Comm_free(comm);
+}
+
+OP_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    if (opm.initialized)
+        opm_iar_wait(request, 1);
+    return PMPI_Wait(request, status);
+}
+
+OP_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+    if (opm.initialized)
+        opm_iar_wait(requests, count);
+    return PMPI_Waitall(count, requests, statuses);
+}
+
+OP_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    if (opm.initialized)
+        opm_iar_test();
+    return PMPI_Test(request, flag, status);
+}
+
+OP_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+    if (opm.initialized)
+        opm_iar_test();
+    return PMPI_Testall(count, requests, flag, statuses);
+}
+
+OP_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
+                       MPI_Status *status)
+{
+    if (opm.initialized)
+        opm_iar_test();
+    return PMPI_Testany(count, requests, index, flag, status);
+}
+
+OP_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+    if (opm.initialized)
+        opm_iar_test();
+    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+/* Any and some: whichever completes first may be the MPI's or offpath's, so
+ * poll both until one does. */
+OP_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+    if (!opm.initialized || !opm_iar_any(requests, count))
+        return PMPI_Waitany(count, requests, index, status);
+    for (;;) {
+        int flag = 0;
+        opm_iar_test();
+        int rc = PMPI_Testany(count, requests, index, &flag, status);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        opm_iar_idle();
+    }
+}
+
+OP_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+    if (!opm.initialized || !opm_iar_any(requests, incount))
+        return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+    for (;;) {
+        opm_iar_test();
+        int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+        if (rc != MPI_SUCCESS || *outcount != 0)
+            return rc;
+        opm_iar_idle();
+    }
 }

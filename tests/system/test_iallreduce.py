@@ -1,0 +1,89 @@
+"""System tests of MPI_Iallreduce through the switches (liboffpath_mpi under
+`offpath mpirun`): tests/mpi/iallreduce_check.c mixes blocking and
+nonblocking calls, keeps several requests outstanding on several
+communicators, completes them every way MPI offers and compares every result
+with an exact reference; and `offpath osu_iallreduce`."""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, next_net, offpath
+
+BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(BIN))))
+CHECK = {m: os.path.join(BUILD, "tests", "mpi", f"iallreduce_check_{m}")
+         for m in ("openmpi", "mpich")}
+
+
+def need(mpi):
+    if not os.path.exists(CHECK[mpi]):
+        pytest.skip(f"{mpi} not built")
+
+
+def parse(r):
+    m = re.search(r"iallreduce_check: (\d+) ranks, (\d+) calls, (\d+) mismatches", r.stdout)
+    assert m, f"rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+    s = re.search(r"offpath: (\d+) iallreduce calls: (\d+) offloaded, (\d+) fell back(.*)",
+                  r.stderr)
+    b = re.search(r"offpath: (\d+) allreduce calls: (\d+) offloaded", r.stderr)
+    return {"ranks": int(m[1]), "calls": int(m[2]), "mismatches": int(m[3]),
+            "icalls": int(s[1]) if s else None, "offloaded": int(s[2]) if s else None,
+            "fell_back": int(s[3]) if s else None, "why": s[4] if s else "",
+            "blocking_offloaded": int(b[2]) if b else None}
+
+
+def run_check(*args, mpi="openmpi", rounds=10, max_count=3000, env=None, timeout=300):
+    net, port = next_net()
+    r = offpath("mpirun", "--mpi", mpi, "--net", net, "--port", port, "--verbose", *args, "--",
+                CHECK[mpi], rounds, max_count, timeout=timeout, env=env)
+    return r, parse(r)
+
+
+# per round and communicator: 4 calls the switch can take, 1 with a user op
+OFFLOADABLE = 4 / 5
+
+
+@pytest.mark.parametrize("mode,sockets", [("node", 1), ("socket", 2)])
+def test_iallreduce_openmpi_8_ranks_mixed_with_blocking(mode, sockets):
+    need("openmpi")
+    env = dict(os.environ, OFFPATH_SOCKET_MAX_BYTES="1024")  # large calls by node
+    r, res = run_check("--nodes", 4, "--ppn", 2, "--sockets", sockets, "--tors", 2,
+                       "--mode", mode, env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 8 and res["mismatches"] == 0
+    # world, dup and both halves of the split span several nodes
+    assert res["icalls"] == res["calls"]
+    assert res["offloaded"] == res["calls"] * OFFLOADABLE
+    assert res["why"] == f" (unsupported op {res['calls'] // 5})"
+    assert res["blocking_offloaded"] == 10  # one blocking call a round, between the posts
+    g = re.search(r"groups created (\d+), freed (\d+)", r.stderr)
+    assert g and int(g[1]) == int(g[2]) > 0
+
+
+def test_iallreduce_node_steps_over_mpi_without_shared_memory():
+    """3 ranks a node: the node steps of nonblocking calls are the MPI's
+    nonblocking reduce and broadcast whatever OFFPATH_SHM says."""
+    need("openmpi")
+    env = dict(os.environ, OFFPATH_SHM="0")
+    r, res = run_check("--nodes", 2, "--ppn", 3, "--tors", 2, rounds=5, env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["mismatches"] == 0 and res["offloaded"] > 0
+
+
+def test_iallreduce_mode_off_runs_the_mpi_alone():
+    need("openmpi")
+    r, res = run_check("--nodes", 2, "--ppn", 2, "--mode", "off", rounds=5)
+    assert r.returncode == 0 and res["mismatches"] == 0
+    assert res["icalls"] is None  # no library loaded, no summary
+
+
+def test_iallreduce_mpich_2_ranks():
+    need("mpich")
+    r, res = run_check("--nodes", 2, "--ppn", 1, "--tors", 2, mpi="mpich", rounds=5)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 2 and res["mismatches"] == 0
+    # the split's halves have one rank each (one node): those fall back
+    assert res["offloaded"] == res["calls"] * 2 // 3 * OFFLOADABLE
+    assert "one node" in res["why"] and "unsupported op" in res["why"]
