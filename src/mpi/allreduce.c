@@ -43,63 +43,40 @@ static bool keep_result(struct opm_comm *c, const void *buf, size_t bytes)
     return true;
 }
 
-/* A leader's switch call failed (deadline: the switch is gone). Leaders that
- * failed the same call redo it over PMPI; a leader one call behind (the
- * switch died after some leaders got that call's result) gets the result
- * from one that has it. All failing leaders run the same collectives in the
- * same order, so this needs no agreement beyond one allgather. */
+/* A leader's switch call failed: the recovery (recover.c), waited for. */
 void opm_recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
                  size_t bytes)
 {
-    long long mine = (long long)c->calls;
-    long long *all = malloc(sizeof(*all) * (size_t)c->n_leaders);
-    if (all == NULL)
-        abort(); /* cannot agree on a recovery without memory: never guess */
-    PMPI_Allgather(&mine, 1, MPI_LONG_LONG, all, 1, MPI_LONG_LONG, c->leaders);
-    long long lowest = mine;
-    int ahead = -1;
-    for (int i = 0; i < c->n_leaders; i++)
-        if (all[i] < lowest)
-            lowest = all[i];
-    for (int i = 0; i < c->n_leaders && ahead < 0; i++)
-        if (all[i] > lowest)
-            ahead = i;
-    free(all);
-    c->dead = true;
-    if (ahead >= 0) {
-        /* call `lowest` completed for some: they hold its result */
-        void *src = mine > lowest ? c->last : buf;
-        PMPI_Bcast(src, (int)(mine > lowest ? c->last_bytes : bytes), MPI_BYTE, ahead,
-                   c->leaders);
-        if (mine == lowest)
-            return;
-    }
-    PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
+    struct opm_recovery r;
+    opm_recovery_start(&r, c, buf, count, dtype, op, bytes);
+    opm_recovery_wait(&r);
 }
 
 static void leaders_step(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
                          int type, int code, size_t bytes)
 {
     if (c->dead) {
-        PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
+        MPI_Request req; /* nonblocking, as the nonblocking calls' (recover.c) */
+        opm_leaders_mpi(c, buf, count, dtype, op, &req);
+        PMPI_Wait(&req, MPI_STATUS_IGNORE);
         return;
     }
     op_status_t st = c->host != NULL ? opm_host_allreduce(c, buf, count, type, code)
                                      : op_inc_allreduce(c->client, buf, buf, (size_t)count,
                                                         (unsigned)type, (unsigned)code);
-    opm_leaders_done(c, st, buf, count, dtype, op, bytes);
+    if (!opm_leaders_ok(c, st, buf, bytes))
+        opm_recover(c, buf, count, dtype, op, bytes);
 }
 
 /* The end of a leader's switch call, blocking or not: one call sequence per
- * communicator, and one recovery. */
-void opm_leaders_done(struct opm_comm *c, op_status_t st, void *buf, int count,
-                      MPI_Datatype dtype, MPI_Op op, size_t bytes)
+ * communicator. False: the call must be recovered. */
+bool opm_leaders_ok(struct opm_comm *c, op_status_t st, const void *buf, size_t bytes)
 {
     if (st == OP_OK && keep_result(c, buf, bytes)) {
         c->calls++;
-        return;
+        return true;
     }
-    opm_recover(c, buf, count, dtype, op, bytes);
+    return false;
 }
 
 /* Socket mode sends every byte once per socket; above a size the node's

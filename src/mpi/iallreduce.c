@@ -5,8 +5,10 @@
  * The caller gets an MPI generalized request. Steps that need MPI (the node
  * steps as PMPI_Ireduce / PMPI_Ibcast, recovery, completing the request) run
  * on the caller's thread inside the wrapped MPI_Iallreduce, Wait and Test
- * calls; the switch step runs on the progress thread (progress.c), so it
- * overlaps with whatever the program computes meanwhile.
+ * calls, and never block there (a failed switch step recovers through
+ * recover.c's nonblocking collectives); the switch step runs on the progress
+ * thread (progress.c), so it overlaps with whatever the program computes
+ * meanwhile.
  *
  * Order: MPI has every rank start a communicator's collectives in the same
  * order, so each level (struct opm_comm) numbers its requests; a request
@@ -35,6 +37,8 @@ enum stage {
     S_TURN_SWITCH, /* the leader waits for the request before it to leave the switch */
     S_SWITCH,      /* the progress thread drives it */
     S_SWITCH_DONE, /* ended (r->st): the caller's thread counts it or recovers */
+    S_RECOVER,     /* it failed: recovery among the leaders in flight (recover.c) */
+    S_LEADERS,     /* the switch is gone: the leaders' step by MPI in flight */
     S_TURN_BCAST,  /* waits for the request before it to start its broadcast */
     S_BCAST,       /* node broadcast in flight */
 };
@@ -55,6 +59,7 @@ struct iar {
     op_status_t st;
     bool fell; /* the leaders' step went by MPI (the switch is gone) */
     MPI_Request sub;
+    struct opm_recovery rec;
     const void *sendbuf;
     void *recvbuf;
     int count, type, code;
@@ -131,8 +136,7 @@ static struct iar *find_turn(const struct opm_comm *c, uint64_t seq, enum stage 
     return NULL;
 }
 
-/* ---- the steps; the lock is held throughout, except around the blocking
- * MPI calls of a dead group (so the progress thread keeps serving others) */
+/* ---- the steps, with the lock held (no step blocks) */
 static bool sub_done(struct iar *r)
 {
     int flag = 1;
@@ -175,27 +179,25 @@ void opm_iar_sweep(void)
     }
 }
 
-/* The leaders' step without the switch: the same blocking collective as the
- * blocking path's, so leaders at different points still match. */
+/* The leaders' step without the switch: nonblocking, as the recovery's, so
+ * leaders that recovered at different calls still match. */
 static void leaders_by_mpi(struct iar *r)
 {
-    opm_prog_unlock();
-    PMPI_Allreduce(MPI_IN_PLACE, r->recvbuf, r->count, r->dtype, r->op, r->c->leaders);
-    opm_prog_lock();
+    opm_leaders_mpi(r->c, r->recvbuf, r->count, r->dtype, r->op, &r->sub);
     r->fell = true;
-    r->c->iq->next_switch++;
-    r->stage = S_TURN_BCAST;
+    r->c->iq->next_switch++; /* posted: the next may post after it */
+    r->stage = S_LEADERS;
 }
 
 static void leaders_end(struct iar *r)
 {
-    opm_prog_unlock();
-    opm_leaders_done(r->c, r->st, r->recvbuf, r->count, r->dtype, r->op, r->bytes);
-    opm_prog_lock();
-    r->fell = r->c->dead;
-    if (r->st != OP_OK)
-        r->c->iq->next_switch++; /* recovered: the next may go (by MPI) */
-    r->stage = S_TURN_BCAST;
+    if (opm_leaders_ok(r->c, r->st, r->recvbuf, r->bytes)) {
+        r->stage = S_TURN_BCAST;
+        return;
+    }
+    opm_recovery_start(&r->rec, r->c, r->recvbuf, r->count, r->dtype, r->op, r->bytes);
+    r->fell = true;
+    r->stage = S_RECOVER;
 }
 
 enum moved { NONE, MOVED, GONE };
@@ -233,6 +235,17 @@ static enum moved step(struct iar *r)
         return NONE;
     case S_SWITCH_DONE:
         leaders_end(r);
+        return MOVED;
+    case S_RECOVER:
+        if (!opm_recovery_test(&r->rec))
+            return NONE;
+        q->next_switch++; /* its collectives are done: the next may use the leaders */
+        r->stage = S_TURN_BCAST;
+        return MOVED;
+    case S_LEADERS:
+        if (!sub_done(r))
+            return NONE;
+        r->stage = S_TURN_BCAST;
         return MOVED;
     case S_TURN_BCAST:
         if (q->next_bcast != r->seq)

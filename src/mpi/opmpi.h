@@ -127,10 +127,31 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
  * leader's end of a switch call (count and keep it, or recover). */
 struct opm_comm *opm_level(struct opm_comm *c, size_t bytes);
 int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes);
-void opm_leaders_done(struct opm_comm *c, op_status_t st, void *buf, int count,
-                      MPI_Datatype dtype, MPI_Op op, size_t bytes);
+bool opm_leaders_ok(struct opm_comm *c, op_status_t st, const void *buf, size_t bytes);
 void opm_recover(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
                  size_t bytes);
+
+/* recover.c: a failed switch call's recovery among the leaders, as
+ * nonblocking collectives (start, then test until done, or wait). */
+enum opm_rc_stage { OPM_RC_GATHER, OPM_RC_SHARE, OPM_RC_REDUCE, OPM_RC_DONE };
+struct opm_recovery {
+    struct opm_comm *c;
+    void *buf;
+    int count;
+    MPI_Datatype dtype;
+    MPI_Op op;
+    size_t bytes;
+    long long mine, *all; /* calls through the switch: mine, every leader's */
+    bool redo;
+    enum opm_rc_stage stage;
+    MPI_Request req;
+};
+void opm_recovery_start(struct opm_recovery *r, struct opm_comm *c, void *buf, int count,
+                        MPI_Datatype dtype, MPI_Op op, size_t bytes);
+bool opm_recovery_test(struct opm_recovery *r);
+void opm_recovery_wait(struct opm_recovery *r);
+void opm_leaders_mpi(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
+                     MPI_Request *req);
 
 /* iallreduce.c: MPI_Iallreduce through the switch. Requests are generalized
  * requests the caller's own MPI_Wait/Test family completes: the wrappers

@@ -87,3 +87,33 @@ def test_iallreduce_mpich_2_ranks():
     # the split's halves have one rank each (one node): those fall back
     assert res["offloaded"] == res["calls"] * 2 // 3 * OFFLOADABLE
     assert "one node" in res["why"] and "unsupported op" in res["why"]
+
+
+def test_iallreduce_switch_killed_mid_job_every_call_still_right(tmp_path):
+    """The switch dies while requests are outstanding: their switch steps hit
+    the deadline and recover like blocking calls (some leaders may have had
+    the result already); every result is still exact."""
+    need("openmpi")
+    net, port = next_net()
+    topo = tmp_path / "topo"
+    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
+    sw = subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
+                           "--log-level", "error"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
+                                "--port", str(port), "--nodes", "4", "--ppn", "2",
+                                "--deadline-ms", "1000", "--verbose", "--", CHECK["openmpi"],
+                                "3000", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        time.sleep(2.5)
+        assert job.poll() is None, "the job ended before the switch was killed"
+        sw.kill()
+        out, err = job.communicate(timeout=300)
+    finally:
+        sw.kill()
+        sw.wait()
+    res = parse(subprocess.CompletedProcess([], job.returncode, out, err))
+    assert job.returncode == 0, err
+    assert res["mismatches"] == 0
+    assert res["offloaded"] > 0 and "switch gone" in res["why"]
