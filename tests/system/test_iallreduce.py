@@ -117,3 +117,58 @@ def test_iallreduce_switch_killed_mid_job_every_call_still_right(tmp_path):
     assert job.returncode == 0, err
     assert res["mismatches"] == 0
     assert res["offloaded"] > 0 and "switch gone" in res["why"]
+
+
+def osu_rows(out):
+    return [l.split() for l in out.splitlines() if l and l[0].isdigit()]
+
+
+def test_osu_iallreduce_follows_osu_and_overlaps():
+    """OSU's header and rows (overall, compute, pure communication, overlap)
+    with -c's Validation column, every result checked; and some overlap:
+    one rank a node, so the switch step runs on the progress thread while
+    the rank computes."""
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--ppn", 1, "--verbose",
+                "--", BIN, "osu_iallreduce", "-m", "4:65536", "-i", 20, "-x", 2, "-c",
+                timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait" in lines
+    assert "# Datatype: MPI_INT." in lines
+    assert ("# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)"
+            "        Validation") in lines
+    rows = osu_rows(r.stdout)
+    assert [int(row[0]) for row in rows] == [4 << k for k in range(15)]
+    for row in rows:
+        overall, compute, pure, overlap = map(float, row[1:5])
+        assert 0 < compute <= overall and pure > 0 and 0 <= overlap <= 100
+        assert row[5] == "Pass"
+    assert max(float(row[4]) for row in rows) > 0
+    m = re.search(r"(\d+) iallreduce calls: (\d+) offloaded, 0 fell back", r.stderr)
+    assert m and int(m[2]) == int(m[1]) > 0
+
+
+def test_osu_iallreduce_full_columns_and_test_calls():
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--ppn", 2, "--tors", 2,
+                "--", BIN, "osu_iallreduce", "-m", "8:64", "-i", 10, "-x", 1, "-f", "-t", 3,
+                "-T", "mpi_double", "-c", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "# Datatype: MPI_DOUBLE." in r.stdout
+    assert re.search(r"Compute\(us\) +Coll\. Init\(us\) +MPI_Test\(us\) +MPI_Wait\(us\) +"
+                     r"Pure Comm\.\(us\) +Overlap\(%\) +Validation", r.stdout)
+    rows = osu_rows(r.stdout)
+    assert [int(row[0]) for row in rows] == [8, 16, 32, 64]
+    assert all(len(row) == 9 and row[8] == "Pass" for row in rows)
+    assert all(float(row[4]) > 0 for row in rows)  # -t 3: MPI_Test time
+
+
+def test_osu_iallreduce_bad_flag():
+    need("openmpi")
+    net, port = next_net()
+    r = offpath("mpirun", "--net", net, "--port", port, "--nodes", 2, "--mode", "off", "--",
+                BIN, "osu_iallreduce", "-t", "many")
+    assert r.returncode != 0 and "-t" in r.stderr
