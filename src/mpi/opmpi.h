@@ -160,8 +160,20 @@ void opm_leaders_mpi(struct opm_comm *c, void *buf, int count, MPI_Datatype dtyp
 int opm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                    MPI_Comm comm, MPI_Request *req);
 void opm_iar_test(void);                             /* one pass over every request */
+int opm_iar_waitall(int n, MPI_Request reqs[], MPI_Status sts[]);
+int opm_iar_testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]);
+int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status);
+int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
+                     MPI_Status statuses[]);
+#if MPI_VERSION >= 4
+int opm_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
+                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req);
+int opm_start(MPI_Request *req);
+int opm_request_free(MPI_Request *req);
+#endif
 void opm_iar_wait(const MPI_Request *reqs, int n);   /* until ours among them are done */
-bool opm_iar_any(const MPI_Request *reqs, int n);    /* is one of them ours? */
+/* the MPI's Wait/Test family with offpath's requests among the MPI's */
+bool opm_iar_any(const MPI_Request *reqs, int n);    /* is one of ours among them? */
 void opm_iar_idle(void);                             /* a pause in a polling loop */
 void opm_iar_drain(MPI_Comm comm);                   /* every request on comm done */
 void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees comm */

@@ -193,48 +193,53 @@ OP_API int MPI_Comm_free(MPI_Comm *comm)
     return PMPI_Comm_free(comm);
 }
 
+static MPI_Status *as_array(MPI_Status *status)
+{
+    return status == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : status;
+}
+
 OP_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-    if (opm.initialized)
-        opm_iar_wait(request, 1);
-    return PMPI_Wait(request, status);
+    if (!opm.initialized)
+        return PMPI_Wait(request, status);
+    return opm_iar_waitall(1, request, as_array(status));
 }
 
 OP_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-    if (opm.initialized)
-        opm_iar_wait(requests, count);
-    return PMPI_Waitall(count, requests, statuses);
+    if (!opm.initialized)
+        return PMPI_Waitall(count, requests, statuses);
+    return opm_iar_waitall(count, requests, statuses);
 }
 
 OP_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
-    if (opm.initialized)
-        opm_iar_test();
-    return PMPI_Test(request, flag, status);
+    if (!opm.initialized)
+        return PMPI_Test(request, flag, status);
+    return opm_iar_testall(1, request, flag, as_array(status));
 }
 
 OP_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
 {
-    if (opm.initialized)
-        opm_iar_test();
-    return PMPI_Testall(count, requests, flag, statuses);
+    if (!opm.initialized)
+        return PMPI_Testall(count, requests, flag, statuses);
+    return opm_iar_testall(count, requests, flag, statuses);
 }
 
 OP_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
                        MPI_Status *status)
 {
-    if (opm.initialized)
-        opm_iar_test();
-    return PMPI_Testany(count, requests, index, flag, status);
+    if (!opm.initialized)
+        return PMPI_Testany(count, requests, index, flag, status);
+    return opm_iar_testany(count, requests, index, flag, status);
 }
 
 OP_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                         MPI_Status statuses[])
 {
-    if (opm.initialized)
-        opm_iar_test();
-    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    if (!opm.initialized)
+        return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    return opm_iar_testsome(incount, requests, outcount, indices, statuses);
 }
 
 /* Any and some: whichever completes first may be the MPI's or offpath's, so
@@ -245,8 +250,7 @@ OP_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status
         return PMPI_Waitany(count, requests, index, status);
     for (;;) {
         int flag = 0;
-        opm_iar_test();
-        int rc = PMPI_Testany(count, requests, index, &flag, status);
+        int rc = opm_iar_testany(count, requests, index, &flag, status);
         if (rc != MPI_SUCCESS || flag)
             return rc;
         opm_iar_idle();
@@ -259,10 +263,39 @@ OP_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int 
     if (!opm.initialized || !opm_iar_any(requests, incount))
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     for (;;) {
-        opm_iar_test();
-        int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+        int rc = opm_iar_testsome(incount, requests, outcount, indices, statuses);
         if (rc != MPI_SUCCESS || *outcount != 0)
             return rc;
         opm_iar_idle();
     }
 }
+
+#if MPI_VERSION >= 4
+/* MPI 4's persistent collective (MPICH 4; Open MPI 4.1 has none) */
+OP_API int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count,
+                              MPI_Datatype dtype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                              MPI_Request *request)
+{
+    if (!opm.initialized)
+        return PMPI_Allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, request);
+    return opm_allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, request);
+}
+
+OP_API int MPI_Start(MPI_Request *request)
+{
+    return opm.initialized ? opm_start(request) : PMPI_Start(request);
+}
+
+OP_API int MPI_Startall(int count, MPI_Request requests[])
+{
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < count && rc == MPI_SUCCESS; i++)
+        rc = MPI_Start(&requests[i]);
+    return rc;
+}
+
+OP_API int MPI_Request_free(MPI_Request *request)
+{
+    return opm.initialized ? opm_request_free(request) : PMPI_Request_free(request);
+}
+#endif

@@ -2,7 +2,12 @@
  * with MPI_Allreduce, several requests outstanding at once on MPI_COMM_WORLD,
  * a dup and a split, completed by MPI_Waitall, MPI_Test loops, MPI_Waitany,
  * MPI_Waitsome and MPI_Wait in reverse order; one request a round uses a
- * user-defined op (which no switch can take). Every result is compared
+ * user-defined op (which no switch can take). Where the MPI has MPI 4's
+ * MPI_Allreduce_init (MPICH), each communicator also has a persistent
+ * allreduce, started (MPI_Startall) with the others every round and
+ * completed by MPI_Wait or an MPI_Test loop (MPICH 4.0.2 alone, without
+ * offpath, leaves persistent collectives active after MPI_Waitall and
+ * corrupts its heap in MPI_Waitany/Waitsome on them). Every result is compared
  * element by element with a reference computed here from every rank's
  * (deterministic) input; values are small integers, so float sums are exact
  * in any order. Prints "iallreduce_check: ..." on rank 0; exit 1 on any
@@ -14,6 +19,12 @@
 
 #define SLOTS 5 /* requests per communicator per round */
 #define COMMS 3
+#if MPI_VERSION >= 4
+#define PERSISTENT 1 /* slot SLOTS: MPI_Allreduce_init's */
+#else
+#define PERSISTENT 0
+#endif
+#define REQS (COMMS * SLOTS)
 
 struct slot {
     MPI_Datatype type;
@@ -106,15 +117,18 @@ static void complete(int how, int n, MPI_Request *reqs)
     if (how == 0) {
         MPI_Waitall(n, reqs, st);
     } else if (how == 1) {
+        int *done = calloc((size_t)n, sizeof(int)); /* a persistent one stays, inactive */
         for (int left = n; left > 0;) {
             for (int i = 0; i < n; i++) {
                 int flag = 0;
-                if (reqs[i] == MPI_REQUEST_NULL)
+                if (done[i])
                     continue;
                 MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+                done[i] = flag != 0;
                 left -= flag != 0;
             }
         }
+        free(done);
     } else if (how == 2) {
         for (int i = 0; i < n; i++) {
             int idx;
@@ -155,9 +169,27 @@ int main(int argc, char **argv)
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &comms[2]);
     long bad = 0, calls = 0;
+    struct slot pers[COMMS];
+    MPI_Request reqs[REQS], preqs[COMMS];
+#if PERSISTENT
+    for (int c = 0; c < COMMS; c++) {
+        setup(&pers[c], 1, 0, max_count); /* doubles, 7 of them */
+        pers[c].op = MPI_SUM;
+        pers[c].in_place = 0;
+        fill(&pers[c], rank, 0, SLOTS);
+        MPI_Allreduce_init(pers[c].send, pers[c].recv, pers[c].count, pers[c].type, MPI_SUM,
+                           comms[c], MPI_INFO_NULL, &preqs[c]);
+    }
+#endif
     for (int round = 0; round < rounds; round++) {
         struct slot s[COMMS][SLOTS];
-        MPI_Request reqs[COMMS * SLOTS];
+#if PERSISTENT
+        for (int c = 0; c < COMMS; c++)
+            for (int i = 0; i < pers[c].count; i++)
+                ((double *)pers[c].send)[i] = value(rank, i, round, SLOTS);
+        MPI_Startall(COMMS, preqs);
+        calls += COMMS;
+#endif
         for (int k = 0; k < SLOTS; k++)
             for (int c = 0; c < COMMS; c++) {
                 setup(&s[c][k], k, round, max_count);
@@ -167,13 +199,22 @@ int main(int argc, char **argv)
                 if (k == 2 && c == round % COMMS)
                     bad += blocking(comms[c], round);
             }
-        complete(round % 5, COMMS * SLOTS, reqs);
+        complete(round % 5, REQS, reqs);
+        for (int c = 0; c < COMMS && PERSISTENT; c++) {
+            complete(round % 2 ? 1 : 4, 1, &preqs[c]); /* a Test loop, or MPI_Wait */
+            bad += check(&pers[c], comms[c], round, SLOTS);
+        }
         for (int c = 0; c < COMMS; c++)
             for (int k = 0; k < SLOTS; k++) {
                 bad += check(&s[c][k], comms[c], round, k);
                 free(s[c][k].send);
                 free(s[c][k].recv);
             }
+    }
+    for (int c = 0; c < COMMS && PERSISTENT; c++) {
+        MPI_Request_free(&preqs[c]);
+        free(pers[c].send);
+        free(pers[c].recv);
     }
     MPI_Comm_free(&comms[2]);
     MPI_Comm_free(&comms[1]);
