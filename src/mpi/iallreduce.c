@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iar_internal.h"
 #include "offpath/wire.h"
-#include "opmpi.h"
 
 /* OPM_REASONS, and one the blocking path does not have */
 #define IAR_R_host_mode OPM_R_COUNT_
@@ -71,7 +71,6 @@ struct iar {
 };
 
 static struct iar *head, *tail;
-static bool ours_idle(MPI_Request req); /* a persistent one whose last start was ours */
 static uint64_t n_calls, n_offloaded, n_fallback[IAR_REASONS];
 
 /* ---- generalized request callbacks: the request carries no state of ours
@@ -222,7 +221,7 @@ static void finish(struct iar *r)
 
 /* A completed persistent request is reported: its handle is the MPI's own
  * again (inactive: the MPI's Wait and Test return it at once). */
-static void reap(MPI_Request req)
+void iar_reap(MPI_Request req)
 {
     struct iar *r = find(req);
     if (r == NULL || r->stage != S_COMPLETE)
@@ -369,7 +368,7 @@ bool opm_iar_any(const MPI_Request *reqs, int n)
     bool any = false;
     opm_prog_lock();
     for (int i = 0; i < n && !any; i++)
-        any = reqs[i] != MPI_REQUEST_NULL && (find(reqs[i]) != NULL || ours_idle(reqs[i]));
+        any = iar_kind(reqs[i]) != IAR_MPI;
     opm_prog_unlock();
     return any;
 }
@@ -383,165 +382,18 @@ void opm_iar_test(void)
 
 void opm_iar_wait(const MPI_Request *reqs, int n) { wait_while(any_of, reqs, n); }
 
-/* A reported persistent request of ours is never handed to the MPI: it is
- * inactive there, never started, and MPICH 4.0 waits forever on such a
- * collective request. Its status is an empty one, as MPI gives an inactive
- * request. */
-static void empty_status(MPI_Status *st)
+/* ---- for iar_requests.c and iar_persist.c (iar_internal.h) */
+enum iar_kind iar_kind(MPI_Request req)
 {
-    if (st == MPI_STATUS_IGNORE)
-        return;
-    st->MPI_SOURCE = MPI_ANY_SOURCE;
-    st->MPI_TAG = MPI_ANY_TAG;
-    st->MPI_ERROR = MPI_SUCCESS;
-    PMPI_Status_set_elements(st, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(st, 0);
+    const struct iar *r = req != MPI_REQUEST_NULL ? find(req) : NULL;
+    if (r != NULL)
+        return r->stage == S_COMPLETE ? IAR_COMPLETE : IAR_RUNNING;
+    return req != MPI_REQUEST_NULL && iar_ours_idle(req) ? IAR_IDLE : IAR_MPI;
 }
 
-static MPI_Status *status_at(MPI_Status *sts, int i)
-{
-    return sts == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &sts[i];
-}
+void iar_advance(void) { advance_all(); }
 
-/* The requests as the MPI may see them: ours (pending, complete, or a
- * persistent one offpath last ran) become MPI_REQUEST_NULL, flagged in
- * ours[]; lock held. */
-static MPI_Request *mpi_view(const MPI_Request *reqs, int n, bool **ours)
-{
-    MPI_Request *copy = malloc(sizeof(*copy) * (size_t)(n > 0 ? n : 1));
-    *ours = calloc((size_t)(n > 0 ? n : 1), sizeof(**ours));
-    if (copy == NULL || *ours == NULL)
-        abort();
-    for (int i = 0; i < n; i++) {
-        (*ours)[i] = reqs[i] != MPI_REQUEST_NULL && (find(reqs[i]) != NULL || ours_idle(reqs[i]));
-        copy[i] = (*ours)[i] ? MPI_REQUEST_NULL : reqs[i];
-    }
-    return copy;
-}
-
-/* After the MPI's call on the view: the MPI's requests back, ours that
- * completed reported (their handles stay: persistent) with empty statuses. */
-static void merge_view(MPI_Request *reqs, int n, MPI_Request *copy, bool *ours,
-                       MPI_Status *sts)
-{
-    opm_prog_lock();
-    for (int i = 0; i < n; i++) {
-        if (!ours[i]) {
-            reqs[i] = copy[i];
-            continue;
-        }
-        reap(reqs[i]);
-        empty_status(status_at(sts, i));
-    }
-    opm_prog_unlock();
-    free(copy);
-    free(ours);
-}
-
-int opm_iar_waitall(int n, MPI_Request reqs[], MPI_Status sts[])
-{
-    wait_while(any_of, reqs, n);
-    bool *ours;
-    opm_prog_lock();
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
-    opm_prog_unlock();
-    /* one request: the MPI's single-request call (MPICH 4.0's Testall fails
-     * on an active persistent collective that its Test completes) */
-    int rc = n == 1 ? PMPI_Wait(&copy[0], status_at(sts, 0)) : PMPI_Waitall(n, copy, sts);
-    merge_view(reqs, n, copy, ours, sts);
-    return rc;
-}
-
-/* false while one of ours is pending, as for the MPI's own */
-int opm_iar_testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
-{
-    bool *ours;
-    opm_prog_lock();
-    advance_all();
-    if (any_of(reqs, n)) {
-        opm_prog_unlock();
-        *flag = 0;
-        return MPI_SUCCESS;
-    }
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
-    opm_prog_unlock();
-    int rc = n == 1 ? PMPI_Test(&copy[0], flag, status_at(sts, 0))
-                    : PMPI_Testall(n, copy, flag, sts);
-    if (*flag) {
-        merge_view(reqs, n, copy, ours, sts);
-    } else {
-        free(copy);
-        free(ours);
-    }
-    return rc;
-}
-
-/* A completed persistent one of ours among them, or -1; lock held. */
-static int first_complete(const MPI_Request *reqs, int n)
-{
-    for (int i = 0; i < n; i++) {
-        const struct iar *r = reqs[i] != MPI_REQUEST_NULL ? find(reqs[i]) : NULL;
-        if (r != NULL && r->stage == S_COMPLETE)
-            return i;
-    }
-    return -1;
-}
-
-/* Testany and Testsome: a completed one of ours first, else the MPI's. */
-int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
-{
-    bool *ours;
-    opm_prog_lock();
-    advance_all();
-    int done = first_complete(reqs, n);
-    if (done >= 0) {
-        reap(reqs[done]);
-        opm_prog_unlock();
-        *index = done;
-        *flag = 1;
-        empty_status(status);
-        return MPI_SUCCESS;
-    }
-    bool hidden = any_of(reqs, n);
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
-    opm_prog_unlock();
-    int rc = PMPI_Testany(n, copy, index, flag, status);
-    if (*flag && *index != MPI_UNDEFINED)
-        reqs[*index] = copy[*index];
-    else if (*flag && hidden)
-        *flag = 0; /* only ours are left, still running */
-    free(copy);
-    free(ours);
-    return rc;
-}
-
-int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
-                     MPI_Status statuses[])
-{
-    bool *ours;
-    opm_prog_lock();
-    advance_all();
-    int done = first_complete(reqs, n);
-    if (done >= 0) {
-        reap(reqs[done]);
-        opm_prog_unlock();
-        *outcount = 1;
-        indices[0] = done;
-        empty_status(status_at(statuses, 0));
-        return MPI_SUCCESS;
-    }
-    bool hidden = any_of(reqs, n);
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
-    opm_prog_unlock();
-    int rc = PMPI_Testsome(n, copy, outcount, indices, statuses);
-    for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++)
-        reqs[indices[k]] = copy[indices[k]];
-    if (*outcount == MPI_UNDEFINED && hidden)
-        *outcount = 0;
-    free(copy);
-    free(ours);
-    return rc;
-}
+bool iar_any_running(const MPI_Request *reqs, int n) { return any_of(reqs, n); }
 
 void opm_iar_idle(void)
 {
@@ -644,7 +496,7 @@ static void node_reduce(struct iar *r, const struct opm_iq *q)
 
 /* persistent: *req is the MPI's persistent request being started (the
  * MPI's own allreduce runs it when the switch cannot take the call). */
-static int start_call(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
+int iar_start(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
                       MPI_Op op, MPI_Comm comm, MPI_Request *req, bool persistent)
 {
     int type = opm_type_code(dtype), code = opm_op_code(op);
@@ -684,85 +536,6 @@ static int start_call(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
 int opm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                    MPI_Comm comm, MPI_Request *req)
 {
-    return start_call(sendbuf, recvbuf, count, dtype, op, comm, req, false);
+    return iar_start(sendbuf, recvbuf, count, dtype, op, comm, req, false);
 }
 
-#if MPI_VERSION >= 4
-/* ---- MPI_Allreduce_init (MPI 4): the MPI's persistent request is the
- * handle; each MPI_Start of it is one call, offloaded or the MPI's own. */
-struct persist {
-    struct persist *next;
-    MPI_Request handle;
-    const void *sendbuf;
-    void *recvbuf;
-    int count;
-    MPI_Datatype dtype;
-    MPI_Op op;
-    MPI_Comm comm;
-    bool ours; /* its last start went through the switch: the MPI never saw it */
-};
-
-static struct persist *persists;
-
-static struct persist **persist_of(MPI_Request req)
-{
-    struct persist **p = &persists;
-    while (*p != NULL && (*p)->handle != req)
-        p = &(*p)->next;
-    return p;
-}
-
-int opm_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
-                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
-{
-    int rc = PMPI_Allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, req);
-    struct persist *p = rc == MPI_SUCCESS ? malloc(sizeof(*p)) : NULL;
-    if (rc == MPI_SUCCESS && p == NULL)
-        abort(); /* every Start must go the same way on every rank */
-    if (p != NULL) {
-        *p = (struct persist){persists, *req, sendbuf, recvbuf, count, dtype, op, comm, false};
-        persists = p;
-    }
-    return rc;
-}
-
-static bool ours_idle(MPI_Request req)
-{
-    const struct persist *p = *persist_of(req);
-    return p != NULL && p->ours;
-}
-
-int opm_start(MPI_Request *req)
-{
-    struct persist *p = *persist_of(*req);
-    if (p == NULL)
-        return PMPI_Start(req);
-    int rc = start_call(p->sendbuf, p->recvbuf, p->count, p->dtype, p->op, p->comm, req, true);
-    opm_prog_lock();
-    p->ours = find(*req) != NULL;
-    opm_prog_unlock();
-    return rc;
-}
-
-/* Freeing one still running is allowed: it completes first. */
-int opm_request_free(MPI_Request *req)
-{
-    struct persist **p = persist_of(*req);
-    if (*p != NULL) {
-        opm_iar_wait(req, 1);
-        opm_prog_lock();
-        reap(*req);
-        opm_prog_unlock();
-        struct persist *gone = *p;
-        *p = gone->next;
-        free(gone);
-    }
-    return PMPI_Request_free(req);
-}
-#else
-static bool ours_idle(MPI_Request req)
-{
-    (void)req;
-    return false;
-}
-#endif

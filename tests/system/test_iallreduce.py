@@ -147,11 +147,11 @@ def test_osu_iallreduce_follows_osu_and_overlaps():
     assert [int(row[0]) for row in rows] == [4 << k for k in range(15)]
     for row in rows:
         overall, compute, pure, overlap = map(float, row[1:5])
-        assert 0 < compute <= overall and pure > 0 and 0 <= overlap <= 100
-        assert row[5] == "Pass"
-    assert max(float(row[4]) for row in rows) > 0
+        assert 0 < compute <= overall and pure > 0 and 0 <= overlap <= 100, r.stdout
+        assert row[5] == "Pass", r.stdout
+    assert max(float(row[4]) for row in rows) > 0, r.stdout
     m = re.search(r"(\d+) iallreduce calls: (\d+) offloaded, 0 fell back", r.stderr)
-    assert m and int(m[2]) == int(m[1]) > 0
+    assert m and int(m[2]) == int(m[1]) > 0, r.stderr
 
 
 def test_osu_iallreduce_full_columns_and_test_calls():
