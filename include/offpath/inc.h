@@ -119,8 +119,10 @@ OP_API op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_cl
                                uint8_t *reason);
 OP_API op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void *recvbuf,
                                     size_t count, unsigned type, unsigned op);
-/* Resume c's interrupted allreduce (op_inc_eng_resume) and wait for it. */
+/* Resume c's interrupted allreduce (op_inc_eng_resume) and wait for it;
+ * _start: without waiting (op_inc_client_status tells when it ends). */
 OP_API op_status_t op_inc_resume(struct op_inc_client *c);
+OP_API op_status_t op_inc_resume_start(struct op_inc_client *c);
 /* While set, the flag stops c's running allreduce as its deadline would
  * (another thread sets it: a peer has given the call up). NULL: none. */
 OP_API void op_inc_client_watch(struct op_inc_client *c, atomic_bool *abort);
@@ -128,5 +130,18 @@ OP_API void op_inc_client_watch(struct op_inc_client *c, atomic_bool *abort);
 OP_API op_status_t op_inc_leave(struct op_inc_client *c);
 OP_API void op_inc_client_free(struct op_inc_client *c);
 OP_API struct op_inc_eng *op_inc_client_engine(struct op_inc_client *c);
+
+/* ---- the same client without blocking (nonblocking MPI collectives): start
+ * an allreduce, let any thread drive the port, ask whether it ended. A port's
+ * functions may be called from several threads at once; one client runs one
+ * operation at a time. */
+OP_API op_status_t op_inc_allreduce_start(struct op_inc_client *c, const void *sendbuf,
+                                          void *recvbuf, size_t count, unsigned type,
+                                          unsigned op);
+/* OP_INPROGRESS while the client's operation runs, then its result. */
+OP_API op_status_t op_inc_client_status(struct op_inc_client *c);
+/* Waits for packets until `until` (op_now_ns time) or the first timer of any
+ * of the port's operations, then hands packets and expired timers on. */
+OP_API void op_inc_port_progress(struct op_inc_port *p, uint64_t until);
 
 #endif

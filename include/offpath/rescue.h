@@ -76,14 +76,58 @@ OP_API void op_rsc_entry_close(struct op_rsc_svc *s, struct op_rsc_entry *e);
 
 OP_API void op_rsc_call_begin(struct op_rsc_svc *s, struct op_rsc_entry *e, uint64_t seq);
 OP_API void op_rsc_give_up(struct op_rsc_svc *s, struct op_rsc_entry *e);
-/* Call seq completed with this result (kept for peers that miss it). */
+/* Call seq completed with this result (kept for peers that miss it).
+ * OP_ERR_STATE, and nothing kept, if the leader gave the call up (itself or
+ * through the thread) and the result came from the switch anyway: the
+ * others were told, so the call is settled with them (settled: it was). */
 OP_API op_status_t op_rsc_call_done(struct op_rsc_svc *s, struct op_rsc_entry *e, uint64_t seq,
-                                    const void *result, size_t bytes);
-/* Set by the thread when a peer gave up the call this group is in. */
+                                    const void *result, size_t bytes, bool settled);
+OP_API bool op_rsc_gave_up(struct op_rsc_svc *s, struct op_rsc_entry *e);
+/* Set by the thread when a peer gave up the call this group is in (the
+ * group has then given it up too). */
 OP_API atomic_bool *op_rsc_abort_flag(struct op_rsc_entry *e);
 
-/* Ask each peer (ip, port) where it stands on e's group, telling them where
- * e stands; waits until all answered or wait_ns passed. */
+/* Asking, in steps that never block (a nonblocking MPI call settles from
+ * inside MPI_Test): an asker is a socket of its own on the service's
+ * address, so groups settling at once never read each other's answers. */
+struct op_rsc_ask {
+    const uint32_t *ips; /* the peers */
+    int n;
+    uint16_t port;   /* their services' */
+    uint64_t wait_ns; /* how long a silent peer is waited for */
+};
+struct op_rsc_asker {
+    int fd;
+    uint32_t nonce;
+    unsigned rounds;
+    int missing;
+    uint64_t sent_ns, end_ns;
+    struct op_rsc_msg q; /* the request in flight */
+    uint32_t ip;         /* fetch: from whom, what, where to */
+    uint16_t port;
+    uint8_t *buf;
+    size_t bytes, got;
+    uint8_t rx[OP_RSC_MAX_MSG + 1];
+};
+OP_API op_status_t op_rsc_asker_open(struct op_rsc_svc *s, struct op_rsc_asker *a);
+OP_API void op_rsc_asker_close(struct op_rsc_asker *a);
+/* Ask every peer where it stands on e's group, telling them where e stands;
+ * op_rsc_ask_step reads answers (resending to the silent every 20 ms) and
+ * is true when all answered or wait_ns passed. */
+OP_API void op_rsc_ask_start(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_entry *e,
+                             const struct op_rsc_ask *q, struct op_rsc_peer *out);
+OP_API bool op_rsc_ask_step(struct op_rsc_svc *s, struct op_rsc_asker *a,
+                            const struct op_rsc_ask *q, struct op_rsc_peer *out);
+/* The result of call seq from the peer at ip; the step returns
+ * OP_INPROGRESS until it has it all (OP_OK), the peer does not hold it
+ * (OP_ERR_STATE) or the deadline passed (OP_ERR_TIMEOUT). */
+OP_API void op_rsc_fetch_start(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_entry *e,
+                               uint32_t ip, uint16_t port, uint64_t seq, void *buf, size_t bytes,
+                               uint64_t deadline_ns);
+OP_API op_status_t op_rsc_fetch_step(struct op_rsc_svc *s, struct op_rsc_asker *a);
+
+/* The same, waiting: ask each peer (ip, port) where it stands on e's group,
+ * telling them where e stands; waits until all answered or wait_ns passed. */
 OP_API void op_rsc_poll(struct op_rsc_svc *s, struct op_rsc_entry *e, const uint32_t *peer_ips,
                         int n, uint16_t port, uint64_t wait_ns, struct op_rsc_peer *out);
 /* The result of call seq from the peer at ip into buf (bytes long). */

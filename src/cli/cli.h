@@ -11,6 +11,7 @@ int cli_switch(int argc, char **argv);
 int cli_inc_test(int argc, char **argv);
 int cli_mpirun(int argc, char **argv);
 int cli_osu_allreduce(int argc, char **argv);
+int cli_osu_iallreduce(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);

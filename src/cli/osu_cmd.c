@@ -1,5 +1,6 @@
-/* `offpath osu_allreduce`: runs the MPI build of the benchmark that matches
- * the MPI this rank was started by (it is an MPI program; offpath is not). */
+/* `offpath osu_allreduce`, `offpath osu_iallreduce`: run the MPI build of
+ * the benchmark that matches the MPI this rank was started by (it is an MPI
+ * program; offpath is not). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -21,26 +22,37 @@ static const char *flavour(void)
     return "openmpi";
 }
 
-int cli_osu_allreduce(int argc, char **argv)
+static int run_bench(const char *name, char **argv)
 {
-    (void)argc; /* argv goes on whole, NULL-terminated */
     char exe[4096], path[4300];
-    const char *self = cli_self_exe("osu_allreduce");
+    const char *self = cli_self_exe(name);
     if (self == NULL)
         return 2;
     snprintf(exe, sizeof(exe), "%s", self);
     const char *dir = dirname(exe);
     const char *rel[] = {"../mpi", "../src/mpi", "../libexec/offpath", "../lib/offpath"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s/osu_allreduce_%s", dir, rel[i], flavour());
+        snprintf(path, sizeof(path), "%s/%s/%s_%s", dir, rel[i], name, flavour());
         if (access(path, X_OK) == 0) {
             argv[0] = path;
             execv(path, argv);
-            cli_bad("osu_allreduce", "cannot run %s: %s", path, strerror(errno));
+            cli_bad(name, "cannot run %s: %s", path, strerror(errno));
             return 2;
         }
     }
-    cli_bad("osu_allreduce", "osu_allreduce_%s is not built (is %s's MPI installed?)", flavour(),
-            flavour());
+    cli_bad(name, "%s_%s is not built (is %s's MPI installed?)", name, flavour(), flavour());
     return 2;
+}
+
+/* argv goes on whole, NULL-terminated */
+int cli_osu_allreduce(int argc, char **argv)
+{
+    (void)argc;
+    return run_bench("osu_allreduce", argv);
+}
+
+int cli_osu_iallreduce(int argc, char **argv)
+{
+    (void)argc;
+    return run_bench("osu_iallreduce", argv);
 }

@@ -11,7 +11,7 @@
 
 /* Which path a call takes depends only on its arguments and on state every
  * rank of the communicator shares, so all ranks take the same one. */
-static int eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
+int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
 {
     if (c == NULL || c->mode == OPM_OFF)
         return OPM_R_mode_off;
@@ -30,25 +30,14 @@ static int eligible(const struct opm_comm *c, int count, int type, int op, uint6
     return -1;
 }
 
-#define RESCUE_ASK_NS (300 * OP_NS_PER_MS) /* how long peers get to answer */
-#define RESCUE_HOLD_US 5000                  /* between polls while others catch up */
-#define REJOIN_FIRST 64                      /* calls on the host path before a rejoin */
+#define REJOIN_FIRST 64 /* calls on the leaders' MPI before the switch is tried again */
 #define REJOIN_MAX (64u << 10)
 
-static op_status_t switch_call(struct opm_comm *c, void *buf, int count, int type, int code)
-{
-    if (c->host != NULL)
-        return opm_host_allreduce(c, buf, count, type, code);
-    return op_inc_allreduce(c->client, buf, buf, (size_t)count, (unsigned)type, (unsigned)code);
-}
-
-/* A call that did not finish everywhere may have to be redone from its
- * input, which the switch's results overwrite chunk by chunk (in place):
- * keep a copy when the result can arrive in pieces. */
+/* A settled call may have to be redone from its input, which the switch's
+ * results overwrite (in place, chunk by chunk, or whole after a give-up
+ * that came too late for the result): keep a copy. */
 static bool save_input(struct opm_comm *c, const void *buf, size_t bytes)
 {
-    if (c->client != NULL && bytes <= op_inc_eng_caps(op_inc_client_engine(c->client))->max_data)
-        return false;
     if (bytes > c->input_cap) {
         void *p = realloc(c->input, bytes);
         if (p == NULL)
@@ -60,75 +49,39 @@ static bool save_input(struct opm_comm *c, const void *buf, size_t bytes)
     return true;
 }
 
-static void note_wait(uint64_t since)
+bool opm_leaders_begin(struct opm_comm *c, const void *buf, size_t bytes)
 {
-    uint64_t waited = op_now_ns() - since;
-    opm.late_waits++;
-    if (waited > opm.longest_wait_ns)
-        opm.longest_wait_ns = waited;
+    op_rsc_call_begin(opm.rsc, c->rsc, c->calls + 1);
+    if (save_input(c, buf, bytes))
+        return true;
+    /* nothing sent yet: giving the call up now leaves every input intact,
+     * and the others redo it with this leader once they have given up too */
+    op_rsc_give_up(opm.rsc, c->rsc);
+    return false;
 }
 
-/* Every leader gave call seq up: redo it among the leaders with the MPI's
- * own allreduce, and stay on that path until a rejoin (try_rejoin). */
-static void redo(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
-                 size_t bytes, bool saved, uint64_t seq)
+bool opm_leaders_ok(struct opm_comm *c, op_status_t st, const void *buf, size_t bytes)
 {
-    if (saved)
-        memcpy(buf, c->input, bytes);
-    PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
-    opm.redone++;
-    c->dead = true;
-    c->rejoin_at = seq + c->backoff;
+    if (st != OP_OK ||
+        op_rsc_call_done(opm.rsc, c->rsc, c->calls + 1, buf, bytes, false) != OP_OK)
+        return false;
+    c->calls++;
+    return true;
 }
 
-/* Call seq ended at its deadline here: agree with the other leaders on what
- * happened (offpath/rescue.h) whatever call each of them has reached. */
-static void rescue(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
-                   size_t bytes, bool saved, uint64_t seq, uint64_t began)
+/* Nobody asks for such a call's result (every leader made it by MPI): none
+ * is kept, and one asked for anyway is refused as not held. */
+void opm_leaders_mpi_done(struct opm_comm *c)
 {
-    struct op_rsc_peer *peers = calloc((size_t)c->n_peers, sizeof(*peers));
-    bool gave_up = false, waited = false;
-    uint16_t port = opm_rescue_port();
-    for (;;) {
-        if (peers != NULL)
-            op_rsc_poll(opm.rsc, c->rsc, c->peer_ips, c->n_peers, port, RESCUE_ASK_NS, peers);
-        int from = -1;
-        enum op_rsc_verdict v = peers != NULL
-                                    ? op_rsc_decide(peers, c->n_peers, seq, gave_up, &from)
-                                    : OP_RSC_WAIT_PEER; /* no memory to ask: keep waiting */
-        if (v == OP_RSC_FETCH &&
-            op_rsc_fetch(opm.rsc, c->rsc, c->peer_ips[from], port, seq, buf, bytes,
-                         op_now_ns() + opm.cfg.deadline_ms * OP_NS_PER_MS) == OP_OK) {
-            opm.fetched++;
-            break;
-        }
-        if (v == OP_RSC_WAIT_PEER && c->client != NULL) {
-            /* a peer has not reached the call or does not answer (stopped,
-             * descheduled): the switch still holds what the others sent */
-            waited = true;
-            if (op_inc_resume(c->client) == OP_OK)
-                break;
-            continue;
-        }
-        if (v == OP_RSC_WAIT_PEER || v == OP_RSC_GIVE_UP) { /* host mode cannot resume */
-            gave_up = true;
-            op_rsc_give_up(opm.rsc, c->rsc);
-        } else if (v == OP_RSC_HOLD) {
-            usleep(RESCUE_HOLD_US);
-        } else if (v == OP_RSC_REDO) {
-            redo(c, buf, count, dtype, op, bytes, saved, seq);
-            break;
-        }
-    }
-    if (waited)
-        note_wait(began);
-    free(peers);
+    c->calls++;
+    op_rsc_call_done(opm.rsc, c->rsc, c->calls, NULL, 0, true);
 }
 
 /* Collective over the leaders (every one of them reaches call rejoin_at on
- * the host path): a new group at the switches. The communicator goes back
- * to the switch only if every leader joined and the switches still do every
- * op and type the other ranks were told (they choose paths by them). */
+ * the leaders' MPI, in a blocking call): a new group at the switches. The
+ * communicator goes back to the switch only if every leader joined and the
+ * switches still do every op and type the other ranks were told (they
+ * choose paths by them). */
 static void try_rejoin(struct opm_comm *c, uint64_t seq)
 {
     opm.rejoin_tries++;
@@ -153,38 +106,53 @@ static void try_rejoin(struct opm_comm *c, uint64_t seq)
     c->rejoin_at = seq + c->backoff;
 }
 
+static op_status_t switch_call(struct opm_comm *c, void *buf, int count, int type, int code)
+{
+    if (c->host != NULL)
+        return opm_host_allreduce(c, buf, count, type, code);
+    return op_inc_allreduce(c->client, buf, buf, (size_t)count, (unsigned)type, (unsigned)code);
+}
+
 static void leaders_step(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, MPI_Op op,
                          int type, int code, size_t bytes)
 {
-    uint64_t seq = c->calls + 1;
-    if (c->dead && c->host == NULL && seq >= c->rejoin_at)
-        try_rejoin(c, seq);
+    if (c->dead && c->host == NULL && c->calls + 1 >= c->rejoin_at)
+        try_rejoin(c, c->calls + 1);
     if (c->dead) {
-        PMPI_Allreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders);
-    } else {
-        uint64_t began = op_now_ns();
-        op_rsc_call_begin(opm.rsc, c->rsc, seq);
-        bool saved = save_input(c, buf, bytes);
-        if (switch_call(c, buf, count, type, code) != OP_OK)
-            rescue(c, buf, count, dtype, op, bytes, saved, seq, began);
+        MPI_Request req; /* as the nonblocking calls' (iallreduce.c): a call is one kind everywhere */
+        PMPI_Iallreduce(MPI_IN_PLACE, buf, count, dtype, op, c->leaders, &req);
+        PMPI_Wait(&req, MPI_STATUS_IGNORE);
+        opm_leaders_mpi_done(c);
+        return;
     }
-    /* a peer that missed this call's result may still ask for it */
-    op_rsc_call_done(opm.rsc, c->rsc, seq, buf, bytes);
-    c->calls = seq;
+    uint64_t began = op_now_ns();
+    bool sent = opm_leaders_begin(c, buf, bytes);
+    if (sent && opm_leaders_ok(c, switch_call(c, buf, count, type, code), buf, bytes))
+        return;
+    struct opm_settle s;
+    opm_settle_start(&s, c, buf, count, dtype, op, bytes, began);
+    opm_settle_wait(&s);
+}
+
+/* Socket mode sends every byte once per socket; above a size the node's
+ * group (once per node) is faster, so a socket communicator has both. */
+struct opm_comm *opm_level(struct opm_comm *c, size_t bytes)
+{
+    if (c != NULL && c->wide != NULL && c->wide->inc_ok && bytes > opm.cfg.socket_max_bytes)
+        return c->wide;
+    return c;
 }
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm)
 {
-    struct opm_comm *c = opm_comm_get(comm);
+    struct opm_comm *top = opm_comm_get(comm);
     int type = opm_type_code(dtype), code = opm_op_code(op);
     size_t bytes = type >= 0 && count > 0 ? (size_t)count * op_red_type_size((unsigned)type) : 0;
-    if (c != NULL && c->wide != NULL && c->wide->inc_ok && bytes > opm.cfg.socket_max_bytes) {
-        c = c->wide;
-        opm.by_node++;
-    }
+    struct opm_comm *c = opm_level(top, bytes);
+    opm.by_node += c != top;
     opm.calls++;
-    int why = eligible(c, count, type, code, bytes);
+    int why = opm_eligible(c, count, type, code, bytes);
     if (why >= 0) {
         opm.fallback[why]++;
         return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);

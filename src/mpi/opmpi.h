@@ -77,6 +77,7 @@ struct opm_comm {
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
     void *input;              /* a copy of a call's input while it may need a redo */
     size_t input_cap;
+    struct opm_iq *iq;   /* its nonblocking calls (iallreduce.c); NULL until the first */
 };
 
 struct opm_state {
@@ -140,5 +141,82 @@ void opm_host_finalize(void); /* collective over COMM_WORLD */
 
 int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
                   MPI_Comm comm);
+/* allreduce.c's pieces that the nonblocking path shares: the level a call
+ * of `bytes` takes (Socket mode's wide one above its size), why a call
+ * cannot go through the switch (enum opm_reason, or -1 when it can), and a
+ * leader's call on the call sequence: begin (false: it could not keep its
+ * input and gave the call up before sending anything: settle it), the end
+ * of its switch step (false: settle it), the end of a call made with the
+ * leaders' MPI (a dead communicator's). */
+struct opm_comm *opm_level(struct opm_comm *c, size_t bytes);
+int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes);
+bool opm_leaders_begin(struct opm_comm *c, const void *buf, size_t bytes);
+bool opm_leaders_ok(struct opm_comm *c, op_status_t st, const void *buf, size_t bytes);
+void opm_leaders_mpi_done(struct opm_comm *c);
+
+/* settle.c: a leader's call that did not finish, settled with the other
+ * leaders (offpath/rescue.h) in steps that never block. RESUME: wait on the
+ * switch again (a peer is late): resume the call, then report how it ended
+ * (opm_settle_resumed). DONE: the call is complete and counted. */
+enum opm_settle_ev { OPM_SETTLE_PENDING, OPM_SETTLE_DONE, OPM_SETTLE_RESUME };
+enum opm_settle_stage { SS_ASK, SS_FETCH, SS_HOLD, SS_RESUMED, SS_REDO, SS_DONE };
+struct opm_settle {
+    struct opm_comm *c;
+    void *buf;
+    int count;
+    MPI_Datatype dtype;
+    MPI_Op op;
+    size_t bytes;
+    uint64_t seq, began, hold_until;
+    enum opm_settle_stage stage;
+    bool have_asker, waited, done_by_switch;
+    struct op_rsc_peer *peers;
+    struct op_rsc_ask q;
+    struct op_rsc_asker asker;
+    MPI_Request req; /* the redo */
+};
+void opm_settle_start(struct opm_settle *s, struct opm_comm *c, void *buf, int count,
+                      MPI_Datatype dtype, MPI_Op op, size_t bytes, uint64_t began);
+enum opm_settle_ev opm_settle_test(struct opm_settle *s);
+void opm_settle_resumed(struct opm_settle *s, op_status_t st);
+void opm_settle_idle(const struct opm_settle *s);
+void opm_settle_wait(struct opm_settle *s); /* the blocking call's: test until done */
+void opm_settle_free(struct opm_settle *s);
+
+/* iallreduce.c: MPI_Iallreduce through the switch. Requests are generalized
+ * requests the caller's own MPI_Wait/Test family completes: the wrappers
+ * advance them (opm_iar_*) on the caller's thread; progress.c's thread
+ * drives the switch steps and calls no MPI. */
+int opm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req);
+void opm_iar_test(void);                             /* one pass over every request */
+int opm_iar_waitall(int n, MPI_Request reqs[], MPI_Status sts[]);
+int opm_iar_testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]);
+int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status);
+int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
+                     MPI_Status statuses[]);
+#if MPI_VERSION >= 4
+int opm_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
+                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req);
+int opm_start(MPI_Request *req);
+int opm_request_free(MPI_Request *req);
+#endif
+void opm_iar_wait(const MPI_Request *reqs, int n);   /* until ours among them are done */
+/* the MPI's Wait/Test family with offpath's requests among the MPI's */
+bool opm_iar_any(const MPI_Request *reqs, int n);    /* is one of ours among them? */
+void opm_iar_idle(void);                             /* a pause in a polling loop */
+void opm_iar_drain(MPI_Comm comm);                   /* every request on comm done */
+void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees comm */
+void opm_iar_finalize(void);
+void opm_iar_summary(void);
+void opm_iar_sweep(void); /* progress thread, lock held: switch steps that ended */
+
+/* progress.c: the thread, and the lock it shares with iallreduce.c */
+void opm_prog_lock(void);
+void opm_prog_unlock(void);
+void opm_prog_started(void);           /* lock held: a switch step is under way */
+void opm_prog_ended(void);             /* lock held: one ended (wakes opm_prog_sleep) */
+void opm_prog_sleep(uint64_t max_ns);  /* lock held: until a step ends, at most max_ns */
+void opm_prog_stop(void);
 
 #endif

@@ -104,6 +104,7 @@ static void summary(void)
     if (opm.comms_local > 0)
         fprintf(stderr, "offpath: node steps through shared memory in %llu of %llu communicators\n",
                 (unsigned long long)opm.comms_shm, (unsigned long long)opm.comms_local);
+    opm_iar_summary();
 }
 
 /* The leaders' recovery events, summed over every rank (the longest wait:
@@ -136,6 +137,7 @@ static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)extra;
     if (!opm.initialized)
         return MPI_SUCCESS;
+    opm_iar_finalize(); /* before the groups its requests use go */
     opm_comm_release_all(); /* the world's and those the program never freed */
     opm_host_finalize();
     if (opm.cfg.verbose && opm.world_rank == 0)
@@ -208,5 +210,130 @@ OP_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Data
 {
     if (!opm.initialized)
         return PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+    opm_iar_drain(comm); /* its nonblocking calls came first: same group, same order */
     return opm_allreduce(sendbuf, recvbuf, count, dtype, op, comm);
 }
+
+/* ---- nonblocking allreduce (iallreduce.c): the call, and the MPI calls
+ * that complete requests, which advance offpath's requests first */
+OP_API int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
+                          MPI_Op op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!opm.initialized)
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, dtype, op, comm, request);
+    return opm_iallreduce(sendbuf, recvbuf, count, dtype, op, comm, request);
+}
+
+OP_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    if (opm.initialized && comm != NULL)
+        opm_iar_comm_free(*comm);
+    return PMPI_Comm_free(comm);
+}
+
+static MPI_Status *as_array(MPI_Status *status)
+{
+    return status == MPI_STATUS_IGNORE ? MPI_STATUSES_IGNORE : status;
+}
+
+OP_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    if (!opm.initialized)
+        return PMPI_Wait(request, status);
+    return opm_iar_waitall(1, request, as_array(status));
+}
+
+OP_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+    if (!opm.initialized)
+        return PMPI_Waitall(count, requests, statuses);
+    return opm_iar_waitall(count, requests, statuses);
+}
+
+OP_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    if (!opm.initialized)
+        return PMPI_Test(request, flag, status);
+    return opm_iar_testall(1, request, flag, as_array(status));
+}
+
+OP_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+    if (!opm.initialized)
+        return PMPI_Testall(count, requests, flag, statuses);
+    return opm_iar_testall(count, requests, flag, statuses);
+}
+
+OP_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
+                       MPI_Status *status)
+{
+    if (!opm.initialized)
+        return PMPI_Testany(count, requests, index, flag, status);
+    return opm_iar_testany(count, requests, index, flag, status);
+}
+
+OP_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+    if (!opm.initialized)
+        return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    return opm_iar_testsome(incount, requests, outcount, indices, statuses);
+}
+
+/* Any and some: whichever completes first may be the MPI's or offpath's, so
+ * poll both until one does. */
+OP_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+    if (!opm.initialized || !opm_iar_any(requests, count))
+        return PMPI_Waitany(count, requests, index, status);
+    for (;;) {
+        int flag = 0;
+        int rc = opm_iar_testany(count, requests, index, &flag, status);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        opm_iar_idle();
+    }
+}
+
+OP_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+    if (!opm.initialized || !opm_iar_any(requests, incount))
+        return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+    for (;;) {
+        int rc = opm_iar_testsome(incount, requests, outcount, indices, statuses);
+        if (rc != MPI_SUCCESS || *outcount != 0)
+            return rc;
+        opm_iar_idle();
+    }
+}
+
+#if MPI_VERSION >= 4
+/* MPI 4's persistent collective (MPICH 4; Open MPI 4.1 has none) */
+OP_API int MPI_Allreduce_init(const void *sendbuf, void *recvbuf, int count,
+                              MPI_Datatype dtype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                              MPI_Request *request)
+{
+    if (!opm.initialized)
+        return PMPI_Allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, request);
+    return opm_allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, request);
+}
+
+OP_API int MPI_Start(MPI_Request *request)
+{
+    return opm.initialized ? opm_start(request) : PMPI_Start(request);
+}
+
+OP_API int MPI_Startall(int count, MPI_Request requests[])
+{
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < count && rc == MPI_SUCCESS; i++)
+        rc = MPI_Start(&requests[i]);
+    return rc;
+}
+
+OP_API int MPI_Request_free(MPI_Request *request)
+{
+    return opm.initialized ? opm_request_free(request) : PMPI_Request_free(request);
+}
+#endif

@@ -31,8 +31,8 @@ struct op_rsc_entry {
 };
 
 struct op_rsc_svc {
-    int fd;  /* the thread's: requests in, answers out */
-    int ask; /* the caller's: its requests out, answers in */
+    int fd;      /* the thread's: requests in, answers out */
+    uint32_t ip; /* askers bind here, so peers see the leader's address */
     pthread_t thread;
     bool started;
     atomic_bool stop;
@@ -89,13 +89,19 @@ static void fill_status(const struct op_rsc_entry *e, struct op_rsc_msg *m)
     m->total = e != NULL ? (uint32_t)e->bytes : 0;
 }
 
-/* An asker that gave up the call this group waits in: the switch will not
- * finish it (the asker stopped sending), so stop waiting now. */
+/* An asker that gave up the call this group is in: the switch will not
+ * finish it (the asker stopped sending), so this leader gives it up too, at
+ * once and whatever its own thread is doing (it may be settling another
+ * group, waiting for this one's answer: the agreement never waits on a
+ * leader's thread). Its wait stops; a switch result it gets after this is
+ * not taken (op_rsc_call_done). */
 static void note_asker(struct op_rsc_svc *s, struct op_rsc_entry *e, const struct op_rsc_msg *q)
 {
-    if (e != NULL && q->state == OP_RSC_GAVE_UP && e->state == OP_RSC_IN_CALL && e->seq == q->seq &&
-        !atomic_exchange(&e->abort, true))
-        s->c[OP_RSC_C_aborts]++;
+    if (e == NULL || q->state != OP_RSC_GAVE_UP || e->state != OP_RSC_IN_CALL || e->seq != q->seq)
+        return;
+    e->state = OP_RSC_GAVE_UP;
+    atomic_store(&e->abort, true);
+    s->c[OP_RSC_C_aborts]++;
 }
 
 static void answer(struct op_rsc_svc *s, const struct op_rsc_msg *q, struct op_rsc_msg *a)
@@ -163,9 +169,9 @@ op_status_t op_rsc_svc_open(uint32_t ip, uint16_t port, struct op_rsc_svc **out)
         return OP_ERR_NOMEM;
     pthread_mutex_init(&s->mu, NULL);
     s->nonce = (uint32_t)op_now_ns();
+    s->ip = ip;
     s->fd = bind_udp(ip, port);
-    s->ask = s->fd >= 0 ? bind_udp(ip, 0) : -1;
-    if (s->fd < 0 || s->ask < 0 || pthread_create(&s->thread, NULL, serve, s) != 0) {
+    if (s->fd < 0 || pthread_create(&s->thread, NULL, serve, s) != 0) {
         op_rsc_svc_close(s);
         return OP_ERR_IO;
     }
@@ -190,8 +196,6 @@ void op_rsc_svc_close(struct op_rsc_svc *s)
         pthread_join(s->thread, NULL);
     if (s->fd >= 0)
         close(s->fd);
-    if (s->ask >= 0)
-        close(s->ask);
     for (int i = 0; i < s->n_live; i++)
         entry_free(s->live[i]);
     for (int i = 0; i < SVC_RETIRED; i++)
@@ -259,11 +263,23 @@ void op_rsc_give_up(struct op_rsc_svc *s, struct op_rsc_entry *e)
     set_state(s, e, OP_RSC_GAVE_UP, e->seq);
 }
 
+bool op_rsc_gave_up(struct op_rsc_svc *s, struct op_rsc_entry *e)
+{
+    pthread_mutex_lock(&s->mu);
+    bool gave = e->state == OP_RSC_GAVE_UP;
+    pthread_mutex_unlock(&s->mu);
+    return gave;
+}
+
 op_status_t op_rsc_call_done(struct op_rsc_svc *s, struct op_rsc_entry *e, uint64_t seq,
-                             const void *result, size_t bytes)
+                             const void *result, size_t bytes, bool settled)
 {
     op_status_t st = OP_OK;
     pthread_mutex_lock(&s->mu);
+    if (!settled && e->state == OP_RSC_GAVE_UP && e->seq == seq) {
+        pthread_mutex_unlock(&s->mu);
+        return OP_ERR_STATE; /* told the others it gave the call up */
+    }
     if (bytes > e->cap) {
         uint8_t *p = realloc(e->result, bytes);
         if (p != NULL) {
@@ -286,100 +302,172 @@ op_status_t op_rsc_call_done(struct op_rsc_svc *s, struct op_rsc_entry *e, uint6
 
 atomic_bool *op_rsc_abort_flag(struct op_rsc_entry *e) { return &e->abort; }
 
-/* ---- the asking side */
+/* ---- the asking side: steps that never block, so a nonblocking call can
+ * settle from inside MPI_Test; each asker has its own socket, so several
+ * groups settling at once never read each other's answers */
 
-static void my_status(struct op_rsc_svc *s, struct op_rsc_entry *e, struct op_rsc_msg *m)
+op_status_t op_rsc_asker_open(struct op_rsc_svc *s, struct op_rsc_asker *a)
 {
-    pthread_mutex_lock(&s->mu);
-    *m = (struct op_rsc_msg){.type = OP_RSC_STATUS_REQ, .job = e->job, .comm = e->comm};
-    fill_status(e, m);
-    m->total = 0;
-    pthread_mutex_unlock(&s->mu);
+    *a = (struct op_rsc_asker){.fd = bind_udp(s->ip, 0)};
+    return a->fd >= 0 ? OP_OK : OP_ERR_IO;
 }
 
-/* One answer to our nonce from ip, or false when the deadline passed. */
-static bool await(struct op_rsc_svc *s, uint32_t nonce, uint64_t until, struct op_rsc_msg *m,
-                  uint32_t *from, uint8_t *buf)
+void op_rsc_asker_close(struct op_rsc_asker *a)
 {
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+}
+
+/* One datagram answering the current nonce, if one is there. */
+static bool answer_in(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_msg *m,
+                      uint32_t *from)
+{
+    struct sockaddr_in sa;
+    socklen_t al = sizeof(sa);
     for (;;) {
-        uint64_t now = op_now_ns();
-        if (now >= until)
-            return false;
-        struct pollfd p = {.fd = s->ask, .events = POLLIN};
-        int ms = (int)((until - now + OP_NS_PER_MS - 1) / OP_NS_PER_MS);
-        if (poll(&p, 1, ms) <= 0)
-            continue;
-        struct sockaddr_in a;
-        socklen_t al = sizeof(a);
-        ssize_t n = recvfrom(s->ask, buf, OP_RSC_MAX_MSG + 1, MSG_DONTWAIT, (struct sockaddr *)&a,
-                             &al);
+        ssize_t n = recvfrom(a->fd, a->rx, sizeof(a->rx), MSG_DONTWAIT, (struct sockaddr *)&sa, &al);
         if (n < 0)
-            continue;
-        if (op_rsc_decode(buf, (size_t)n, m) != OP_OK) {
+            return false;
+        if (op_rsc_decode(a->rx, (size_t)n, m) != OP_OK) {
             s->c[OP_RSC_C_malformed]++;
             continue;
         }
-        if (m->nonce == nonce) {
-            *from = ntohl(a.sin_addr.s_addr);
+        if (m->nonce == a->nonce) { /* else an answer to an earlier question */
+            *from = ntohl(sa.sin_addr.s_addr);
             return true;
         }
     }
 }
 
+static void send_status_reqs(struct op_rsc_svc *s, struct op_rsc_asker *a,
+                             const struct op_rsc_ask *q, const struct op_rsc_peer *out)
+{
+    for (int i = 0; i < q->n; i++)
+        if (!out[i].answered)
+            send_to(a->fd, q->ips[i], q->port, &a->q);
+    a->sent_ns = op_now_ns();
+    s->c[OP_RSC_C_resends] += a->rounds++ > 0;
+}
+
+void op_rsc_ask_start(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_entry *e,
+                      const struct op_rsc_ask *q, struct op_rsc_peer *out)
+{
+    pthread_mutex_lock(&s->mu);
+    a->q = (struct op_rsc_msg){.type = OP_RSC_STATUS_REQ, .job = e->job, .comm = e->comm};
+    fill_status(e, &a->q);
+    a->q.total = 0;
+    pthread_mutex_unlock(&s->mu);
+    a->q.nonce = a->nonce = ++s->nonce;
+    a->rounds = 0;
+    a->missing = q->n;
+    a->end_ns = op_now_ns() + q->wait_ns;
+    memset(out, 0, sizeof(*out) * (size_t)q->n);
+    send_status_reqs(s, a, q, out);
+}
+
+bool op_rsc_ask_step(struct op_rsc_svc *s, struct op_rsc_asker *a, const struct op_rsc_ask *q,
+                     struct op_rsc_peer *out)
+{
+    struct op_rsc_msg m;
+    uint32_t from;
+    while (a->missing > 0 && answer_in(s, a, &m, &from))
+        for (int i = 0; i < q->n; i++)
+            if (q->ips[i] == from && !out[i].answered && m.type == OP_RSC_STATUS) {
+                out[i] = (struct op_rsc_peer){.answered = true, .state = m.state, .seq = m.seq,
+                                              .completed = m.completed, .total = m.total};
+                a->missing--;
+            }
+    uint64_t now = op_now_ns();
+    if (a->missing == 0 || now >= a->end_ns)
+        return true;
+    if (now - a->sent_ns >= ASK_RESEND_NS)
+        send_status_reqs(s, a, q, out);
+    return false;
+}
+
+static void send_fetch_req(struct op_rsc_svc *s, struct op_rsc_asker *a)
+{
+    a->q.offset = (uint32_t)a->got;
+    a->q.nonce = a->nonce = ++s->nonce;
+    send_to(a->fd, a->ip, a->port, &a->q);
+    a->sent_ns = op_now_ns();
+}
+
+void op_rsc_fetch_start(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_entry *e,
+                        uint32_t ip, uint16_t port, uint64_t seq, void *buf, size_t bytes,
+                        uint64_t deadline_ns)
+{
+    a->q = (struct op_rsc_msg){.type = OP_RSC_FETCH_REQ, .job = e->job, .comm = e->comm,
+                               .seq = seq};
+    a->ip = ip;
+    a->port = port;
+    a->buf = buf;
+    a->bytes = bytes;
+    a->got = 0;
+    a->end_ns = deadline_ns;
+    send_fetch_req(s, a);
+}
+
+op_status_t op_rsc_fetch_step(struct op_rsc_svc *s, struct op_rsc_asker *a)
+{
+    struct op_rsc_msg m;
+    uint32_t from;
+    while (a->got < a->bytes && answer_in(s, a, &m, &from)) {
+        if (from != a->ip || m.type != OP_RSC_DATA)
+            continue;
+        /* not held, or a result of another size than this call's */
+        if (m.total != a->bytes || m.offset != a->got || m.len == 0)
+            return OP_ERR_STATE;
+        memcpy(a->buf + a->got, m.data, m.len);
+        a->got += m.len;
+        s->c[OP_RSC_C_fetch_chunks]++;
+        if (a->got < a->bytes)
+            send_fetch_req(s, a);
+    }
+    if (a->got == a->bytes)
+        return OP_OK;
+    uint64_t now = op_now_ns();
+    if (now >= a->end_ns)
+        return OP_ERR_TIMEOUT;
+    if (now - a->sent_ns >= ASK_RESEND_NS) {
+        s->c[OP_RSC_C_resends]++;
+        send_fetch_req(s, a);
+    }
+    return OP_INPROGRESS;
+}
+
+/* Until the asker's socket has something or ms pass. */
+static void idle(const struct op_rsc_asker *a, int ms)
+{
+    struct pollfd p = {.fd = a->fd, .events = POLLIN};
+    (void)poll(&p, 1, ms);
+}
+
 void op_rsc_poll(struct op_rsc_svc *s, struct op_rsc_entry *e, const uint32_t *peer_ips, int n,
                  uint16_t port, uint64_t wait_ns, struct op_rsc_peer *out)
 {
-    struct op_rsc_msg q, a;
-    uint8_t buf[OP_RSC_MAX_MSG + 1];
-    my_status(s, e, &q);
-    q.nonce = ++s->nonce;
+    struct op_rsc_asker a;
+    const struct op_rsc_ask q = {.ips = peer_ips, .n = n, .port = port, .wait_ns = wait_ns};
     memset(out, 0, sizeof(*out) * (size_t)n);
-    int missing = n;
-    uint64_t end = op_now_ns() + wait_ns;
-    for (bool first = true; missing > 0 && op_now_ns() < end; first = false) {
-        for (int i = 0; i < n; i++)
-            if (!out[i].answered) {
-                send_to(s->ask, peer_ips[i], port, &q);
-                s->c[OP_RSC_C_resends] += !first;
-            }
-        uint64_t round = op_now_ns() + ASK_RESEND_NS;
-        uint32_t from;
-        while (missing > 0 && await(s, q.nonce, round < end ? round : end, &a, &from, buf))
-            for (int i = 0; i < n; i++)
-                if (peer_ips[i] == from && !out[i].answered && a.type == OP_RSC_STATUS) {
-                    out[i] = (struct op_rsc_peer){.answered = true, .state = a.state, .seq = a.seq,
-                                                  .completed = a.completed, .total = a.total};
-                    missing--;
-                }
-    }
+    if (op_rsc_asker_open(s, &a) != OP_OK)
+        return; /* nobody answered, as far as the caller can tell */
+    op_rsc_ask_start(s, &a, e, &q, out);
+    while (!op_rsc_ask_step(s, &a, &q, out))
+        idle(&a, 5);
+    op_rsc_asker_close(&a);
 }
 
 op_status_t op_rsc_fetch(struct op_rsc_svc *s, struct op_rsc_entry *e, uint32_t ip, uint16_t port,
                          uint64_t seq, void *buf, size_t bytes, uint64_t deadline_ns)
 {
-    uint8_t rx[OP_RSC_MAX_MSG + 1];
-    struct op_rsc_msg q = {.type = OP_RSC_FETCH_REQ, .job = e->job, .comm = e->comm, .seq = seq};
-    size_t got = 0;
-    while (got < bytes) {
-        q.offset = (uint32_t)got;
-        q.nonce = ++s->nonce;
-        struct op_rsc_msg a;
-        uint32_t from = 0;
-        bool ok = false;
-        while (!ok) {
-            if (op_now_ns() >= deadline_ns)
-                return OP_ERR_TIMEOUT;
-            send_to(s->ask, ip, port, &q);
-            ok = await(s, q.nonce, op_now_ns() + ASK_RESEND_NS, &a, &from, rx) && from == ip &&
-                 a.type == OP_RSC_DATA;
-            s->c[OP_RSC_C_resends] += !ok;
-        }
-        /* not held, or a result of another size than this call's */
-        if (a.total != bytes || a.offset != got || (a.len == 0 && bytes > 0))
-            return OP_ERR_STATE;
-        memcpy((uint8_t *)buf + got, a.data, a.len);
-        got += a.len;
-        s->c[OP_RSC_C_fetch_chunks]++;
-    }
-    return OP_OK;
+    struct op_rsc_asker a;
+    if (op_rsc_asker_open(s, &a) != OP_OK)
+        return OP_ERR_IO;
+    op_rsc_fetch_start(s, &a, e, ip, port, seq, buf, bytes, deadline_ns);
+    op_status_t st;
+    while ((st = op_rsc_fetch_step(s, &a)) == OP_INPROGRESS)
+        idle(&a, 5);
+    op_rsc_asker_close(&a);
+    return st;
 }

@@ -179,7 +179,7 @@ static void test_services_status_abort_fetch(void **state)
         result[i] = (uint8_t)(i * 7 + 3);
     /* B completed call 1 and waits in call 2; A is still in call 1 */
     op_rsc_call_begin(t.b, t.eb, 1);
-    assert_int_equal(op_rsc_call_done(t.b, t.eb, 1, result, bytes), OP_OK);
+    assert_int_equal(op_rsc_call_done(t.b, t.eb, 1, result, bytes, false), OP_OK);
     op_rsc_call_begin(t.b, t.eb, 2);
     op_rsc_call_begin(t.a, t.ea, 1);
     uint32_t peers_of_a[] = {IP_B};
@@ -201,12 +201,18 @@ static void test_services_status_abort_fetch(void **state)
     assert_int_equal(op_rsc_fetch(t.a, t.ea, IP_B, PORT, 1, got, 10, op_now_ns() + OP_NS_PER_S),
                      OP_ERR_STATE);
     /* A gives call 2 up: B, waiting in call 2, is told to stop */
-    op_rsc_call_done(t.a, t.ea, 1, got, bytes);
+    op_rsc_call_done(t.a, t.ea, 1, got, bytes, false);
     op_rsc_call_begin(t.a, t.ea, 2);
     assert_false(atomic_load(op_rsc_abort_flag(t.eb)));
     op_rsc_give_up(t.a, t.ea);
     op_rsc_poll(t.a, t.ea, peers_of_a, 1, PORT, OP_NS_PER_S, &p);
     assert_true(atomic_load(op_rsc_abort_flag(t.eb)));
+    /* B gave it up with A, without its own thread: a switch result it gets
+     * now is refused, the settled one is taken */
+    assert_true(op_rsc_gave_up(t.b, t.eb));
+    assert_int_equal(op_rsc_call_done(t.b, t.eb, 2, result, 8, false), OP_ERR_STATE);
+    assert_int_equal(op_rsc_call_done(t.b, t.eb, 2, result, 8, true), OP_OK);
+    assert_false(op_rsc_gave_up(t.b, t.eb));
     uint64_t k[OP_RSC_C_COUNT_];
     op_rsc_svc_counters(t.b, k);
     assert_int_equal(k[OP_RSC_C_aborts], 1);
@@ -215,9 +221,9 @@ static void test_services_status_abort_fetch(void **state)
     op_rsc_entry_close(t.b, t.eb);
     t.eb = NULL;
     memset(got, 0, bytes);
-    assert_int_equal(op_rsc_fetch(t.a, t.ea, IP_B, PORT, 1, got, bytes, op_now_ns() + OP_NS_PER_S),
+    assert_int_equal(op_rsc_fetch(t.a, t.ea, IP_B, PORT, 2, got, 8, op_now_ns() + OP_NS_PER_S),
                      OP_OK);
-    assert_memory_equal(got, result, bytes);
+    assert_memory_equal(got, result, 8);
     free(result);
     free(got);
     close_two(&t);
