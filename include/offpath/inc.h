@@ -86,14 +86,14 @@ OP_API void op_inc_eng_input(struct op_inc_eng *e, const struct op_pkt *pkt, uin
                              struct op_txq *out);
 OP_API void op_inc_eng_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
 OP_API uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e);
-/* An allreduce that ended OP_ERR_TIMEOUT (its deadline, or op_inc_eng_abort)
+/* An allreduce that ended OP_ERR_TIMEOUT (its deadline, or op_inc_eng_cancel)
  * can be resumed: the same call, a fresh deadline, the outstanding chunks
  * sent again, what had arrived kept. The caller decides whether waiting
  * longer is right (a peer is late) or the switch is gone. OP_ERR_STATE if the
  * last operation was not such an allreduce. */
 OP_API op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
 /* Stop the running allreduce now, as its deadline would (resumable). */
-OP_API void op_inc_eng_abort(struct op_inc_eng *e);
+OP_API void op_inc_eng_cancel(struct op_inc_eng *e);
 /* A gap this long between timer calls is the process not running, not the
  * network: the deadline does not count it. */
 #define OP_INC_STALL_NS (1000 * OP_NS_PER_MS)
@@ -125,7 +125,7 @@ OP_API op_status_t op_inc_resume(struct op_inc_client *c);
 OP_API op_status_t op_inc_resume_start(struct op_inc_client *c);
 /* While set, the flag stops c's running allreduce as its deadline would
  * (another thread sets it: a peer has given the call up). NULL: none. */
-OP_API void op_inc_client_watch(struct op_inc_client *c, atomic_bool *abort);
+OP_API void op_inc_client_watch(struct op_inc_client *c, atomic_bool *cancel);
 /* The master frees the group on every switch; the others just let go. */
 OP_API op_status_t op_inc_leave(struct op_inc_client *c);
 OP_API void op_inc_client_free(struct op_inc_client *c);

@@ -13,7 +13,7 @@
  * The answers come from a thread of each leader's process (op_rsc_svc), so a
  * leader that went on to other work (a barrier, a computation, MPI_Finalize)
  * still hands out the result it holds and learns that a peer gave up a call
- * it is waiting in (its abort flag). No MPI call is made here: the MPI
+ * it is waiting in (its cancel flag). No MPI call is made here: the MPI
  * library does the redo. Messages are plain UDP on the leaders' addresses. */
 #ifndef OFFPATH_RESCUE_H
 #define OFFPATH_RESCUE_H
@@ -53,7 +53,7 @@ struct op_rsc_entry; /* one group of this process */
 #define OP_RSC_COUNTERS(X)                                                                         \
     X(requests)     /* requests answered */                                                        \
     X(malformed)    /* datagrams refused by the decoder */                                        \
-    X(aborts)       /* calls stopped because a peer gave them up */                                \
+    X(cancels)      /* calls stopped because a peer gave them up */                                \
     X(fetch_chunks) /* result chunks received */                                                  \
     X(resends)      /* requests sent again after silence */
 
@@ -85,7 +85,7 @@ OP_API op_status_t op_rsc_call_done(struct op_rsc_svc *s, struct op_rsc_entry *e
 OP_API bool op_rsc_gave_up(struct op_rsc_svc *s, struct op_rsc_entry *e);
 /* Set by the thread when a peer gave up the call this group is in (the
  * group has then given it up too). */
-OP_API atomic_bool *op_rsc_abort_flag(struct op_rsc_entry *e);
+OP_API atomic_bool *op_rsc_cancel_flag(struct op_rsc_entry *e);
 
 /* Asking, in steps that never block (a nonblocking MPI call settles from
  * inside MPI_Test): an asker is a socket of its own on the service's

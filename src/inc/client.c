@@ -29,7 +29,7 @@ struct op_inc_client {
     bool owns_port;
     struct op_inc_config cfg;
     struct op_inc_eng *eng;
-    atomic_bool *abort; /* op_inc_client_watch */
+    atomic_bool *cancel; /* op_inc_client_watch */
 };
 
 static void flush(void *ctx, struct op_txq *q)
@@ -122,8 +122,8 @@ static void fire_timers(struct op_inc_port *p, uint64_t now)
 {
     for (int i = 0; i < p->n_clients; i++) {
         struct op_inc_client *c = p->clients[i];
-        if (c->abort != NULL && atomic_exchange(c->abort, false))
-            op_inc_eng_abort(c->eng); /* only an allreduce stops */
+        if (c->cancel != NULL && atomic_exchange(c->cancel, false))
+            op_inc_eng_cancel(c->eng); /* only an allreduce stops */
         op_inc_eng_timer(c->eng, now, &p->q);
     }
     flush(p, &p->q);
@@ -280,7 +280,7 @@ op_status_t op_inc_resume(struct op_inc_client *c)
     return st == OP_OK ? run(c) : st;
 }
 
-void op_inc_client_watch(struct op_inc_client *c, atomic_bool *abort) { c->abort = abort; }
+void op_inc_client_watch(struct op_inc_client *c, atomic_bool *cancel) { c->cancel = cancel; }
 
 op_status_t op_inc_leave(struct op_inc_client *c)
 {

@@ -204,7 +204,7 @@ uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e)
     return t;
 }
 
-void op_inc_eng_abort(struct op_inc_eng *e)
+void op_inc_eng_cancel(struct op_inc_eng *e)
 {
     if (e->result != OP_INPROGRESS || e->state != ST_REDUCE || e->leaving)
         return;

@@ -39,7 +39,7 @@ struct op_inc_eng {
     uint8_t reason;
     uint64_t deadline_ns, retx_at_ns, rto_ns;
     uint64_t last_tick_ns; /* the driver's previous timer call: a gap is a stall of ours */
-    bool interrupted;      /* the allreduce stopped at its deadline or an abort: resumable */
+    bool interrupted;      /* the allreduce stopped at its deadline or was cancelled: resumable */
     uint64_t rtt_ns[ENG_RTT_SAMPLES]; /* the latest round trips, for their minimum */
     unsigned n_rtt;
     /* join */

@@ -122,7 +122,7 @@ bool opm_leader_join(struct opm_comm *c)
     uint8_t reason = 0;
     op_status_t st = op_inc_join_on(opm.port, &ic, &c->client, &reason);
     if (st == OP_OK) /* a peer that gives a call up stops this leader's wait */
-        op_inc_client_watch(c->client, op_rsc_abort_flag(c->rsc));
+        op_inc_client_watch(c->client, op_rsc_cancel_flag(c->rsc));
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d: join failed: %s%s%s\n", opm.world_rank,
                 op_status_str(st), st == OP_ERR_REFUSED ? ": " : "",

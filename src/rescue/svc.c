@@ -27,7 +27,7 @@ struct op_rsc_entry {
     uint64_t seq, completed;
     uint8_t *result; /* of call `completed` */
     size_t bytes, cap;
-    atomic_bool abort;
+    atomic_bool cancel;
 };
 
 struct op_rsc_svc {
@@ -100,8 +100,8 @@ static void note_asker(struct op_rsc_svc *s, struct op_rsc_entry *e, const struc
     if (e == NULL || q->state != OP_RSC_GAVE_UP || e->state != OP_RSC_IN_CALL || e->seq != q->seq)
         return;
     e->state = OP_RSC_GAVE_UP;
-    atomic_store(&e->abort, true);
-    s->c[OP_RSC_C_aborts]++;
+    atomic_store(&e->cancel, true);
+    s->c[OP_RSC_C_cancels]++;
 }
 
 static void answer(struct op_rsc_svc *s, const struct op_rsc_msg *q, struct op_rsc_msg *a)
@@ -254,7 +254,7 @@ static void set_state(struct op_rsc_svc *s, struct op_rsc_entry *e, uint8_t stat
 
 void op_rsc_call_begin(struct op_rsc_svc *s, struct op_rsc_entry *e, uint64_t seq)
 {
-    atomic_store(&e->abort, false);
+    atomic_store(&e->cancel, false);
     set_state(s, e, OP_RSC_IN_CALL, seq);
 }
 
@@ -300,7 +300,7 @@ op_status_t op_rsc_call_done(struct op_rsc_svc *s, struct op_rsc_entry *e, uint6
     return st;
 }
 
-atomic_bool *op_rsc_abort_flag(struct op_rsc_entry *e) { return &e->abort; }
+atomic_bool *op_rsc_cancel_flag(struct op_rsc_entry *e) { return &e->cancel; }
 
 /* ---- the asking side: steps that never block, so a nonblocking call can
  * settle from inside MPI_Test; each asker has its own socket, so several

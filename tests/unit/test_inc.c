@@ -293,8 +293,8 @@ static void test_late_leader_call_resumed(void **state)
 
 /* A process stopped for longer than the deadline (SIGSTOP, an oversubscribed
  * machine) wakes to a clock past it: the gap is not the switch's fault, so
- * the call goes on, and an abort stops it at once, resumable too. */
-static void test_own_stall_moves_the_deadline_abort_stops(void **state)
+ * the call goes on, and a cancel stops it at once, resumable too. */
+static void test_own_stall_moves_the_deadline_cancel_stops(void **state)
 {
     (void)state;
     struct sim s;
@@ -309,7 +309,7 @@ static void test_own_stall_moves_the_deadline_abort_stops(void **state)
     op_inc_eng_timer(s.leader[0], s.now, &s.q);
     assert_int_equal(op_inc_eng_status(s.leader[0]), OP_INPROGRESS);
     assert_int_equal(op_inc_eng_counters(s.leader[0])[OP_INC_C_stalls], 1);
-    op_inc_eng_abort(s.leader[0]);
+    op_inc_eng_cancel(s.leader[0]);
     assert_int_equal(op_inc_eng_status(s.leader[0]), OP_ERR_TIMEOUT);
     assert_int_equal(op_inc_eng_resume(s.leader[0], s.now, &s.q), OP_OK);
     assert_int_equal(op_inc_eng_allreduce(s.leader[1], b, b, 16, OP_RED_INT32, OP_RED_SUM, s.now,
@@ -502,7 +502,7 @@ int main(void)
         cmocka_unit_test(test_lease_frees_silent_group),
         cmocka_unit_test(test_unsupported_and_invalid_calls),
         cmocka_unit_test(test_late_leader_call_resumed),
-        cmocka_unit_test(test_own_stall_moves_the_deadline_abort_stops),
+        cmocka_unit_test(test_own_stall_moves_the_deadline_cancel_stops),
     };
     return cmocka_run_group_tests_name("inc", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* The leaders' rescue agreement: the message codec with malformed input, the
  * decision table, and two services on loopback answering each other
- * (status, abort of a waiting call, a result fetched in chunks, a closed
+ * (status, cancel of a waiting call, a result fetched in chunks, a closed
  * group still answering). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,7 +166,7 @@ static void close_two(struct two *t)
     op_rsc_svc_close(t->b);
 }
 
-static void test_services_status_abort_fetch(void **state)
+static void test_services_status_cancel_fetch(void **state)
 {
     (void)state;
     struct two t;
@@ -203,10 +203,10 @@ static void test_services_status_abort_fetch(void **state)
     /* A gives call 2 up: B, waiting in call 2, is told to stop */
     op_rsc_call_done(t.a, t.ea, 1, got, bytes, false);
     op_rsc_call_begin(t.a, t.ea, 2);
-    assert_false(atomic_load(op_rsc_abort_flag(t.eb)));
+    assert_false(atomic_load(op_rsc_cancel_flag(t.eb)));
     op_rsc_give_up(t.a, t.ea);
     op_rsc_poll(t.a, t.ea, peers_of_a, 1, PORT, OP_NS_PER_S, &p);
-    assert_true(atomic_load(op_rsc_abort_flag(t.eb)));
+    assert_true(atomic_load(op_rsc_cancel_flag(t.eb)));
     /* B gave it up with A, without its own thread: a switch result it gets
      * now is refused, the settled one is taken */
     assert_true(op_rsc_gave_up(t.b, t.eb));
@@ -215,7 +215,7 @@ static void test_services_status_abort_fetch(void **state)
     assert_false(op_rsc_gave_up(t.b, t.eb));
     uint64_t k[OP_RSC_C_COUNT_];
     op_rsc_svc_counters(t.b, k);
-    assert_int_equal(k[OP_RSC_C_aborts], 1);
+    assert_int_equal(k[OP_RSC_C_cancels], 1);
     assert_true(k[OP_RSC_C_requests] >= 5);
     /* a closed group still hands out its last result */
     op_rsc_entry_close(t.b, t.eb);
@@ -278,7 +278,7 @@ int main(void)
         cmocka_unit_test(test_codec_round_trip),
         cmocka_unit_test(test_codec_malformed),
         cmocka_unit_test(test_decide),
-        cmocka_unit_test(test_services_status_abort_fetch),
+        cmocka_unit_test(test_services_status_cancel_fetch),
         cmocka_unit_test(test_silent_and_unknown_peers),
     };
     return cmocka_run_group_tests_name("rescue", tests, NULL, NULL);
