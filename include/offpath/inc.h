@@ -92,8 +92,9 @@ OP_API uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e);
  * longer is right (a peer is late) or the switch is gone. OP_ERR_STATE if the
  * last operation was not such an allreduce. */
 OP_API op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
-/* Stop the running allreduce now, as its deadline would (resumable). */
-OP_API void op_inc_eng_cancel(struct op_inc_eng *e);
+/* Stop the running allreduce now, as its deadline would (resumable); false
+ * if no allreduce was running. */
+OP_API bool op_inc_eng_cancel(struct op_inc_eng *e);
 /* A gap this long between timer calls is the process not running, not the
  * network: the deadline does not count it. */
 #define OP_INC_STALL_NS (1000 * OP_NS_PER_MS)
@@ -123,8 +124,9 @@ OP_API op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf
  * _start: without waiting (op_inc_client_status tells when it ends). */
 OP_API op_status_t op_inc_resume(struct op_inc_client *c);
 OP_API op_status_t op_inc_resume_start(struct op_inc_client *c);
-/* While set, the flag stops c's running allreduce as its deadline would
- * (another thread sets it: a peer has given the call up). NULL: none. */
+/* While set, the flag stops c's allreduce as its deadline would, the one
+ * running or the next to start (another thread sets it: a peer has given
+ * the call up), and is cleared when it did. NULL: none. */
 OP_API void op_inc_client_watch(struct op_inc_client *c, atomic_bool *cancel);
 /* The master frees the group on every switch; the others just let go. */
 OP_API op_status_t op_inc_leave(struct op_inc_client *c);

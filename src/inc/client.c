@@ -122,8 +122,8 @@ static void fire_timers(struct op_inc_port *p, uint64_t now)
 {
     for (int i = 0; i < p->n_clients; i++) {
         struct op_inc_client *c = p->clients[i];
-        if (c->cancel != NULL && atomic_exchange(c->cancel, false))
-            op_inc_eng_cancel(c->eng); /* only an allreduce stops */
+        if (c->cancel != NULL && atomic_load(c->cancel) && op_inc_eng_cancel(c->eng))
+            atomic_store(c->cancel, false); /* an allreduce stopped; else it waits for one */
         op_inc_eng_timer(c->eng, now, &p->q);
     }
     flush(p, &p->q);

@@ -204,12 +204,13 @@ uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e)
     return t;
 }
 
-void op_inc_eng_cancel(struct op_inc_eng *e)
+bool op_inc_eng_cancel(struct op_inc_eng *e)
 {
     if (e->result != OP_INPROGRESS || e->state != ST_REDUCE || e->leaving)
-        return;
+        return false;
     eng_finish(e, ST_BROKEN, OP_ERR_TIMEOUT);
     e->interrupted = true;
+    return true;
 }
 
 op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq *out)

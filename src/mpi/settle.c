@@ -151,6 +151,10 @@ void opm_settle_resumed(struct opm_settle *s, op_status_t st)
         settled(s);
         return;
     }
+    /* the group cannot take the call any more (killed, its lease gone):
+     * waiting on it for the late peer would only spin */
+    if (st != OP_OK && st != OP_ERR_TIMEOUT)
+        op_rsc_give_up(opm.rsc, s->c->rsc);
     ask(s);
 }
 
