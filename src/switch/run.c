@@ -35,6 +35,7 @@ static void take_io_stats(struct sw_driver *d)
     op_io_fault_stats(d->io, &fs);
     d->sw->c[OP_SW_C_injected_drops] = fs.dropped;
     d->sw->c[OP_SW_C_injected_dups] = fs.duplicated;
+    d->sw->c[OP_SW_C_tx_io_datagrams] = d->io->tx_datagrams;
     d->sw->c[OP_SW_C_tx_io_drops] = d->io->tx_drops;
 }
 
