@@ -11,18 +11,53 @@
 
 #include "switch_internal.h"
 
+/* Results wait for the rest of a wake's bursts, up to this many, so that
+ * each destination's share leaves in few datagrams (see group_by_dest). */
+#define SW_TX_QUEUE (8 * OP_IO_BURST)
+
 struct sw_driver {
     const struct op_sw_run_config *rc;
     struct op_sw *sw;
     struct op_io *io;
     struct op_pktbuf rx, tx;
     struct op_txq q;
+    struct op_pkt sorted[SW_TX_QUEUE];
+    bool placed[SW_TX_QUEUE];
     int sigfd;
 };
+
+static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
+{
+    return a->flow.dst_ip == b->flow.dst_ip && a->flow.dst_port == b->flow.dst_port;
+}
+
+/* A completed chunk goes to each child in turn, so the queue interleaves
+ * destinations, and a batching io joins runs to one destination only within
+ * OP_IO_BURST packets: with 8 children, 8 packets a datagram. Each
+ * destination's packets are put together here, in their order (the only
+ * order that matters), so the io sees long runs. */
+static void group_by_dest(struct sw_driver *d, struct op_pkt *p, int n)
+{
+    int k = 0;
+    memset(d->placed, 0, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        if (d->placed[i])
+            continue;
+        for (int j = i; j < n; j++) {
+            if (!d->placed[j] && same_dest(&p[j], &p[i])) {
+                d->sorted[k++] = p[j];
+                d->placed[j] = true;
+            }
+        }
+    }
+    memcpy(p, d->sorted, (size_t)n * sizeof *p);
+}
 
 static void flush(void *ctx, struct op_txq *q)
 {
     struct sw_driver *d = ctx;
+    if (q->n > OP_IO_BURST)
+        group_by_dest(d, q->pkts, q->n);
     if (q->n > 0)
         op_io_send(d->io, q->pkts, q->n);
     q->n = 0;
@@ -92,7 +127,6 @@ static void receive(struct sw_driver *d)
         uint64_t now = op_now_ns();
         for (int i = 0; i < n; i++)
             op_sw_input(d->sw, &d->rx.pkts[i], now, &d->q);
-        flush(d, &d->q);
         if (n < d->rx.n)
             return;
     }
@@ -173,7 +207,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     if (st == OP_OK)
         st = op_pktbuf_init(&d.rx, OP_IO_BURST);
     if (st == OP_OK)
-        st = op_pktbuf_init(&d.tx, OP_IO_BURST);
+        st = op_pktbuf_init(&d.tx, SW_TX_QUEUE);
     if (st == OP_OK)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = open_signals()) < 0)
