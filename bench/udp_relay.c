@@ -246,8 +246,8 @@ static bool cut(struct relay *r, int i)
     return !(mh->msg_flags & MSG_TRUNC) && r->segs[i] <= RELAY_GSO_MAX_SEGS;
 }
 
-/* Whether datagram j can follow the run in message m (bytes so far, the
- * run's segment size and last datagram) inside one GSO datagram. */
+/* Whether datagram j can follow a run (bytes and segments so far, ending
+ * with datagram last) inside one GSO datagram. */
 static bool joins(const struct relay *r, int last, int j, uint32_t bytes, int segs)
 {
     bool last_full = r->seg[last] != 0 && r->msgs[last].msg_len % r->seg[last] == 0;
