@@ -14,6 +14,9 @@
 /* Results wait for the rest of a wake's bursts, up to this many, so that
  * each destination's share leaves in few datagrams (see group_by_dest). */
 #define SW_TX_QUEUE (8 * OP_IO_BURST)
+/* Destinations grouped per flush: the scan costs this much per packet at
+ * most; packets to further destinations keep their place. */
+#define SW_GROUP_DESTS 64
 
 struct sw_driver {
     const struct op_sw_run_config *rc;
@@ -38,12 +41,13 @@ static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
  * order that matters), so the io sees long runs. */
 static void group_by_dest(struct sw_driver *d, struct op_pkt *p, int n)
 {
-    int k = 0;
+    int k = 0, dests = 0;
     memset(d->placed, 0, (size_t)n);
     for (int i = 0; i < n; i++) {
         if (d->placed[i])
             continue;
-        for (int j = i; j < n; j++) {
+        int end = ++dests <= SW_GROUP_DESTS ? n : i + 1;
+        for (int j = i; j < end; j++) {
             if (!d->placed[j] && same_dest(&p[j], &p[i])) {
                 d->sorted[k++] = p[j];
                 d->placed[j] = true;
