@@ -1,6 +1,6 @@
 /* `offpath switch`: the engine over a UDP socket. One thread, one loop (as a
- * DPDK lcore): receive a burst, run it through the engine, send what it
- * produced, run timers; wait in ppoll on the socket and a signalfd. */
+ * DPDK lcore): receive bursts and run them through the engine, run timers,
+ * send what they produced; wait in poll on the socket and a signalfd. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
