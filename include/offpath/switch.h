@@ -63,6 +63,7 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(groups_live)                                                                                 \
     X(injected_drops)                                                                              \
     X(injected_dups)                                                                               \
+    X(tx_io_datagrams) /* system-level sends: fewer than tx_pkts when batched */                   \
     X(tx_io_drops)                                                                                 \
     X(captured) /* packets written to --pcap */
 

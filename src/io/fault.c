@@ -53,6 +53,7 @@ static void flush(struct fault_io *f)
     if (r < 0)
         r = 0;
     f->io.tx_pkts += (uint64_t)r;
+    f->io.tx_datagrams = f->inner->tx_datagrams; /* only this layer sends through inner */
     f->io.tx_drops += (uint64_t)(f->out_n - r);
     f->lost += f->out_n - r;
     f->out_n = 0;

@@ -1,6 +1,6 @@
 /* `offpath switch`: the engine over a UDP socket. One thread, one loop (as a
- * DPDK lcore): receive a burst, run it through the engine, send what it
- * produced, run timers; wait in ppoll on the socket and a signalfd. */
+ * DPDK lcore): receive bursts and run them through the engine, run timers,
+ * send what they produced; wait in poll on the socket and a signalfd. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -11,18 +11,57 @@
 
 #include "switch_internal.h"
 
+/* Results wait for the rest of a wake's bursts, up to this many, so that
+ * each destination's share leaves in few datagrams (see group_by_dest). */
+#define SW_TX_QUEUE (8 * OP_IO_BURST)
+/* Destinations grouped per flush: the scan costs this much per packet at
+ * most; packets to further destinations keep their place. */
+#define SW_GROUP_DESTS 64
+
 struct sw_driver {
     const struct op_sw_run_config *rc;
     struct op_sw *sw;
     struct op_io *io;
     struct op_pktbuf rx, tx;
     struct op_txq q;
+    struct op_pkt sorted[SW_TX_QUEUE];
+    bool placed[SW_TX_QUEUE];
     int sigfd;
 };
+
+static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
+{
+    return a->flow.dst_ip == b->flow.dst_ip && a->flow.dst_port == b->flow.dst_port;
+}
+
+/* A completed chunk goes to each child in turn, so the queue interleaves
+ * destinations, and a batching io joins runs to one destination only within
+ * OP_IO_BURST packets: with 8 children, 8 packets a datagram. Each
+ * destination's packets are put together here, in their order (the only
+ * order that matters), so the io sees long runs. */
+static void group_by_dest(struct sw_driver *d, struct op_pkt *p, int n)
+{
+    int k = 0, dests = 0;
+    memset(d->placed, 0, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        if (d->placed[i])
+            continue;
+        int end = ++dests <= SW_GROUP_DESTS ? n : i + 1;
+        for (int j = i; j < end; j++) {
+            if (!d->placed[j] && same_dest(&p[j], &p[i])) {
+                d->sorted[k++] = p[j];
+                d->placed[j] = true;
+            }
+        }
+    }
+    memcpy(p, d->sorted, (size_t)n * sizeof *p);
+}
 
 static void flush(void *ctx, struct op_txq *q)
 {
     struct sw_driver *d = ctx;
+    if (q->n > OP_IO_BURST)
+        group_by_dest(d, q->pkts, q->n);
     if (q->n > 0)
         op_io_send(d->io, q->pkts, q->n);
     q->n = 0;
@@ -35,6 +74,7 @@ static void take_io_stats(struct sw_driver *d)
     op_io_fault_stats(d->io, &fs);
     d->sw->c[OP_SW_C_injected_drops] = fs.dropped;
     d->sw->c[OP_SW_C_injected_dups] = fs.duplicated;
+    d->sw->c[OP_SW_C_tx_io_datagrams] = d->io->tx_datagrams;
     d->sw->c[OP_SW_C_tx_io_drops] = d->io->tx_drops;
     if (d->rc->pcap != NULL)
         d->sw->c[OP_SW_C_captured] = op_pcap_count(d->rc->pcap);
@@ -93,7 +133,6 @@ static void receive(struct sw_driver *d)
         uint64_t now = op_now_ns();
         for (int i = 0; i < n; i++)
             op_sw_input(d->sw, &d->rx.pkts[i], now, &d->q);
-        flush(d, &d->q);
         if (n < d->rx.n)
             return;
     }
@@ -181,7 +220,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     if (st == OP_OK)
         st = op_pktbuf_init(&d.rx, OP_IO_BURST);
     if (st == OP_OK)
-        st = op_pktbuf_init(&d.tx, OP_IO_BURST);
+        st = op_pktbuf_init(&d.tx, SW_TX_QUEUE);
     if (st == OP_OK)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = open_signals()) < 0)

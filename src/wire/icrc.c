@@ -1,4 +1,4 @@
-/* RoCEv2 invariant CRC (roce-wire.md, IBTA annex A17): CRC-32 over 8 bytes of
+/* RoCEv2 invariant CRC (IBTA annex A17; docs/wire.md section 7): CRC-32 over 8 bytes of
  * 0xFF, the IPv4 header with TOS, TTL and checksum set to ones, the UDP header
  * with checksum 0xffff, the BTH with byte 4 set to 0xff, then everything after
  * the BTH up to the ICRC. The result goes on the wire little-endian. */

@@ -1,4 +1,4 @@
-/* RoCEv2 transport headers: BTH, RETH, AETH, DETH, ImmDt (roce-wire.md).
+/* RoCEv2 transport headers: BTH, RETH, AETH, DETH, ImmDt (IBTA annex A17, as rxe and scapy).
  * All big-endian; 24-bit fields are masked on encode. Decoders ignore the
  * reserved bits, as receivers must. */
 #include "offpath/wire.h"
