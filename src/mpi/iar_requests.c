@@ -106,19 +106,29 @@ static int first_complete(const MPI_Request *reqs, int n)
     return -1;
 }
 
+/* With the lock held: one of ours among reqs that has completed, reaped
+ * (the lock is then released), or -1 (still held). */
+static int reap_first_complete(MPI_Request reqs[], int n, MPI_Status *status)
+{
+    iar_advance();
+    int done = first_complete(reqs, n);
+    if (done < 0)
+        return -1;
+    iar_reap(reqs[done]);
+    opm_prog_unlock();
+    empty_status(status);
+    return done;
+}
+
 /* Testany and Testsome: a completed one of ours first, else the MPI's. */
 int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
     bool *ours;
     opm_prog_lock();
-    iar_advance();
-    int done = first_complete(reqs, n);
+    int done = reap_first_complete(reqs, n, status);
     if (done >= 0) {
-        iar_reap(reqs[done]);
-        opm_prog_unlock();
         *index = done;
         *flag = 1;
-        empty_status(status);
         return MPI_SUCCESS;
     }
     bool hidden = iar_any_running(reqs, n);
@@ -139,14 +149,10 @@ int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
 {
     bool *ours;
     opm_prog_lock();
-    iar_advance();
-    int done = first_complete(reqs, n);
+    int done = reap_first_complete(reqs, n, status_at(statuses, 0));
     if (done >= 0) {
-        iar_reap(reqs[done]);
-        opm_prog_unlock();
         *outcount = 1;
         indices[0] = done;
-        empty_status(status_at(statuses, 0));
         return MPI_SUCCESS;
     }
     bool hidden = iar_any_running(reqs, n);

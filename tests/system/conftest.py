@@ -134,3 +134,37 @@ def run_server_client(server_cmd, client_cmd, timeout=180, cwd=None):
             server.kill()
             server.wait(timeout=10)
     return (server.returncode, out, err), (client.returncode, client.stdout, client.stderr)
+
+
+def run_with_switch_killed(tmp_path, program, restart_after=None):
+    """`offpath mpirun --connect` 4 nodes x 2 ranks to one TOR started here,
+    running program (a list); the switch is killed 2.5 s in and, with
+    restart_after, started again that many seconds later. Returns
+    (returncode, stdout, stderr) of the job."""
+    net, port = next_net()
+    topo = tmp_path / "topo"
+    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
+
+    def start_switch():
+        return subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
+                                 "--log-level", "error"], stdout=subprocess.DEVNULL)
+
+    sw = start_switch()
+    try:
+        time.sleep(0.3)
+        job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
+                                "--port", str(port), "--nodes", "4", "--ppn", "2",
+                                "--deadline-ms", "1000", "--verbose", "--", *map(str, program)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)
+        assert job.poll() is None, "the job ended before the switch was killed"
+        sw.kill()
+        sw.wait()
+        if restart_after is not None:
+            time.sleep(restart_after)
+            sw = start_switch()
+        out, err = job.communicate(timeout=300)
+    finally:
+        sw.kill()
+        sw.wait()
+    return job.returncode, out, err

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BIN, next_net, offpath
+from conftest import BIN, next_net, offpath, run_with_switch_killed
 
 BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(BIN))))
 CHECK = {m: os.path.join(BUILD, "tests", "mpi", f"iallreduce_check_{m}")
@@ -98,27 +98,9 @@ def test_iallreduce_switch_killed_mid_job_every_call_still_right(tmp_path):
     the deadline and recover like blocking calls (some leaders may have had
     the result already); every result is still exact."""
     need("openmpi")
-    net, port = next_net()
-    topo = tmp_path / "topo"
-    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
-    sw = subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
-                           "--log-level", "error"], stdout=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
-                                "--port", str(port), "--nodes", "4", "--ppn", "2",
-                                "--deadline-ms", "1000", "--verbose", "--", CHECK["openmpi"],
-                                "3000", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        time.sleep(2.5)
-        assert job.poll() is None, "the job ended before the switch was killed"
-        sw.kill()
-        out, err = job.communicate(timeout=300)
-    finally:
-        sw.kill()
-        sw.wait()
-    res = parse(subprocess.CompletedProcess([], job.returncode, out, err))
-    assert job.returncode == 0, err
+    rc, out, err = run_with_switch_killed(tmp_path, [CHECK["openmpi"], 3000, 300])
+    res = parse(subprocess.CompletedProcess([], rc, out, err))
+    assert rc == 0, err
     assert res["mismatches"] == 0
     assert res["offloaded"] > 0 and "switch unreachable" in res["why"]
 

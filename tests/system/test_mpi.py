@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, next_net, offpath
+from conftest import BIN, next_net, offpath, run_with_switch_killed
 
 BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(BIN))))
 CHECK = {m: os.path.join(BUILD, "tests", "mpi", f"allreduce_check_{m}") for m in ("openmpi", "mpich")}
@@ -143,41 +143,16 @@ def recovery(err):
     return dict(zip(keys, map(int, m.groups()))) if m else dict.fromkeys(keys, 0)
 
 
-def start_switch(topo):
-    return subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
-                             "--log-level", "error"], stdout=subprocess.DEVNULL)
-
-
 @pytest.mark.parametrize("restart", [False, True])
 def test_switch_killed_mid_job_every_call_still_right(tmp_path, restart):
     """The switch dies mid-job: every leader gives the call up and they redo
     it without the switch (named: switch unreachable). Restarted, the
     communicators rejoin it after a backoff and calls go through it again."""
     need("openmpi")
-    net, port = next_net()
-    topo = tmp_path / "topo"
-    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
-    sw = start_switch(topo)
-    try:
-        time.sleep(0.3)
-        job = subprocess.Popen([BIN, "mpirun", "--connect", str(topo), "--net", str(net),
-                                "--port", str(port), "--nodes", "4", "--ppn", "2",
-                                "--deadline-ms", "1000", "--verbose", "--", CHECK["openmpi"],
-                                "200", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        time.sleep(2.5)
-        assert job.poll() is None, "the job ended before the switch was killed"
-        sw.kill()
-        sw.wait()
-        if restart:
-            time.sleep(1.5)
-            sw = start_switch(topo)
-        out, err = job.communicate(timeout=300)
-    finally:
-        sw.kill()
-        sw.wait()
-    res = parse(subprocess.CompletedProcess([], job.returncode, out, err))
-    assert job.returncode == 0, err
+    rc, out, err = run_with_switch_killed(tmp_path, [CHECK["openmpi"], 200, 1000],
+                                          1.5 if restart else None)
+    res = parse(subprocess.CompletedProcess([], rc, out, err))
+    assert rc == 0, err
     assert res["mismatches"] == 0
     assert res["offloaded"] > 0 and res["fell_back"] > 0
     assert "switch unreachable" in res["why"]
