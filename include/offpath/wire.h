@@ -314,13 +314,16 @@ OP_API op_status_t op_inc_hdr_decode(const uint8_t *buf, size_t len, struct op_i
 OP_API void op_inc_ctrl_encode(const struct op_inc_ctrl *c, uint8_t out[OP_INC_CTRL_LEN]);
 OP_API op_status_t op_inc_ctrl_decode(const uint8_t *buf, size_t len, struct op_inc_ctrl *c);
 
-/* A decoded INC packet: views into the caller's buffer. */
+/* A decoded INC packet: views into the caller's buffer. A control packet is
+ * valid only with a valid control payload, so op_inc_decode decodes it, and
+ * every receiver reads ctrl instead of decoding the payload again. */
 struct op_inc_pkt {
     struct op_bth bth;
     struct op_deth deth;
     struct op_inc_hdr hdr;
     const uint8_t *payload; /* data elements (network order) or control payload */
     size_t payload_len;
+    struct op_inc_ctrl ctrl; /* hdr.kind == OP_INC_KIND_CTRL: the payload decoded; else zero */
 };
 
 /* Is this RoCEv2 UDP payload an INC packet? Checks opcode, QP and Q_Key only;

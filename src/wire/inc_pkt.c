@@ -34,6 +34,15 @@ static size_t inc_payload_len(const struct op_inc_hdr *h)
     return n <= OP_INC_MAX_DATA ? n : 0;
 }
 
+/* A control packet is valid only with a valid control payload, so it is
+ * decoded here, once, for every receiver (switch, client, port). */
+static void inc_take_ctrl(struct wire_cur *c, struct op_inc_pkt *pkt)
+{
+    pkt->ctrl = (struct op_inc_ctrl){0};
+    if (c->err == OP_OK && pkt->hdr.kind == OP_INC_KIND_CTRL)
+        wc_check(c, op_inc_ctrl_decode(pkt->payload, pkt->payload_len, &pkt->ctrl) == OP_OK);
+}
+
 static void inc_take_payload(struct wire_cur *c, struct op_inc_pkt *pkt)
 {
     size_t n = inc_payload_len(&pkt->hdr);
@@ -41,10 +50,7 @@ static void inc_take_payload(struct wire_cur *c, struct op_inc_pkt *pkt)
     wc_check(c, n > 0 && pkt->bth.padcnt == pad);
     pkt->payload = ud_take_tail(c, n, pad);
     pkt->payload_len = n;
-    if (c->err == OP_OK && pkt->hdr.kind == OP_INC_KIND_CTRL) {
-        struct op_inc_ctrl ctrl;
-        wc_check(c, op_inc_ctrl_decode(pkt->payload, n, &ctrl) == OP_OK);
-    }
+    inc_take_ctrl(c, pkt);
 }
 
 op_status_t op_inc_decode(const uint8_t *roce, size_t len, struct op_inc_pkt *out)
