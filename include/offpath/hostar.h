@@ -18,7 +18,8 @@
  *
  * Two layers, as inc.h: op_har_eng_* is a pure state machine (packets and
  * time in, packets out); op_har_port / op_har_allreduce drive engines over a
- * UDP socket. docs/wire.md section 11 shows the packets. */
+ * UDP socket. The packets' codec is wire's (offpath/wire.h, op_har_*);
+ * docs/wire.md section 11 shows the packets. */
 #ifndef OFFPATH_HOSTAR_H
 #define OFFPATH_HOSTAR_H
 
@@ -30,59 +31,7 @@
 #include "offpath/io.h"
 #include "offpath/wire.h"
 
-/* ---- packets: RoCEv2 UD SEND_ONLY (BTH + DETH) + hostar header + payload + pad + ICRC */
-#define OP_HAR_QPN 0x00a11au     /* destination and source QP */
-#define OP_HAR_QKEY 0x48415221u  /* "HAR!" */
-#define OP_HAR_VERSION 1
-#define OP_HAR_HDR_LEN 48
-#define OP_HAR_PREFIX_LEN (OP_BTH_LEN + OP_DETH_LEN + OP_HAR_HDR_LEN)
-#define OP_HAR_MAX_DATA 4096
-#define OP_HAR_MAX_PKT (OP_HAR_PREFIX_LEN + OP_HAR_MAX_DATA + OP_ICRC_LEN)
 #define OP_HAR_MAX_WINDOW 63     /* the receiver's bitmap covers 64 sequence numbers */
-
-enum op_har_kind {
-    OP_HAR_KIND_DATA = 1, /* count elements of the vector at offset, for step */
-    OP_HAR_KIND_ACK = 2,  /* only the ack fields: no data went the other way in time */
-};
-
-enum op_har_flag {
-    OP_HAR_F_ACK = 0x01, /* ack and sack are valid (always on an ACK) */
-};
-
-/* The hostar header, host order. tsn numbers the packets src sends dst, over
- * the whole life of the session (across calls), as an RC queue pair's PSN;
- * ack and sack acknowledge the stream dst -> src, riding on data when there
- * is some. */
-struct op_har_hdr {
-    uint8_t version, kind, op, dtype;
-    uint32_t session; /* the communicator: same on every leader */
-    uint16_t src, dst; /* leader ranks */
-    uint32_t tsn;
-    uint32_t call;    /* data: the allreduce's number on this session (from 1) */
-    uint16_t step;    /* data: the algorithm's step that sent it */
-    uint16_t count;   /* data: elements in the payload */
-    uint32_t offset;  /* data: element offset of the payload in the vector */
-    uint32_t total;   /* data: elements of the whole vector */
-    uint8_t flags;    /* enum op_har_flag */
-    uint32_t ack;     /* every number below it arrived */
-    uint64_t sack;    /* bit i: number ack + i arrived */
-};
-
-struct op_har_pkt {
-    struct op_bth bth;
-    struct op_har_hdr hdr;
-    const uint8_t *payload; /* data: elements in network order */
-    size_t payload_len;
-};
-
-/* Decode a whole packet (ICRC present, not checked: that needs the flow).
- * OP_ERR_TRUNCATED or OP_ERR_MALFORMED as docs/wire.md section 11 lists. */
-OP_API op_status_t op_har_decode(const uint8_t *roce, size_t len, struct op_har_pkt *out);
-/* Write BTH + DETH + header for a payload of payload_len bytes, and the zero
- * pad after where the payload goes (at out + OP_HAR_PREFIX_LEN, the caller's
- * to fill). Returns the length without the ICRC, or 0 if cap is too small. */
-OP_API size_t op_har_frame(const struct op_har_hdr *h, size_t payload_len, uint8_t *out,
-                           size_t cap);
 
 /* ---- engine */
 struct op_har_peer {
@@ -160,9 +109,6 @@ OP_API op_status_t op_har_eng_status(const struct op_har_eng *e);
 /* Nothing sent is waiting for its ack. */
 OP_API bool op_har_eng_quiet(const struct op_har_eng *e);
 OP_API const uint64_t *op_har_eng_counters(const struct op_har_eng *e);
-/* The session a packet names, for a driver with several engines on one
- * socket; false if it is no hostar packet. */
-OP_API bool op_har_session_of(const uint8_t *roce, size_t len, uint32_t *session);
 
 /* ---- blocking driver over UDP */
 /* One UDP socket that all the hostar sessions of a process share. A thread

@@ -1,6 +1,6 @@
-/* Internal to the hostar module: the engine's state, shared by the packet
- * codec (pkt.c), the per-peer reliable streams (xport.c), the algorithms'
- * schedules (sched.c) and the call logic (engine.c). */
+/* Internal to the hostar module: the engine's state, shared by the per-peer
+ * reliable streams (xport.c), the algorithms' schedules (sched.c) and the
+ * call logic (engine.c). The packet codec is wire's (src/wire/har_pkt.c). */
 #ifndef OFFPATH_HOSTAR_INTERNAL_H
 #define OFFPATH_HOSTAR_INTERNAL_H
 
@@ -95,15 +95,6 @@ struct op_har_eng {
     uint64_t c[OP_HAR_C_COUNT_];
     uint8_t scratch[OP_HAR_MAX_DATA];
 };
-
-/* pkt.c: big-endian loads and stores */
-uint16_t har_ld16(const uint8_t *p);
-uint32_t har_ld32(const uint8_t *p);
-uint8_t *har_st16(uint8_t *p, uint16_t v);
-uint8_t *har_st32(uint8_t *p, uint32_t v);
-uint64_t har_ld64(const uint8_t *p);
-uint8_t *har_st64(uint8_t *p, uint64_t v);
-void har_stamp_ack(uint8_t *roce, uint32_t ack, uint64_t sack);
 
 /* xport.c */
 enum har_rx { HAR_RX_NEW, HAR_RX_DUP, HAR_RX_BEYOND };

@@ -94,7 +94,7 @@ static void transmit(struct op_har_eng *e, struct har_peer *p, struct har_slot *
     memcpy(pkt->data, s->b->data, s->b->len);
     pkt->len = s->b->len;
     if (p->ack_due) { /* the ack rides along: one packet, one wake-up */
-        har_stamp_ack(pkt->data, p->cum, p->seen);
+        op_har_stamp_ack(pkt->data, p->cum, p->seen);
         pkt->len = (uint32_t)op_icrc_seal(&pkt->flow, pkt->data, pkt->len - OP_ICRC_LEN,
                                           OP_IO_BUF_SIZE);
         p->ack_due = false;

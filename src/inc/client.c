@@ -71,30 +71,32 @@ void op_inc_port_close(struct op_inc_port *p)
     free(p);
 }
 
+/* Does a control message name this client's communicator? */
+static bool names_comm(const struct op_inc_ctrl *c, const struct op_inc_client *cl)
+{
+    return c->job_id == cl->cfg.job_id && c->true_comm_id == cl->cfg.comm_id &&
+           c->c_id == cl->cfg.c_id;
+}
+
 /* The engine a packet is for: data and kills by group id and token, the
  * join's control messages by the communicator they name. */
 static struct op_inc_eng *owner(const struct op_inc_port *p, const struct op_pkt *pkt)
 {
     struct op_inc_pkt ip;
-    struct op_inc_ctrl c;
     if (p->n_clients == 1)
         return p->clients[0]->eng;
     if (op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK)
         return NULL;
-    bool by_key = ip.hdr.kind == OP_INC_KIND_CTRL && ip.hdr.group_id == 0 &&
-                  op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) == OP_OK;
+    bool ctrl = ip.hdr.kind == OP_INC_KIND_CTRL;
+    bool by_key = ctrl && ip.hdr.group_id == 0;
     for (int i = 0; i < p->n_clients; i++) {
         const struct op_inc_client *cl = p->clients[i];
         const struct op_inc_caps *caps = op_inc_eng_caps(cl->eng);
-        if (by_key ? c.job_id == cl->cfg.job_id && c.true_comm_id == cl->cfg.comm_id &&
-                         c.c_id == cl->cfg.c_id
+        if (by_key ? names_comm(&ip.ctrl, cl)
                    : ip.hdr.group_id == caps->group_id && ip.hdr.token == caps->token)
             return cl->eng;
         /* a notify carries the new group id: match it by communicator too */
-        if (!by_key && ip.hdr.kind == OP_INC_KIND_CTRL && caps->group_id == 0 &&
-            op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) == OP_OK &&
-            c.job_id == cl->cfg.job_id && c.true_comm_id == cl->cfg.comm_id &&
-            c.c_id == cl->cfg.c_id)
+        if (!by_key && ctrl && caps->group_id == 0 && names_comm(&ip.ctrl, cl))
             return cl->eng;
     }
     return NULL;

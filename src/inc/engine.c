@@ -147,16 +147,10 @@ void op_inc_eng_input(struct op_inc_eng *e, const struct op_pkt *pkt, uint64_t n
         e->c[OP_INC_C_dropped]++;
         return;
     }
-    if (ip.hdr.kind == OP_INC_KIND_DATA) {
+    if (ip.hdr.kind == OP_INC_KIND_DATA)
         eng_data_input(e, &ip, now, out);
-        return;
-    }
-    struct op_inc_ctrl c;
-    if (op_inc_ctrl_decode(ip.payload, ip.payload_len, &c) != OP_OK) {
-        e->c[OP_INC_C_dropped]++;
-        return;
-    }
-    eng_ctrl_input(e, &ip.hdr, &c, now, out);
+    else
+        eng_ctrl_input(e, &ip.hdr, &ip.ctrl, now, out);
 }
 
 /* The driver calls the timer at least every rto_max while an operation runs;

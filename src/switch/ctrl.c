@@ -519,12 +519,9 @@ static void ctrl_above(struct op_sw *sw, const struct op_pkt *pkt, struct op_inc
 void sw_ctrl_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,
                    uint64_t now, struct op_txq *out)
 {
-    struct op_inc_ctrl c;
+    /* copies: the handlers rewrite them into what they send on */
+    struct op_inc_ctrl c = ip->ctrl;
     struct op_inc_hdr h = ip->hdr;
-    if (op_inc_ctrl_decode(ip->payload, ip->payload_len, &c) != OP_OK) {
-        sw->c[OP_SW_C_drop_malformed]++;
-        return;
-    }
     unsigned type = c.query_notify_hop & 0x0f;
     if (type == OP_INC_CTRL_QUERY)
         sw->c[OP_SW_C_queries]++;

@@ -59,6 +59,14 @@ static inline const uint8_t *wc_take(struct wire_cur *c, size_t n)
     return at;
 }
 
+/* Require n more bytes without taking them, for a format that calls a short
+ * input truncated before it looks at any field. */
+static inline void wc_need(struct wire_cur *c, size_t n)
+{
+    if (c->err == OP_OK && c->left < n)
+        wc_fail(c, OP_ERR_TRUNCATED);
+}
+
 /* Big-endian value of n (1..8) bytes; 0 on failure. */
 static inline uint64_t wc_be(struct wire_cur *c, size_t n)
 {
@@ -110,6 +118,65 @@ static inline uint8_t *wp_u16(uint8_t *p, uint16_t v) { return wp_be(p, v, 2); }
 static inline uint8_t *wp_u24(uint8_t *p, uint32_t v) { return wp_be(p, v & 0xffffffu, 3); }
 static inline uint8_t *wp_u32(uint8_t *p, uint32_t v) { return wp_be(p, v, 4); }
 static inline uint8_t *wp_u64(uint8_t *p, uint64_t v) { return wp_be(p, v, 8); }
+
+/* A fixed layout as a table, so that one list of fields serves both the
+ * encoder and the decoder (they cannot disagree). Each field is n bytes
+ * big-endian on the wire, held in the host-order struct at off in an
+ * unsigned integer member of exactly n bytes; WIRE_GAP marks n reserved
+ * bytes, written as zeros. */
+struct wire_field {
+    uint16_t off;
+    uint8_t n;
+};
+#define WIRE_GAP UINT16_MAX
+#define WIRE_FIELD(type, member) {offsetof(type, member), sizeof(((type *)0)->member)}
+
+static inline uint64_t wf_get(const void *s, const struct wire_field *f)
+{
+    const char *m = (const char *)s + f->off;
+    switch (f->n) {
+    case 1: return *(const uint8_t *)m;
+    case 2: return *(const uint16_t *)m;
+    case 4: return *(const uint32_t *)m;
+    default: return *(const uint64_t *)m;
+    }
+}
+
+static inline void wf_set(void *s, const struct wire_field *f, uint64_t v)
+{
+    char *m = (char *)s + f->off;
+    switch (f->n) {
+    case 1: *(uint8_t *)m = (uint8_t)v; break;
+    case 2: *(uint16_t *)m = (uint16_t)v; break;
+    case 4: *(uint32_t *)m = (uint32_t)v; break;
+    default: *(uint64_t *)m = v;
+    }
+}
+
+/* Read count fields into s. Returns the reserved bytes ORed together, for
+ * the caller to require zero where its format does. */
+static inline uint64_t wc_fields(struct wire_cur *c, void *s, const struct wire_field *f,
+                                 size_t count)
+{
+    uint64_t reserved = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t v = wc_be(c, f[i].n);
+        if (f[i].off == WIRE_GAP)
+            reserved |= v;
+        else
+            wf_set(s, &f[i], v);
+    }
+    return reserved;
+}
+
+/* Write count fields of s; the caller owns the bounds. */
+static inline uint8_t *wp_fields(uint8_t *p, const void *s, const struct wire_field *f,
+                                 size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        p = wp_be(p, f[i].off == WIRE_GAP ? 0 : wf_get(s, &f[i]), f[i].n);
+    return p;
+}
 
 /* Host-order loads from a buffer the caller has bounds-checked. */
 static inline uint32_t ld_be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }

@@ -68,7 +68,8 @@ static void fuzz_inc_parts(const uint8_t *data, size_t size)
 }
 
 /* A decoded INC packet re-encodes to the same bytes, the ICRC aside and BTH
- * byte 4 aside (FECN/BECN: variant, ignored by the decoder). */
+ * byte 4 aside (FECN/BECN: variant, ignored by the decoder); so does the
+ * control payload it carries decoded. */
 static void fuzz_inc_packet(const uint8_t *data, size_t size)
 {
     struct op_inc_pkt pkt;
@@ -83,6 +84,10 @@ static void fuzz_inc_packet(const uint8_t *data, size_t size)
     require(n == size - OP_ICRC_LEN);
     out[4] = data[4];
     require(memcmp(out, data, n) == 0);
+    if (pkt.hdr.kind == OP_INC_KIND_CTRL) { /* the control payload it carries decoded */
+        op_inc_ctrl_encode(&pkt.ctrl, out);
+        require(memcmp(out, pkt.payload, OP_INC_CTRL_LEN) == 0);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

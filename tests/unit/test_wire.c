@@ -796,6 +796,10 @@ static void test_inc_pkt_ctrl_round_trip(void **state)
     struct op_inc_ctrl c;
     assert_int_equal(op_inc_ctrl_decode(d.payload, d.payload_len, &c), OP_OK);
     assert_int_equal(c.lease_ms, sample_ctrl().lease_ms);
+    /* The packet carries the payload decoded: receivers need not decode it again. */
+    uint8_t again[OP_INC_CTRL_LEN];
+    op_inc_ctrl_encode(&d.ctrl, again);
+    assert_memory_equal(again, d.payload, OP_INC_CTRL_LEN);
     /* Control packets ignore op and dtype. */
     pkt[OP_BTH_LEN + OP_DETH_LEN + 10] = 0xee;
     pkt[OP_BTH_LEN + OP_DETH_LEN + 11] = 0xee;
