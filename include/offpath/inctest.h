@@ -28,7 +28,6 @@ struct op_inctest_config {
     uint64_t rto_us;
     uint64_t seed;
     const char *connect;  /* topology file of running switches: start none */
-    const char *self_exe; /* the offpath binary, to start switches */
     const char *workdir;  /* where topology and stats files go */
     struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
     bool json;

@@ -98,8 +98,7 @@ struct it_run {
 static int start_switches(struct it_run *r)
 {
     const struct op_inctest_config *cfg = r->cfg;
-    struct op_fabric_opts o = {.self_exe = cfg->self_exe, .topo_path = r->topo_path,
-                               .workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
+    struct op_fabric_opts o = {.workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
                                .dup_rate = cfg->dup_rate, .delay_us = cfg->delay_us,
                                .window = cfg->window, .max_data = cfg->max_data,
                                .pcap = cfg->pcap};

@@ -238,8 +238,7 @@ int op_launch_run(const struct op_launch_config *in)
         return 2;
     }
     if (cfg.mode != OP_LAUNCH_OFF && cfg.mode != OP_LAUNCH_HOST && own_topo) {
-        struct op_fabric_opts o = {.self_exe = cfg.self_exe, .topo_path = topo_path,
-                                   .workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
+        struct op_fabric_opts o = {.workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
                                    .dup_rate = cfg.dup_rate, .max_data = cfg.max_data,
                                    .window = cfg.window};
         if (op_fabric_start(&o, &topo, &fabric, err, sizeof(err)) != OP_OK) {
