@@ -1,5 +1,5 @@
 /* `offpath inc_test`: load and correctness tool for the in-network Allreduce.
- * Starts a TOR/SPINE topology of `offpath switch` processes on loopback (or
+ * Starts a TOR/SPINE topology of switch processes on loopback (or
  * uses one already running), runs N leader processes, each on its own
  * loopback address, checks every result element by element against a
  * reference computed locally in the switches' reduction order, checks that

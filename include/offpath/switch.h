@@ -87,7 +87,7 @@ OP_API const uint64_t *op_sw_counters(const struct op_sw *sw);
 OP_API const char *op_sw_counter_name(unsigned c);
 OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
 
-/* ---- Driver: `offpath switch` */
+/* ---- Driver: `offpath switch`, and each switch the fabric forks */
 struct op_sw_run_config {
     struct op_sw_config sw;
     double drop_rate, dup_rate;

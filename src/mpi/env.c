@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "opmpi.h"
@@ -40,29 +39,11 @@ static void env_int(const char *name, int min, int max, int *out)
         *out = (int)x;
 }
 
-static const char *const mode_names[] = {[OPM_OFF] = "off", [OPM_NODE] = "node",
-                                         [OPM_SOCKET] = "socket", [OPM_HOST] = "host"};
-
-const char *opm_mode_name(enum opm_mode m)
-{
-    return (unsigned)m < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[m] : "?";
-}
-
-bool opm_mode_parse(const char *name, enum opm_mode *out)
-{
-    for (unsigned m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
-        if (strcasecmp(name, mode_names[m]) == 0) {
-            *out = (enum opm_mode)m;
-            return true;
-        }
-    return false;
-}
-
 static void env_mode(struct opm_config *cfg)
 {
     const char *v = getenv("OFFPATH_MODE");
-    cfg->mode = OPM_NODE;
-    if (v != NULL && *v != '\0' && !opm_mode_parse(v, &cfg->mode))
+    cfg->mode = OP_MODE_NODE;
+    if (v != NULL && *v != '\0' && !op_mode_parse(v, true, &cfg->mode))
         fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket, host or off)\n",
                 v);
 }
@@ -78,7 +59,7 @@ static void env_ip(const char *name, uint32_t *out)
 void opm_config_load(struct opm_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->mode = OPM_NODE;
+    cfg->mode = OP_MODE_NODE;
     cfg->node = cfg->socket = -1;
     cfg->sockets = 0; /* unset: hwloc tells */
     cfg->net = 50;

@@ -9,12 +9,11 @@
 
 #include "offpath/hostar.h"
 #include "offpath/inc.h"
+#include "offpath/mode.h" /* OP_MODE_HOST: hostpath.c */
 #include "offpath/rescue.h"
 #include "offpath/shmcoll.h"
 #include "offpath/topo.h"
 
-/* OPM_HOST: Node mode's leaders, allreducing host to host (hostpath.c) */
-enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET, OPM_HOST };
 
 #define OPM_MAX_SOCKETS 16 /* a node's socket groups are told apart by node * 16 + socket */
 
@@ -37,7 +36,7 @@ enum opm_reason {
 };
 
 struct opm_config {
-    enum opm_mode mode;
+    enum op_mode mode;
     int ppn, sockets;     /* emulation: ranks per node, sockets per node (0: detect) */
     int node, socket;     /* explicit identity (-1: derive) */
     uint32_t net;         /* emulated addresses 127.<net>.<node+1>.<local+1> */
@@ -55,7 +54,7 @@ struct opm_config {
 
 /* What a communicator carries (as an MPI attribute). */
 struct opm_comm {
-    enum opm_mode mode; /* as it was when the communicator was created */
+    enum op_mode mode; /* as it was when the communicator was created */
     MPI_Comm local;   /* my node's (or socket's) ranks; rank 0 is the leader */
     MPI_Comm leaders; /* the leaders; MPI_COMM_NULL on the others */
     int local_size;
@@ -116,8 +115,6 @@ extern struct opm_state opm;
 void opm_config_load(struct opm_config *cfg);
 void opm_identity(void); /* collective over COMM_WORLD */
 const char *opm_reason_text(unsigned r);
-const char *opm_mode_name(enum opm_mode m);
-bool opm_mode_parse(const char *name, enum opm_mode *out);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 

@@ -114,7 +114,7 @@ bool opm_leader_join(struct opm_comm *c)
     ic.job_id = opm.cfg.job_id;
     ic.comm_id = info[1];
     ic.world_rank = (uint32_t)opm.world_rank;
-    ic.master_num = c->mode == OPM_SOCKET ? 2 : 1;
+    ic.master_num = c->mode == OP_MODE_SOCKET ? 2 : 1;
     ic.rto_ns = opm.cfg.rto_us * OP_NS_PER_US;
     if (ic.rto_min_ns > ic.rto_ns)
         ic.rto_min_ns = ic.rto_ns;
@@ -154,7 +154,7 @@ static void agree(MPI_Comm comm, struct opm_comm *c, bool joined)
 
 /* One level of the hierarchy for `comm`: leaders by node or by socket, their
  * group at the switches, the shared memory below them. */
-static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
+static struct opm_comm *comm_state(MPI_Comm comm, enum op_mode mode)
 {
     struct opm_comm *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -162,11 +162,11 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
     c->local = c->leaders = MPI_COMM_NULL;
     c->mode = mode;
     opm.comms++;
-    if (mode == OPM_OFF)
+    if (mode == OP_MODE_OFF)
         return c;
     int rank;
     PMPI_Comm_rank(comm, &rank);
-    int color = mode != OPM_SOCKET ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
+    int color = mode != OP_MODE_SOCKET ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
     PMPI_Comm_split(comm, color, rank, &c->local);
     int lrank;
     PMPI_Comm_rank(c->local, &lrank);
@@ -180,7 +180,7 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
     bool joined = false;
     if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader) {
         bool rescuable = rescue_setup(c);
-        joined = (mode == OPM_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
+        joined = (mode == OP_MODE_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
     }
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
@@ -193,8 +193,8 @@ void opm_comm_setup(MPI_Comm comm)
     struct opm_comm *c = comm_state(comm, opm.cfg.mode);
     /* Socket mode sends every byte once per socket; above a size the node's
      * group (once per node) is faster, so a socket communicator has both. */
-    if (c->mode == OPM_SOCKET && c->inc_ok && opm.cfg.socket_max_bytes < opm.cfg.max_bytes)
-        c->wide = comm_state(comm, OPM_NODE);
+    if (c->mode == OP_MODE_SOCKET && c->inc_ok && opm.cfg.socket_max_bytes < opm.cfg.max_bytes)
+        c->wide = comm_state(comm, OP_MODE_NODE);
     attach(comm, c);
 }
 
