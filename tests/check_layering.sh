@@ -48,5 +48,11 @@ if grep -n 'getopt' src/*/*.c | grep -v '^src/cli/'; then
     echo "layering: argument parsing outside src/cli"
     bad=1
 fi
+# Settings reach modules in structs filled by src/cli; liboffpath_mpi, which
+# has no other channel (it is preloaded), reads its variables in one place.
+if grep -n 'getenv' src/*/*.c src/*/*.h | grep -v '^src/cli/\|^src/mpi/env\.c:'; then
+    echo "layering: getenv outside src/cli and src/mpi/env.c"
+    bad=1
+fi
 [ $bad -eq 0 ] && echo "layering: ok"
 exit $bad

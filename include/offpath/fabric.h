@@ -15,6 +15,7 @@ struct op_fabric_opts {
     double drop_rate, dup_rate;
     uint32_t delay_us;
     uint16_t window, max_data; /* 0: the switch's default */
+    bool udp_batching;         /* the switches' ports (op_io_udp_batching) */
     struct op_pcap *pcap; /* each switch captures into a file of its own in
                            * workdir; op_fabric_stop merges them into this */
 };

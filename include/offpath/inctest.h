@@ -30,6 +30,7 @@ struct op_inctest_config {
     const char *connect;  /* topology file of running switches: start none */
     const char *workdir;  /* where topology and stats files go */
     struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
+    bool udp_batching;    /* switches' and leaders' ports (op_io_udp_batching) */
     bool json;
     bool quiet;
 };

@@ -23,6 +23,7 @@ struct op_launch_config {
     uint8_t net;
     uint16_t port;
     bool tcp;             /* Open MPI: --mca btl tcp,self (the network baseline) */
+    bool udp_batching;    /* the switches' ports (the ranks read OFFPATH_UDP_BATCHING) */
     int verbose;
     uint64_t deadline_ms; /* the library's bound on each switch operation */
     const char *connect;  /* topology file of running switches: start none */

@@ -95,6 +95,7 @@ struct op_sw_run_config {
     const char *stats_json; /* written at exit and on SIGUSR1 */
     bool busy_poll;
     bool json_exit; /* exit counters as JSON on stdout */
+    bool udp_batching; /* op_io_udp_batching on its port */
     int ready_fd; /* >= 0: write "ready\n" there once listening, then close it */
     struct op_pcap *pcap; /* capture what the port receives and sends; NULL: none */
 };

@@ -154,6 +154,7 @@ int cli_inc_test(int argc, char **argv)
         cli_bad(tool, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
+    f.cfg.udp_batching = cli_udp_batching();
     if (!consistent(&f) || !cli_pcap_open(tool, f.pcap, &f.cfg.pcap))
         return 2;
     rc = op_inctest_run(&f.cfg);

@@ -208,6 +208,7 @@ int cli_mpirun(int argc, char **argv)
         cfg.verbose = env_verbose;
     if (!check(&cfg) || (cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
+    cfg.udp_batching = cli_udp_batching();
     cfg.argv = argv + optind;
     cfg.argc = argc - optind;
     return op_launch_run(&cfg);

@@ -46,7 +46,8 @@ static void switch_config(const struct op_fabric *f, int i, int ready_fd, char *
 {
     const struct op_fabric_opts *o = &f->o;
     *rc = (struct op_sw_run_config){.drop_rate = o->drop_rate, .dup_rate = o->dup_rate,
-                                    .delay_us = o->delay_us, .ready_fd = ready_fd};
+                                    .delay_us = o->delay_us, .ready_fd = ready_fd,
+                                    .udp_batching = o->udp_batching};
     op_sw_config_default(&rc->sw);
     rc->sw.topo = &f->topo;
     rc->sw.self = i;

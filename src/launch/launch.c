@@ -29,6 +29,7 @@ void op_launch_config_default(struct op_launch_config *cfg)
     /* jumbo RoCE payloads: loopback and veth carry them, 4x fewer packets */
     cfg->max_data = 4096;
     cfg->window = 32;
+    cfg->udp_batching = true;
     cfg->workdir = "/tmp";
 }
 
@@ -239,7 +240,7 @@ int op_launch_run(const struct op_launch_config *in)
     if (cfg.mode != OP_MODE_OFF && cfg.mode != OP_MODE_HOST && own_topo) {
         struct op_fabric_opts o = {.workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
                                    .dup_rate = cfg.dup_rate, .max_data = cfg.max_data,
-                                   .window = cfg.window};
+                                   .window = cfg.window, .udp_batching = cfg.udp_batching};
         if (op_fabric_start(&o, &topo, &fabric, err, sizeof(err)) != OP_OK) {
             fprintf(stderr, "offpath mpirun: %s\n", err);
             unlink(topo_path);

@@ -48,6 +48,34 @@ static void env_mode(struct opm_config *cfg)
                 v);
 }
 
+static double env_rate(const char *name)
+{
+    const char *v = getenv(name);
+    double x = 0;
+    if (v != NULL && *v != '\0' && op_parse_double(v, 0.0, 1.0, &x) != OP_OK) {
+        fprintf(stderr, "offpath: ignoring %s=%s (expected 0..1)\n", name, v);
+        x = 0;
+    }
+    return x;
+}
+
+/* Batching is on unless the variable says 0, as in the tools (src/cli). */
+static bool env_batching(void)
+{
+    const char *v = getenv("OFFPATH_UDP_BATCHING");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+static void env_host(struct opm_config *cfg)
+{
+    struct op_har_config hc;
+    op_har_config_default(&hc);
+    cfg->host_ring_bytes = hc.ring_bytes;
+    env_u64("OFFPATH_HOST_RING_BYTES", 0, UINT64_MAX, &cfg->host_ring_bytes);
+    cfg->host_drop_rate = env_rate("OFFPATH_DROP_RATE");
+    cfg->host_dup_rate = env_rate("OFFPATH_DUP_RATE");
+}
+
 static void env_ip(const char *name, uint32_t *out)
 {
     const char *v = getenv(name);
@@ -96,6 +124,8 @@ void opm_config_load(struct opm_config *cfg)
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);
     env_u64("OFFPATH_RTO_US", 10, 10000000, &cfg->rto_us);
     env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
+    cfg->udp_batching = env_batching();
+    env_host(cfg);
     const char *t = getenv("OFFPATH_TOPOLOGY");
     if (t != NULL)
         snprintf(cfg->topology, sizeof(cfg->topology), "%s", t);

@@ -19,17 +19,6 @@
 
 #include "opmpi.h"
 
-static double env_rate(const char *name)
-{
-    const char *v = getenv(name);
-    double x = 0;
-    if (v != NULL && *v != '\0' && op_parse_double(v, 0.0, 1.0, &x) != OP_OK) {
-        fprintf(stderr, "offpath: ignoring %s=%s (expected 0..1)\n", name, v);
-        x = 0;
-    }
-    return x;
-}
-
 static uint16_t host_port_number(void)
 {
     return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
@@ -39,11 +28,12 @@ static bool ensure_port(void)
 {
     if (opm.host_port != NULL)
         return true;
-    struct op_fault_cfg fault = {.drop = env_rate("OFFPATH_DROP_RATE"),
-                                 .dup = env_rate("OFFPATH_DUP_RATE"),
+    struct op_fault_cfg fault = {.drop = opm.cfg.host_drop_rate,
+                                 .dup = opm.cfg.host_dup_rate,
                                  .seed = opm.my_ip ^ (uint64_t)getpid() << 32};
     bool inject = fault.drop > 0 || fault.dup > 0;
-    op_status_t st = op_har_port_open(opm.my_ip, host_port_number(), inject ? &fault : NULL,
+    op_status_t st = op_har_port_open(opm.my_ip, host_port_number(), opm.cfg.udp_batching,
+                                      inject ? &fault : NULL,
                                       &opm.host_port);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its host allreduce port: %s\n",
@@ -94,9 +84,7 @@ bool opm_host_join(struct opm_comm *c)
     if (hc.ack_delay_ns >= hc.rto_min_ns)
         hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
     hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
-    const char *ring = getenv("OFFPATH_HOST_RING_BYTES");
-    if (ring != NULL && op_parse_u64(ring, 0, UINT64_MAX, &hc.ring_bytes) != OP_OK)
-        fprintf(stderr, "offpath: ignoring OFFPATH_HOST_RING_BYTES=%s\n", ring);
+    hc.ring_bytes = opm.cfg.host_ring_bytes;
     op_status_t st = ensure_port() ? op_har_attach(opm.host_port, &hc, &c->host) : OP_ERR_IO;
     free(peers);
     if (st != OP_OK && opm.cfg.verbose)

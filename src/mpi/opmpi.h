@@ -50,6 +50,11 @@ struct opm_config {
     uint32_t job_id;
     bool shm;           /* OFFPATH_SHM: node steps through shared memory */
     uint64_t shm_slot;  /* OFFPATH_SHM_SLOT: bytes per hand-over */
+    bool udp_batching;  /* OFFPATH_UDP_BATCHING (not 0): the leaders' sockets */
+    /* Host mode (hostpath.c): OFFPATH_DROP_RATE and OFFPATH_DUP_RATE injected
+     * on what the leaders send, OFFPATH_HOST_RING_BYTES where the ring starts */
+    double host_drop_rate, host_dup_rate;
+    uint64_t host_ring_bytes;
 };
 
 /* What a communicator carries (as an MPI attribute). */

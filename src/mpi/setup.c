@@ -42,7 +42,7 @@ static bool ensure_port(void)
 {
     if (opm.port != NULL)
         return true;
-    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, &opm.port);
+    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, opm.cfg.udp_batching, &opm.port);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its RoCEv2 port: %s\n", opm.world_rank,
                 op_status_str(st));
