@@ -54,5 +54,11 @@ if grep -n 'getenv' src/*/*.c src/*/*.h | grep -v '^src/cli/\|^src/mpi/env\.c:';
     echo "layering: getenv outside src/cli and src/mpi/env.c"
     bad=1
 fi
+# Libraries return errors (STYLE.md): a failed MPI call falls back or returns
+# the MPI's error, the ranks never die of abort() (op_inc_eng_cancel is named so).
+if grep -n 'abort(' src/*/*.c src/*/*.h; then
+    echo "layering: abort( in src/"
+    bad=1
+fi
 [ $bad -eq 0 ] && echo "layering: ok"
 exit $bad

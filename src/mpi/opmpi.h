@@ -57,6 +57,15 @@ struct opm_config {
     uint64_t host_ring_bytes;
 };
 
+/* A level's nonblocking calls (iallreduce.c). Held by value in opm_comm:
+ * its first call is collective over the node (the duplicates), so nothing
+ * in it may fail for want of memory on one rank only. */
+struct opm_iq {
+    bool open;        /* the first nonblocking call made the duplicates */
+    MPI_Comm red, bc; /* duplicates of c->local (MPI_COMM_NULL with one rank) */
+    uint64_t issued, next_switch, next_bcast;
+};
+
 /* What a communicator carries (as an MPI attribute). */
 struct opm_comm {
     enum op_mode mode; /* as it was when the communicator was created */
@@ -81,7 +90,7 @@ struct opm_comm {
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
     void *input;              /* a copy of a call's input while it may need a redo */
     size_t input_cap;
-    struct opm_iq *iq;   /* its nonblocking calls (iallreduce.c); NULL until the first */
+    struct opm_iq iq;    /* its nonblocking calls (iallreduce.c) */
 };
 
 struct opm_state {
@@ -120,6 +129,9 @@ extern struct opm_state opm;
 void opm_config_load(struct opm_config *cfg);
 void opm_identity(void); /* collective over COMM_WORLD */
 const char *opm_reason_text(unsigned r);
+/* A call that cannot go on for want of memory: MPI_ERR_NO_MEM raised on
+ * comm's error handler (as the MPI raises its own), and returned. */
+int opm_no_memory(MPI_Comm comm);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 

@@ -191,6 +191,12 @@ OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
     return after_create(PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
+int opm_no_memory(MPI_Comm comm)
+{
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+    return MPI_ERR_NO_MEM;
+}
+
 /* offpath/mpi.h */
 OP_API int offpath_mpi_set_mode(const char *mode)
 {
