@@ -369,6 +369,9 @@ static op_status_t open_leader(struct gen *g, int i)
     op_status_t st = op_pktbuf_init(&l->txb, OP_IO_BURST);
     if (st == OP_OK)
         st = op_io_udp_open(l->ip, g->cfg.port, &l->io);
+    if (st == OP_OK) /* as every offpath tool reads it */
+        op_io_udp_batching(l->io, getenv("OFFPATH_UDP_BATCHING") == NULL ||
+                                      strcmp(getenv("OFFPATH_UDP_BATCHING"), "0") != 0);
     if (st == OP_OK && g->cfg.mode == MODE_INC)
         st = open_engine(g, l);
     if (st != OP_OK)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Dependencies point one way (docs: ARCHITECTURE): a module may include only
 # the public headers of the modules below it. Fails naming each violation.
+# offpath/mode.h is header-only vocabulary (the mode names) shared by the
+# launcher, the MPI library and the CLI; offpath/mpi.h is what the library
+# exports to MPI programs (the osu ones live in src/mpi).
 set -u
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -16,10 +19,10 @@ declare -A allowed=(
     [hostar]="common wire reduce io hostar"
     [rescue]="common wire rescue"
     [fabric]="common wire reduce io topo switch fabric"
-    [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu"
+    [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
-    [launch]="common wire reduce io topo switch fabric launch"
-    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest launch osu"
+    [launch]="common wire reduce io topo switch fabric mode launch"
+    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu"
 )
 bad=0
 for dir in src/*/; do
@@ -43,6 +46,18 @@ done
 # Only cli parses arguments (ARCHITECTURE.md): below it, settings arrive filled in.
 if grep -n 'getopt' src/*/*.c | grep -v '^src/cli/'; then
     echo "layering: argument parsing outside src/cli"
+    bad=1
+fi
+# Settings reach modules in structs filled by src/cli; liboffpath_mpi, which
+# has no other channel (it is preloaded), reads its variables in one place.
+if grep -n 'getenv' src/*/*.c src/*/*.h | grep -v '^src/cli/\|^src/mpi/env\.c:'; then
+    echo "layering: getenv outside src/cli and src/mpi/env.c"
+    bad=1
+fi
+# Libraries return errors (STYLE.md): a failed MPI call falls back or returns
+# the MPI's error, the ranks never die of abort() (op_inc_eng_cancel is named so).
+if grep -n 'abort(' src/*/*.c src/*/*.h; then
+    echo "layering: abort( in src/"
     bad=1
 fi
 [ $bad -eq 0 ] && echo "layering: ok"

@@ -1,6 +1,6 @@
-/* offpath fabric: starts the switches of a topology as `offpath switch`
- * processes on loopback, waits until each listens, and stops them again,
- * collecting their counters. Used by inc_test and mpirun. */
+/* offpath fabric: starts the switches of a topology on loopback, each a
+ * forked process running op_sw_run, waits until each listens, and stops them
+ * again, collecting their counters. Used by inc_test and mpirun. */
 #ifndef OFFPATH_FABRIC_H
 #define OFFPATH_FABRIC_H
 
@@ -11,12 +11,11 @@
 #include "offpath/topo.h"
 
 struct op_fabric_opts {
-    const char *self_exe;  /* the offpath binary */
-    const char *topo_path; /* topology file the switches read */
     const char *workdir;   /* where their JSON counters go */
     double drop_rate, dup_rate;
     uint32_t delay_us;
     uint16_t window, max_data; /* 0: the switch's default */
+    bool udp_batching;         /* the switches' ports (op_io_udp_batching) */
     struct op_pcap *pcap; /* each switch captures into a file of its own in
                            * workdir; op_fabric_stop merges them into this */
 };

@@ -118,8 +118,9 @@ OP_API const uint64_t *op_har_eng_counters(const struct op_har_eng *e);
 struct op_har_port;
 struct op_har_client;
 
-/* fault: NULL, or loss/duplication/delay injected on everything it sends. */
-OP_API op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port,
+/* fault: NULL, or loss/duplication/delay injected on everything it sends;
+ * udp_batching: op_io_udp_batching on its socket. */
+OP_API op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
                                     const struct op_fault_cfg *fault, struct op_har_port **out);
 OP_API void op_har_port_close(struct op_har_port *p); /* after freeing its clients */
 /* Packets that named no session of this port (foreign, may be NULL), and

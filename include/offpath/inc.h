@@ -37,6 +37,7 @@ struct op_inc_config {
     uint64_t rto_min_ns;  /* floor of the measured timeout (3 x the latest minimum round trip) */
     uint64_t rto_max_ns;  /* backoff cap */
     uint64_t deadline_ns; /* bound on each join, allreduce and leave */
+    bool udp_batching;    /* op_inc_join's own port (default on) */
 };
 
 OP_API void op_inc_config_default(struct op_inc_config *cfg);
@@ -109,7 +110,9 @@ struct op_inc_client;
 /* One UDP endpoint that all the groups of a process share. */
 struct op_inc_port;
 
-OP_API op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, struct op_inc_port **out);
+/* udp_batching: op_io_udp_batching on its socket */
+OP_API op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
+                                    struct op_inc_port **out);
 OP_API void op_inc_port_close(struct op_inc_port *p); /* after freeing its clients */
 OP_API op_status_t op_inc_join_on(struct op_inc_port *p, const struct op_inc_config *cfg,
                                   struct op_inc_client **out, uint8_t *reason);

@@ -1,5 +1,5 @@
 /* `offpath inc_test`: load and correctness tool for the in-network Allreduce.
- * Starts a TOR/SPINE topology of `offpath switch` processes on loopback (or
+ * Starts a TOR/SPINE topology of switch processes on loopback (or
  * uses one already running), runs N leader processes, each on its own
  * loopback address, checks every result element by element against a
  * reference computed locally in the switches' reduction order, checks that
@@ -28,9 +28,9 @@ struct op_inctest_config {
     uint64_t rto_us;
     uint64_t seed;
     const char *connect;  /* topology file of running switches: start none */
-    const char *self_exe; /* the offpath binary, to start switches */
     const char *workdir;  /* where topology and stats files go */
     struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
+    bool udp_batching;    /* switches' and leaders' ports (op_io_udp_batching) */
     bool json;
     bool quiet;
 };

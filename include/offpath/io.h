@@ -50,7 +50,9 @@ struct op_io {
     uint32_t link_mtu;     /* largest IPv4 packet the link takes; 0: no limit known */
 };
 
-/* Open a UDP endpoint bound to ip:port (host order). Batching is on. */
+/* Open a UDP endpoint bound to ip:port (host order). Batching is on; callers
+ * turn it off with op_io_udp_batching from their configuration (the tools'
+ * and liboffpath_mpi's OFFPATH_UDP_BATCHING=0). */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
 /* Batching: runs of packets to one destination leave as one UDP GSO datagram
  * and such datagrams are read whole (UDP_GRO) and cut back into packets; the

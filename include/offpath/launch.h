@@ -10,20 +10,20 @@
 #include <stdint.h>
 
 #include "offpath/common.h"
+#include "offpath/mode.h"
 
 enum op_launch_mpi { OP_LAUNCH_OPENMPI, OP_LAUNCH_MPICH };
-/* HOST: Node mode's leaders allreduce host to host over UDP; no switches */
-enum op_launch_mode { OP_LAUNCH_OFF, OP_LAUNCH_NODE, OP_LAUNCH_SOCKET, OP_LAUNCH_HOST };
 
 struct op_launch_config {
     int nodes, tors, spines, ppn, sockets;
     enum op_launch_mpi mpi;
-    enum op_launch_mode mode;
+    enum op_mode mode;
     double drop_rate, dup_rate;
     uint16_t max_data, window; /* switch limits: data bytes per packet, slots per group */
     uint8_t net;
     uint16_t port;
     bool tcp;             /* Open MPI: --mca btl tcp,self (the network baseline) */
+    bool udp_batching;    /* the switches' ports (the ranks read OFFPATH_UDP_BATCHING) */
     int verbose;
     uint64_t deadline_ms; /* the library's bound on each switch operation */
     const char *connect;  /* topology file of running switches: start none */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "offpath/common.h"
+#include "offpath/mode.h"
 
 enum op_osu_bench { OP_OSU_ALLREDUCE, OP_OSU_IALLREDUCE };
 
@@ -24,6 +25,8 @@ struct op_osu_config {
     enum op_osu_type type;
     bool full;       /* -f: more columns */
     bool compare;    /* --compare (osu_allreduce): the modes side by side */
+    enum op_mode mode; /* the job's mode (OFFPATH_MODE, as the library reads
+                        * it), which --compare restores after its columns */
     bool validate;   /* -c (osu_iallreduce): check every result */
     int test_calls;  /* -t (osu_iallreduce): MPI_Test calls during the compute */
     bool help;       /* -h: print op_osu_usage and run nothing */

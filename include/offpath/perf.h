@@ -63,6 +63,7 @@ struct op_perf_config {
     uint64_t loss_seed;
     bool xdp;             /* --xdp: AF_XDP on -d's interface instead of a UDP socket */
     struct op_pcap *pcap; /* --pcap: capture what this side receives and sends; NULL: none */
+    bool udp_batching;    /* op_io_udp_batching on its UDP socket (default on) */
     bool progress;        /* progress lines on stderr during long runs */
     FILE *out;            /* the report; NULL: stdout */
     int log_level;        /* engine log (errors with causes) */

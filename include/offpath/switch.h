@@ -88,7 +88,7 @@ OP_API const uint64_t *op_sw_counters(const struct op_sw *sw);
 OP_API const char *op_sw_counter_name(unsigned c);
 OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
 
-/* ---- Driver: `offpath switch` */
+/* ---- Driver: `offpath switch`, and each switch the fabric forks */
 struct op_sw_run_config {
     struct op_sw_config sw;
     double drop_rate, dup_rate;
@@ -96,6 +96,7 @@ struct op_sw_run_config {
     const char *stats_json; /* written at exit and on SIGUSR1 */
     bool busy_poll;
     bool json_exit; /* exit counters as JSON on stdout */
+    bool udp_batching; /* op_io_udp_batching on its port */
     int ready_fd; /* >= 0: write "ready\n" there once listening, then close it */
     struct op_pcap *pcap; /* capture what the port receives and sends; NULL: none */
 };

@@ -40,6 +40,10 @@ bool cli_pcap_open(const char *tool, const char *path, struct op_pcap **out);
 /* Close it (the tools count its packets in their reports); false, reported,
  * when a write failed on the way. NULL w: nothing to do. */
 bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w);
+/* OFFPATH_UDP_BATCHING=0 turns UDP batching off in every tool (switches,
+ * leaders, perftest): a deployment knob, like DPDK's EAL arguments, so no
+ * tool has a flag of its own for it; liboffpath_mpi reads it in src/mpi/env.c. */
+bool cli_udp_batching(void);
 /* This binary's path, to start switches (or NULL after reporting why). */
 const char *cli_self_exe(const char *tool);
 

@@ -154,8 +154,8 @@ int cli_inc_test(int argc, char **argv)
         cli_bad(tool, "unexpected argument '%s'", argv[optind]);
         return 2;
     }
-    if (!consistent(&f) || (f.cfg.self_exe = cli_self_exe(tool)) == NULL ||
-        !cli_pcap_open(tool, f.pcap, &f.cfg.pcap))
+    f.cfg.udp_batching = cli_udp_batching();
+    if (!consistent(&f) || !cli_pcap_open(tool, f.pcap, &f.cfg.pcap))
         return 2;
     rc = op_inctest_run(&f.cfg);
     if (!cli_pcap_close(tool, f.pcap, f.cfg.pcap) && rc == 0)

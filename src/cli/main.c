@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -105,6 +106,12 @@ bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w)
         return true;
     cli_bad(tool, "--pcap '%s' is incomplete: %s", path, strerror(errno));
     return false;
+}
+
+bool cli_udp_batching(void)
+{
+    const char *v = getenv("OFFPATH_UDP_BATCHING");
+    return v == NULL || strcmp(v, "0") != 0;
 }
 
 const char *cli_self_exe(const char *tool)

@@ -85,7 +85,6 @@ static bool set_choice(const char *flag, const char *val, const char *const *nam
 
 static bool set(int opt, const char *val, struct op_launch_config *c)
 {
-    static const char *const modes[] = {"off", "node", "socket", "host"};
     static const char *const mpis[] = {"openmpi", "mpich"};
     int v = 0;
     uint64_t u = 0;
@@ -96,8 +95,8 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
     case O_TORS: return set_int("--tors", val, 1, 32, &c->tors);
     case O_SPINES: return set_int("--spines", val, 0, 8, &c->spines);
     case O_MODE:
-        if (!set_choice("--mode", val, modes, 4, &v)) return false;
-        c->mode = (enum op_launch_mode)v; return true;
+        if (op_mode_parse(val, false, &c->mode)) return true;
+        cli_bad(tool, "invalid value '%s' for --mode", val); return false;
     case O_MPI:
         if (!set_choice("--mpi", val, mpis, 2, &v)) return false;
         c->mpi = (enum op_launch_mpi)v; return true;
@@ -209,6 +208,7 @@ int cli_mpirun(int argc, char **argv)
         cfg.verbose = env_verbose;
     if (!check(&cfg) || (cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
+    cfg.udp_batching = cli_udp_batching();
     cfg.argv = argv + optind;
     cfg.argc = argc - optind;
     return op_launch_run(&cfg);

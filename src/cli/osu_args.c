@@ -137,6 +137,17 @@ static op_status_t one_flag(int opt, const char *arg, struct op_osu_config *cfg,
     }
 }
 
+/* The mode liboffpath_mpi took from OFFPATH_MODE at MPI_Init: node when the
+ * variable is unset or not a mode, as the library reads it (src/mpi/env.c). */
+static enum op_mode job_mode(void)
+{
+    const char *v = getenv("OFFPATH_MODE");
+    enum op_mode m = OP_MODE_NODE;
+    if (v != NULL && *v != '\0' && !op_mode_parse(v, true, &m))
+        m = OP_MODE_NODE;
+    return m;
+}
+
 static op_status_t unknown(int argc, char **argv, char *err, size_t len)
 {
     const char *what = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
@@ -176,5 +187,6 @@ op_status_t op_osu_parse(enum op_osu_bench bench, int argc, char **argv,
     }
     if (optind < argc)
         return bad(err, err_len, "unexpected argument (all settings are flags)");
+    cfg->mode = job_mode();
     return OP_OK;
 }

@@ -264,6 +264,7 @@ static int perf_main(const char *tool, enum op_perf_verb verb, enum op_perf_test
 {
     struct perf_cli p = {.tool = tool};
     op_perf_config_defaults(&p.cfg, verb, test);
+    p.cfg.udp_batching = cli_udp_batching();
     int rc = parse(&p, argc, argv);
     if (rc >= 0)
         return rc;

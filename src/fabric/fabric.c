@@ -1,5 +1,4 @@
 /* Switch processes of a topology: start, wait until listening, stop. */
-#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,29 +23,64 @@ static void switch_file(const struct op_fabric *f, int i, const char *ext, char 
              (int)f->owner, f->topo.sw[i].name, ext);
 }
 
-static void exec_switch(const struct op_fabric *f, int i, int ready_fd)
+/* A forked child starts as an exec'd program would: the parent's signal
+ * handlers are not the switch's (exec resets caught signals to default and
+ * keeps ignored ones, so does this). */
+static void reset_handlers(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+            sa.sa_handler != SIG_IGN) {
+            sa.sa_handler = SIG_DFL;
+            sa.sa_flags = 0;
+            (void)sigaction(sig, &sa, NULL);
+        }
+    }
+}
+
+/* Switch i's configuration: the engine's defaults, the fabric's limits and
+ * faults, its counters and capture in files of its own for the owner. */
+static void switch_config(const struct op_fabric *f, int i, int ready_fd, char *json,
+                          size_t json_len, struct op_sw_run_config *rc)
 {
     const struct op_fabric_opts *o = &f->o;
-    char fd[16], drop[32], dup[32], delay[32], json[600], pcap[600], win[16], data[16];
-    snprintf(fd, sizeof(fd), "%d", ready_fd);
-    snprintf(drop, sizeof(drop), "%.6f", o->drop_rate);
-    snprintf(dup, sizeof(dup), "%.6f", o->dup_rate);
-    snprintf(delay, sizeof(delay), "%u", o->delay_us);
-    snprintf(win, sizeof(win), "%u", o->window ? o->window : 32);
-    snprintf(data, sizeof(data), "%u", o->max_data ? o->max_data : 1024);
-    switch_file(f, i, "json", json, sizeof(json));
-    switch_file(f, i, "pcap", pcap, sizeof(pcap));
+    *rc = (struct op_sw_run_config){.drop_rate = o->drop_rate, .dup_rate = o->dup_rate,
+                                    .delay_us = o->delay_us, .ready_fd = ready_fd,
+                                    .udp_batching = o->udp_batching};
+    op_sw_config_default(&rc->sw);
+    rc->sw.topo = &f->topo;
+    rc->sw.self = i;
+    if (o->window)
+        rc->sw.window = o->window;
+    if (o->max_data)
+        rc->sw.max_data = o->max_data;
+    switch_file(f, i, "json", json, json_len);
+    rc->stats_json = json;
+}
+
+/* The child's whole life: run switch i until SIGTERM, then leave without
+ * running the parent's exit handlers or flushing its stdio buffers. */
+static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd)
+{
+    char json[600], pcap[600];
+    struct op_sw_run_config rc;
+    struct op_log log;
+    reset_handlers();
     /* the switch's exit report comes back through its JSON file */
     (void)!freopen("/dev/null", "w", stdout);
-    /* without a capture, the NULL in --pcap's place ends the list */
-    char *argv[] = {"offpath", "switch", "--topology", (char *)o->topo_path, "--name",
-                    (char *)f->topo.sw[i].name, "--drop-rate", drop, "--dup-rate", dup,
-                    "--delay-us", delay, "--window", win, "--max-data", data, "--stats-json",
-                    json, "--ready-fd", fd, "--log-level", "warning",
-                    o->pcap != NULL ? "--pcap" : NULL, pcap, NULL};
-    execv(o->self_exe, argv);
-    fprintf(stderr, "offpath: cannot run %s: %s\n", o->self_exe, strerror(errno));
-    _exit(127);
+    switch_config(f, i, ready_fd, json, sizeof(json), &rc);
+    op_log_init(&log, "switch", OP_LOG_WARNING);
+    rc.sw.log = &log;
+    switch_file(f, i, "pcap", pcap, sizeof(pcap));
+    op_status_t st = f->o.pcap != NULL ? op_pcap_open(pcap, &rc.pcap) : OP_OK;
+    if (st == OP_OK)
+        st = op_sw_run(&rc);
+    if (rc.pcap != NULL && op_pcap_close(rc.pcap) != OP_OK && st == OP_OK)
+        st = OP_ERR_IO;
+    if (st != OP_OK)
+        fprintf(stderr, "offpath: switch %s: %s\n", f->topo.sw[i].name, op_status_str(st));
+    _exit(st == OP_OK ? 0 : 1);
 }
 
 static bool wait_ready(int fd)
@@ -62,10 +96,13 @@ static bool start_one(struct op_fabric *f, int i)
     int p[2];
     if (pipe(p) != 0)
         return false;
+    /* what the parent has buffered must not be written twice */
+    fflush(stdout);
+    fflush(stderr);
     f->pid[i] = fork();
     if (f->pid[i] == 0) {
         close(p[0]);
-        exec_switch(f, i, p[1]);
+        run_switch(f, i, p[1]);
     }
     close(p[1]);
     bool ok = f->pid[i] > 0 && wait_ready(p[0]);

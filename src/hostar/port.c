@@ -157,13 +157,14 @@ static op_status_t start_timer(struct op_har_port *p)
     return OP_OK;
 }
 
-static op_status_t open_io(uint32_t ip, uint16_t udp_port, const struct op_fault_cfg *fault,
-                           struct op_io **out)
+static op_status_t open_io(uint32_t ip, uint16_t udp_port, bool batching,
+                           const struct op_fault_cfg *fault, struct op_io **out)
 {
     struct op_io *io;
     op_status_t st = op_io_udp_open(ip, udp_port, &io);
     if (st != OP_OK)
         return st;
+    op_io_udp_batching(io, batching);
     if (fault == NULL) {
         *out = io;
         return OP_OK;
@@ -174,8 +175,8 @@ static op_status_t open_io(uint32_t ip, uint16_t udp_port, const struct op_fault
     return st;
 }
 
-op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, const struct op_fault_cfg *fault,
-                             struct op_har_port **out)
+op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
+                             const struct op_fault_cfg *fault, struct op_har_port **out)
 {
     struct op_har_port *p = calloc(1, sizeof(*p));
     if (p == NULL)
@@ -184,7 +185,7 @@ op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, const struct op_fau
     if (st == OP_OK)
         st = op_pktbuf_init(&p->tx, OP_IO_BURST);
     if (st == OP_OK)
-        st = open_io(ip, udp_port, fault, &p->io);
+        st = open_io(ip, udp_port, udp_batching, fault, &p->io);
     p->q = (struct op_txq){.pkts = p->tx.pkts, .cap = p->tx.n, .flush = flush, .ctx = p};
     if (st == OP_OK)
         st = start_timer(p);

@@ -40,7 +40,8 @@ static void flush(void *ctx, struct op_txq *q)
     q->n = 0;
 }
 
-op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, struct op_inc_port **out)
+op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
+                             struct op_inc_port **out)
 {
     struct op_inc_port *p = calloc(1, sizeof(*p));
     if (p == NULL)
@@ -51,6 +52,8 @@ op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, struct op_inc_port 
         st = op_pktbuf_init(&p->tx, OP_IO_BURST);
     if (st == OP_OK)
         st = op_io_udp_open(ip, udp_port, &p->io);
+    if (st == OP_OK)
+        op_io_udp_batching(p->io, udp_batching);
     if (st != OP_OK) {
         op_inc_port_close(p);
         return st;
@@ -237,7 +240,7 @@ op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **
                         uint8_t *reason)
 {
     struct op_inc_port *p;
-    op_status_t st = op_inc_port_open(cfg->ip, cfg->port, &p);
+    op_status_t st = op_inc_port_open(cfg->ip, cfg->port, cfg->udp_batching, &p);
     if (st != OP_OK)
         return st;
     st = op_inc_join_on(p, cfg, out, reason);

@@ -29,6 +29,7 @@ void op_inctest_config_default(struct op_inctest_config *cfg)
     cfg->deadline_ms = 10000;
     cfg->rto_us = 5000;
     cfg->seed = 1;
+    cfg->udp_batching = true;
     cfg->workdir = "/tmp";
 }
 
@@ -98,11 +99,10 @@ struct it_run {
 static int start_switches(struct it_run *r)
 {
     const struct op_inctest_config *cfg = r->cfg;
-    struct op_fabric_opts o = {.self_exe = cfg->self_exe, .topo_path = r->topo_path,
-                               .workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
+    struct op_fabric_opts o = {.workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
                                .dup_rate = cfg->dup_rate, .delay_us = cfg->delay_us,
                                .window = cfg->window, .max_data = cfg->max_data,
-                               .pcap = cfg->pcap};
+                               .pcap = cfg->pcap, .udp_batching = cfg->udp_batching};
     char err[200];
     if (op_fabric_start(&o, &r->topo, &r->fabric, err, sizeof(err)) != OP_OK) {
         fprintf(stderr, "inc_test: %s\n", err);

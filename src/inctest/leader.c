@@ -155,6 +155,7 @@ void it_leader_main(const struct op_inctest_config *cfg, const struct it_layout 
     ic.port = lay->port;
     ic.tor_ip = lay->tor_ip[it_tor_of(cfg, rank)];
     ic.tor_port = lay->port;
+    ic.udp_batching = cfg->udp_batching;
     ic.rank = (uint32_t)rank;
     ic.n_leaders = (uint16_t)cfg->leaders;
     ic.master_rank = 0;

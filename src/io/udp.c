@@ -492,15 +492,6 @@ static int udp_socket(uint32_t ip, uint16_t port, int pktinfo)
     return fd;
 }
 
-/* OFFPATH_UDP_BATCHING=0 turns batching off in every process that reads it
- * (switches, leaders, benchmarks): a deployment knob, like DPDK's EAL
- * arguments, so no tool needs a flag of its own for it. */
-static bool batching_wanted(void)
-{
-    const char *v = getenv("OFFPATH_UDP_BATCHING");
-    return v == NULL || strcmp(v, "0") != 0;
-}
-
 /* The MTU of the interface that has ip: DF datagrams larger than that are
  * refused (EMSGSIZE), so engines must segment below it. 0 when no one
  * interface has it (INADDR_ANY). */
@@ -532,7 +523,7 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
     u->io.local_ip = ip;
     u->io.local_port = ntohs(sa.sin_port);
     u->io.link_mtu = mtu_of_address(u->fd, ip);
-    op_io_udp_batching(&u->io, batching_wanted());
+    op_io_udp_batching(&u->io, true); /* the callers turn it off from their config */
     *out = &u->io;
     return OP_OK;
 }

@@ -22,13 +22,14 @@ void op_launch_config_default(struct op_launch_config *cfg)
     cfg->spines = -1;
     cfg->ppn = 1;
     cfg->sockets = 1;
-    cfg->mode = OP_LAUNCH_NODE;
+    cfg->mode = OP_MODE_NODE;
     cfg->net = 60;
     cfg->port = 4791;
     cfg->deadline_ms = 5000;
     /* jumbo RoCE payloads: loopback and veth carry them, 4x fewer packets */
     cfg->max_data = 4096;
     cfg->window = 32;
+    cfg->udp_batching = true;
     cfg->workdir = "/tmp";
 }
 
@@ -82,8 +83,7 @@ static bool find_lib(const struct op_launch_config *cfg, char *out, size_t len)
 static void set_env(const struct op_launch_config *cfg, const char *topo)
 {
     char v[64];
-    const char *mode[] = {"off", "node", "socket", "host"};
-    setenv("OFFPATH_MODE", mode[cfg->mode], 1);
+    setenv("OFFPATH_MODE", op_mode_name(cfg->mode), 1);
     /* the switches inject on what they send; host mode's leaders on theirs */
     snprintf(v, sizeof(v), "%g", cfg->drop_rate);
     setenv("OFFPATH_DROP_RATE", v, 1);
@@ -223,7 +223,7 @@ int op_launch_run(const struct op_launch_config *in)
                  (int)getpid());
     else
         snprintf(topo_path, sizeof(topo_path), "%s", cfg.connect);
-    if (cfg.mode != OP_LAUNCH_OFF && !find_lib(&cfg, lib, sizeof(lib))) {
+    if (cfg.mode != OP_MODE_OFF && !find_lib(&cfg, lib, sizeof(lib))) {
         fprintf(stderr, "offpath mpirun: cannot find %s (build it, or give --lib)\n", lib);
         return 2;
     }
@@ -237,11 +237,10 @@ int op_launch_run(const struct op_launch_config *in)
         fprintf(stderr, "offpath mpirun: topology %s\n", err);
         return 2;
     }
-    if (cfg.mode != OP_LAUNCH_OFF && cfg.mode != OP_LAUNCH_HOST && own_topo) {
-        struct op_fabric_opts o = {.self_exe = cfg.self_exe, .topo_path = topo_path,
-                                   .workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
+    if (cfg.mode != OP_MODE_OFF && cfg.mode != OP_MODE_HOST && own_topo) {
+        struct op_fabric_opts o = {.workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
                                    .dup_rate = cfg.dup_rate, .max_data = cfg.max_data,
-                                   .window = cfg.window};
+                                   .window = cfg.window, .udp_batching = cfg.udp_batching};
         if (op_fabric_start(&o, &topo, &fabric, err, sizeof(err)) != OP_OK) {
             fprintf(stderr, "offpath mpirun: %s\n", err);
             unlink(topo_path);
@@ -249,7 +248,7 @@ int op_launch_run(const struct op_launch_config *in)
         }
     }
     set_env(&cfg, topo_path);
-    int rc = run_mpirun(&cfg, cfg.mode == OP_LAUNCH_OFF ? NULL : lib);
+    int rc = run_mpirun(&cfg, cfg.mode == OP_MODE_OFF ? NULL : lib);
     uint64_t totals[OP_SW_C_COUNT_] = {0};
     if (fabric != NULL) {
         op_fabric_stop(fabric, totals);

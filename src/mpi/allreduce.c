@@ -13,7 +13,7 @@
  * rank of the communicator shares, so all ranks take the same one. */
 int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes)
 {
-    if (c == NULL || c->mode == OPM_OFF)
+    if (c == NULL || c->mode == OP_MODE_OFF)
         return OPM_R_mode_off;
     if (c->n_leaders < 2)
         return OPM_R_one_node;
@@ -169,7 +169,7 @@ int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt
         leaders_step(c, recvbuf, count, dtype, op, type, code, bytes);
     if (c->is_leader && c->dead)
         opm.fallback[OPM_R_switch_gone]++;
-    else if (c->mode == OPM_HOST)
+    else if (c->mode == OP_MODE_HOST)
         opm.host_path++; /* leaders met host to host: no switch saw the call */
     else
         opm.offloaded++; /* as far as this rank can tell: its leader knows better */

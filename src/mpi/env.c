@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "opmpi.h"
@@ -40,31 +39,41 @@ static void env_int(const char *name, int min, int max, int *out)
         *out = (int)x;
 }
 
-static const char *const mode_names[] = {[OPM_OFF] = "off", [OPM_NODE] = "node",
-                                         [OPM_SOCKET] = "socket", [OPM_HOST] = "host"};
-
-const char *opm_mode_name(enum opm_mode m)
-{
-    return (unsigned)m < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[m] : "?";
-}
-
-bool opm_mode_parse(const char *name, enum opm_mode *out)
-{
-    for (unsigned m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
-        if (strcasecmp(name, mode_names[m]) == 0) {
-            *out = (enum opm_mode)m;
-            return true;
-        }
-    return false;
-}
-
 static void env_mode(struct opm_config *cfg)
 {
     const char *v = getenv("OFFPATH_MODE");
-    cfg->mode = OPM_NODE;
-    if (v != NULL && *v != '\0' && !opm_mode_parse(v, &cfg->mode))
+    cfg->mode = OP_MODE_NODE;
+    if (v != NULL && *v != '\0' && !op_mode_parse(v, true, &cfg->mode))
         fprintf(stderr, "offpath: ignoring OFFPATH_MODE=%s (expected node, socket, host or off)\n",
                 v);
+}
+
+static double env_rate(const char *name)
+{
+    const char *v = getenv(name);
+    double x = 0;
+    if (v != NULL && *v != '\0' && op_parse_double(v, 0.0, 1.0, &x) != OP_OK) {
+        fprintf(stderr, "offpath: ignoring %s=%s (expected 0..1)\n", name, v);
+        x = 0;
+    }
+    return x;
+}
+
+/* Batching is on unless the variable says 0, as in the tools (src/cli). */
+static bool env_batching(void)
+{
+    const char *v = getenv("OFFPATH_UDP_BATCHING");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+static void env_host(struct opm_config *cfg)
+{
+    struct op_har_config hc;
+    op_har_config_default(&hc);
+    cfg->host_ring_bytes = hc.ring_bytes;
+    env_u64("OFFPATH_HOST_RING_BYTES", 0, UINT64_MAX, &cfg->host_ring_bytes);
+    cfg->host_drop_rate = env_rate("OFFPATH_DROP_RATE");
+    cfg->host_dup_rate = env_rate("OFFPATH_DUP_RATE");
 }
 
 static void env_ip(const char *name, uint32_t *out)
@@ -78,7 +87,7 @@ static void env_ip(const char *name, uint32_t *out)
 void opm_config_load(struct opm_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->mode = OPM_NODE;
+    cfg->mode = OP_MODE_NODE;
     cfg->node = cfg->socket = -1;
     cfg->sockets = 0; /* unset: hwloc tells */
     cfg->net = 50;
@@ -115,6 +124,8 @@ void opm_config_load(struct opm_config *cfg)
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);
     env_u64("OFFPATH_RTO_US", 10, 10000000, &cfg->rto_us);
     env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
+    cfg->udp_batching = env_batching();
+    env_host(cfg);
     const char *t = getenv("OFFPATH_TOPOLOGY");
     if (t != NULL)
         snprintf(cfg->topology, sizeof(cfg->topology), "%s", t);

@@ -19,17 +19,6 @@
 
 #include "opmpi.h"
 
-static double env_rate(const char *name)
-{
-    const char *v = getenv(name);
-    double x = 0;
-    if (v != NULL && *v != '\0' && op_parse_double(v, 0.0, 1.0, &x) != OP_OK) {
-        fprintf(stderr, "offpath: ignoring %s=%s (expected 0..1)\n", name, v);
-        x = 0;
-    }
-    return x;
-}
-
 static uint16_t host_port_number(void)
 {
     return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
@@ -39,11 +28,12 @@ static bool ensure_port(void)
 {
     if (opm.host_port != NULL)
         return true;
-    struct op_fault_cfg fault = {.drop = env_rate("OFFPATH_DROP_RATE"),
-                                 .dup = env_rate("OFFPATH_DUP_RATE"),
+    struct op_fault_cfg fault = {.drop = opm.cfg.host_drop_rate,
+                                 .dup = opm.cfg.host_dup_rate,
                                  .seed = opm.my_ip ^ (uint64_t)getpid() << 32};
     bool inject = fault.drop > 0 || fault.dup > 0;
-    op_status_t st = op_har_port_open(opm.my_ip, host_port_number(), inject ? &fault : NULL,
+    op_status_t st = op_har_port_open(opm.my_ip, host_port_number(), opm.cfg.udp_batching,
+                                      inject ? &fault : NULL,
                                       &opm.host_port);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its host allreduce port: %s\n",
@@ -51,20 +41,28 @@ static bool ensure_port(void)
     return st == OP_OK;
 }
 
-/* Every leader's address, and a session number from the first leader. */
-static void exchange_addresses(const struct opm_comm *c, struct op_har_peer *peers,
+/* Every leader's address (all: room for two numbers each), and a session
+ * number from the first leader. */
+static void exchange_addresses(const struct opm_comm *c, uint32_t *all, struct op_har_peer *peers,
                                uint32_t *session)
 {
     uint32_t mine[2] = {opm.my_ip, host_port_number()};
-    uint32_t *all = malloc(sizeof(*all) * 2 * (size_t)c->n_leaders);
-    if (all == NULL)
-        abort(); /* the other leaders are in this collective with us */
     *session = (uint32_t)(op_now_ns() ^ (uint64_t)opm.my_ip << 16 ^ opm.comms * 2654435761u);
     PMPI_Bcast(session, 1, MPI_UINT32_T, 0, c->leaders);
     PMPI_Allgather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, c->leaders);
     for (int i = 0; i < c->n_leaders; i++)
         peers[i] = (struct op_har_peer){.ip = all[2 * i], .port = (uint16_t)all[2 * i + 1]};
-    free(all);
+}
+
+/* The leaders agree before the exchange whether each has the memory for it:
+ * one that had not would leave the others waiting in it. If any has not,
+ * none joins, and agree() (setup.c) keeps the communicator off the host
+ * path on every rank. */
+static bool all_leaders(const struct opm_comm *c, bool mine)
+{
+    int ok = mine, all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->leaders);
+    return all == 1;
 }
 
 /* Any op on any type: the host reduces with the reduce module. */
@@ -74,13 +72,9 @@ static void all_ops_and_types(struct opm_comm *c)
     c->types = (uint16_t)((1u << OP_RED_TYPE_COUNT_) - 1);
 }
 
-bool opm_host_join(struct opm_comm *c)
+/* This leader's client of the host allreduce among peers. */
+static bool host_attach(struct opm_comm *c, const struct op_har_peer *peers, uint32_t session)
 {
-    struct op_har_peer *peers = malloc(sizeof(*peers) * (size_t)c->n_leaders);
-    uint32_t session;
-    if (peers == NULL)
-        abort();
-    exchange_addresses(c, peers, &session);
     int lrank;
     PMPI_Comm_rank(c->leaders, &lrank);
     struct op_har_config hc;
@@ -94,17 +88,27 @@ bool opm_host_join(struct opm_comm *c)
     if (hc.ack_delay_ns >= hc.rto_min_ns)
         hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
     hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
-    const char *ring = getenv("OFFPATH_HOST_RING_BYTES");
-    if (ring != NULL && op_parse_u64(ring, 0, UINT64_MAX, &hc.ring_bytes) != OP_OK)
-        fprintf(stderr, "offpath: ignoring OFFPATH_HOST_RING_BYTES=%s\n", ring);
+    hc.ring_bytes = opm.cfg.host_ring_bytes;
     op_status_t st = ensure_port() ? op_har_attach(opm.host_port, &hc, &c->host) : OP_ERR_IO;
-    free(peers);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d: host allreduce setup failed: %s\n", opm.world_rank,
                 op_status_str(st));
     if (st == OP_OK)
         all_ops_and_types(c);
     return st == OP_OK;
+}
+
+bool opm_host_join(struct opm_comm *c)
+{
+    struct op_har_peer *peers = malloc(sizeof(*peers) * (size_t)c->n_leaders);
+    uint32_t *all = malloc(sizeof(*all) * 2 * (size_t)c->n_leaders), session = 0;
+    bool ok = all_leaders(c, peers != NULL && all != NULL);
+    if (ok)
+        exchange_addresses(c, all, peers, &session);
+    free(all);
+    ok = ok && host_attach(c, peers, session);
+    free(peers);
+    return ok;
 }
 
 op_status_t opm_host_allreduce(struct opm_comm *c, void *buf, int count, int type, int code)

@@ -45,11 +45,6 @@ enum stage {
 };
 
 /* One level's queue: the two node communicators and the turns. */
-struct opm_iq {
-    MPI_Comm red, bc; /* duplicates of c->local (MPI_COMM_NULL with one rank) */
-    uint64_t issued, next_switch, next_bcast;
-};
-
 struct iar {
     struct iar *next, *prev; /* every request of the process, oldest first */
     MPI_Request greq;        /* the caller's handle */
@@ -182,7 +177,7 @@ void opm_iar_sweep(void)
         r->ok = !r->resumed && opm_leaders_ok(r->c, st, r->recvbuf, r->bytes);
         if (!r->ok)
             continue; /* the caller's thread settles it; nothing follows it here */
-        struct iar *n = find_turn(r->c, ++r->c->iq->next_switch, S_TURN_SWITCH);
+        struct iar *n = find_turn(r->c, ++r->c->iq.next_switch, S_TURN_SWITCH);
         if (n != NULL)
             start_switch(n);
     }
@@ -196,7 +191,7 @@ static void leaders_by_mpi(struct iar *r)
     PMPI_Iallreduce(MPI_IN_PLACE, r->recvbuf, r->count, r->dtype, r->op, r->c->leaders, &r->sub);
     opm_leaders_mpi_done(r->c); /* on the sequence now: the next may post after it */
     r->fell = true;
-    r->c->iq->next_switch++;
+    r->c->iq.next_switch++;
     r->stage = S_LEADERS;
 }
 
@@ -235,7 +230,7 @@ static enum moved settle_step(struct iar *r)
     }
     opm_settle_free(&r->settle);
     r->fell = r->c->dead; /* redone without the switch */
-    r->c->iq->next_switch++; /* settled: the next may use the leaders */
+    r->c->iq.next_switch++; /* settled: the next may use the leaders */
     r->stage = S_TURN_BCAST;
     return MOVED;
 }
@@ -275,7 +270,7 @@ static bool pending(MPI_Request req)
 /* Moves r on by one step if it can (GONE: it completed and is freed). */
 static enum moved step(struct iar *r)
 {
-    struct opm_iq *q = r->c->iq;
+    struct opm_iq *q = &r->c->iq;
     switch (r->stage) {
     case S_REDUCE:
         if (!sub_done(r))
@@ -442,14 +437,13 @@ void opm_iar_drain(MPI_Comm comm)
 
 static void free_queue(struct opm_comm *c)
 {
-    if (c == NULL || c->iq == NULL)
+    if (c == NULL || !c->iq.open)
         return;
-    if (c->iq->red != MPI_COMM_NULL)
-        PMPI_Comm_free(&c->iq->red);
-    if (c->iq->bc != MPI_COMM_NULL)
-        PMPI_Comm_free(&c->iq->bc);
-    free(c->iq);
-    c->iq = NULL;
+    if (c->iq.red != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->iq.red);
+    if (c->iq.bc != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->iq.bc);
+    c->iq = (struct opm_iq){.open = false};
 }
 
 /* Collective, as MPI_Comm_free is: every rank has the same queues. */
@@ -492,11 +486,9 @@ void opm_iar_summary(void)
 /* ---- starting a call */
 static struct opm_iq *queue_of(struct opm_comm *c)
 {
-    if (c->iq != NULL)
-        return c->iq;
-    struct opm_iq *q = calloc(1, sizeof(*q));
-    if (q == NULL)
-        return NULL;
+    struct opm_iq *q = &c->iq;
+    if (q->open)
+        return q;
     q->red = q->bc = MPI_COMM_NULL;
     /* collective over the node: every rank's first nonblocking call on this
      * level is the same call, since every rank decides alike */
@@ -504,7 +496,7 @@ static struct opm_iq *queue_of(struct opm_comm *c)
         PMPI_Comm_dup(c->local, &q->red);
         PMPI_Comm_dup(c->local, &q->bc);
     }
-    c->iq = q;
+    q->open = true;
     return q;
 }
 
@@ -543,8 +535,12 @@ int iar_start(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
     }
     struct opm_iq *q = queue_of(c);
     struct iar *r = calloc(1, sizeof(*r));
-    if (q == NULL || r == NULL)
-        abort(); /* the other ranks took this call to the switch: never guess */
+    /* The other ranks took this call to the switch: going the MPI's way
+     * alone would pair collectives wrongly, so the call fails here as the
+     * MPI's own fails without memory (its error handler decides: fatal by
+     * default, which takes the job down rather than leaving it waiting). */
+    if (r == NULL)
+        return opm_no_memory(comm);
     *r = (struct iar){.comm = comm, .c = c, .stage = S_REDUCE, .sub = MPI_REQUEST_NULL,
                       .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count, .type = type,
                       .code = code, .dtype = dtype, .op = op, .bytes = bytes,

@@ -31,14 +31,19 @@ static struct persist **persist_of(MPI_Request req)
 int opm_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
                        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req)
 {
+    /* Every Start must go the same way on every rank, so a request without
+     * its record must not exist: without memory the call fails before the
+     * MPI makes one (its error handler decides, fatal by default). */
+    struct persist *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return opm_no_memory(comm);
     int rc = PMPI_Allreduce_init(sendbuf, recvbuf, count, dtype, op, comm, info, req);
-    struct persist *p = rc == MPI_SUCCESS ? malloc(sizeof(*p)) : NULL;
-    if (rc == MPI_SUCCESS && p == NULL)
-        abort(); /* every Start must go the same way on every rank */
-    if (p != NULL) {
-        *p = (struct persist){persists, *req, sendbuf, recvbuf, count, dtype, op, comm, false};
-        persists = p;
+    if (rc != MPI_SUCCESS) {
+        free(p);
+        return rc;
     }
+    *p = (struct persist){persists, *req, sendbuf, recvbuf, count, dtype, op, comm, false};
+    persists = p;
     return rc;
 }
 

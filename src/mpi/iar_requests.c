@@ -26,18 +26,30 @@ static MPI_Status *status_at(MPI_Status *sts, int i)
 
 /* The requests as the MPI may see them: ours (pending, complete, or a
  * persistent one offpath last ran) become MPI_REQUEST_NULL, flagged in
- * ours[]; lock held. */
+ * ours[]; lock held. NULL without memory: the caller's Wait or Test fails
+ * (no_view) before any request changed, so calling it again is right. */
 static MPI_Request *mpi_view(const MPI_Request *reqs, int n, bool **ours)
 {
     MPI_Request *copy = malloc(sizeof(*copy) * (size_t)(n > 0 ? n : 1));
     *ours = calloc((size_t)(n > 0 ? n : 1), sizeof(**ours));
-    if (copy == NULL || *ours == NULL)
-        abort();
+    if (copy == NULL || *ours == NULL) {
+        free(copy);
+        free(*ours);
+        return NULL;
+    }
     for (int i = 0; i < n; i++) {
         (*ours)[i] = iar_kind(reqs[i]) != IAR_MPI;
         copy[i] = (*ours)[i] ? MPI_REQUEST_NULL : reqs[i];
     }
     return copy;
+}
+
+/* Requests belong to no one communicator: MPI 3.1 raises such errors on
+ * MPI_COMM_WORLD. Lock held, released here. */
+static int no_view(void)
+{
+    opm_prog_unlock();
+    return opm_no_memory(MPI_COMM_WORLD);
 }
 
 /* After the MPI's call on the view: the MPI's requests back, ours that
@@ -65,6 +77,8 @@ int opm_iar_waitall(int n, MPI_Request reqs[], MPI_Status sts[])
     bool *ours;
     opm_prog_lock();
     MPI_Request *copy = mpi_view(reqs, n, &ours);
+    if (copy == NULL)
+        return no_view();
     opm_prog_unlock();
     /* one request: the MPI's single-request call (MPICH 4.0's Testall fails
      * on an active persistent collective that its Test completes) */
@@ -85,6 +99,8 @@ int opm_iar_testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
         return MPI_SUCCESS;
     }
     MPI_Request *copy = mpi_view(reqs, n, &ours);
+    if (copy == NULL)
+        return no_view();
     opm_prog_unlock();
     int rc = n == 1 ? PMPI_Test(&copy[0], flag, status_at(sts, 0))
                     : PMPI_Testall(n, copy, flag, sts);
@@ -133,6 +149,8 @@ int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status
     }
     bool hidden = iar_any_running(reqs, n);
     MPI_Request *copy = mpi_view(reqs, n, &ours);
+    if (copy == NULL)
+        return no_view();
     opm_prog_unlock();
     int rc = PMPI_Testany(n, copy, index, flag, status);
     if (*flag && *index != MPI_UNDEFINED)
@@ -157,6 +175,8 @@ int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
     }
     bool hidden = iar_any_running(reqs, n);
     MPI_Request *copy = mpi_view(reqs, n, &ours);
+    if (copy == NULL)
+        return no_view();
     opm_prog_unlock();
     int rc = PMPI_Testsome(n, copy, outcount, indices, statuses);
     for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++)

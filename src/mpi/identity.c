@@ -111,6 +111,6 @@ void opm_identity(void)
                 opm.socket_from);
     if (opm.cfg.verbose >= 2 && opm.world_rank == 0)
         fprintf(stderr, "offpath: config: mode %s, deadline %llu ms, rto %llu us, net %u, port %u\n",
-                opm_mode_name(cfg->mode), (unsigned long long)cfg->deadline_ms,
+                op_mode_name(cfg->mode), (unsigned long long)cfg->deadline_ms,
                 (unsigned long long)cfg->rto_us, cfg->net, cfg->port);
 }

@@ -9,12 +9,11 @@
 
 #include "offpath/hostar.h"
 #include "offpath/inc.h"
+#include "offpath/mode.h" /* OP_MODE_HOST: hostpath.c */
 #include "offpath/rescue.h"
 #include "offpath/shmcoll.h"
 #include "offpath/topo.h"
 
-/* OPM_HOST: Node mode's leaders, allreducing host to host (hostpath.c) */
-enum opm_mode { OPM_OFF, OPM_NODE, OPM_SOCKET, OPM_HOST };
 
 #define OPM_MAX_SOCKETS 16 /* a node's socket groups are told apart by node * 16 + socket */
 
@@ -37,7 +36,7 @@ enum opm_reason {
 };
 
 struct opm_config {
-    enum opm_mode mode;
+    enum op_mode mode;
     int ppn, sockets;     /* emulation: ranks per node, sockets per node (0: detect) */
     int node, socket;     /* explicit identity (-1: derive) */
     uint32_t net;         /* emulated addresses 127.<net>.<node+1>.<local+1> */
@@ -51,11 +50,25 @@ struct opm_config {
     uint32_t job_id;
     bool shm;           /* OFFPATH_SHM: node steps through shared memory */
     uint64_t shm_slot;  /* OFFPATH_SHM_SLOT: bytes per hand-over */
+    bool udp_batching;  /* OFFPATH_UDP_BATCHING (not 0): the leaders' sockets */
+    /* Host mode (hostpath.c): OFFPATH_DROP_RATE and OFFPATH_DUP_RATE injected
+     * on what the leaders send, OFFPATH_HOST_RING_BYTES where the ring starts */
+    double host_drop_rate, host_dup_rate;
+    uint64_t host_ring_bytes;
+};
+
+/* A level's nonblocking calls (iallreduce.c). Held by value in opm_comm:
+ * its first call is collective over the node (the duplicates), so nothing
+ * in it may fail for want of memory on one rank only. */
+struct opm_iq {
+    bool open;        /* the first nonblocking call made the duplicates */
+    MPI_Comm red, bc; /* duplicates of c->local (MPI_COMM_NULL with one rank) */
+    uint64_t issued, next_switch, next_bcast;
 };
 
 /* What a communicator carries (as an MPI attribute). */
 struct opm_comm {
-    enum opm_mode mode; /* as it was when the communicator was created */
+    enum op_mode mode; /* as it was when the communicator was created */
     MPI_Comm local;   /* my node's (or socket's) ranks; rank 0 is the leader */
     MPI_Comm leaders; /* the leaders; MPI_COMM_NULL on the others */
     int local_size;
@@ -77,7 +90,7 @@ struct opm_comm {
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
     void *input;              /* a copy of a call's input while it may need a redo */
     size_t input_cap;
-    struct opm_iq *iq;   /* its nonblocking calls (iallreduce.c); NULL until the first */
+    struct opm_iq iq;    /* its nonblocking calls (iallreduce.c) */
 };
 
 struct opm_state {
@@ -116,8 +129,9 @@ extern struct opm_state opm;
 void opm_config_load(struct opm_config *cfg);
 void opm_identity(void); /* collective over COMM_WORLD */
 const char *opm_reason_text(unsigned r);
-const char *opm_mode_name(enum opm_mode m);
-bool opm_mode_parse(const char *name, enum opm_mode *out);
+/* A call that cannot go on for want of memory: MPI_ERR_NO_MEM raised on
+ * comm's error handler (as the MPI raises its own), and returned. */
+int opm_no_memory(MPI_Comm comm);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
 

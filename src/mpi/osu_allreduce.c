@@ -5,10 +5,9 @@
  * and printed side by side with the improvement in percent. An ordinary MPI
  * program; the modes come from liboffpath_mpi when it is preloaded, the
  * flags from src/cli (osu_args.c). */
-#include <dlfcn.h>
 #include <stdio.h>
-#include <stdlib.h>
 
+#include "offpath/mpi.h"
 #include "osu_bench.h"
 
 #define FIELD OSU_FIELD
@@ -38,13 +37,12 @@ static void measure(MPI_Comm comm, const struct osu_run *b, long size, double ou
 }
 
 /* liboffpath_mpi's mode switch, if the library is preloaded. */
-static int set_mode(const char *mode)
+static int set_mode(enum op_mode mode)
 {
-    int (*fn)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "offpath_mpi_set_mode");
-    return fn != NULL && fn(mode) == 0;
+    return offpath_mpi_set_mode != NULL && offpath_mpi_set_mode(op_mode_name(mode)) == 0;
 }
 
-static MPI_Comm comm_in_mode(const char *mode, int *ok)
+static MPI_Comm comm_in_mode(enum op_mode mode, int *ok)
 {
     *ok = set_mode(mode);
     MPI_Comm c;
@@ -75,24 +73,23 @@ static void run_plain(const struct osu_run *b)
     }
 }
 
-#define MODES 4
+#define MODES OP_MODE_COUNT_ /* the columns, in the table's order: off (the MPI's), node, ... */
 
 static void run_compare(const struct osu_run *b)
 {
     int rank = b->rank;
-    const char *modes[MODES] = {"off", "node", "socket", "host"};
     MPI_Comm comms[MODES];
     int ok[MODES];
     for (int m = 0; m < MODES; m++)
-        comms[m] = comm_in_mode(modes[m], &ok[m]);
-    set_mode(getenv("OFFPATH_MODE") ? getenv("OFFPATH_MODE") : "node");
+        comms[m] = comm_in_mode((enum op_mode)m, &ok[m]);
+    set_mode(b->cfg->mode);
     if (rank == 0) {
         printf("\n# offpath osu_allreduce --compare: %d ranks, %s, sum\n", b->size,
                op_osu_type_name(b->cfg->type));
         printf("# host: the MPI's own allreduce; INC: through the switches%s\n",
-               ok[1] && ok[2] ? "" : " (unavailable: run under offpath mpirun)");
+               ok[OP_MODE_NODE] && ok[OP_MODE_SOCKET] ? "" : " (unavailable: run under offpath mpirun)");
         printf("# host UDP: the same leaders with offpath's own host algorithm over UDP%s\n",
-               ok[3] ? "" : " (unavailable: run under offpath mpirun)");
+               ok[OP_MODE_HOST] ? "" : " (unavailable: run under offpath mpirun)");
         printf("# Size        Host(us)    INC Node(us)  INC Socket(us)    Host UDP(us)"
                "    Node vs host  Socket vs host     UDP vs host\n");
     }

@@ -42,7 +42,7 @@ static bool ensure_port(void)
 {
     if (opm.port != NULL)
         return true;
-    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, &opm.port);
+    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, opm.cfg.udp_batching, &opm.port);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its RoCEv2 port: %s\n", opm.world_rank,
                 op_status_str(st));
@@ -114,7 +114,7 @@ bool opm_leader_join(struct opm_comm *c)
     ic.job_id = opm.cfg.job_id;
     ic.comm_id = info[1];
     ic.world_rank = (uint32_t)opm.world_rank;
-    ic.master_num = c->mode == OPM_SOCKET ? 2 : 1;
+    ic.master_num = c->mode == OP_MODE_SOCKET ? 2 : 1;
     ic.rto_ns = opm.cfg.rto_us * OP_NS_PER_US;
     if (ic.rto_min_ns > ic.rto_ns)
         ic.rto_min_ns = ic.rto_ns;
@@ -152,35 +152,61 @@ static void agree(MPI_Comm comm, struct opm_comm *c, bool joined)
     }
 }
 
-/* One level of the hierarchy for `comm`: leaders by node or by socket, their
- * group at the switches, the shared memory below them. */
-static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
+/* My node's (or socket's) ranks and the leaders: collective over comm. */
+static void split(MPI_Comm comm, struct opm_comm *c, int rank)
 {
-    struct opm_comm *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        abort(); /* the other ranks are about to run collectives with us */
-    c->local = c->leaders = MPI_COMM_NULL;
-    c->mode = mode;
-    opm.comms++;
-    if (mode == OPM_OFF)
-        return c;
-    int rank;
-    PMPI_Comm_rank(comm, &rank);
-    int color = mode != OPM_SOCKET ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
+    int color = c->mode != OP_MODE_SOCKET ? opm.node : opm.node * OPM_MAX_SOCKETS + opm.socket;
     PMPI_Comm_split(comm, color, rank, &c->local);
     int lrank;
     PMPI_Comm_rank(c->local, &lrank);
     PMPI_Comm_size(c->local, &c->local_size);
     c->is_leader = lrank == 0;
     PMPI_Comm_split(comm, c->is_leader ? 0 : MPI_UNDEFINED, rank, &c->leaders);
-    int one = c->is_leader;
-    PMPI_Allreduce(&one, &c->n_leaders, 1, MPI_INT, MPI_SUM, comm);
+}
+
+/* Counts the leaders, and whether any rank has no memory for its state: it
+ * took part in the splits all the same (the others were in them with it),
+ * and now every rank learns it in the same collective and drops the level. */
+static bool count_leaders(MPI_Comm comm, struct opm_comm *c, bool have_memory)
+{
+    int mine[2] = {c->is_leader, !have_memory}, sum[2] = {0, 0};
+    PMPI_Allreduce(mine, sum, 2, MPI_INT, MPI_SUM, comm);
+    c->n_leaders = sum[0];
+    if (sum[1] == 0)
+        return true;
+    PMPI_Comm_free(&c->local);
+    if (c->leaders != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->leaders);
+    return false;
+}
+
+/* One level of the hierarchy for `comm`: leaders by node or by socket, their
+ * group at the switches, the shared memory below them. NULL when some rank
+ * had no memory for it: then on every rank (they agreed) the communicator
+ * has no such level and its calls are the MPI's own. */
+static struct opm_comm *comm_state(MPI_Comm comm, enum op_mode mode)
+{
+    struct opm_comm spare, *c = calloc(1, sizeof(*c));
+    struct opm_comm *s = c != NULL ? c : &spare;
+    *s = (struct opm_comm){.mode = mode, .local = MPI_COMM_NULL, .leaders = MPI_COMM_NULL};
+    if (mode == OP_MODE_OFF) { /* no collective: no one waits for this rank */
+        opm.comms += c != NULL;
+        return c;
+    }
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    split(comm, s, rank);
+    if (!count_leaders(comm, s, c != NULL)) {
+        free(c);
+        return NULL;
+    }
+    opm.comms++;
     if (c->n_leaders >= 2)
         opm_node_setup(c); /* one node: every call is the MPI's own */
     bool joined = false;
     if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader) {
         bool rescuable = rescue_setup(c);
-        joined = (mode == OPM_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
+        joined = (mode == OP_MODE_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
     }
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
@@ -191,10 +217,12 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum opm_mode mode)
 void opm_comm_setup(MPI_Comm comm)
 {
     struct opm_comm *c = comm_state(comm, opm.cfg.mode);
+    if (c == NULL)
+        return;
     /* Socket mode sends every byte once per socket; above a size the node's
      * group (once per node) is faster, so a socket communicator has both. */
-    if (c->mode == OPM_SOCKET && c->inc_ok && opm.cfg.socket_max_bytes < opm.cfg.max_bytes)
-        c->wide = comm_state(comm, OPM_NODE);
+    if (c->mode == OP_MODE_SOCKET && c->inc_ok && opm.cfg.socket_max_bytes < opm.cfg.max_bytes)
+        c->wide = comm_state(comm, OP_MODE_NODE);
     attach(comm, c);
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "offpath/mpi.h"
 #include "opmpi.h"
 
 struct opm_state opm;
@@ -31,11 +32,11 @@ static void find_tor(void)
     } else if (cfg->topology[0] == '\0') {
         snprintf(err, sizeof(err), "neither OFFPATH_TOPOLOGY nor OFFPATH_SWITCH is set");
     }
-    if (cfg->mode == OPM_HOST)
+    if (cfg->mode == OP_MODE_HOST)
         return; /* the leaders meet host to host */
-    if (opm.world_rank == 0 && cfg->mode != OPM_OFF)
+    if (opm.world_rank == 0 && cfg->mode != OP_MODE_OFF)
         fprintf(stderr, "offpath: in-network allreduce off: %s\n", err);
-    opm.cfg.mode = OPM_OFF;
+    opm.cfg.mode = OP_MODE_OFF;
 }
 
 static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra);
@@ -49,10 +50,10 @@ static void start(void)
     PMPI_Comm_size(MPI_COMM_WORLD, &opm.world_size);
     opm_identity();
     find_tor();
-    int reach = opm.tor_ip != 0 || opm.cfg.mode == OPM_HOST, all = 0;
+    int reach = opm.tor_ip != 0 || opm.cfg.mode == OP_MODE_HOST, all = 0;
     PMPI_Allreduce(&reach, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) {
-        opm.cfg.mode = OPM_OFF;
+        opm.cfg.mode = OP_MODE_OFF;
         opm.tor_ip = 0;
     }
     /* MPI_Comm_free calls opm_comm_delete, which leaves the communicator's
@@ -190,16 +191,19 @@ OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
     return after_create(PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
-/* For benchmarks that compare modes in one job (osu_allreduce --compare):
- * communicators created after this call use the given mode. Collective in
- * spirit: every rank must call it alike. Returns 0, or -1 for an unknown mode
- * or when no switch is reachable (host mode needs none). */
+int opm_no_memory(MPI_Comm comm)
+{
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+    return MPI_ERR_NO_MEM;
+}
+
+/* offpath/mpi.h */
 OP_API int offpath_mpi_set_mode(const char *mode)
 {
-    enum opm_mode m;
-    if (!opm_mode_parse(mode, &m))
+    enum op_mode m;
+    if (!op_mode_parse(mode, true, &m))
         return -1;
-    if (m != OPM_OFF && (!opm.initialized || (m != OPM_HOST && opm.tor_ip == 0)))
+    if (m != OP_MODE_OFF && (!opm.initialized || (m != OP_MODE_HOST && opm.tor_ip == 0)))
         return -1;
     opm.cfg.mode = m;
     return 0;

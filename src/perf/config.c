@@ -25,6 +25,7 @@ void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,
     cfg->output = OP_PERF_OUT_FULL;
     cfg->loss_seed = 1;
     cfg->progress = true;
+    cfg->udp_batching = true;
     cfg->log_level = OP_LOG_ERROR;
 }
 

@@ -54,8 +54,10 @@ static op_status_t open_io(struct perf_ep *ep, uint32_t ip, const char *xdp_ifna
 {
     if (xdp_ifname != NULL)
         return op_io_xdp_open(xdp_ifname, ip, OP_ROCE_UDP_PORT, io, why, len);
-    if (open_roce_port(ip, ep->cfg->device == NULL, io) == OP_OK)
+    if (open_roce_port(ip, ep->cfg->device == NULL, io) == OP_OK) {
+        op_io_udp_batching(*io, ep->cfg->udp_batching);
         return OP_OK;
+    }
     char a[16];
     op_format_ipv4(ip, a);
     return perf_refuse(why, len, "cannot open a UDP socket on %s (-d)", a);

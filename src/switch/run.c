@@ -188,6 +188,8 @@ static op_status_t open_io(struct sw_driver *d)
     const struct op_topo_switch *me = &rc->sw.topo->sw[rc->sw.self];
     struct op_io *wrapped;
     op_status_t st = op_io_udp_open(me->ip, me->port, &d->io);
+    if (st == OP_OK)
+        op_io_udp_batching(d->io, rc->udp_batching);
     if (st == OP_OK && rc->pcap != NULL) {
         st = op_io_pcap_wrap(d->io, rc->pcap, &wrapped);
         if (st == OP_OK)

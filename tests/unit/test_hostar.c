@@ -782,7 +782,7 @@ static void test_udp_driver_with_loss(void **state)
         peers[r] = (struct op_har_peer){.ip = 0x7f4d0001u + (uint32_t)r * 256, .port = port};
         fault.seed = (uint64_t)r + 1;
         l[r] = (struct udp_leader){.rank = r, .n = N, .st = OP_OK};
-        assert_int_equal(op_har_port_open(peers[r].ip, port, &fault, &l[r].port), OP_OK);
+        assert_int_equal(op_har_port_open(peers[r].ip, port, true, &fault, &l[r].port), OP_OK);
     }
     struct op_har_config cfg;
     base_config(&cfg, 4096, 16384);
@@ -838,7 +838,7 @@ static void test_udp_thread_sends_after_the_call(void **state)
         peers[r] = (struct op_har_peer){.ip = 0x7f4e0001u + (uint32_t)r * 256, .port = port};
     for (int r = 0; r < 2; r++) {
         l[r] = (struct udp_leader){.rank = r, .n = 2, .st = OP_OK};
-        assert_int_equal(op_har_port_open(peers[r].ip, port, r ? NULL : &slow, &l[r].port), OP_OK);
+        assert_int_equal(op_har_port_open(peers[r].ip, port, true, r ? NULL : &slow, &l[r].port), OP_OK);
         cfg.rank = (uint32_t)r;
         assert_int_equal(op_har_attach(l[r].port, &cfg, &l[r].client), OP_OK);
     }
