@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,12 +62,16 @@ static void switch_config(const struct op_fabric *f, int i, int ready_fd, char *
 
 /* The child's whole life: run switch i until SIGTERM, then leave without
  * running the parent's exit handlers or flushing its stdio buffers. */
-static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd)
+static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd, pid_t parent)
 {
     char json[600], pcap[600];
     struct op_sw_run_config rc;
     struct op_log log;
     reset_handlers();
+    /* an owner killed outright (kill -9, a test's timeout) must not leave its
+     * switches holding the fabric's addresses for every later job */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+        _exit(1);
     /* the switch's exit report comes back through its JSON file */
     (void)!freopen("/dev/null", "w", stdout);
     switch_config(f, i, ready_fd, json, sizeof(json), &rc);
@@ -99,10 +104,11 @@ static bool start_one(struct op_fabric *f, int i)
     /* what the parent has buffered must not be written twice */
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     f->pid[i] = fork();
     if (f->pid[i] == 0) {
         close(p[0]);
-        run_switch(f, i, p[1]);
+        run_switch(f, i, p[1], parent);
     }
     close(p[1]);
     bool ok = f->pid[i] > 0 && wait_ready(p[0]);

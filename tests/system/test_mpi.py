@@ -27,13 +27,14 @@ def mpirun(*args, mpi="openmpi", iters=1, max_count=1000, timeout=600, env=None)
     return r, parse(r)
 
 
-def test_launcher_killed_takes_the_job_with_it():
+@pytest.mark.parametrize("mode", ["off", "node"])
+def test_launcher_killed_takes_the_job_with_it(mode):
     """offpath mpirun killed with SIGKILL (as a test's timeout does) leaves no
-    MPI job behind to hold its addresses and ports."""
+    MPI job and no switch behind to hold its addresses and ports."""
     need("openmpi")
     net, port = next_net()
     p = subprocess.Popen([BIN, "mpirun", "--mpi", "openmpi", "--net", str(net), "--port",
-                          str(port), "--nodes", "1", "--ppn", "2", "--mode", "off", "--",
+                          str(port), "--nodes", "2", "--ppn", "1", "--mode", mode, "--",
                           "sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     job = []
     try:
