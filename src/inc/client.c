@@ -12,13 +12,13 @@
 #include <stdlib.h>
 
 #include "offpath/inc.h"
+#include "offpath/loop.h"
 
 #define PORT_MAX_CLIENTS 256
 
 struct op_inc_port {
     struct op_io *io;
-    struct op_pktbuf rx, tx;
-    struct op_txq q;
+    struct op_loop *loop; /* runs the clients' engines (offpath/loop.h) */
     struct op_inc_client *clients[PORT_MAX_CLIENTS];
     int n_clients;
     pthread_mutex_t lock;
@@ -32,48 +32,6 @@ struct op_inc_client {
     atomic_bool *cancel; /* op_inc_client_watch */
 };
 
-static void flush(void *ctx, struct op_txq *q)
-{
-    struct op_inc_port *p = ctx;
-    if (q->n > 0)
-        op_io_send(p->io, q->pkts, q->n);
-    q->n = 0;
-}
-
-op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
-                             struct op_inc_port **out)
-{
-    struct op_inc_port *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return OP_ERR_NOMEM;
-    pthread_mutex_init(&p->lock, NULL);
-    op_status_t st = op_pktbuf_init(&p->rx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_pktbuf_init(&p->tx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_io_udp_open(ip, udp_port, &p->io);
-    if (st == OP_OK)
-        op_io_udp_batching(p->io, udp_batching);
-    if (st != OP_OK) {
-        op_inc_port_close(p);
-        return st;
-    }
-    p->q = (struct op_txq){.pkts = p->tx.pkts, .cap = p->tx.n, .flush = flush, .ctx = p};
-    *out = p;
-    return OP_OK;
-}
-
-void op_inc_port_close(struct op_inc_port *p)
-{
-    if (p == NULL)
-        return;
-    pthread_mutex_destroy(&p->lock);
-    op_io_close(p->io);
-    op_pktbuf_free(&p->rx);
-    op_pktbuf_free(&p->tx);
-    free(p);
-}
-
 /* Does a control message name this client's communicator? */
 static bool names_comm(const struct op_inc_ctrl *c, const struct op_inc_client *cl)
 {
@@ -81,13 +39,14 @@ static bool names_comm(const struct op_inc_ctrl *c, const struct op_inc_client *
            c->c_id == cl->cfg.c_id;
 }
 
-/* The engine a packet is for: data and kills by group id and token, the
+/* The client a packet is for: data and kills by group id and token, the
  * join's control messages by the communicator they name. */
-static struct op_inc_eng *owner(const struct op_inc_port *p, const struct op_pkt *pkt)
+static void *owner(void *ctx, const struct op_pkt *pkt)
 {
+    const struct op_inc_port *p = ctx;
     struct op_inc_pkt ip;
     if (p->n_clients == 1)
-        return p->clients[0]->eng;
+        return p->clients[0];
     if (op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK)
         return NULL;
     bool ctrl = ip.hdr.kind == OP_INC_KIND_CTRL;
@@ -97,67 +56,92 @@ static struct op_inc_eng *owner(const struct op_inc_port *p, const struct op_pkt
         const struct op_inc_caps *caps = op_inc_eng_caps(cl->eng);
         if (by_key ? names_comm(&ip.ctrl, cl)
                    : ip.hdr.group_id == caps->group_id && ip.hdr.token == caps->token)
-            return cl->eng;
+            return p->clients[i];
         /* a notify carries the new group id: match it by communicator too */
         if (!by_key && ctrl && caps->group_id == 0 && names_comm(&ip.ctrl, cl))
-            return cl->eng;
+            return p->clients[i];
     }
     return NULL;
 }
 
-static void receive(struct op_inc_port *p)
+op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
+                             struct op_inc_port **out)
 {
-    int n;
-    while ((n = op_io_recv(p->io, p->rx.pkts, p->rx.n)) > 0) {
-        uint64_t now = op_now_ns();
-        for (int i = 0; i < n; i++) {
-            struct op_inc_eng *e = owner(p, &p->rx.pkts[i]);
-            if (e != NULL)
-                op_inc_eng_input(e, &p->rx.pkts[i], now, &p->q);
-        }
-        flush(p, &p->q);
-        if (n < p->rx.n)
-            break;
+    struct op_inc_port *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return OP_ERR_NOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    op_status_t st = op_io_udp_open(ip, udp_port, &p->io);
+    if (st == OP_OK) {
+        op_io_udp_batching(p->io, udp_batching);
+        struct op_loop_config lc = {.io = p->io, .demux = owner, .demux_ctx = p, .lock = &p->lock};
+        st = op_loop_create(&lc, &p->loop);
     }
+    if (st != OP_OK) {
+        op_inc_port_close(p);
+        return st;
+    }
+    *out = p;
+    return OP_OK;
 }
 
-/* Every engine's timers, not only the caller's: another thread's operation
- * may be waiting on this port too. */
-static void fire_timers(struct op_inc_port *p, uint64_t now)
+void op_inc_port_close(struct op_inc_port *p)
 {
-    for (int i = 0; i < p->n_clients; i++) {
-        struct op_inc_client *c = p->clients[i];
-        if (c->cancel != NULL && atomic_load(c->cancel) && op_inc_eng_cancel(c->eng))
-            atomic_store(c->cancel, false); /* an allreduce stopped; else it waits for one */
-        op_inc_eng_timer(c->eng, now, &p->q);
-    }
-    flush(p, &p->q);
+    if (p == NULL)
+        return;
+    pthread_mutex_destroy(&p->lock);
+    op_loop_destroy(p->loop);
+    op_io_close(p->io);
+    free(p);
 }
 
-static uint64_t next_timer(const struct op_inc_port *p, uint64_t until)
+/* ---- a client as the loop's engine (offpath/loop.h) */
+
+static void client_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
 {
-    for (int i = 0; i < p->n_clients; i++) {
-        const struct op_inc_eng *e = p->clients[i]->eng;
-        uint64_t t = op_inc_eng_next_timer(e);
-        if (op_inc_eng_status(e) == OP_INPROGRESS && t < until)
-            until = t;
-    }
-    return until;
+    struct op_inc_client *c = eng;
+    op_inc_eng_input(c->eng, pkt, now, out);
 }
 
-/* One round: wait (unlocked) for a packet or the first timer due before
- * `until`, then hand packets and expired timers to their engines. */
-static void progress(struct op_inc_port *p, uint64_t until)
+static bool cancel_pending(const struct op_inc_client *c)
+{
+    return c->cancel != NULL && atomic_load(c->cancel);
+}
+
+static void client_timer(void *eng, uint64_t now, struct op_txq *out)
+{
+    struct op_inc_client *c = eng;
+    if (cancel_pending(c) && op_inc_eng_cancel(c->eng))
+        atomic_store(c->cancel, false); /* an allreduce stopped; else it waits for one */
+    op_inc_eng_timer(c->eng, now, out);
+}
+
+/* A cancel asks for the timer now; an engine with no operation running has
+ * nothing to time. */
+static uint64_t client_deadline(const void *eng)
+{
+    const struct op_inc_client *c = eng;
+    if (op_inc_eng_status(c->eng) != OP_INPROGRESS)
+        return UINT64_MAX;
+    return cancel_pending(c) ? 0 : op_inc_eng_next_timer(c->eng);
+}
+
+static const struct op_engine_ops client_ops = {"inc leader", client_input, client_timer,
+                                                client_deadline};
+
+/* An engine call outside the loop (starting an operation) runs under the
+ * port's lock with the loop's queue; what it queued leaves here. */
+static struct op_txq *queue_of(struct op_inc_port *p)
 {
     pthread_mutex_lock(&p->lock);
-    flush(p, &p->q);
-    uint64_t deadline = next_timer(p, until);
+    return op_loop_txq(p->loop);
+}
+
+static op_status_t sent(struct op_inc_port *p, op_status_t st)
+{
+    op_loop_flush(p->loop);
     pthread_mutex_unlock(&p->lock);
-    op_io_wait(p->io, deadline);
-    pthread_mutex_lock(&p->lock);
-    receive(p);
-    fire_timers(p, op_now_ns());
-    pthread_mutex_unlock(&p->lock);
+    return st;
 }
 
 static op_status_t status_locked(struct op_inc_client *c)
@@ -174,11 +158,14 @@ static op_status_t run(struct op_inc_client *c)
 {
     op_status_t st;
     while ((st = status_locked(c)) == OP_INPROGRESS)
-        progress(c->port, UINT64_MAX);
+        op_loop_run_once(c->port->loop, UINT64_MAX);
     return st;
 }
 
-void op_inc_port_progress(struct op_inc_port *p, uint64_t until) { progress(p, until); }
+void op_inc_port_progress(struct op_inc_port *p, uint64_t until)
+{
+    op_loop_run_once(p->loop, until);
+}
 
 op_status_t op_inc_client_status(struct op_inc_client *c) { return status_locked(c); }
 
@@ -191,6 +178,7 @@ void op_inc_client_free(struct op_inc_client *c)
     for (int i = 0; i < p->n_clients; i++)
         if (p->clients[i] == c)
             p->clients[i] = p->clients[--p->n_clients];
+    op_loop_remove(p->loop, c);
     op_inc_eng_destroy(c->eng);
     pthread_mutex_unlock(&p->lock);
     if (c->owns_port)
@@ -212,11 +200,12 @@ op_status_t op_inc_join_on(struct op_inc_port *p, const struct op_inc_config *cf
         return st;
     }
     pthread_mutex_lock(&p->lock);
-    if (p->n_clients == PORT_MAX_CLIENTS) {
+    if (p->n_clients == PORT_MAX_CLIENTS || op_loop_add(p->loop, &client_ops, c) != OP_OK) {
         st = OP_ERR_NOSPACE;
     } else {
         p->clients[p->n_clients++] = c;
-        st = op_inc_eng_join(c->eng, op_now_ns(), &p->q);
+        st = op_inc_eng_join(c->eng, op_now_ns(), op_loop_txq(p->loop));
+        op_loop_flush(p->loop);
     }
     pthread_mutex_unlock(&p->lock);
     if (st == OP_ERR_NOSPACE) {
@@ -255,12 +244,9 @@ op_status_t op_inc_join(const struct op_inc_config *cfg, struct op_inc_client **
 op_status_t op_inc_allreduce_start(struct op_inc_client *c, const void *sendbuf, void *recvbuf,
                                    size_t count, unsigned type, unsigned op)
 {
-    pthread_mutex_lock(&c->port->lock);
-    op_status_t st = op_inc_eng_allreduce(c->eng, sendbuf, recvbuf, count, type, op,
-                                          op_now_ns(), &c->port->q);
-    flush(c->port, &c->port->q);
-    pthread_mutex_unlock(&c->port->lock);
-    return st;
+    struct op_txq *q = queue_of(c->port);
+    return sent(c->port, op_inc_eng_allreduce(c->eng, sendbuf, recvbuf, count, type, op,
+                                              op_now_ns(), q));
 }
 
 op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void *recvbuf,
@@ -272,11 +258,8 @@ op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf, void 
 
 op_status_t op_inc_resume_start(struct op_inc_client *c)
 {
-    pthread_mutex_lock(&c->port->lock);
-    op_status_t st = op_inc_eng_resume(c->eng, op_now_ns(), &c->port->q);
-    flush(c->port, &c->port->q);
-    pthread_mutex_unlock(&c->port->lock);
-    return st;
+    struct op_txq *q = queue_of(c->port);
+    return sent(c->port, op_inc_eng_resume(c->eng, op_now_ns(), q));
 }
 
 op_status_t op_inc_resume(struct op_inc_client *c)
@@ -289,9 +272,8 @@ void op_inc_client_watch(struct op_inc_client *c, atomic_bool *cancel) { c->canc
 
 op_status_t op_inc_leave(struct op_inc_client *c)
 {
-    pthread_mutex_lock(&c->port->lock);
-    op_status_t st = op_inc_eng_leave(c->eng, op_now_ns(), &c->port->q);
-    pthread_mutex_unlock(&c->port->lock);
+    struct op_txq *q = queue_of(c->port);
+    op_status_t st = sent(c->port, op_inc_eng_leave(c->eng, op_now_ns(), q));
     return st == OP_OK ? run(c) : st;
 }
 

@@ -1,0 +1,272 @@
+/* The engine contract (offpath/loop.h): a toy protocol's two engines run by
+ * the one driver over the udp backend and over the fault backend (loss,
+ * duplication): every request answered exactly once, retransmissions by the
+ * engine's own deadline, packets nobody claims counted. The engines still
+ * to come (channel, agent, DNS, GPU queue) pass this same test first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "offpath/loop.h"
+
+#define IP_C 0x7f2e0001u /* 127.46.0.1: the asking side */
+#define IP_S 0x7f2e0002u /* 127.46.0.2: the answering side */
+#define PORT 47211
+#define N_REQ 500
+#define WINDOW 32
+#define RTO_NS (5 * OP_NS_PER_MS)
+
+enum { REQ = 1, ACK = 2 };
+
+/* Sends N_REQ numbered requests, WINDOW at a time, and resends those not
+ * acknowledged within RTO_NS. */
+struct asker {
+    uint8_t id;
+    uint32_t next, acked;
+    uint64_t sent_ns[N_REQ];
+    bool done[N_REQ];
+    uint64_t resent, dup_acks;
+};
+
+/* Acknowledges every request it gets, duplicates too. */
+struct answerer {
+    uint64_t requests;
+};
+
+static void put(struct op_txq *q, uint32_t src, uint32_t dst, uint8_t id, uint8_t type,
+                uint32_t seq)
+{
+    struct op_pkt *p = op_txq_next(q);
+    p->flow = (struct op_flow){.src_ip = src, .src_port = PORT, .dst_ip = dst, .dst_port = PORT};
+    p->data[0] = id;
+    p->data[1] = type;
+    memcpy(p->data + 4, &seq, 4);
+    p->len = 8;
+    op_txq_commit(q);
+}
+
+static uint32_t seq_of(const struct op_pkt *p)
+{
+    uint32_t seq;
+    memcpy(&seq, p->data + 4, 4);
+    return seq;
+}
+
+static void asker_send(struct asker *a, uint32_t i, uint64_t now, struct op_txq *out)
+{
+    put(out, IP_C, IP_S, a->id, REQ, i);
+    a->sent_ns[i] = now;
+}
+
+static void asker_fill(struct asker *a, uint64_t now, struct op_txq *out)
+{
+    while (a->next < N_REQ && a->next - a->acked < WINDOW) {
+        asker_send(a, a->next, now, out);
+        a->next++;
+    }
+}
+
+static void asker_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
+{
+    struct asker *a = eng;
+    uint32_t seq = seq_of(pkt);
+    if (pkt->len != 8 || pkt->data[1] != ACK || seq >= N_REQ)
+        return;
+    if (a->done[seq]) {
+        a->dup_acks++;
+        return;
+    }
+    a->done[seq] = true;
+    while (a->acked < N_REQ && a->done[a->acked])
+        a->acked++;
+    asker_fill(a, now, out);
+}
+
+static void asker_timer(void *eng, uint64_t now, struct op_txq *out)
+{
+    struct asker *a = eng;
+    for (uint32_t i = a->acked; i < a->next; i++)
+        if (!a->done[i] && now - a->sent_ns[i] >= RTO_NS) {
+            asker_send(a, i, now, out);
+            a->resent++;
+        }
+}
+
+static uint64_t asker_deadline(const void *eng)
+{
+    const struct asker *a = eng;
+    uint64_t t = UINT64_MAX;
+    for (uint32_t i = a->acked; i < a->next; i++)
+        if (!a->done[i] && a->sent_ns[i] + RTO_NS < t)
+            t = a->sent_ns[i] + RTO_NS;
+    return t;
+}
+
+static void answerer_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
+{
+    (void)now;
+    struct answerer *s = eng;
+    if (pkt->len == 8 && pkt->data[1] == REQ) {
+        s->requests++;
+        put(out, IP_S, pkt->flow.src_ip, pkt->data[0], ACK, seq_of(pkt));
+    }
+}
+
+static void no_timer(void *eng, uint64_t now, struct op_txq *out)
+{
+    (void)eng;
+    (void)now;
+    (void)out;
+}
+
+static uint64_t no_deadline(const void *eng)
+{
+    (void)eng;
+    return UINT64_MAX;
+}
+
+static const struct op_engine_ops asker_ops = {"asker", asker_input, asker_timer, asker_deadline};
+static const struct op_engine_ops answerer_ops = {"answerer", answerer_input, no_timer,
+                                                  no_deadline};
+
+static struct op_io *open_io(uint32_t ip, const struct op_fault_cfg *fault)
+{
+    struct op_io *io;
+    assert_int_equal(op_io_udp_open(ip, PORT, &io), OP_OK);
+    if (fault != NULL)
+        assert_int_equal(op_io_fault_wrap(io, fault, &io), OP_OK);
+    return io;
+}
+
+/* The asker's side demultiplexes by the engine id in the first byte. */
+static void *by_id(void *ctx, const struct op_pkt *pkt)
+{
+    struct asker **askers = ctx;
+    for (int i = 0; askers[i] != NULL; i++)
+        if (pkt->len > 0 && pkt->data[0] == askers[i]->id)
+            return askers[i];
+    return NULL;
+}
+
+static void exchange(const struct op_fault_cfg *fault, pthread_mutex_t *lock)
+{
+    struct op_io *cio = open_io(IP_C, fault), *sio = open_io(IP_S, fault);
+    struct asker *a = calloc(2, sizeof(*a)), *askers[3] = {&a[0], &a[1], NULL};
+    struct answerer s = {0};
+    a[0].id = 7;
+    a[1].id = 9;
+    struct op_loop *cl, *sl;
+    struct op_loop_config cc = {.io = cio, .demux = by_id, .demux_ctx = askers, .lock = lock};
+    struct op_loop_config sc = {.io = sio};
+    assert_int_equal(op_loop_create(&cc, &cl), OP_OK);
+    assert_int_equal(op_loop_create(&sc, &sl), OP_OK);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(op_loop_add(cl, &asker_ops, &a[i]), OP_OK);
+    assert_int_equal(op_loop_add(sl, &answerer_ops, &s), OP_OK);
+    for (int i = 0; i < 2; i++)
+        asker_fill(&a[i], op_now_ns(), op_loop_txq(cl));
+    op_loop_flush(cl);
+    uint64_t give_up = op_now_ns() + 20 * OP_NS_PER_S;
+    while ((a[0].acked < N_REQ || a[1].acked < N_REQ) && op_now_ns() < give_up) {
+        assert_true(op_loop_run_once(sl, op_now_ns() + OP_NS_PER_MS) >= 0);
+        assert_true(op_loop_run_once(cl, op_now_ns() + OP_NS_PER_MS) >= 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(a[i].acked, N_REQ); /* each answered, each counted once */
+        for (int k = 0; k < N_REQ; k++)
+            assert_true(a[i].done[k]);
+    }
+    assert_true(s.requests >= 2 * N_REQ);
+    struct op_loop_stats st;
+    op_loop_stats(cl, &st);
+    assert_int_equal(st.unclaimed, 0);
+    assert_true(st.rx >= 2 * N_REQ);
+    if (fault != NULL) { /* lost requests came back by the engine's own deadline */
+        assert_true(a[0].resent + a[1].resent > 0);
+        assert_true(s.requests > 2 * N_REQ);
+    }
+    op_loop_destroy(cl);
+    op_loop_destroy(sl);
+    op_io_close(cio);
+    op_io_close(sio);
+    free(a);
+}
+
+static void test_contract_over_udp(void **state)
+{
+    (void)state;
+    exchange(NULL, NULL);
+}
+
+static void test_contract_over_fault_backend(void **state)
+{
+    (void)state;
+    struct op_fault_cfg f = {.drop = 0.2, .dup = 0.1, .seed = 42};
+    exchange(&f, NULL);
+}
+
+static void test_contract_with_a_lock(void **state)
+{
+    (void)state;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    struct op_fault_cfg f = {.drop = 0.05, .seed = 7};
+    exchange(&f, &mu);
+}
+
+/* A packet for no engine here is counted, not handed to anyone. */
+static void test_unclaimed_packets_counted(void **state)
+{
+    (void)state;
+    struct op_io *cio = open_io(IP_C, NULL), *sio = open_io(IP_S, NULL);
+    struct asker a = {.id = 7};
+    struct asker *askers[2] = {&a, NULL};
+    struct op_loop *cl, *sl;
+    struct op_loop_config cc = {.io = cio, .demux = by_id, .demux_ctx = askers};
+    struct op_loop_config sc = {.io = sio};
+    assert_int_equal(op_loop_create(&cc, &cl), OP_OK);
+    assert_int_equal(op_loop_create(&sc, &sl), OP_OK);
+    assert_int_equal(op_loop_add(cl, &asker_ops, &a), OP_OK);
+    put(op_loop_txq(sl), IP_S, IP_C, 99, ACK, 3); /* engine 99 is nobody */
+    put(op_loop_txq(sl), IP_S, IP_C, 7, ACK, 3);
+    op_loop_flush(sl);
+    struct op_loop_stats st = {0};
+    for (int i = 0; i < 200 && st.rx + st.unclaimed < 2; i++) {
+        op_loop_run_once(cl, op_now_ns() + OP_NS_PER_MS);
+        op_loop_stats(cl, &st);
+    }
+    assert_int_equal(st.unclaimed, 1);
+    assert_int_equal(st.rx, 1);
+    assert_true(a.done[3]);
+    op_loop_remove(cl, &a); /* removed: its packets are nobody's */
+    put(op_loop_txq(sl), IP_S, IP_C, 7, ACK, 4);
+    op_loop_flush(sl);
+    for (int i = 0; i < 200 && st.unclaimed < 2; i++) {
+        op_loop_run_once(cl, op_now_ns() + OP_NS_PER_MS);
+        op_loop_stats(cl, &st);
+    }
+    assert_int_equal(st.unclaimed, 2);
+    assert_false(a.done[4]);
+    struct op_loop_config bad = {.io = NULL};
+    struct op_loop *l;
+    assert_int_equal(op_loop_create(&bad, &l), OP_ERR_INVAL);
+    op_loop_destroy(cl);
+    op_loop_destroy(sl);
+    op_io_close(cio);
+    op_io_close(sio);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_contract_over_udp),
+        cmocka_unit_test(test_contract_over_fault_backend),
+        cmocka_unit_test(test_contract_with_a_lock),
+        cmocka_unit_test(test_unclaimed_packets_counted),
+    };
+    return cmocka_run_group_tests_name("loop", tests, NULL, NULL);
+}
