@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "offpath/common.h"
+#include "offpath/io.h"
 
 #define RELAY_BURST 64
 #define RELAY_BURSTS_PER_WAKE 16
@@ -117,18 +118,6 @@ static int open_socket(const struct relay_cfg *c)
         return -1;
     }
     return fd;
-}
-
-static int open_signals(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
-        return -1;
-    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
 /* Returns true when the relay should stop. */
@@ -404,7 +393,7 @@ int main(int argc, char **argv)
     r.buf = calloc(RELAY_BURST, RELAY_BUF);
     r.gro_buf = cfg.batching ? calloc(RELAY_GRO_MSGS, RELAY_GRO_BUF) : NULL;
     r.fd = open_socket(&cfg);
-    r.sigfd = open_signals();
+    r.sigfd = op_io_signalfd_open();
     if (r.buf == NULL || (cfg.batching && r.gro_buf == NULL) || r.fd < 0 || r.sigfd < 0) {
         fprintf(stderr, "udp_relay: cannot open: %s\n", strerror(errno));
         return 1;

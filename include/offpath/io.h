@@ -173,6 +173,10 @@ static inline struct op_pkt *op_txq_next(struct op_txq *q)
 }
 static inline void op_txq_commit(struct op_txq *q) { q->n++; }
 
+/* SIGINT, SIGTERM and SIGUSR1 blocked and readable from the returned
+ * descriptor (non-blocking; -1 on failure): a driver's stop and report. */
+OP_API int op_io_signalfd_open(void);
+
 /* Wait until io is readable or the deadline (absolute, op_now_ns clock) passes.
  * Returns 1 readable, 0 deadline, -errno on error (EINTR returns 0). */
 OP_API int op_io_wait(const struct op_io *io, uint64_t deadline_ns);

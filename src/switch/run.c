@@ -95,18 +95,6 @@ static void write_stats_json(const struct sw_driver *d)
         rename(tmp, d->rc->stats_json);
 }
 
-static int open_signals(void)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
-        return -1;
-    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
 /* Returns true when the switch should stop. */
 static bool handle_signals(struct sw_driver *d)
 {
@@ -225,7 +213,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
         st = op_pktbuf_init(&d.tx, SW_TX_QUEUE);
     if (st == OP_OK)
         st = open_io(&d);
-    if (st == OP_OK && (d.sigfd = open_signals()) < 0)
+    if (st == OP_OK && (d.sigfd = op_io_signalfd_open()) < 0)
         st = OP_ERR_IO;
     if (st != OP_OK) {
         driver_close(&d);
