@@ -93,6 +93,11 @@ OP_API uint64_t op_inc_eng_next_timer(const struct op_inc_eng *e);
  * longer is right (a peer is late) or the switch is gone. OP_ERR_STATE if the
  * last operation was not such an allreduce. */
 OP_API op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq *out);
+/* The interrupted allreduce was completed without the engine (its result
+ * taken from a peer that got it from the switch, so the group's slots have
+ * moved past it): the engine is ready for the next call, whose chunks
+ * follow the interrupted call's numbers as if it had ended here. */
+OP_API void op_inc_eng_settled(struct op_inc_eng *e);
 /* Stop the running allreduce now, as its deadline would (resumable); false
  * if no allreduce was running. */
 OP_API bool op_inc_eng_cancel(struct op_inc_eng *e);
@@ -127,6 +132,8 @@ OP_API op_status_t op_inc_allreduce(struct op_inc_client *c, const void *sendbuf
  * _start: without waiting (op_inc_client_status tells when it ends). */
 OP_API op_status_t op_inc_resume(struct op_inc_client *c);
 OP_API op_status_t op_inc_resume_start(struct op_inc_client *c);
+/* op_inc_eng_settled on c's engine. */
+OP_API void op_inc_client_settled(struct op_inc_client *c);
 /* While set, the flag stops c's allreduce as its deadline would, the one
  * running or the next to start (another thread sets it: a peer has given
  * the call up), and is cleared when it did. NULL: none. */

@@ -91,11 +91,16 @@ OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifna
 OP_API bool op_io_ifname_of(uint32_t ip, char *name, size_t cap);
 
 /* Wrap inner (taking ownership): each sent packet is dropped with probability
- * drop, sent twice with probability dup, and held for delay_us microseconds. */
+ * drop (or while its destination's link is down), sent twice with
+ * probability dup, and held for delay_us microseconds. */
 struct op_fault_cfg {
     double drop, dup;
     uint32_t delay_us;
     uint64_t seed;
+    /* a link down for a while: every packet to down_ip is dropped from
+     * down_from_ns until down_until_ns (op_now_ns clock); 0: none */
+    uint32_t down_ip;
+    uint64_t down_from_ns, down_until_ns;
 };
 OP_API op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg,
                                     struct op_io **out);

@@ -7,9 +7,11 @@
  *  - a peer completed N through the switch: take its saved result (fetch);
  *  - a peer has not reached N, or does not answer (stopped, descheduled):
  *    the peer is late, the switch may be fine: wait on the switch again;
- *  - every peer is in call N or gave it up: nobody will get N from the
- *    switch: give it up too, and once every leader has given it up, all redo
- *    N without the switch (the MPI's own allreduce among the leaders).
+ *  - every peer has been in call N for at least the patience (a deadline),
+ *    or one gave it up: nobody will get N from the switch: give it up too,
+ *    and once every leader has given it up, all redo N without the switch
+ *    (the MPI's own allreduce among the leaders). A peer in the call for
+ *    less may simply not have been scheduled to send yet: it is waited for.
  * The answers come from a thread of each leader's process (op_rsc_svc), so a
  * leader that went on to other work (a barrier, a computation, MPI_Finalize)
  * still hands out the result it holds and learns that a peer gave up a call
@@ -31,7 +33,8 @@ struct op_rsc_peer {
     bool answered;
     uint8_t state;
     uint64_t seq, completed;
-    uint32_t total; /* bytes of the result it holds */
+    uint32_t total;      /* bytes of the result it holds */
+    uint32_t in_call_ms; /* how long it has been in (or given up) call seq */
 };
 
 enum op_rsc_verdict {
@@ -43,7 +46,7 @@ enum op_rsc_verdict {
 };
 /* Pure: the decision of a leader at call seq from its peers' answers. */
 OP_API enum op_rsc_verdict op_rsc_decide(const struct op_rsc_peer *peers, int n, uint64_t seq,
-                                         bool gave_up, int *from);
+                                         bool gave_up, uint32_t patience_ms, int *from);
 OP_API const char *op_rsc_verdict_name(enum op_rsc_verdict v);
 
 /* ---- the service of one process: a thread answering peers, and the asking side */

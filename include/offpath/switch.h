@@ -93,6 +93,9 @@ struct op_sw_run_config {
     struct op_sw_config sw;
     double drop_rate, dup_rate;
     uint32_t delay_us;
+    /* the link to one host down for a while (testing a leader that loses
+     * its results): from link_down_after_ms after start, for link_down_for_ms */
+    uint32_t link_down_ip, link_down_after_ms, link_down_for_ms;
     const char *stats_json; /* written at exit and on SIGUSR1 */
     bool busy_poll;
     bool json_exit; /* exit counters as JSON on stdout */

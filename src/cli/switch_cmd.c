@@ -35,6 +35,8 @@ static void help(void)
            "  --drop-rate P        drop each sent packet with probability P (testing)\n"
            "  --dup-rate P         send each packet twice with probability P (testing)\n"
            "  --delay-us D         hold each sent packet D microseconds (testing)\n"
+           "  --link-down IP@T+D   drop everything sent to host IP from T ms after start,\n"
+           "                       for D ms: a link down for a while (testing)\n"
            "  --stats-json FILE    write counters as JSON at exit and on SIGUSR1\n"
            "  --pcap FILE          write every RoCEv2 packet received and sent to FILE\n"
            "                       (pcap, ns timestamps, one Ethernet/IPv4/UDP frame each)\n"
@@ -130,7 +132,7 @@ static bool load_topology(const struct sw_flags *f, struct op_topo *topo, int *s
 
 enum { O_TOPO = 256, O_NAME, O_ROLE, O_LISTEN, O_HOSTS, O_UPLINK, O_TOR, O_PORT, O_GROUPS,
        O_WINDOW, O_DATA, O_CHILDREN, O_LEASE, O_MEM, O_DROP, O_DUP, O_DELAY, O_STATS, O_JSON,
-       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_HELP };
+       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_HELP };
 
 static const struct option options[] = {
     {"topology", 1, 0, O_TOPO}, {"name", 1, 0, O_NAME}, {"role", 1, 0, O_ROLE},
@@ -138,7 +140,7 @@ static const struct option options[] = {
     {"tor", 1, 0, O_TOR}, {"port", 1, 0, O_PORT}, {"max-groups", 1, 0, O_GROUPS},
     {"window", 1, 0, O_WINDOW}, {"max-data", 1, 0, O_DATA}, {"max-children", 1, 0, O_CHILDREN},
     {"lease-ms", 1, 0, O_LEASE}, {"slot-memory-mb", 1, 0, O_MEM}, {"drop-rate", 1, 0, O_DROP},
-    {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"stats-json", 1, 0, O_STATS},
+    {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"link-down", 1, 0, O_LINK_DOWN}, {"stats-json", 1, 0, O_STATS},
     {"json", 0, 0, O_JSON}, {"busy-poll", 0, 0, O_BUSY}, {"seed", 1, 0, O_SEED},
     {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"pcap", 1, 0, O_PCAP},
     {"help", 0, 0, O_HELP},
@@ -192,6 +194,36 @@ static bool set_text(int opt, const char *val, struct sw_flags *f)
     }
 }
 
+/* IP@AFTER+FOR, the times in milliseconds. */
+static bool set_link_down(const char *val, struct op_sw_run_config *rc)
+{
+    char ip[32];
+    uint64_t after, span;
+    const char *at = strchr(val, '@'), *plus = at != NULL ? strchr(at, '+') : NULL;
+    uint16_t port = 0;
+    bool ok = at != NULL && plus != NULL && (size_t)(at - val) < sizeof(ip);
+    if (ok) {
+        memcpy(ip, val, (size_t)(at - val));
+        ip[at - val] = '\0';
+        char num[32];
+        ok = (size_t)(plus - at - 1) < sizeof(num);
+        if (ok) {
+            memcpy(num, at + 1, (size_t)(plus - at - 1));
+            num[plus - at - 1] = '\0';
+            ok = op_parse_ipv4(ip, &rc->link_down_ip, &port) == OP_OK && port == 0 &&
+                 op_parse_u64(num, 0, 86400000, &after) == OP_OK &&
+                 op_parse_u64(plus + 1, 1, 86400000, &span) == OP_OK;
+        }
+    }
+    if (!ok) {
+        cli_bad(tool, "invalid value '%s' for --link-down (expected IP@AFTER_MS+FOR_MS)", val);
+        return false;
+    }
+    rc->link_down_after_ms = (uint32_t)after;
+    rc->link_down_for_ms = (uint32_t)span;
+    return true;
+}
+
 static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_config *rc, int *exit_code)
 {
     int opt;
@@ -203,6 +235,7 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == O_DUP) ok = cli_rate(tool, "--dup-rate", optarg, &rc->dup_rate);
         else if (opt == O_STATS) rc->stats_json = optarg;
         else if (opt == O_PCAP) f->pcap = optarg;
+        else if (opt == O_LINK_DOWN) ok = set_link_down(optarg, rc);
         else if (opt == O_JSON) f->json = true;
         else if (opt == O_BUSY) rc->busy_poll = true;
         else if (opt == O_LOG) {

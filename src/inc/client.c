@@ -268,6 +268,13 @@ op_status_t op_inc_resume(struct op_inc_client *c)
     return st == OP_OK ? run(c) : st;
 }
 
+void op_inc_client_settled(struct op_inc_client *c)
+{
+    pthread_mutex_lock(&c->port->lock);
+    op_inc_eng_settled(c->eng);
+    pthread_mutex_unlock(&c->port->lock);
+}
+
 void op_inc_client_watch(struct op_inc_client *c, atomic_bool *cancel) { c->cancel = cancel; }
 
 op_status_t op_inc_leave(struct op_inc_client *c)

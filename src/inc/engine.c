@@ -218,6 +218,14 @@ op_status_t op_inc_eng_resume(struct op_inc_eng *e, uint64_t now, struct op_txq 
     return OP_OK;
 }
 
+void op_inc_eng_settled(struct op_inc_eng *e)
+{
+    if (!e->interrupted)
+        return;
+    e->interrupted = false;
+    eng_finish(e, ST_READY, OP_OK);
+}
+
 op_status_t op_inc_eng_status(const struct op_inc_eng *e) { return e->result; }
 uint8_t op_inc_eng_reason(const struct op_inc_eng *e) { return e->reason; }
 const struct op_inc_caps *op_inc_eng_caps(const struct op_inc_eng *e) { return &e->caps; }

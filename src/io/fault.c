@@ -107,14 +107,21 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
     f->st.delayed++;
 }
 
+static bool link_down(const struct fault_io *f, const struct op_pkt *p, uint64_t now)
+{
+    return f->cfg.down_ip != 0 && p->flow.dst_ip == f->cfg.down_ip && now >= f->cfg.down_from_ns &&
+           now < f->cfg.down_until_ns;
+}
+
 static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
 {
     struct fault_io *f = fault_of(io);
-    uint64_t release = f->cfg.delay_us != 0 ? op_now_ns() + f->cfg.delay_us * OP_NS_PER_US : 0;
+    uint64_t now = op_now_ns();
+    uint64_t release = f->cfg.delay_us != 0 ? now + f->cfg.delay_us * OP_NS_PER_US : 0;
 
     f->lost = 0;
     for (int i = 0; i < n; i++) {
-        if (op_rng_unit(&f->rng) < f->cfg.drop) {
+        if (link_down(f, &pkts[i], now) || op_rng_unit(&f->rng) < f->cfg.drop) {
             f->st.dropped++;
             continue;
         }

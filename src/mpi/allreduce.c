@@ -84,7 +84,7 @@ void opm_leaders_mpi_done(struct opm_comm *c)
  * choose paths by them). */
 static void try_rejoin(struct opm_comm *c, uint64_t seq)
 {
-    opm.rejoin_tries++;
+    opm.rejoin_tries += c->lrank == 0; /* once per communicator, not per leader */
     op_inc_client_free(c->client);
     c->client = NULL;
     bool joined = opm_leader_join(c);
@@ -97,7 +97,7 @@ static void try_rejoin(struct opm_comm *c, uint64_t seq)
     if (all) {
         c->dead = false;
         c->backoff = REJOIN_FIRST;
-        opm.rejoins++;
+        opm.rejoins += c->lrank == 0;
         return;
     }
     op_inc_client_free(c->client);

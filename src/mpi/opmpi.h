@@ -86,6 +86,7 @@ struct opm_comm {
     uint64_t calls;      /* allreduces through the leaders so far: the call sequence */
     struct op_rsc_entry *rsc; /* where this leader stands, for the others (rescue.h) */
     uint32_t *peer_ips;       /* the other leaders' addresses */
+    int lrank;                /* this leader's rank among them */
     int n_peers;
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
     void *input;              /* a copy of a call's input while it may need a redo */
@@ -117,8 +118,9 @@ struct opm_state {
     uint64_t comms, comms_joined;
     uint64_t comms_local, comms_shm; /* with several ranks a node; of those in shm */
     /* leaders' recovery events: calls that waited for a late peer (and the
-     * longest such call), results taken from a peer, calls redone without
-     * the switch, communicators back on the switch and the tries */
+     * longest such call) and results taken from a peer, each leader its
+     * own; calls redone without the switch, communicators back on the
+     * switch and the tries, counted once for all leaders (by the first) */
     uint64_t late_waits, longest_wait_ns, fetched, redone, rejoins, rejoin_tries;
 };
 

@@ -50,7 +50,8 @@ static enum opm_settle_ev decided(struct opm_settle *s)
     struct opm_comm *c = s->c;
     bool gave_up = op_rsc_gave_up(opm.rsc, c->rsc);
     int from = -1;
-    switch (op_rsc_decide(s->peers, c->n_peers, s->seq, gave_up, &from)) {
+    uint32_t patience = (uint32_t)opm.cfg.deadline_ms;
+    switch (op_rsc_decide(s->peers, c->n_peers, s->seq, gave_up, patience, &from)) {
     case OP_RSC_FETCH:
         op_rsc_fetch_start(opm.rsc, &s->asker, c->rsc, c->peer_ips[from], opm_rescue_port(),
                            s->seq, s->buf, s->bytes,
@@ -85,8 +86,11 @@ static enum opm_settle_ev decided(struct opm_settle *s)
 /* The call is settled: kept for peers that missed it, and counted. */
 static void settled(struct opm_settle *s)
 {
-    if (!s->done_by_switch)
+    if (!s->done_by_switch) {
         op_rsc_call_done(opm.rsc, s->c->rsc, s->seq, s->buf, s->bytes, true);
+        if (s->c->client != NULL && !s->c->dead) /* fetched: the group went on */
+            op_inc_client_settled(s->c->client);
+    }
     s->c->calls = s->seq;
     if (s->waited) {
         uint64_t waited = op_now_ns() - s->began;
@@ -130,7 +134,7 @@ enum opm_settle_ev opm_settle_test(struct opm_settle *s)
         PMPI_Test(&s->req, &flag, MPI_STATUS_IGNORE);
         if (!flag)
             return OPM_SETTLE_PENDING;
-        opm.redone++;
+        opm.redone += s->c->lrank == 0; /* once per call, not per leader */
         s->c->dead = true; /* the leaders' MPI from now on, until a rejoin */
         s->c->rejoin_at = s->seq + s->c->backoff;
         settled(s);

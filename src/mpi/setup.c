@@ -74,13 +74,12 @@ static bool rescue_setup(struct opm_comm *c)
     c->peer_ips = malloc(sizeof(*c->peer_ips) * (size_t)c->n_leaders);
     int have = all != NULL && c->peer_ips != NULL, everyone = 0;
     PMPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, c->leaders);
+    PMPI_Comm_rank(c->leaders, &c->lrank);
     if (everyone) { /* else nobody gathers: no collective left half-joined */
         uint32_t mine = opm.my_ip;
-        int lrank;
-        PMPI_Comm_rank(c->leaders, &lrank);
         PMPI_Allgather(&mine, 1, MPI_UINT32_T, all, 1, MPI_UINT32_T, c->leaders);
         for (int i = 0; i < c->n_leaders; i++)
-            if (i != lrank)
+            if (i != c->lrank)
                 c->peer_ips[c->n_peers++] = all[i];
     }
     free(all);

@@ -22,13 +22,15 @@ static bool gave_up(const struct op_rsc_peer *p, uint64_t seq)
     return p->answered && p->state == OP_RSC_GAVE_UP && p->seq == seq;
 }
 
-static bool in_call(const struct op_rsc_peer *p, uint64_t seq)
+/* In the call long enough that the switch would have answered it. */
+static bool waited_in_call(const struct op_rsc_peer *p, uint64_t seq, uint32_t patience_ms)
 {
-    return p->answered && p->state == OP_RSC_IN_CALL && p->seq == seq;
+    return p->answered && p->state == OP_RSC_IN_CALL && p->seq == seq &&
+           p->in_call_ms >= patience_ms;
 }
 
 enum op_rsc_verdict op_rsc_decide(const struct op_rsc_peer *peers, int n, uint64_t seq,
-                                  bool self_gave_up, int *from)
+                                  bool self_gave_up, uint32_t patience_ms, int *from)
 {
     int all_gave_up = 1, all_there = 1, any_gave_up = 0;
     for (int i = 0; i < n; i++) {
@@ -39,12 +41,12 @@ enum op_rsc_verdict op_rsc_decide(const struct op_rsc_peer *peers, int n, uint64
         }
         all_gave_up &= gave_up(p, seq);
         any_gave_up |= gave_up(p, seq);
-        all_there &= gave_up(p, seq) || in_call(p, seq);
+        all_there &= gave_up(p, seq) || waited_in_call(p, seq, patience_ms);
     }
     if (self_gave_up)
         return all_gave_up ? OP_RSC_REDO : OP_RSC_HOLD;
-    /* everyone sent what it had and nobody got an answer, or someone already
-     * stopped waiting: the switch will not finish this call */
+    /* everyone has waited for the switch as long as it should take, or
+     * someone already stopped waiting: the switch will not finish this call */
     if (any_gave_up || all_there)
         return OP_RSC_GIVE_UP;
     return OP_RSC_WAIT_PEER;

@@ -25,6 +25,7 @@ struct op_rsc_entry {
     uint32_t job, comm;
     uint8_t state;
     uint64_t seq, completed;
+    uint64_t began_ns; /* of call seq */
     uint8_t *result; /* of call `completed` */
     size_t bytes, cap;
     atomic_bool cancel;
@@ -81,12 +82,23 @@ static struct op_rsc_entry *find(struct op_rsc_svc *s, uint32_t job, uint32_t co
     return NULL;
 }
 
+/* A status's offset field: how long the leader has been in its call, in
+ * ms (docs/wire.md section 12). */
+static uint32_t in_call_ms(const struct op_rsc_entry *e)
+{
+    if (e == NULL || (e->state != OP_RSC_IN_CALL && e->state != OP_RSC_GAVE_UP))
+        return 0;
+    uint64_t ms = (op_now_ns() - e->began_ns) / OP_NS_PER_MS;
+    return ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX;
+}
+
 static void fill_status(const struct op_rsc_entry *e, struct op_rsc_msg *m)
 {
     m->state = e != NULL ? e->state : OP_RSC_UNKNOWN;
     m->seq = e != NULL ? e->seq : 0;
     m->completed = e != NULL ? e->completed : 0;
     m->total = e != NULL ? (uint32_t)e->bytes : 0;
+    m->offset = in_call_ms(e);
 }
 
 /* An asker that gave up the call this group is in: the switch will not
@@ -255,6 +267,9 @@ static void set_state(struct op_rsc_svc *s, struct op_rsc_entry *e, uint8_t stat
 void op_rsc_call_begin(struct op_rsc_svc *s, struct op_rsc_entry *e, uint64_t seq)
 {
     atomic_store(&e->cancel, false);
+    pthread_mutex_lock(&s->mu);
+    e->began_ns = op_now_ns();
+    pthread_mutex_unlock(&s->mu);
     set_state(s, e, OP_RSC_IN_CALL, seq);
 }
 
@@ -375,7 +390,8 @@ bool op_rsc_ask_step(struct op_rsc_svc *s, struct op_rsc_asker *a, const struct 
         for (int i = 0; i < q->n; i++)
             if (q->ips[i] == from && !out[i].answered && m.type == OP_RSC_STATUS) {
                 out[i] = (struct op_rsc_peer){.answered = true, .state = m.state, .seq = m.seq,
-                                              .completed = m.completed, .total = m.total};
+                                              .completed = m.completed, .total = m.total,
+                                              .in_call_ms = m.offset};
                 a->missing--;
             }
     uint64_t now = op_now_ns();

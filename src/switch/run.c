@@ -183,10 +183,14 @@ static op_status_t open_io(struct sw_driver *d)
         if (st == OP_OK)
             d->io = wrapped;
     }
-    if (st != OP_OK || (rc->drop_rate <= 0 && rc->dup_rate <= 0 && rc->delay_us == 0))
+    if (st != OP_OK ||
+        (rc->drop_rate <= 0 && rc->dup_rate <= 0 && rc->delay_us == 0 && rc->link_down_ip == 0))
         return st;
+    uint64_t down = op_now_ns() + (uint64_t)rc->link_down_after_ms * OP_NS_PER_MS;
     struct op_fault_cfg fc = {.drop = rc->drop_rate, .dup = rc->dup_rate,
-                              .delay_us = rc->delay_us, .seed = rc->sw.seed ^ me->ip};
+                              .delay_us = rc->delay_us, .seed = rc->sw.seed ^ me->ip,
+                              .down_ip = rc->link_down_ip, .down_from_ns = down,
+                              .down_until_ns = down + (uint64_t)rc->link_down_for_ms * OP_NS_PER_MS};
     st = op_io_fault_wrap(d->io, &fc, &wrapped);
     if (st == OP_OK)
         d->io = wrapped;

@@ -27,9 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = op_rsc_encode(&m, out, sizeof(out));
     require(n == size && memcmp(out, data, size) == 0);
     struct op_rsc_peer p = {.answered = true, .state = m.state, .seq = m.seq,
-                            .completed = m.completed, .total = m.total};
+                            .completed = m.completed, .total = m.total, .in_call_ms = m.offset};
     int from = -1;
-    enum op_rsc_verdict v = op_rsc_decide(&p, 1, m.offset, m.type == OP_RSC_DATA, &from);
+    enum op_rsc_verdict v = op_rsc_decide(&p, 1, m.seq, m.type == OP_RSC_DATA, m.len, &from);
     require(v <= OP_RSC_REDO && (v != OP_RSC_FETCH || from == 0));
     return 0;
 }

@@ -375,3 +375,32 @@ def test_leader_stalled_past_the_deadline_is_a_late_peer():
     assert k["late"] >= 1 and k["longest_ms"] >= 1500 and k["redone"] == 0, err
     g = re.search(r"groups created (\d+), freed (\d+)", err)
     assert g and int(g[1]) == int(g[2]) > 0, err
+
+
+def test_leader_whose_results_are_lost_takes_them_from_a_peer(tmp_path):
+    """The TOR's link to one leader goes down for 1.5 s mid-job (--link-down):
+    the others finish each call, that leader reaches its deadline with no
+    result and takes it from a peer that has it (before, it waited in an
+    Allgather the others never joined). Nothing is redone, nothing falls
+    back, every result is exact."""
+    need("openmpi")
+    net, port = next_net()
+    topo = tmp_path / "topo"
+    topo.write_text(f"tor t0 127.{net + 1}.0.1 port {port} hosts 127.{net}.1.1-127.{net}.4.254\n")
+    victim = f"127.{net}.3.1"  # node 2's leader
+    sw = subprocess.Popen([BIN, "switch", "--topology", str(topo), "--name", "t0",
+                           "--log-level", "error", "--link-down", f"{victim}@2000+1500"],
+                          stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        r = offpath("mpirun", "--connect", topo, "--net", net, "--port", port, "--nodes", 4,
+                    "--deadline-ms", 300, "--verbose", "--", CHECK["openmpi"], 200, 1000,
+                    timeout=300)
+    finally:
+        sw.kill()
+        sw.wait()
+    res = parse(r)
+    assert r.returncode == 0, r.stderr
+    assert res["mismatches"] == 0 and res["fell_back"] == 0, r.stderr
+    k = recovery(r.stderr)
+    assert k["fetched"] >= 1 and k["redone"] == 0, r.stderr

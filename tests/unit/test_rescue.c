@@ -107,7 +107,7 @@ static void test_codec_malformed(void **state)
 static struct op_rsc_peer peer(uint8_t state, uint64_t seq, uint64_t completed)
 {
     return (struct op_rsc_peer){.answered = true, .state = state, .seq = seq,
-                                .completed = completed};
+                                .completed = completed, .in_call_ms = 150};
 }
 
 static void test_decide(void **state)
@@ -117,29 +117,32 @@ static void test_decide(void **state)
     int from = -1;
     /* a peer completed call 5 (it went on to 6): take its result */
     struct op_rsc_peer p1[] = {peer(OP_RSC_IN_CALL, 5, 4), peer(OP_RSC_IN_CALL, 6, 5)};
-    assert_int_equal(op_rsc_decide(p1, 2, 5, false, &from), OP_RSC_FETCH);
+    assert_int_equal(op_rsc_decide(p1, 2, 5, false, 100, &from), OP_RSC_FETCH);
     assert_int_equal(from, 1);
-    assert_int_equal(op_rsc_decide(p1, 2, 5, true, &from), OP_RSC_FETCH); /* also after giving up */
+    assert_int_equal(op_rsc_decide(p1, 2, 5, true, 100, &from), OP_RSC_FETCH); /* also after giving up */
     /* one peer silent (stopped) or behind: it is late, wait */
     struct op_rsc_peer p2[] = {peer(OP_RSC_IN_CALL, 5, 4), silent};
-    assert_int_equal(op_rsc_decide(p2, 2, 5, false, &from), OP_RSC_WAIT_PEER);
+    assert_int_equal(op_rsc_decide(p2, 2, 5, false, 100, &from), OP_RSC_WAIT_PEER);
     struct op_rsc_peer p3[] = {peer(OP_RSC_IDLE, 4, 4), peer(OP_RSC_GAVE_UP, 4, 3)};
-    assert_int_equal(op_rsc_decide(p3, 2, 5, false, &from), OP_RSC_WAIT_PEER);
+    assert_int_equal(op_rsc_decide(p3, 2, 5, false, 100, &from), OP_RSC_WAIT_PEER);
     struct op_rsc_peer p3b[] = {peer(OP_RSC_UNKNOWN, 0, 0)};
-    assert_int_equal(op_rsc_decide(p3b, 1, 5, false, &from), OP_RSC_WAIT_PEER);
+    assert_int_equal(op_rsc_decide(p3b, 1, 5, false, 100, &from), OP_RSC_WAIT_PEER);
     /* everyone is in the call and nobody got it: the switch is not answering */
     struct op_rsc_peer p4[] = {peer(OP_RSC_IN_CALL, 5, 4), peer(OP_RSC_IN_CALL, 5, 4)};
-    assert_int_equal(op_rsc_decide(p4, 2, 5, false, &from), OP_RSC_GIVE_UP);
+    assert_int_equal(op_rsc_decide(p4, 2, 5, false, 100, &from), OP_RSC_GIVE_UP);
+    /* ... unless one of them has not waited that long: maybe it has not sent yet */
+    p4[1].in_call_ms = 20;
+    assert_int_equal(op_rsc_decide(p4, 2, 5, false, 100, &from), OP_RSC_WAIT_PEER);
     /* someone gave up already: so do we, even with a peer still late */
     struct op_rsc_peer p5[] = {peer(OP_RSC_GAVE_UP, 5, 4), silent};
-    assert_int_equal(op_rsc_decide(p5, 2, 5, false, &from), OP_RSC_GIVE_UP);
-    assert_int_equal(op_rsc_decide(p5, 2, 5, true, &from), OP_RSC_HOLD);
+    assert_int_equal(op_rsc_decide(p5, 2, 5, false, 100, &from), OP_RSC_GIVE_UP);
+    assert_int_equal(op_rsc_decide(p5, 2, 5, true, 100, &from), OP_RSC_HOLD);
     /* redo only once every one of them gave this very call up */
     struct op_rsc_peer p6[] = {peer(OP_RSC_GAVE_UP, 5, 4), peer(OP_RSC_GAVE_UP, 5, 4)};
-    assert_int_equal(op_rsc_decide(p6, 2, 5, true, &from), OP_RSC_REDO);
+    assert_int_equal(op_rsc_decide(p6, 2, 5, true, 100, &from), OP_RSC_REDO);
     struct op_rsc_peer p7[] = {peer(OP_RSC_GAVE_UP, 5, 4), peer(OP_RSC_GAVE_UP, 4, 3)};
-    assert_int_equal(op_rsc_decide(p7, 2, 5, true, &from), OP_RSC_HOLD);
-    assert_int_equal(op_rsc_decide(NULL, 0, 5, true, &from), OP_RSC_REDO); /* alone */
+    assert_int_equal(op_rsc_decide(p7, 2, 5, true, 100, &from), OP_RSC_HOLD);
+    assert_int_equal(op_rsc_decide(NULL, 0, 5, true, 100, &from), OP_RSC_REDO); /* alone */
     assert_string_equal(op_rsc_verdict_name(OP_RSC_REDO), "redo");
 }
 
@@ -191,7 +194,7 @@ static void test_services_status_cancel_fetch(void **state)
     assert_int_equal(p.completed, 1);
     assert_int_equal(p.total, bytes);
     int from;
-    assert_int_equal(op_rsc_decide(&p, 1, 1, false, &from), OP_RSC_FETCH);
+    assert_int_equal(op_rsc_decide(&p, 1, 1, false, 100, &from), OP_RSC_FETCH);
     assert_int_equal(op_rsc_fetch(t.a, t.ea, IP_B, PORT, 1, got, bytes, op_now_ns() + OP_NS_PER_S),
                      OP_OK);
     assert_memory_equal(got, result, bytes);
