@@ -73,5 +73,9 @@ OP_API void op_loop_flush(struct op_loop *l);
  * handed over, or -errno from the backend. */
 OP_API int op_loop_run_once(struct op_loop *l, uint64_t until);
 OP_API void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out);
+/* The earliest deadline of the engines and the backend (UINT64_MAX: none),
+ * for a driver that sleeps elsewhere between rounds (hostar's timer thread);
+ * op_loop_run_once(l, 0) then serves what is ready without waiting. */
+OP_API uint64_t op_loop_next_deadline(const struct op_loop *l);
 
 #endif

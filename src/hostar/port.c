@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "offpath/hostar.h"
+#include "offpath/loop.h"
 
 #define PORT_MAX_CLIENTS 256
 #define PORT_IDLE_NS (1 * OP_NS_PER_MS)
@@ -30,8 +31,7 @@ struct op_har_client {
 
 struct op_har_port {
     struct op_io *io;
-    struct op_pktbuf rx, tx;
-    struct op_txq q;
+    struct op_loop *loop; /* runs the sessions' engines (offpath/loop.h); mu held */
     pthread_mutex_t mu;
     pthread_t timer;
     int tfd;
@@ -42,62 +42,37 @@ struct op_har_port {
     uint64_t foreign;
 };
 
-static void flush(void *ctx, struct op_txq *q)
+static void *owner(void *ctx, const struct op_pkt *pkt)
 {
     struct op_har_port *p = ctx;
-    if (q->n > 0)
-        op_io_send(p->io, q->pkts, q->n);
-    q->n = 0;
-}
-
-static struct op_har_eng *owner(struct op_har_port *p, const struct op_pkt *pkt)
-{
     uint32_t session;
     if (op_har_session_of(pkt->data, pkt->len, &session))
         for (int i = 0; i < p->n_clients; i++)
             if (p->clients[i]->session == session)
-                return p->clients[i]->eng;
+                return p->clients[i];
     p->foreign++;
     return NULL;
 }
 
-static void receive(struct op_har_port *p)
+/* ---- a session as the loop's engine (offpath/loop.h) */
+
+static void client_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
 {
-    int n;
-    while ((n = op_io_recv(p->io, p->rx.pkts, p->rx.n)) > 0) {
-        uint64_t now = op_now_ns();
-        for (int i = 0; i < n; i++) {
-            struct op_har_eng *e = owner(p, &p->rx.pkts[i]);
-            if (e != NULL)
-                op_har_eng_input(e, &p->rx.pkts[i], now, &p->q);
-        }
-        if (n < p->rx.n)
-            break;
-    }
+    op_har_eng_input(((struct op_har_client *)eng)->eng, pkt, now, out);
 }
 
-/* Timers that are due (acks for what was just read among them), delayed
- * packets of a fault layer, and out with everything queued. */
-static void service(struct op_har_port *p)
+static void client_timer(void *eng, uint64_t now, struct op_txq *out)
 {
-    uint64_t now = op_now_ns();
-    for (int i = 0; i < p->n_clients; i++)
-        if (op_har_eng_next_timer(p->clients[i]->eng) <= now)
-            op_har_eng_timer(p->clients[i]->eng, now, &p->q);
-    flush(p, &p->q);
-    if (op_io_deadline(p->io) <= now)
-        op_io_poll(p->io, now);
+    op_har_eng_timer(((struct op_har_client *)eng)->eng, now, out);
 }
 
-static uint64_t next_deadline(const struct op_har_port *p)
+static uint64_t client_deadline(const void *eng)
 {
-    uint64_t t = op_io_deadline(p->io);
-    for (int i = 0; i < p->n_clients; i++) {
-        uint64_t x = op_har_eng_next_timer(p->clients[i]->eng);
-        t = x < t ? x : t;
-    }
-    return t;
+    return op_har_eng_next_timer(((const struct op_har_client *)eng)->eng);
 }
+
+static const struct op_engine_ops client_ops = {"hostar", client_input, client_timer,
+                                                client_deadline};
 
 /* The thread's next wake-up at t (absolute, op_now_ns clock; UINT64_MAX: none). */
 static void arm(struct op_har_port *p, uint64_t t)
@@ -129,11 +104,9 @@ static void *timer_main(void *arg)
             pthread_mutex_unlock(&p->mu);
             return NULL;
         }
-        if (next_deadline(p) <= op_now_ns()) {
-            receive(p);
-            service(p);
-        }
-        arm(p, next_deadline(p));
+        if (op_loop_next_deadline(p->loop) <= op_now_ns())
+            op_loop_run_once(p->loop, 0); /* what is due, without waiting */
+        arm(p, op_loop_next_deadline(p->loop));
         pthread_mutex_unlock(&p->mu);
     }
 }
@@ -181,12 +154,13 @@ op_status_t op_har_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
     struct op_har_port *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return OP_ERR_NOMEM;
-    op_status_t st = op_pktbuf_init(&p->rx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_pktbuf_init(&p->tx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = open_io(ip, udp_port, udp_batching, fault, &p->io);
-    p->q = (struct op_txq){.pkts = p->tx.pkts, .cap = p->tx.n, .flush = flush, .ctx = p};
+    op_status_t st = open_io(ip, udp_port, udp_batching, fault, &p->io);
+    if (st == OP_OK) {
+        /* no lock of the loop's own: a call holds mu throughout, the thread
+         * takes it before it serves */
+        struct op_loop_config lc = {.io = p->io, .demux = owner, .demux_ctx = p};
+        st = op_loop_create(&lc, &p->loop);
+    }
     if (st == OP_OK)
         st = start_timer(p);
     if (st != OP_OK) {
@@ -210,9 +184,8 @@ void op_har_port_close(struct op_har_port *p)
         pthread_mutex_destroy(&p->mu);
         close(p->tfd);
     }
+    op_loop_destroy(p->loop);
     op_io_close(p->io);
-    op_pktbuf_free(&p->rx);
-    op_pktbuf_free(&p->tx);
     free(p);
 }
 
@@ -240,7 +213,7 @@ op_status_t op_har_attach(struct op_har_port *p, const struct op_har_config *cfg
     c->port = p;
     c->session = cfg->session;
     pthread_mutex_lock(&p->mu);
-    if (p->n_clients < PORT_MAX_CLIENTS)
+    if (p->n_clients < PORT_MAX_CLIENTS && op_loop_add(p->loop, &client_ops, c) == OP_OK)
         p->clients[p->n_clients++] = c;
     else
         st = OP_ERR_NOSPACE;
@@ -258,13 +231,8 @@ op_status_t op_har_attach(struct op_har_port *p, const struct op_har_config *cfg
  * sessions' packets and timers are served on the way. */
 static op_status_t run(struct op_har_client *c)
 {
-    struct op_har_port *p = c->port;
-    flush(p, &p->q);
-    while (op_har_eng_status(c->eng) == OP_INPROGRESS) {
-        op_io_wait(p->io, next_deadline(p));
-        receive(p);
-        service(p);
-    }
+    while (op_har_eng_status(c->eng) == OP_INPROGRESS)
+        op_loop_run_once(c->port->loop, UINT64_MAX);
     return op_har_eng_status(c->eng);
 }
 
@@ -275,7 +243,7 @@ op_status_t op_har_allreduce(struct op_har_client *c, const void *sendbuf, void 
     atomic_store(&p->busy, true);
     pthread_mutex_lock(&p->mu);
     op_status_t st = op_har_eng_allreduce(c->eng, sendbuf, recvbuf, count, type, op, op_now_ns(),
-                                          &p->q);
+                                          op_loop_txq(p->loop));
     if (st == OP_OK)
         st = run(c);
     /* The thread takes over the timers if no call comes for a while. Not
@@ -285,7 +253,7 @@ op_status_t op_har_allreduce(struct op_har_client *c, const void *sendbuf, void 
      * sleep with nothing armed; that left a finished leader's lost packet
      * unsent and its peer waiting out its deadline. */
     atomic_store(&p->busy, false);
-    uint64_t idle = op_now_ns() + PORT_IDLE_NS, next = next_deadline(p);
+    uint64_t idle = op_now_ns() + PORT_IDLE_NS, next = op_loop_next_deadline(p->loop);
     arm(p, next == UINT64_MAX ? next : next > idle ? next : idle);
     pthread_mutex_unlock(&p->mu);
     return st;
@@ -309,6 +277,7 @@ void op_har_client_free(struct op_har_client *c)
     for (int i = 0; i < p->n_clients; i++)
         if (p->clients[i] == c)
             p->clients[i] = p->clients[--p->n_clients];
+    op_loop_remove(p->loop, c);
     op_har_eng_destroy(c->eng);
     pthread_mutex_unlock(&p->mu);
     free(c);

@@ -164,3 +164,5 @@ int op_loop_run_once(struct op_loop *l, uint64_t until)
 }
 
 void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out) { *out = l->stats; }
+
+uint64_t op_loop_next_deadline(const struct op_loop *l) { return next_deadline(l, UINT64_MAX); }
