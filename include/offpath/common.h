@@ -103,4 +103,16 @@ OP_API op_status_t op_parse_double(const char *text, double min, double max, dou
 OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
 OP_API void op_format_ipv4(uint32_t addr, char out[16]);
 
+/* Counter lists: names[i] counts vals[i]. TABLE: one "  name value" line
+ * each (names padded to 20); LINE: " name value, name value" with no newline;
+ * JSON: "name": value members joined by ", ", no braces, so a caller puts
+ * them in an object among its own members. */
+enum op_counters_format {
+    OP_COUNTERS_TABLE,
+    OP_COUNTERS_LINE,
+    OP_COUNTERS_JSON,
+};
+OP_API void op_counters_print(FILE *out, const char *const *names, const uint64_t *vals, int n,
+                              enum op_counters_format fmt);
+
 #endif

@@ -133,19 +133,26 @@ void opm_host_free(struct opm_comm *c)
     c->host = NULL;
 }
 
+/* What the leaders sum at the end: the engines' counters and, after them,
+ * the port's fault layer's drops (a port counter, not the engine's). */
+enum {
+    HOST_C_injected_drops = OP_HAR_C_COUNT_,
+    HOST_C_COUNT_
+};
+
 /* Collective over COMM_WORLD (MPI_Finalize): with OFFPATH_VERBOSE, rank 0
  * prints every leader's packet counts; then the socket closes. */
 void opm_host_finalize(void)
 {
     if (opm.cfg.verbose) {
-        uint64_t sum[OP_HAR_C_COUNT_ + 1], mine[OP_HAR_C_COUNT_ + 1];
+        uint64_t sum[HOST_C_COUNT_], mine[HOST_C_COUNT_];
         struct op_fault_stats f = {0, 0, 0};
         if (opm.host_port != NULL)
             op_har_port_stats(opm.host_port, NULL, &f);
         for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
             mine[i] = opm.host_c[i];
-        mine[OP_HAR_C_COUNT_] = f.dropped;
-        PMPI_Reduce(mine, sum, OP_HAR_C_COUNT_ + 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        mine[HOST_C_injected_drops] = f.dropped;
+        PMPI_Reduce(mine, sum, HOST_C_COUNT_, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
         if (opm.world_rank == 0 && sum[OP_HAR_C_allreduces] > 0)
             fprintf(stderr,
                     "offpath: host allreduce: %llu leader calls (%llu ring), %llu data packets, "
@@ -155,7 +162,7 @@ void opm_host_finalize(void)
                     (unsigned long long)sum[OP_HAR_C_tx_data],
                     (unsigned long long)sum[OP_HAR_C_retransmissions],
                     (unsigned long long)sum[OP_HAR_C_duplicates],
-                    (unsigned long long)sum[OP_HAR_C_COUNT_],
+                    (unsigned long long)sum[HOST_C_injected_drops],
                     (unsigned long long)sum[OP_HAR_C_deadlines]);
     }
     op_har_port_close(opm.host_port);
