@@ -17,7 +17,11 @@
 #endif
 
 /* One status type for the project (as UCX's ucs_status_t): 0 is success,
- * positive values mean "still in progress", negative values are errors. */
+ * positive values mean "still in progress", negative values are errors:
+ * the project's own from -1, and below OP_ERR_ERRNO_BASE a failed system
+ * call's errno (as Knot's -errno, moved clear of the project's codes), so a
+ * caller can tell EADDRINUSE from ENOENT and op_status_str names it.
+ * OP_ERR_IO is left for I/O failures with no errno (a peer that went away). */
 typedef enum op_status {
     OP_OK = 0,
     OP_INPROGRESS = 1,
@@ -32,9 +36,24 @@ typedef enum op_status {
     OP_ERR_BUSY = -9,        /* an operation is already running */
     OP_ERR_STATE = -10,      /* call not valid in the current state */
     OP_ERR_NOSPACE = -11,    /* an output buffer is too small */
+    OP_ERR_ERRNO_BASE = -1000, /* OP_ERR_ERRNO_BASE - errno: a system call failed */
+    OP_ERR_ERRNO_LAST = -1000 - 4095, /* errno is at most 4095 (Linux's MAX_ERRNO) */
 } op_status_t;
 
+/* "I/O: <strerror>" for the errno range; thread-safe. */
 OP_API const char *op_status_str(op_status_t st);
+
+/* The status of a failed system call; e <= 0 (errno lost) gives EIO's. */
+static inline op_status_t op_status_from_errno(int e)
+{
+    return (op_status_t)(OP_ERR_ERRNO_BASE - (e > 0 && e <= 4095 ? e : 5 /* EIO */));
+}
+/* The errno a status carries; 0 for any other status. */
+static inline int op_status_errno(op_status_t st)
+{
+    return (int)st < OP_ERR_ERRNO_BASE && (int)st >= OP_ERR_ERRNO_LAST ? OP_ERR_ERRNO_BASE - (int)st
+                                                                       : 0;
+}
 
 /* Log levels follow DOCA's numbering so a user's --log-level habits carry over. */
 enum op_log_level {

@@ -45,7 +45,8 @@ OP_API uint16_t op_io_local_port(const struct op_io *io);
 /* Largest IPv4 packet the link takes; 0: no limit known. */
 OP_API uint32_t op_io_link_mtu(const struct op_io *io);
 
-/* Open a UDP endpoint bound to ip:port (host order). Batching is on; callers
+/* Open a UDP endpoint bound to ip:port (host order); a failed socket or
+ * bind returns its errno (op_status_errno: EADDRINUSE...). Batching is on; callers
  * turn it off with op_io_udp_batching from their configuration (the tools'
  * and liboffpath_mpi's OFFPATH_UDP_BATCHING=0). */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
@@ -119,10 +120,11 @@ OP_API void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out
  * one Ethernet/IPv4/UDP frame, so a capture shows RoCEv2 packets one by one
  * even where the kernel moved several in one UDP GSO/GRO datagram. Writes go
  * through a large stdio buffer. The first failure sticks: later writes do
- * nothing and op_pcap_close returns it (errno set), so a tool reports it
- * once, at the end. */
+ * nothing and op_pcap_close returns it (its errno in the status), so a tool
+ * reports it once, at the end. */
 struct op_pcap;
-/* Create (truncate) path and write the file header; OP_ERR_IO with errno set. */
+/* Create (truncate) path and write the file header; a failure's errno is in
+ * the status (op_status_errno). */
 OP_API op_status_t op_pcap_open(const char *path, struct op_pcap **out);
 OP_API void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
                           const uint8_t *data, size_t len);
@@ -132,7 +134,8 @@ OP_API uint64_t op_pcap_count(const struct op_pcap *w);
  * each in time order) merged in time order. A file that cannot be read or is
  * not such a capture is the writer's failure (ENOENT, EBADMSG...). */
 OP_API op_status_t op_pcap_merge(struct op_pcap *w, const char *const *paths, int n);
-/* Flush and close; OP_ERR_IO with errno set when any write failed. */
+/* Flush and close; the first failure's errno (in the status) when any
+ * write failed. */
 OP_API op_status_t op_pcap_close(struct op_pcap *w);
 /* Wrap inner (taking ownership; w stays the caller's and must outlive the
  * io): every packet inner receives, and every one it takes to send, is

@@ -514,10 +514,11 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
     u->pktinfo = ip == INADDR_ANY;
     u->fd = udp_socket(ip, port, u->pktinfo);
     if (u->fd < 0 || getsockname(u->fd, (struct sockaddr *)&sa, &len) != 0) {
+        op_status_t st = op_status_from_errno(errno); /* EADDRINUSE is worth seeing */
         if (u->fd >= 0)
             close(u->fd);
         free(u);
-        return OP_ERR_IO;
+        return st;
     }
     u->io.ops = &udp_ops;
     u->io.local_ip = ip;

@@ -338,10 +338,16 @@ static const struct op_io_ops xdp_ops = {
 
 /* ---- setup */
 
+/* The why text for the user, the errno in the status for the caller. */
+static op_status_t fail_with(char *why, size_t len, const char *what, int e)
+{
+    snprintf(why, len, "%s: %s", what, strerror(e));
+    return op_status_from_errno(e);
+}
+
 static op_status_t fail(char *why, size_t len, const char *what)
 {
-    snprintf(why, len, "%s: %s", what, strerror(errno));
-    return OP_ERR_IO;
+    return fail_with(why, len, what, errno);
 }
 
 static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offset *o, size_t elem,
@@ -350,7 +356,7 @@ static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offse
     r->map_len = o->desc + XDP_RING * elem;
     r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, pgoff);
     if (r->map == MAP_FAILED)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     uint8_t *base = r->map;
     r->prod = (uint32_t *)(void *)(base + o->producer);
     r->cons = (uint32_t *)(void *)(base + o->consumer);
@@ -412,9 +418,12 @@ static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
 
 static op_status_t open_kernel_path(struct xdp_io *x, char *why, size_t len)
 {
-    if (op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel) == OP_OK)
+    op_status_t st = op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel);
+    if (st == OP_OK)
         return OP_OK;
-    return fail(why, len, "binding the UDP port (is another process on it?)");
+    int e = op_status_errno(st); /* none: its allocation failed */
+    return fail_with(why, len, "binding the UDP port (is another process on it?)",
+                     e != 0 ? e : ENOMEM);
 }
 
 static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue, char *why, size_t len)

@@ -24,10 +24,10 @@ static uint16_t host_port_number(void)
     return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
 }
 
-static bool ensure_port(void)
+static op_status_t ensure_port(void)
 {
     if (opm.host_port != NULL)
-        return true;
+        return OP_OK;
     struct op_fault_cfg fault = {.drop = opm.cfg.host_drop_rate,
                                  .dup = opm.cfg.host_dup_rate,
                                  .seed = opm.my_ip ^ (uint64_t)getpid() << 32};
@@ -38,7 +38,7 @@ static bool ensure_port(void)
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its host allreduce port: %s\n",
                 opm.world_rank, op_status_str(st));
-    return st == OP_OK;
+    return st;
 }
 
 /* Every leader's address (all: room for two numbers each), and a session
@@ -89,7 +89,9 @@ static bool host_attach(struct opm_comm *c, const struct op_har_peer *peers, uin
         hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
     hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
     hc.ring_bytes = opm.cfg.host_ring_bytes;
-    op_status_t st = ensure_port() ? op_har_attach(opm.host_port, &hc, &c->host) : OP_ERR_IO;
+    op_status_t st = ensure_port(); /* its failure's errno goes into the message */
+    if (st == OP_OK)
+        st = op_har_attach(opm.host_port, &hc, &c->host);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d: host allreduce setup failed: %s\n", opm.world_rank,
                 op_status_str(st));

@@ -227,7 +227,7 @@ static op_status_t ip_of_device(const char *dev, uint32_t *ip)
     struct ifaddrs *ifs;
     op_status_t st = OP_ERR_INVAL;
     if (getifaddrs(&ifs) != 0)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     for (struct ifaddrs *i = ifs; i != NULL && st != OP_OK; i = i->ifa_next)
         if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
             strcmp(i->ifa_name, dev) == 0) {
@@ -364,9 +364,10 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
     collect_counters(r, &pc);
     FILE *f = fopen(r->cfg->json_file, "w");
     if (f == NULL) {
+        int e = errno;
         snprintf(r->why, sizeof r->why, "cannot write --out_json_file %s: %s", r->cfg->json_file,
-                 strerror(errno));
-        return OP_ERR_IO;
+                 strerror(e));
+        return op_status_from_errno(e);
     }
     struct op_perf_json j = {.banner = b, .n = res->n, .counter_names = pc.names,
                              .counter_vals = pc.vals, .n_counters = pc.n,
@@ -376,7 +377,7 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
     else
         j.lat = res->lat;
     op_perf_write_json(f, r->cfg, &j);
-    return fclose(f) == 0 ? OP_OK : OP_ERR_IO;
+    return fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
 }
 
 static op_status_t meet_peer(struct perf_run *r)

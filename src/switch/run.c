@@ -235,7 +235,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     if (st == OP_OK)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = open_signals()) < 0)
-        st = OP_ERR_IO;
+        st = op_status_from_errno(errno);
     if (st != OP_OK) {
         driver_close(&d);
         return st;

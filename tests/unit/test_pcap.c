@@ -250,12 +250,8 @@ static void test_open_unwritable_says_why(void **state)
     struct op_pcap *w = NULL;
     char path[160];
     snprintf(path, sizeof path, "%s/no/such/dir.pcap", s->dir);
-    errno = 0;
-    assert_int_equal(op_pcap_open(path, &w), OP_ERR_IO);
-    assert_int_equal(errno, ENOENT);
-    errno = 0;
-    assert_int_equal(op_pcap_open(s->dir, &w), OP_ERR_IO); /* a directory */
-    assert_int_equal(errno, EISDIR);
+    assert_int_equal(op_pcap_open(path, &w), op_status_from_errno(ENOENT));
+    assert_int_equal(op_pcap_open(s->dir, &w), op_status_from_errno(EISDIR)); /* a directory */
 }
 
 /* A full disk: the first failure sticks, later writes do nothing and close
@@ -271,9 +267,7 @@ static void test_write_failure_sticks(void **state)
     for (int i = 0; i < 300; i++) /* 2.7 MB: past the stdio buffer */
         op_pcap_write(w, TS_NS, &flow_ab, big, sizeof big);
     assert_true(op_pcap_count(w) < 300);
-    errno = 0;
-    assert_int_equal(op_pcap_close(w), OP_ERR_IO);
-    assert_int_equal(errno, ENOSPC);
+    assert_int_equal(op_pcap_close(w), op_status_from_errno(ENOSPC));
 }
 
 /* ---- merge */
@@ -325,10 +319,8 @@ static void expect_merge_fails(const char *in, const char *out, int err)
 {
     struct op_pcap *w = NULL;
     assert_int_equal(op_pcap_open(out, &w), OP_OK);
-    assert_int_equal(op_pcap_merge(w, &in, 1), OP_ERR_IO);
-    errno = 0;
-    assert_int_equal(op_pcap_close(w), OP_ERR_IO);
-    assert_int_equal(errno, err);
+    assert_int_equal(op_pcap_merge(w, &in, 1), op_status_from_errno(err));
+    assert_int_equal(op_pcap_close(w), op_status_from_errno(err));
 }
 
 static void test_merge_missing_input(void **state)
