@@ -32,7 +32,7 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
 /* Counters: one list gives the enum, the text and the JSON names. The
  * engine counts its own; the driver counts its port's (fault layer, io,
  * capture) beside them, and a report shows both, engine's first. */
-#define OP_SW_ENGINE_COUNTERS(X)                                                                          \
+#define OP_SW_ENGINE_COUNTERS(X)                                                                   \
     X(rx_pkts)                                                                                     \
     X(tx_pkts)                                                                                     \
     X(rx_inc)                                                                                      \

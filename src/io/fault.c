@@ -53,7 +53,8 @@ static void flush(struct fault_io *f)
     if (r < 0)
         r = 0;
     f->io.c[OP_IO_C_tx_pkts] += (uint64_t)r;
-    f->io.c[OP_IO_C_tx_datagrams] = f->inner->c[OP_IO_C_tx_datagrams]; /* only this layer sends through inner */
+    /* only this layer sends through inner */
+    f->io.c[OP_IO_C_tx_datagrams] = f->inner->c[OP_IO_C_tx_datagrams];
     f->io.c[OP_IO_C_tx_drops] += (uint64_t)(f->out_n - r);
     f->lost += f->out_n - r;
     f->out_n = 0;
