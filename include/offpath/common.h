@@ -122,6 +122,15 @@ OP_API op_status_t op_parse_double(const char *text, double min, double max, dou
 OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
 OP_API void op_format_ipv4(uint32_t addr, char out[16]);
 
+/* A counter list's name table: OP_COUNTER_NAME turns X(n) into "n", so
+ *   static const char *const names[] = {LIST(OP_COUNTER_NAME)};
+ * and op_counter_name(names, COUNT_, c) looks one up (NULL past the end). */
+#define OP_COUNTER_NAME(n) #n,
+static inline const char *op_counter_name(const char *const *names, unsigned n, unsigned c)
+{
+    return c < n ? names[c] : NULL;
+}
+
 /* Counter lists: names[i] counts vals[i]. TABLE: one "  name value" line
  * each (names padded to 20); LINE: " name value, name value" with no newline;
  * JSON: "name": value members joined by ", ", no braces, so a caller puts

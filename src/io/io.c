@@ -7,15 +7,11 @@
 
 #include "io_internal.h"
 
-static const char *const counter_names[] = {
-#define OP_IO_NAME_(n) #n,
-    OP_IO_COUNTERS(OP_IO_NAME_)
-#undef OP_IO_NAME_
-};
+static const char *const counter_names[] = {OP_IO_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_io_counter_name(unsigned c)
 {
-    return c < OP_IO_C_COUNT_ ? counter_names[c] : NULL;
+    return op_counter_name(counter_names, OP_IO_C_COUNT_, c);
 }
 
 void op_io_counters(const struct op_io *io, uint64_t out[OP_IO_C_COUNT_])

@@ -487,7 +487,7 @@ static const char *const xdp_counter_names[] = {
 
 const char *op_io_xdp_counter_name(unsigned c)
 {
-    return c < OP_IO_XDP_C_COUNT_ ? xdp_counter_names[c] : NULL;
+    return op_counter_name(xdp_counter_names, OP_IO_XDP_C_COUNT_, c);
 }
 
 void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_])

@@ -4,15 +4,11 @@
 
 #include "switch_internal.h"
 
-static const char *const counter_names[] = {
-#define OP_SW_NAME_(n) #n,
-    OP_SW_COUNTERS(OP_SW_NAME_)
-#undef OP_SW_NAME_
-};
+static const char *const counter_names[] = {OP_SW_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_sw_counter_name(unsigned c)
 {
-    return c < OP_SW_C_COUNT_ ? counter_names[c] : NULL;
+    return op_counter_name(counter_names, OP_SW_C_COUNT_, c);
 }
 
 const char *const *op_sw_counter_names(void) { return counter_names; }
