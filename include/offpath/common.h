@@ -17,7 +17,11 @@
 #endif
 
 /* One status type for the project (as UCX's ucs_status_t): 0 is success,
- * positive values mean "still in progress", negative values are errors. */
+ * positive values mean "still in progress", negative values are errors:
+ * the project's own from -1, and below OP_ERR_ERRNO_BASE a failed system
+ * call's errno (as Knot's -errno, moved clear of the project's codes), so a
+ * caller can tell EADDRINUSE from ENOENT and op_status_str names it.
+ * OP_ERR_IO is left for I/O failures with no errno (a peer that went away). */
 typedef enum op_status {
     OP_OK = 0,
     OP_INPROGRESS = 1,
@@ -32,9 +36,24 @@ typedef enum op_status {
     OP_ERR_BUSY = -9,        /* an operation is already running */
     OP_ERR_STATE = -10,      /* call not valid in the current state */
     OP_ERR_NOSPACE = -11,    /* an output buffer is too small */
+    OP_ERR_ERRNO_BASE = -1000, /* OP_ERR_ERRNO_BASE - errno: a system call failed */
+    OP_ERR_ERRNO_LAST = -1000 - 4095, /* errno is at most 4095 (Linux's MAX_ERRNO) */
 } op_status_t;
 
+/* "I/O: <strerror>" for the errno range; thread-safe. */
 OP_API const char *op_status_str(op_status_t st);
+
+/* The status of a failed system call; e <= 0 (errno lost) gives EIO's. */
+static inline op_status_t op_status_from_errno(int e)
+{
+    return (op_status_t)(OP_ERR_ERRNO_BASE - (e > 0 && e <= 4095 ? e : 5 /* EIO */));
+}
+/* The errno a status carries; 0 for any other status. */
+static inline int op_status_errno(op_status_t st)
+{
+    return (int)st < OP_ERR_ERRNO_BASE && (int)st >= OP_ERR_ERRNO_LAST ? OP_ERR_ERRNO_BASE - (int)st
+                                                                       : 0;
+}
 
 /* Log levels follow DOCA's numbering so a user's --log-level habits carry over. */
 enum op_log_level {
@@ -102,5 +121,26 @@ OP_API op_status_t op_parse_double(const char *text, double min, double max, dou
 /* "a.b.c.d" or "a.b.c.d:port" into host-order address and port (port left alone if absent). */
 OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
 OP_API void op_format_ipv4(uint32_t addr, char out[16]);
+
+/* A counter list's name table: OP_COUNTER_NAME turns X(n) into "n", so
+ *   static const char *const names[] = {LIST(OP_COUNTER_NAME)};
+ * and op_counter_name(names, COUNT_, c) looks one up (NULL past the end). */
+#define OP_COUNTER_NAME(n) #n,
+static inline const char *op_counter_name(const char *const *names, unsigned n, unsigned c)
+{
+    return c < n ? names[c] : NULL;
+}
+
+/* Counter lists: names[i] counts vals[i]. TABLE: one "  name value" line
+ * each (names padded to 20); LINE: " name value, name value" with no newline;
+ * JSON: "name": value members joined by ", ", no braces, so a caller puts
+ * them in an object among its own members. */
+enum op_counters_format {
+    OP_COUNTERS_TABLE,
+    OP_COUNTERS_LINE,
+    OP_COUNTERS_JSON,
+};
+OP_API void op_counters_print(FILE *out, const char *const *names, const uint64_t *vals, int n,
+                              enum op_counters_format fmt);
 
 #endif

@@ -21,36 +21,32 @@ struct op_pkt {
     uint8_t *data; /* OP_IO_BUF_SIZE bytes, owned by whoever allocated the pkt */
 };
 
+/* An endpoint of some backend; opaque: only src/io writes it. */
 struct op_io;
 
-/* Backend operations (one typedef per slot, as UCX's uct_iface_ops). */
-typedef int (*op_io_recv_fn)(struct op_io *io, struct op_pkt *pkts, int max);
-typedef int (*op_io_send_fn)(struct op_io *io, const struct op_pkt *pkts, int n);
-typedef int (*op_io_fd_fn)(const struct op_io *io);
-typedef uint64_t (*op_io_deadline_fn)(const struct op_io *io);
-typedef void (*op_io_poll_fn)(struct op_io *io, uint64_t now_ns);
-typedef void (*op_io_close_fn)(struct op_io *io);
+/* I/O counters: one list gives the enum and the names (text and JSON). */
+#define OP_IO_COUNTERS(X)                                                                          \
+    X(rx_pkts)                                                                                     \
+    X(tx_pkts)                                                                                     \
+    X(tx_drops)                                                                                    \
+    X(tx_datagrams) /* system-level sends: fewer than tx_pkts when batched */
 
-struct op_io_ops {
-    const char *name;
-    op_io_recv_fn recv;   /* non-blocking: returns packets read (0 none), or -errno */
-    op_io_send_fn send;   /* returns packets sent (a short count means the rest were dropped) */
-    op_io_fd_fn fd;       /* pollable descriptor for readability */
-    op_io_deadline_fn deadline; /* next time the backend wants poll() called; UINT64_MAX none */
-    op_io_poll_fn poll;   /* run timers (delayed packets) */
-    op_io_close_fn close;
+enum op_io_counter {
+#define OP_IO_ENUM_(n) OP_IO_C_##n,
+    OP_IO_COUNTERS(OP_IO_ENUM_)
+#undef OP_IO_ENUM_
+        OP_IO_C_COUNT_
 };
+OP_API const char *op_io_counter_name(unsigned c); /* NULL past the list */
+/* The counters of io (for a wrapper: its own, what it took and passed on). */
+OP_API void op_io_counters(const struct op_io *io, uint64_t out[OP_IO_C_COUNT_]);
+OP_API uint32_t op_io_local_ip(const struct op_io *io); /* host order */
+OP_API uint16_t op_io_local_port(const struct op_io *io);
+/* Largest IPv4 packet the link takes; 0: no limit known. */
+OP_API uint32_t op_io_link_mtu(const struct op_io *io);
 
-struct op_io {
-    const struct op_io_ops *ops;
-    uint32_t local_ip; /* host order */
-    uint16_t local_port;
-    uint64_t rx_pkts, tx_pkts, tx_drops;
-    uint64_t tx_datagrams; /* system-level sends: fewer than tx_pkts when batched */
-    uint32_t link_mtu;     /* largest IPv4 packet the link takes; 0: no limit known */
-};
-
-/* Open a UDP endpoint bound to ip:port (host order). Batching is on; callers
+/* Open a UDP endpoint bound to ip:port (host order); a failed socket or
+ * bind returns its errno (op_status_errno: EADDRINUSE...). Batching is on; callers
  * turn it off with op_io_udp_batching from their configuration (the tools'
  * and liboffpath_mpi's OFFPATH_UDP_BATCHING=0). */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
@@ -70,17 +66,32 @@ OP_API void op_io_udp_batching(struct op_io *io, bool on);
  * from the kernel's neighbour table. On failure why says which step failed. */
 OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
                                   struct op_io **out, char *why, size_t len);
-struct op_xdp_stats {
-    uint64_t rx_dropped[OP_FRAME_VERDICTS_ + 1]; /* by op_frame_verdict; last: not ours */
-    uint64_t rx_via_kernel;     /* read from the UDP socket (not steered to the ring) */
-    uint64_t tx_via_kernel;     /* sent through it: the peer's MAC was not known yet */
-    uint64_t tx_no_room;        /* no free frame or TX ring slot, or a packet too big */
-    uint64_t rx_ring_full;      /* the kernel's: frames lost because our ring was full */
-    uint64_t rx_kernel_dropped; /* the kernel's: other drops on the way to the ring */
-    bool native;                /* the driver's XDP hook (not the generic one) */
+/* What the AF_XDP path did besides the ring. rx_refused: frames the ring
+ * brought that were not ours or not valid (op_frame_verdict); rx_ring_full
+ * and rx_kernel_dropped are the kernel's (lost because our ring was full,
+ * other drops on the way to it); tx_no_room: no free frame or TX ring slot,
+ * or a packet too big; the via_kernel ones went through the UDP socket
+ * (tx: the peer's MAC was not known yet). native: 1 when the driver's XDP
+ * hook runs the program (not the generic one). The names print with "xdp_"
+ * in front. */
+#define OP_IO_XDP_COUNTERS(X)                                                                      \
+    X(native)                                                                                      \
+    X(rx_ring_full)                                                                                \
+    X(rx_refused)                                                                                  \
+    X(rx_via_kernel)                                                                               \
+    X(tx_via_kernel)                                                                               \
+    X(tx_no_room)                                                                                  \
+    X(rx_kernel_dropped)
+
+enum op_io_xdp_counter {
+#define OP_IO_XDP_ENUM_(n) OP_IO_XDP_C_##n,
+    OP_IO_XDP_COUNTERS(OP_IO_XDP_ENUM_)
+#undef OP_IO_XDP_ENUM_
+        OP_IO_XDP_C_COUNT_
 };
+OP_API const char *op_io_xdp_counter_name(unsigned c); /* "xdp_native"...; NULL past the list */
 /* Zero for other backends. */
-OP_API void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out);
+OP_API void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_]);
 /* The MAC of ip (host order) on ifname in the text of /proc/net/arp, if the
  * entry is complete. Pure: tests feed it any text. */
 OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname,
@@ -114,10 +125,11 @@ OP_API void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out
  * one Ethernet/IPv4/UDP frame, so a capture shows RoCEv2 packets one by one
  * even where the kernel moved several in one UDP GSO/GRO datagram. Writes go
  * through a large stdio buffer. The first failure sticks: later writes do
- * nothing and op_pcap_close returns it (errno set), so a tool reports it
- * once, at the end. */
+ * nothing and op_pcap_close returns it (its errno in the status), so a tool
+ * reports it once, at the end. */
 struct op_pcap;
-/* Create (truncate) path and write the file header; OP_ERR_IO with errno set. */
+/* Create (truncate) path and write the file header; a failure's errno is in
+ * the status (op_status_errno). */
 OP_API op_status_t op_pcap_open(const char *path, struct op_pcap **out);
 OP_API void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
                           const uint8_t *data, size_t len);
@@ -127,7 +139,8 @@ OP_API uint64_t op_pcap_count(const struct op_pcap *w);
  * each in time order) merged in time order. A file that cannot be read or is
  * not such a capture is the writer's failure (ENOENT, EBADMSG...). */
 OP_API op_status_t op_pcap_merge(struct op_pcap *w, const char *const *paths, int n);
-/* Flush and close; OP_ERR_IO with errno set when any write failed. */
+/* Flush and close; the first failure's errno (in the status) when any
+ * write failed. */
 OP_API op_status_t op_pcap_close(struct op_pcap *w);
 /* Wrap inner (taking ownership; w stays the caller's and must outlive the
  * io): every packet inner receives, and every one it takes to send, is
@@ -136,17 +149,16 @@ OP_API op_status_t op_pcap_close(struct op_pcap *w);
  * layer outside this one: the capture then holds what crossed the wire. */
 OP_API op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out);
 
-static inline int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max)
-{
-    return io->ops->recv(io, pkts, max);
-}
-static inline int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n)
-{
-    return io->ops->send(io, pkts, n);
-}
-static inline int op_io_fd(const struct op_io *io) { return io->ops->fd(io); }
-static inline uint64_t op_io_deadline(const struct op_io *io) { return io->ops->deadline(io); }
-static inline void op_io_poll(struct op_io *io, uint64_t now) { io->ops->poll(io, now); }
+/* Non-blocking: packets read (0 none), or -errno. */
+OP_API int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max);
+/* Packets sent (a short count means the rest were dropped). */
+OP_API int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n);
+/* Pollable descriptor for readability. */
+OP_API int op_io_fd(const struct op_io *io);
+/* Next time the backend wants op_io_poll called; UINT64_MAX none. */
+OP_API uint64_t op_io_deadline(const struct op_io *io);
+/* Run timers (delayed packets). */
+OP_API void op_io_poll(struct op_io *io, uint64_t now);
 OP_API void op_io_close(struct op_io *io);
 
 /* A set of packet buffers (one allocation). */

@@ -131,17 +131,14 @@ OP_API void op_perf_print_lat(FILE *f, const struct op_perf_config *cfg,
                               const struct op_perf_lat_result *r);
 /* The JSON report (--out_json): perftest's test_info and results (an object,
  * or with -a a list with every size), plus offpath's counters. */
-struct op_perf_counter {
-    const char *name;
-    uint64_t value;
-};
 struct op_perf_json {
     const struct op_perf_banner *banner;
     const struct op_perf_bw_result *bw;   /* BW tests: n of them */
     const struct op_perf_lat_result *lat; /* latency tests */
     size_t n;
-    const struct op_perf_counter *counters;
-    size_t n_counters;
+    const char *const *counter_names; /* n_counters names and values (op_counters_print) */
+    const uint64_t *counter_vals;
+    int n_counters;
     const char *data_check; /* "ok", "failed: ...", or NULL when not checked */
 };
 OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,

@@ -29,8 +29,10 @@ struct op_sw_config {
 
 OP_API void op_sw_config_default(struct op_sw_config *cfg);
 
-/* Counters: one list gives the enum, the text and the JSON names. */
-#define OP_SW_COUNTERS(X)                                                                          \
+/* Counters: one list gives the enum, the text and the JSON names. The
+ * engine counts its own; the driver counts its port's (fault layer, io,
+ * capture) beside them, and a report shows both, engine's first. */
+#define OP_SW_ENGINE_COUNTERS(X)                                                                   \
     X(rx_pkts)                                                                                     \
     X(tx_pkts)                                                                                     \
     X(rx_inc)                                                                                      \
@@ -60,19 +62,29 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(groups_created)                                                                              \
     X(groups_freed)                                                                                \
     X(groups_expired)                                                                              \
-    X(groups_live)                                                                                 \
+    X(groups_live)
+
+#define OP_SW_PORT_COUNTERS(X)                                                                     \
     X(injected_drops)                                                                              \
     X(injected_dups)                                                                               \
     X(tx_io_datagrams) /* system-level sends: fewer than tx_pkts when batched */                   \
     X(tx_io_drops)                                                                                 \
     X(captured) /* packets written to --pcap */
 
+#define OP_SW_COUNTERS(X) OP_SW_ENGINE_COUNTERS(X) OP_SW_PORT_COUNTERS(X)
+
+/* One numbering for both: the port's counters follow the engine's, from
+ * OP_SW_C_ENGINE_COUNT_ (the PORT_BASE_ step keeps the first one there). */
 enum op_sw_counter {
 #define OP_SW_ENUM_(n) OP_SW_C_##n,
-    OP_SW_COUNTERS(OP_SW_ENUM_)
+    OP_SW_ENGINE_COUNTERS(OP_SW_ENUM_)
+    OP_SW_C_ENGINE_COUNT_,
+    OP_SW_C_PORT_BASE_ = OP_SW_C_ENGINE_COUNT_ - 1,
+    OP_SW_PORT_COUNTERS(OP_SW_ENUM_)
 #undef OP_SW_ENUM_
         OP_SW_C_COUNT_
 };
+#define OP_SW_PORT_C_COUNT_ (OP_SW_C_COUNT_ - OP_SW_C_ENGINE_COUNT_)
 
 struct op_sw;
 
@@ -84,8 +96,14 @@ OP_API void op_sw_input(struct op_sw *sw, const struct op_pkt *pkt, uint64_t now
 /* Run timers (leases, stale queries) due at now_ns. */
 OP_API void op_sw_timer(struct op_sw *sw, uint64_t now_ns, struct op_txq *out);
 OP_API uint64_t op_sw_next_timer(const struct op_sw *sw);
+/* The engine's counters (OP_SW_C_ENGINE_COUNT_ values). */
 OP_API const uint64_t *op_sw_counters(const struct op_sw *sw);
-OP_API const char *op_sw_counter_name(unsigned c);
+OP_API const char *op_sw_counter_name(unsigned c); /* any of OP_SW_C_COUNT_ */
+OP_API const char *const *op_sw_counter_names(void); /* all OP_SW_C_COUNT_, for printing */
+/* Every counter as text or one JSON object: the engine's, then port's
+ * (OP_SW_PORT_C_COUNT_ values from the driver; NULL: zeros). */
+OP_API void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json);
+/* op_sw_print_report with no port. */
 OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
 
 /* ---- Driver: `offpath switch`, and each switch the fabric forks */

@@ -93,8 +93,8 @@ bool cli_pcap_open(const char *tool, const char *path, struct op_pcap **out)
     op_status_t st = op_pcap_open(path, out);
     if (st == OP_OK)
         return true;
-    cli_bad(tool, "cannot write --pcap '%s': %s", path,
-            st == OP_ERR_IO ? strerror(errno) : op_status_str(st));
+    int e = op_status_errno(st);
+    cli_bad(tool, "cannot write --pcap '%s': %s", path, e != 0 ? strerror(e) : op_status_str(st));
     return false;
 }
 
@@ -102,9 +102,10 @@ bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w)
 {
     if (w == NULL)
         return true;
-    if (op_pcap_close(w) == OP_OK)
+    op_status_t st = op_pcap_close(w);
+    if (st == OP_OK)
         return true;
-    cli_bad(tool, "--pcap '%s' is incomplete: %s", path, strerror(errno));
+    cli_bad(tool, "--pcap '%s' is incomplete: %s", path, strerror(op_status_errno(st)));
     return false;
 }
 

@@ -1,4 +1,7 @@
-/* op_status_t to text: one table, indexed by -status (UCX's ucs_status_string). */
+/* op_status_t to text: one table, indexed by -status (UCX's ucs_status_string),
+ * and the C library's text for the errno range. */
+#include <string.h>
+
 #include "offpath/common.h"
 
 static const char *const status_text[] = {
@@ -16,9 +19,23 @@ static const char *const status_text[] = {
     [-OP_ERR_NOSPACE] = "no space",
 };
 
+/* A buffer per thread: strerror's own may be shared, and the text must
+ * outlive the call (callers print it right away). */
+static const char *errno_text(int e)
+{
+    static _Thread_local char buf[128];
+    char msg[96];
+    snprintf(buf, sizeof buf, "I/O: %s", strerror_r(e, msg, sizeof msg));
+    return buf;
+}
+
 const char *op_status_str(op_status_t st)
 {
     const int n = (int)(sizeof status_text / sizeof status_text[0]);
+    const int e = op_status_errno(st);
+
+    if (e != 0)
+        return errno_text(e);
 
     if (st == OP_INPROGRESS)
         return "in progress";

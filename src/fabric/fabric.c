@@ -81,8 +81,9 @@ static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd,
     op_status_t st = f->o.pcap != NULL ? op_pcap_open(pcap, &rc.pcap) : OP_OK;
     if (st == OP_OK)
         st = op_sw_run(&rc);
-    if (rc.pcap != NULL && op_pcap_close(rc.pcap) != OP_OK && st == OP_OK)
-        st = OP_ERR_IO;
+    op_status_t closed = rc.pcap != NULL ? op_pcap_close(rc.pcap) : OP_OK;
+    if (st == OP_OK)
+        st = closed;
     if (st != OP_OK)
         fprintf(stderr, "offpath: switch %s: %s\n", f->topo.sw[i].name, op_status_str(st));
     _exit(st == OP_OK ? 0 : 1);

@@ -10,15 +10,11 @@
 #include "hostar_internal.h"
 #include "offpath/reduce.h"
 
-static const char *const counter_names[] = {
-#define OP_HAR_NAME_(n) #n,
-    OP_HAR_COUNTERS(OP_HAR_NAME_)
-#undef OP_HAR_NAME_
-};
+static const char *const counter_names[] = {OP_HAR_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_har_counter_name(unsigned c)
 {
-    return c < OP_HAR_C_COUNT_ ? counter_names[c] : NULL;
+    return op_counter_name(counter_names, OP_HAR_C_COUNT_, c);
 }
 
 void op_har_config_default(struct op_har_config *cfg)

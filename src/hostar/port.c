@@ -9,6 +9,7 @@
  * packets wait there for the next call), which each call re-arms at its end
  * for PORT_IDLE_NS later at the earliest: while calls follow each other the
  * thread never wakes, and on two shared cores every wake-up is latency. */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -116,7 +117,7 @@ static op_status_t start_timer(struct op_har_port *p)
     /* op_now_ns is CLOCK_MONOTONIC: the timer counts on it too */
     p->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     if (p->tfd < 0)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         close(p->tfd);
         return OP_ERR_NOMEM;

@@ -4,15 +4,11 @@
 
 #include "engine_internal.h"
 
-static const char *const counter_names[] = {
-#define OP_INC_NAME_(n) #n,
-    OP_INC_COUNTERS(OP_INC_NAME_)
-#undef OP_INC_NAME_
-};
+static const char *const counter_names[] = {OP_INC_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_inc_counter_name(unsigned c)
 {
-    return c < OP_INC_C_COUNT_ ? counter_names[c] : NULL;
+    return op_counter_name(counter_names, OP_INC_C_COUNT_, c);
 }
 
 void op_inc_config_default(struct op_inc_config *cfg)

@@ -87,8 +87,7 @@ static void print_json(const struct op_inctest_config *cfg, const struct it_summ
            (unsigned long long)s->done, s->mean, s->p50, s->p90, s->p99, s->max, s->ops_per_s,
            s->mb_per_s, wall, (unsigned long long)s->retx, (unsigned long long)s->timeouts,
            (unsigned long long)s->dups);
-    for (unsigned c = 0; c < OP_SW_C_COUNT_; c++)
-        printf("%s\"%s\": %llu", c ? ", " : "", op_sw_counter_name(c), (unsigned long long)sw[c]);
+    op_counters_print(stdout, op_sw_counter_names(), sw, OP_SW_C_COUNT_, OP_COUNTERS_JSON);
     printf("}}\n");
 }
 

@@ -3,9 +3,10 @@
  * the engines see them, which is what a capture of lo cannot give when the
  * udp backend moves several in one GSO/GRO datagram. */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
 
 struct capture_io {
     struct op_io io;
@@ -29,10 +30,7 @@ static uint64_t realtime_ns(void)
 /* Callers read the counters of the io they hold: this one shows inner's. */
 static void mirror_counters(struct capture_io *c)
 {
-    c->io.rx_pkts = c->inner->rx_pkts;
-    c->io.tx_pkts = c->inner->tx_pkts;
-    c->io.tx_drops = c->inner->tx_drops;
-    c->io.tx_datagrams = c->inner->tx_datagrams;
+    memcpy(c->io.c, c->inner->c, sizeof c->io.c);
     c->io.link_mtu = c->inner->link_mtu;
 }
 

@@ -6,7 +6,7 @@
  * Held packets live in a byte arena used as a ring: descriptors record the
  * offset of each packet; space is taken after the newest packet, wrapping to
  * offset 0 when the end is too short. A full descriptor ring or arena drops
- * the packet (counted both as a fault drop and in io.tx_drops).
+ * the packet (counted both as a fault drop and in io.c[OP_IO_C_tx_drops]).
  *
  * send returns n minus the copies the inner backend or the queue could not
  * take (at least 0): fault drops are the emulated network's, not the caller's.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
 
 #define FAULT_QUEUE 4096          /* packets held at most */
 #define FAULT_ARENA (8u << 20)    /* bytes held at most */
@@ -52,9 +52,10 @@ static void flush(struct fault_io *f)
     int r = op_io_send(f->inner, f->out, f->out_n);
     if (r < 0)
         r = 0;
-    f->io.tx_pkts += (uint64_t)r;
-    f->io.tx_datagrams = f->inner->tx_datagrams; /* only this layer sends through inner */
-    f->io.tx_drops += (uint64_t)(f->out_n - r);
+    f->io.c[OP_IO_C_tx_pkts] += (uint64_t)r;
+    /* only this layer sends through inner */
+    f->io.c[OP_IO_C_tx_datagrams] = f->inner->c[OP_IO_C_tx_datagrams];
+    f->io.c[OP_IO_C_tx_drops] += (uint64_t)(f->out_n - r);
     f->lost += f->out_n - r;
     f->out_n = 0;
 }
@@ -96,7 +97,7 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
 
     if (off < 0) {
         f->st.dropped++;
-        f->io.tx_drops++;
+        f->io.c[OP_IO_C_tx_drops]++;
         f->lost++;
         return;
     }
@@ -171,7 +172,7 @@ static int fault_recv(struct op_io *io, struct op_pkt *pkts, int max)
     int r = op_io_recv(f->inner, pkts, max);
 
     if (r > 0)
-        io->rx_pkts += (uint64_t)r;
+        io->c[OP_IO_C_rx_pkts] += (uint64_t)r;
     return r;
 }
 

@@ -5,7 +5,36 @@
 #include <string.h>
 #include <time.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
+
+static const char *const counter_names[] = {OP_IO_COUNTERS(OP_COUNTER_NAME)};
+
+const char *op_io_counter_name(unsigned c)
+{
+    return op_counter_name(counter_names, OP_IO_C_COUNT_, c);
+}
+
+void op_io_counters(const struct op_io *io, uint64_t out[OP_IO_C_COUNT_])
+{
+    memcpy(out, io->c, sizeof io->c);
+}
+
+uint32_t op_io_local_ip(const struct op_io *io) { return io->local_ip; }
+uint16_t op_io_local_port(const struct op_io *io) { return io->local_port; }
+uint32_t op_io_link_mtu(const struct op_io *io) { return io->link_mtu; }
+
+/* The backend's table behind one call each: no caller outside src/io sees it. */
+int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return io->ops->recv(io, pkts, max);
+}
+int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    return io->ops->send(io, pkts, n);
+}
+int op_io_fd(const struct op_io *io) { return io->ops->fd(io); }
+uint64_t op_io_deadline(const struct op_io *io) { return io->ops->deadline(io); }
+void op_io_poll(struct op_io *io, uint64_t now) { io->ops->poll(io, now); }
 
 void op_io_close(struct op_io *io)
 {

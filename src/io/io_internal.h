@@ -1,10 +1,37 @@
-/* Internal to src/io: helpers the backends share. */
+/* Internal to src/io (and to tests that write a mock backend): the endpoint
+ * structure every backend embeds first, and helpers the backends share. */
 #ifndef OFFPATH_IO_INTERNAL_H
 #define OFFPATH_IO_INTERNAL_H
 
 #include <stdint.h>
 
 #include "offpath/io.h"
+
+/* Backend operations (one typedef per slot, as UCX's uct_iface_ops). */
+typedef int (*op_io_recv_fn)(struct op_io *io, struct op_pkt *pkts, int max);
+typedef int (*op_io_send_fn)(struct op_io *io, const struct op_pkt *pkts, int n);
+typedef int (*op_io_fd_fn)(const struct op_io *io);
+typedef uint64_t (*op_io_deadline_fn)(const struct op_io *io);
+typedef void (*op_io_poll_fn)(struct op_io *io, uint64_t now_ns);
+typedef void (*op_io_close_fn)(struct op_io *io);
+
+struct op_io_ops {
+    const char *name;
+    op_io_recv_fn recv;   /* non-blocking: returns packets read (0 none), or -errno */
+    op_io_send_fn send;   /* returns packets sent (a short count means the rest were dropped) */
+    op_io_fd_fn fd;       /* pollable descriptor for readability */
+    op_io_deadline_fn deadline; /* next time the backend wants poll() called; UINT64_MAX none */
+    op_io_poll_fn poll;   /* run timers (delayed packets) */
+    op_io_close_fn close;
+};
+
+struct op_io {
+    const struct op_io_ops *ops;
+    uint32_t local_ip; /* host order */
+    uint16_t local_port;
+    uint32_t link_mtu; /* largest IPv4 packet the link takes; 0: no limit known */
+    uint64_t c[OP_IO_C_COUNT_]; /* enum op_io_counter; written by the backend only */
+};
 
 /* The MTU of interface ifname (an ioctl on any socket fd); 0 if unknown. */
 uint32_t io_link_mtu(int fd, const char *ifname);

@@ -30,10 +30,9 @@ op_status_t op_pcap_open(const char *path, struct op_pcap **out)
         return OP_ERR_NOMEM;
     w->f = fopen(path, "wb");
     if (w->f == NULL) {
-        int e = errno;
+        op_status_t st = op_status_from_errno(errno);
         free(w);
-        errno = e;
-        return OP_ERR_IO;
+        return st;
     }
     (void)setvbuf(w->f, NULL, _IOFBF, PCAP_STDIO_BUF);
     op_pcap_file_header(hdr);
@@ -72,10 +71,7 @@ op_status_t op_pcap_close(struct op_pcap *w)
         fail(w, errno);
     int err = w->err;
     free(w);
-    if (err == 0)
-        return OP_OK;
-    errno = err;
-    return OP_ERR_IO;
+    return err == 0 ? OP_OK : op_status_from_errno(err);
 }
 
 /* ---- merge */
@@ -160,5 +156,5 @@ op_status_t op_pcap_merge(struct op_pcap *w, const char *const *paths, int n)
     free(in);
     if (err != 0)
         fail(w, err);
-    return w->err == 0 ? OP_OK : OP_ERR_IO;
+    return w->err == 0 ? OP_OK : op_status_from_errno(w->err);
 }

@@ -229,7 +229,7 @@ static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
         return 0;
     int k = u->gro_buf != NULL ? gro_recv(u, pkts, max) : plain_recv(u, pkts, max);
     if (k > 0)
-        io->rx_pkts += (uint64_t)k;
+        io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
 }
 
@@ -342,7 +342,7 @@ static void skip_failed(struct udp_io *u, int j)
 {
     if ((errno == EINVAL || errno == EIO) && u->weight[j] > 1)
         u->batching = false;
-    u->io.tx_drops += (uint64_t)u->weight[j];
+    u->io.c[OP_IO_C_tx_drops] += (uint64_t)u->weight[j];
 }
 
 /* One message (a latency test's answer, often) is cheaper with sendmsg. */
@@ -364,7 +364,7 @@ static int udp_send_batch(struct udp_io *u, int m, int *left)
         int r = send_msgs(u, j, m - j);
         if (r > 0) {
             sent += weight_of(u, j, j + r);
-            u->io.tx_datagrams += (uint64_t)r;
+            u->io.c[OP_IO_C_tx_datagrams] += (uint64_t)r;
             j += r;
             retries = 0;
         } else if (r < 0 && errno == EINTR) {
@@ -392,11 +392,11 @@ static int udp_send(struct op_io *io, const struct op_pkt *pkts, int n)
         int m = udp_prepare_tx(u, pkts + i, b);
         sent += udp_send_batch(u, m, &left);
         if (left > 0) {
-            io->tx_drops += (uint64_t)(n - i - b + left);
+            io->c[OP_IO_C_tx_drops] += (uint64_t)(n - i - b + left);
             break;
         }
     }
-    io->tx_pkts += (uint64_t)sent;
+    io->c[OP_IO_C_tx_pkts] += (uint64_t)sent;
     return sent;
 }
 
@@ -514,10 +514,11 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
     u->pktinfo = ip == INADDR_ANY;
     u->fd = udp_socket(ip, port, u->pktinfo);
     if (u->fd < 0 || getsockname(u->fd, (struct sockaddr *)&sa, &len) != 0) {
+        op_status_t st = op_status_from_errno(errno); /* EADDRINUSE is worth seeing */
         if (u->fd >= 0)
             close(u->fd);
         free(u);
-        return OP_ERR_IO;
+        return st;
     }
     u->io.ops = &udp_ops;
     u->io.local_ip = ip;

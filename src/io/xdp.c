@@ -74,7 +74,7 @@ struct xdp_io {
     uint32_t n_free;
     struct neigh neigh[NEIGH_SLOTS];
     uint32_t neigh_next;
-    struct op_xdp_stats st;
+    uint64_t xc[OP_IO_XDP_C_COUNT_]; /* enum op_io_xdp_counter; the kernel's read on demand */
 };
 
 static struct xdp_io *xdp_of(struct op_io *io) { return (struct xdp_io *)io; }
@@ -160,7 +160,7 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
     if (v == OP_FRAME_OK && plen > OP_IO_BUF_SIZE)
         v = OP_FRAME_BAD_UDP;
     if (v != OP_FRAME_OK) {
-        x->st.rx_dropped[v]++;
+        x->xc[OP_IO_XDP_C_rx_refused]++;
         return false;
     }
     neigh_learn(x, flow.src_ip, mac);
@@ -183,8 +183,8 @@ static int recv_via_kernel(struct xdp_io *x, struct op_pkt *pkts, int max)
     int k = op_io_recv(x->kernel, pkts, max);
     if (k <= 0)
         return 0;
-    x->st.rx_via_kernel += (uint64_t)k;
-    x->io.rx_pkts += (uint64_t)k;
+    x->xc[OP_IO_XDP_C_rx_via_kernel] += (uint64_t)k;
+    x->io.c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
 }
 
@@ -207,7 +207,7 @@ static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
     x->rx.head += n;
     store_release(x->rx.cons, x->rx.head);
     store_release(x->fill.prod, x->fill.head);
-    io->rx_pkts += (uint64_t)k;
+    io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
 }
 
@@ -244,11 +244,11 @@ static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
     const uint8_t *mac = neigh_mac(x, p->flow.dst_ip);
     if (mac == NULL) {
         bool sent = op_io_send(x->kernel, p, 1) == 1;
-        x->st.tx_via_kernel += sent;
+        x->xc[OP_IO_XDP_C_tx_via_kernel] += sent;
         return sent;
     }
     if (x->n_free == 0 || p->len > XDP_FRAME_ROOM - OP_UDP_FRAME_HDR_LEN) {
-        x->st.tx_no_room++;
+        x->xc[OP_IO_XDP_C_tx_no_room]++;
         return false;
     }
     uint64_t addr = x->free_tx[--x->n_free];
@@ -270,7 +270,7 @@ static int xdp_send(struct op_io *io, const struct op_pkt *pkts, int n)
     reclaim_tx(x);
     for (int i = 0; i < n; i++) {
         if (x->tx.head - load_acquire(x->tx.cons) > x->tx.mask) {
-            x->st.tx_no_room++; /* the ring is full: the kernel is behind */
+            x->xc[OP_IO_XDP_C_tx_no_room]++; /* the ring is full: the kernel is behind */
             continue;
         }
         sent += put_frame(x, &pkts[i]);
@@ -278,10 +278,10 @@ static int xdp_send(struct op_io *io, const struct op_pkt *pkts, int n)
     if (sent > 0) {
         store_release(x->tx.prod, x->tx.head);
         kick_tx(x);
-        io->tx_datagrams++;
+        io->c[OP_IO_C_tx_datagrams]++;
     }
-    io->tx_pkts += (uint64_t)sent;
-    io->tx_drops += (uint64_t)(n - sent);
+    io->c[OP_IO_C_tx_pkts] += (uint64_t)sent;
+    io->c[OP_IO_C_tx_drops] += (uint64_t)(n - sent);
     return sent;
 }
 
@@ -338,10 +338,16 @@ static const struct op_io_ops xdp_ops = {
 
 /* ---- setup */
 
+/* The why text for the user, the errno in the status for the caller. */
+static op_status_t fail_with(char *why, size_t len, const char *what, int e)
+{
+    snprintf(why, len, "%s: %s", what, strerror(e));
+    return op_status_from_errno(e);
+}
+
 static op_status_t fail(char *why, size_t len, const char *what)
 {
-    snprintf(why, len, "%s: %s", what, strerror(errno));
-    return OP_ERR_IO;
+    return fail_with(why, len, what, errno);
 }
 
 static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offset *o, size_t elem,
@@ -350,7 +356,7 @@ static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offse
     r->map_len = o->desc + XDP_RING * elem;
     r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, pgoff);
     if (r->map == MAP_FAILED)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     uint8_t *base = r->map;
     r->prod = (uint32_t *)(void *)(base + o->producer);
     r->cons = (uint32_t *)(void *)(base + o->consumer);
@@ -412,9 +418,12 @@ static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
 
 static op_status_t open_kernel_path(struct xdp_io *x, char *why, size_t len)
 {
-    if (op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel) == OP_OK)
+    op_status_t st = op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel);
+    if (st == OP_OK)
         return OP_OK;
-    return fail(why, len, "binding the UDP port (is another process on it?)");
+    int e = op_status_errno(st); /* none: its allocation failed */
+    return fail_with(why, len, "binding the UDP port (is another process on it?)",
+                     e != 0 ? e : ENOMEM);
 }
 
 static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue, char *why, size_t len)
@@ -470,18 +479,29 @@ op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struc
     return OP_OK;
 }
 
-void op_io_xdp_stats(const struct op_io *io, struct op_xdp_stats *out)
+static const char *const xdp_counter_names[] = {
+#define OP_IO_XDP_NAME_(n) "xdp_" #n,
+    OP_IO_XDP_COUNTERS(OP_IO_XDP_NAME_)
+#undef OP_IO_XDP_NAME_
+};
+
+const char *op_io_xdp_counter_name(unsigned c)
 {
-    memset(out, 0, sizeof *out);
+    return op_counter_name(xdp_counter_names, OP_IO_XDP_C_COUNT_, c);
+}
+
+void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_])
+{
+    memset(out, 0, OP_IO_XDP_C_COUNT_ * sizeof *out);
     if (io->ops != &xdp_ops)
         return;
     const struct xdp_io *x = (const struct xdp_io *)io;
-    *out = x->st;
-    out->native = x->bpf.native;
+    memcpy(out, x->xc, sizeof x->xc);
+    out[OP_IO_XDP_C_native] = x->bpf.native;
     struct xdp_statistics ks;
     socklen_t len = sizeof ks;
     if (getsockopt(x->fd, SOL_XDP, XDP_STATISTICS, &ks, &len) == 0) {
-        out->rx_ring_full = ks.rx_ring_full;
-        out->rx_kernel_dropped = ks.rx_dropped;
+        out[OP_IO_XDP_C_rx_ring_full] = ks.rx_ring_full;
+        out[OP_IO_XDP_C_rx_kernel_dropped] = ks.rx_dropped;
     }
 }

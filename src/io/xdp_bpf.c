@@ -88,10 +88,12 @@ static int load_program(int map_fd, uint32_t ip, uint16_t port, char *why, size_
     a.log_level = 1;
     log[0] = '\0';
     int fd = (int)sys_bpf(BPF_PROG_LOAD, &a);
-    if (fd < 0)
-        snprintf(why, len, "loading the XDP program: %s%s%.200s", strerror(errno),
+    if (fd < 0) {
+        fd = -errno;
+        snprintf(why, len, "loading the XDP program: %s%s%.200s", strerror(-fd),
                  log[0] ? ": " : "", log);
-    return fd;
+    }
+    return fd; /* or -errno */
 }
 
 static int create_map(char *why, size_t len)
@@ -103,9 +105,11 @@ static int create_map(char *why, size_t len)
     a.value_size = 4;
     a.max_entries = XDP_MAX_QUEUES;
     int fd = (int)sys_bpf(BPF_MAP_CREATE, &a);
-    if (fd < 0)
-        snprintf(why, len, "creating the XSK map: %s", strerror(errno));
-    return fd;
+    if (fd < 0) {
+        fd = -errno;
+        snprintf(why, len, "creating the XSK map: %s", strerror(-fd));
+    }
+    return fd; /* or -errno */
 }
 
 static int attach(int prog_fd, int ifindex, unsigned flags)
@@ -123,9 +127,10 @@ op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t 
                           size_t len)
 {
     b->map_fd = b->prog_fd = b->link_fd = -1;
-    if ((b->map_fd = create_map(why, len)) < 0 ||
-        (b->prog_fd = load_program(b->map_fd, ip, port, why, len)) < 0)
-        return OP_ERR_IO;
+    if ((b->map_fd = create_map(why, len)) < 0)
+        return op_status_from_errno(-b->map_fd);
+    if ((b->prog_fd = load_program(b->map_fd, ip, port, why, len)) < 0)
+        return op_status_from_errno(-b->prog_fd);
     /* Native mode where the driver has it (veth, real NICs); the generic
      * hook otherwise (lo, any device). */
     b->link_fd = attach(b->prog_fd, ifindex, XDP_FLAGS_DRV_MODE);
@@ -133,9 +138,10 @@ op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t 
     if (b->link_fd < 0)
         b->link_fd = attach(b->prog_fd, ifindex, XDP_FLAGS_SKB_MODE);
     if (b->link_fd < 0) {
-        snprintf(why, len, "attaching XDP to interface %d: %s%s", ifindex, strerror(errno),
-                 errno == EBUSY || errno == EEXIST ? " (another XDP program is attached)" : "");
-        return OP_ERR_IO;
+        int e = errno;
+        snprintf(why, len, "attaching XDP to interface %d: %s%s", ifindex, strerror(e),
+                 e == EBUSY || e == EEXIST ? " (another XDP program is attached)" : "");
+        return op_status_from_errno(e);
     }
     return OP_OK;
 }
@@ -150,8 +156,9 @@ op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd, c
     a.value = (uint64_t)(uintptr_t)&xsk_fd;
     if (sys_bpf(BPF_MAP_UPDATE_ELEM, &a) == 0)
         return OP_OK;
-    snprintf(why, len, "putting the socket in the XSK map: %s", strerror(errno));
-    return OP_ERR_IO;
+    int e = errno;
+    snprintf(why, len, "putting the socket in the XSK map: %s", strerror(e));
+    return op_status_from_errno(e);
 }
 
 void xdp_bpf_teardown(struct xdp_bpf *b)

@@ -24,10 +24,10 @@ static uint16_t host_port_number(void)
     return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
 }
 
-static bool ensure_port(void)
+static op_status_t ensure_port(void)
 {
     if (opm.host_port != NULL)
-        return true;
+        return OP_OK;
     struct op_fault_cfg fault = {.drop = opm.cfg.host_drop_rate,
                                  .dup = opm.cfg.host_dup_rate,
                                  .seed = opm.my_ip ^ (uint64_t)getpid() << 32};
@@ -38,7 +38,7 @@ static bool ensure_port(void)
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its host allreduce port: %s\n",
                 opm.world_rank, op_status_str(st));
-    return st == OP_OK;
+    return st;
 }
 
 /* Every leader's address (all: room for two numbers each), and a session
@@ -89,7 +89,9 @@ static bool host_attach(struct opm_comm *c, const struct op_har_peer *peers, uin
         hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
     hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
     hc.ring_bytes = opm.cfg.host_ring_bytes;
-    op_status_t st = ensure_port() ? op_har_attach(opm.host_port, &hc, &c->host) : OP_ERR_IO;
+    op_status_t st = ensure_port(); /* its failure's errno goes into the message */
+    if (st == OP_OK)
+        st = op_har_attach(opm.host_port, &hc, &c->host);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d: host allreduce setup failed: %s\n", opm.world_rank,
                 op_status_str(st));
@@ -133,19 +135,26 @@ void opm_host_free(struct opm_comm *c)
     c->host = NULL;
 }
 
+/* What the leaders sum at the end: the engines' counters and, after them,
+ * the port's fault layer's drops (a port counter, not the engine's). */
+enum {
+    HOST_C_injected_drops = OP_HAR_C_COUNT_,
+    HOST_C_COUNT_
+};
+
 /* Collective over COMM_WORLD (MPI_Finalize): with OFFPATH_VERBOSE, rank 0
  * prints every leader's packet counts; then the socket closes. */
 void opm_host_finalize(void)
 {
     if (opm.cfg.verbose) {
-        uint64_t sum[OP_HAR_C_COUNT_ + 1], mine[OP_HAR_C_COUNT_ + 1];
+        uint64_t sum[HOST_C_COUNT_], mine[HOST_C_COUNT_];
         struct op_fault_stats f = {0, 0, 0};
         if (opm.host_port != NULL)
             op_har_port_stats(opm.host_port, NULL, &f);
         for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
             mine[i] = opm.host_c[i];
-        mine[OP_HAR_C_COUNT_] = f.dropped;
-        PMPI_Reduce(mine, sum, OP_HAR_C_COUNT_ + 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        mine[HOST_C_injected_drops] = f.dropped;
+        PMPI_Reduce(mine, sum, HOST_C_COUNT_, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
         if (opm.world_rank == 0 && sum[OP_HAR_C_allreduces] > 0)
             fprintf(stderr,
                     "offpath: host allreduce: %llu leader calls (%llu ring), %llu data packets, "
@@ -155,7 +164,7 @@ void opm_host_finalize(void)
                     (unsigned long long)sum[OP_HAR_C_tx_data],
                     (unsigned long long)sum[OP_HAR_C_retransmissions],
                     (unsigned long long)sum[OP_HAR_C_duplicates],
-                    (unsigned long long)sum[OP_HAR_C_COUNT_],
+                    (unsigned long long)sum[HOST_C_injected_drops],
                     (unsigned long long)sum[OP_HAR_C_deadlines]);
     }
     op_har_port_close(opm.host_port);

@@ -74,9 +74,9 @@ static op_status_t open_socket(struct perf_ep *ep, uint32_t ip, const char *xdp_
         int tos = ep->cfg->tclass;
         (void)setsockopt(op_io_fd(io), IPPROTO_IP, IP_TOS, &tos, sizeof tos);
     }
-    ep->port = io->local_port;
-    ep->ip = io->local_ip;
-    ep->link_mtu = io->link_mtu;
+    ep->port = op_io_local_port(io);
+    ep->ip = op_io_local_ip(io);
+    ep->link_mtu = op_io_link_mtu(io);
     ep->base_io = io;
     ep->io = io; /* each layer below wraps it: perf_ep_close closes them all */
     /* under --loss's layer: the capture holds what crossed the wire */

@@ -114,7 +114,7 @@ op_status_t perf_oob_send(struct perf_oob *o, const char *fmt, ...)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return OP_ERR_IO;
+            return w < 0 ? op_status_from_errno(errno) : OP_ERR_IO;
         off += (int)w;
     }
     return OP_OK;

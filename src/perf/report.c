@@ -163,8 +163,7 @@ void op_perf_write_json(FILE *f, const struct op_perf_config *cfg, const struct 
         fprintf(f, ",\n");
     }
     fprintf(f, " \"offpath\": {");
-    for (size_t i = 0; i < j->n_counters; i++)
-        fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", j->counters[i].name, j->counters[i].value);
+    op_counters_print(f, j->counter_names, j->counter_vals, j->n_counters, OP_COUNTERS_JSON);
     if (j->data_check != NULL)
         fprintf(f, "%s\"data_check\": \"%s\"", j->n_counters ? ", " : "", j->data_check);
     fprintf(f, "}\n}\n");

@@ -227,7 +227,7 @@ static op_status_t ip_of_device(const char *dev, uint32_t *ip)
     struct ifaddrs *ifs;
     op_status_t st = OP_ERR_INVAL;
     if (getifaddrs(&ifs) != 0)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     for (struct ifaddrs *i = ifs; i != NULL && st != OP_OK; i = i->ifa_next)
         if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET &&
             strcmp(i->ifa_name, dev) == 0) {
@@ -264,47 +264,50 @@ static const unsigned shown_counters[] = {
 };
 #define N_SHOWN (sizeof(shown_counters) / sizeof(shown_counters[0]))
 
-#define N_XDP 6
-/* What the AF_XDP path did besides the ring (--xdp). */
-static size_t xdp_counters(const struct perf_run *r, struct op_perf_counter *out)
+/* What the AF_XDP path did besides the ring (--xdp); rx_kernel_dropped
+ * is left out as it always was. */
+static const unsigned shown_xdp[] = {
+    OP_IO_XDP_C_native,        OP_IO_XDP_C_rx_ring_full,  OP_IO_XDP_C_rx_refused,
+    OP_IO_XDP_C_rx_via_kernel, OP_IO_XDP_C_tx_via_kernel, OP_IO_XDP_C_tx_no_room,
+};
+#define N_XDP (sizeof(shown_xdp) / sizeof(shown_xdp[0]))
+
+/* The report's tail, names and values side by side for op_counters_print. */
+struct perf_counters {
+    const char *names[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
+    uint64_t vals[N_SHOWN + 2 + N_XDP];
+    int n;
+};
+
+static void add_counter(struct perf_counters *c, const char *name, uint64_t v)
 {
-    struct op_xdp_stats x;
-    op_io_xdp_stats(r->ep.base_io, &x);
-    uint64_t refused = 0;
-    for (unsigned v = 0; v <= OP_FRAME_VERDICTS_; v++)
-        refused += x.rx_dropped[v];
-    const struct op_perf_counter c[N_XDP] = {
-        {"xdp_native", x.native},          {"xdp_rx_ring_full", x.rx_ring_full},
-        {"xdp_rx_refused", refused},       {"xdp_rx_via_kernel", x.rx_via_kernel},
-        {"xdp_tx_via_kernel", x.tx_via_kernel}, {"xdp_tx_no_room", x.tx_no_room},
-    };
-    memcpy(out, c, sizeof c);
-    return N_XDP;
+    c->names[c->n] = name;
+    c->vals[c->n++] = v;
 }
 
-static size_t collect_counters(const struct perf_run *r, struct op_perf_counter *out)
+static void collect_counters(const struct perf_run *r, struct perf_counters *out)
 {
-    uint64_t sums[OP_RDMA_QP_C_COUNT_], lossed;
+    uint64_t sums[OP_RDMA_QP_C_COUNT_], lossed, xdp[OP_IO_XDP_C_COUNT_];
     perf_ep_counters(&r->ep, sums, &lossed);
-    size_t n = 0;
+    out->n = 0;
     for (size_t i = 0; i < N_SHOWN; i++)
-        out[n++] = (struct op_perf_counter){op_rdma_qp_counter_name(shown_counters[i]),
-                                            sums[shown_counters[i]]};
-    out[n++] = (struct op_perf_counter){"loss_injected", lossed};
+        add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
+    add_counter(out, "loss_injected", lossed);
     if (r->cfg->pcap != NULL)
-        out[n++] = (struct op_perf_counter){"captured", op_pcap_count(r->cfg->pcap)};
-    if (r->cfg->xdp)
-        n += xdp_counters(r, out + n);
-    return n;
+        add_counter(out, "captured", op_pcap_count(r->cfg->pcap));
+    if (!r->cfg->xdp)
+        return;
+    op_io_xdp_counters(r->ep.base_io, xdp);
+    for (size_t i = 0; i < N_XDP; i++)
+        add_counter(out, op_io_xdp_counter_name(shown_xdp[i]), xdp[shown_xdp[i]]);
 }
 
-static void print_counters(const struct perf_run *r, const struct op_perf_counter *c, size_t n)
+static void print_counters(const struct perf_run *r, const struct perf_counters *c)
 {
     if (r->cfg->output != OP_PERF_OUT_FULL)
         return;
     fprintf(r->out, " offpath:");
-    for (size_t i = 0; i < n; i++)
-        fprintf(r->out, " %s %" PRIu64 "%s", c[i].name, c[i].value, i + 1 < n ? "," : "");
+    op_counters_print(r->out, c->names, c->vals, c->n, OP_COUNTERS_LINE);
     fprintf(r->out, "\n offpath: data check %s\n", r->check[0] ? r->check : "not applicable");
 }
 
@@ -357,22 +360,24 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
 static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b,
                               const struct results *res)
 {
-    struct op_perf_counter counters[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
-    size_t nc = collect_counters(r, counters);
+    struct perf_counters pc;
+    collect_counters(r, &pc);
     FILE *f = fopen(r->cfg->json_file, "w");
     if (f == NULL) {
+        int e = errno;
         snprintf(r->why, sizeof r->why, "cannot write --out_json_file %s: %s", r->cfg->json_file,
-                 strerror(errno));
-        return OP_ERR_IO;
+                 strerror(e));
+        return op_status_from_errno(e);
     }
-    struct op_perf_json j = {.banner = b, .n = res->n, .counters = counters, .n_counters = nc,
+    struct op_perf_json j = {.banner = b, .n = res->n, .counter_names = pc.names,
+                             .counter_vals = pc.vals, .n_counters = pc.n,
                              .data_check = r->check[0] ? r->check : NULL};
     if (r->cfg->test == OP_PERF_BW)
         j.bw = res->bw;
     else
         j.lat = res->lat;
     op_perf_write_json(f, r->cfg, &j);
-    return fclose(f) == 0 ? OP_OK : OP_ERR_IO;
+    return fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
 }
 
 static op_status_t meet_peer(struct perf_run *r)
@@ -446,11 +451,11 @@ static op_status_t run_all(struct perf_run *r)
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
     if (st == OP_OK) {
-        struct op_perf_counter counters[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
-        size_t nc = collect_counters(r, counters);
+        struct perf_counters pc;
+        collect_counters(r, &pc);
         if (c->output == OP_PERF_OUT_FULL)
             fprintf(r->out, OP_PERF_LINE);
-        print_counters(r, counters, nc);
+        print_counters(r, &pc);
         st = perf_barrier(r, "BYE"); /* the peer's last ACKs are in before we go */
     }
     if (st == OP_OK && c->json)

@@ -7,21 +7,17 @@
 
 #define RDMA_OK_ OP_RDMA_QP_C_COUNT_
 
-static const char *const dev_counter_names[] = {
-#define OP_RDMA_NAME_(n) #n,
-    OP_RDMA_DEV_COUNTERS(OP_RDMA_NAME_)};
-static const char *const qp_counter_names[] = {OP_RDMA_QP_COUNTERS(OP_RDMA_NAME_)
-#undef OP_RDMA_NAME_
-};
+static const char *const dev_counter_names[] = {OP_RDMA_DEV_COUNTERS(OP_COUNTER_NAME)};
+static const char *const qp_counter_names[] = {OP_RDMA_QP_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_rdma_dev_counter_name(unsigned c)
 {
-    return c < OP_RDMA_DEV_C_COUNT_ ? dev_counter_names[c] : NULL;
+    return op_counter_name(dev_counter_names, OP_RDMA_DEV_C_COUNT_, c);
 }
 
 const char *op_rdma_qp_counter_name(unsigned c)
 {
-    return c < OP_RDMA_QP_C_COUNT_ ? qp_counter_names[c] : NULL;
+    return op_counter_name(qp_counter_names, OP_RDMA_QP_C_COUNT_, c);
 }
 
 const char *op_rdma_wc_status_str(unsigned status)

@@ -183,9 +183,10 @@ op_status_t op_rsc_svc_open(uint32_t ip, uint16_t port, struct op_rsc_svc **out)
     s->nonce = (uint32_t)op_now_ns();
     s->ip = ip;
     s->fd = bind_udp(ip, port);
-    if (s->fd < 0 || pthread_create(&s->thread, NULL, serve, s) != 0) {
+    int err = s->fd < 0 ? -s->fd : pthread_create(&s->thread, NULL, serve, s);
+    if (err != 0) {
         op_rsc_svc_close(s);
-        return OP_ERR_IO;
+        return op_status_from_errno(err);
     }
     s->started = true;
     *out = s;
@@ -324,7 +325,7 @@ atomic_bool *op_rsc_cancel_flag(struct op_rsc_entry *e) { return &e->cancel; }
 op_status_t op_rsc_asker_open(struct op_rsc_svc *s, struct op_rsc_asker *a)
 {
     *a = (struct op_rsc_asker){.fd = bind_udp(s->ip, 0)};
-    return a->fd >= 0 ? OP_OK : OP_ERR_IO;
+    return a->fd >= 0 ? OP_OK : op_status_from_errno(-a->fd);
 }
 
 void op_rsc_asker_close(struct op_rsc_asker *a)
@@ -478,8 +479,9 @@ op_status_t op_rsc_fetch(struct op_rsc_svc *s, struct op_rsc_entry *e, uint32_t 
                          uint64_t seq, void *buf, size_t bytes, uint64_t deadline_ns)
 {
     struct op_rsc_asker a;
-    if (op_rsc_asker_open(s, &a) != OP_OK)
-        return OP_ERR_IO;
+    op_status_t opened = op_rsc_asker_open(s, &a);
+    if (opened != OP_OK)
+        return opened;
     op_rsc_fetch_start(s, &a, e, ip, port, seq, buf, bytes, deadline_ns);
     op_status_t st;
     while ((st = op_rsc_fetch_step(s, &a)) == OP_INPROGRESS)

@@ -119,8 +119,9 @@ static op_status_t map_group(int fd, size_t bytes, unsigned rank, struct op_shm_
         return OP_ERR_NOMEM;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
+        op_status_t st = op_status_from_errno(errno);
         free(g);
-        return OP_ERR_IO;
+        return st;
     }
     g->h = p;
     g->map_bytes = bytes;
@@ -146,8 +147,9 @@ op_status_t op_shm_create(const char *name, unsigned n_ranks, size_t slot_bytes,
     size_t off = data_offset(n_ranks), bytes = off + (size_t)n_ranks * slot_bytes;
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0)
-        return OP_ERR_IO;
-    op_status_t st = ftruncate(fd, (off_t)bytes) == 0 ? map_group(fd, bytes, 0, out) : OP_ERR_IO;
+        return op_status_from_errno(errno); /* EEXIST: the name is taken */
+    op_status_t st = ftruncate(fd, (off_t)bytes) == 0 ? map_group(fd, bytes, 0, out)
+                                                      : op_status_from_errno(errno);
     close(fd);
     if (st != OP_OK) {
         shm_unlink(name);
@@ -174,7 +176,7 @@ op_status_t op_shm_attach(const char *name, unsigned rank, struct op_shm_group *
         return OP_ERR_INVAL;
     int fd = shm_open(name, O_RDWR, 0600);
     if (fd < 0)
-        return OP_ERR_IO;
+        return op_status_from_errno(errno);
     struct stat sb;
     op_status_t st = OP_ERR_MALFORMED;
     if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(struct shm_head))

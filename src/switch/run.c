@@ -67,17 +67,27 @@ static void flush(void *ctx, struct op_txq *q)
     q->n = 0;
 }
 
-/* The fault layer's counts belong next to the engine's in every report. */
-static void take_io_stats(struct sw_driver *d)
+/* The port's counts (fault layer, io, capture) go beside the engine's in
+ * every report: they are the driver's, taken when a report is due. */
+static void port_counters(const struct sw_driver *d, uint64_t port[OP_SW_PORT_C_COUNT_])
 {
     struct op_fault_stats fs;
+    uint64_t io[OP_IO_C_COUNT_];
     op_io_fault_stats(d->io, &fs);
-    d->sw->c[OP_SW_C_injected_drops] = fs.dropped;
-    d->sw->c[OP_SW_C_injected_dups] = fs.duplicated;
-    d->sw->c[OP_SW_C_tx_io_datagrams] = d->io->tx_datagrams;
-    d->sw->c[OP_SW_C_tx_io_drops] = d->io->tx_drops;
-    if (d->rc->pcap != NULL)
-        d->sw->c[OP_SW_C_captured] = op_pcap_count(d->rc->pcap);
+    op_io_counters(d->io, io);
+    port[OP_SW_C_injected_drops - OP_SW_C_ENGINE_COUNT_] = fs.dropped;
+    port[OP_SW_C_injected_dups - OP_SW_C_ENGINE_COUNT_] = fs.duplicated;
+    port[OP_SW_C_tx_io_datagrams - OP_SW_C_ENGINE_COUNT_] = io[OP_IO_C_tx_datagrams];
+    port[OP_SW_C_tx_io_drops - OP_SW_C_ENGINE_COUNT_] = io[OP_IO_C_tx_drops];
+    port[OP_SW_C_captured - OP_SW_C_ENGINE_COUNT_] =
+        d->rc->pcap != NULL ? op_pcap_count(d->rc->pcap) : 0;
+}
+
+static void print_report(const struct sw_driver *d, FILE *out, bool json)
+{
+    uint64_t port[OP_SW_PORT_C_COUNT_];
+    port_counters(d, port);
+    op_sw_print_report(d->sw, port, out, json);
 }
 
 static void write_stats_json(const struct sw_driver *d)
@@ -89,7 +99,7 @@ static void write_stats_json(const struct sw_driver *d)
     FILE *f = fopen(tmp, "w");
     if (f == NULL)
         return;
-    op_sw_print_stats(d->sw, f, true);
+    print_report(d, f, true);
     /* rename: a reader never sees a half-written file */
     if (fclose(f) == 0)
         rename(tmp, d->rc->stats_json);
@@ -102,8 +112,7 @@ static bool handle_signals(struct sw_driver *d)
     bool stop = false;
     while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGUSR1) {
-            take_io_stats(d);
-            op_sw_print_stats(d->sw, stderr, false);
+            print_report(d, stderr, false);
             write_stats_json(d);
         } else {
             stop = true;
@@ -218,7 +227,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     if (st == OP_OK)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = op_io_signalfd_open()) < 0)
-        st = OP_ERR_IO;
+        st = op_status_from_errno(errno);
     if (st != OP_OK) {
         driver_close(&d);
         return st;
@@ -234,8 +243,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
         close(rc->ready_fd);
     }
     loop(&d);
-    take_io_stats(&d);
-    op_sw_print_stats(d.sw, stdout, rc->json_exit);
+    print_report(&d, stdout, rc->json_exit);
     write_stats_json(&d);
     driver_close(&d);
     return OP_OK;

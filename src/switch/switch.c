@@ -4,16 +4,14 @@
 
 #include "switch_internal.h"
 
-static const char *const counter_names[] = {
-#define OP_SW_NAME_(n) #n,
-    OP_SW_COUNTERS(OP_SW_NAME_)
-#undef OP_SW_NAME_
-};
+static const char *const counter_names[] = {OP_SW_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_sw_counter_name(unsigned c)
 {
-    return c < OP_SW_C_COUNT_ ? counter_names[c] : NULL;
+    return op_counter_name(counter_names, OP_SW_C_COUNT_, c);
 }
+
+const char *const *op_sw_counter_names(void) { return counter_names; }
 
 void op_sw_config_default(struct op_sw_config *cfg)
 {
@@ -195,17 +193,24 @@ void op_sw_timer(struct op_sw *sw, uint64_t now, struct op_txq *out)
 
 uint64_t op_sw_next_timer(const struct op_sw *sw) { return sw->next_sweep_ns; }
 
-void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json)
+void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json)
 {
+    uint64_t v[OP_SW_C_COUNT_] = {0};
+    const char *role = sw->me->spine ? "spine" : "tor";
+    memcpy(v, sw->c, sizeof sw->c);
+    if (port != NULL)
+        memcpy(v + OP_SW_C_ENGINE_COUNT_, port, OP_SW_PORT_C_COUNT_ * sizeof *port);
     if (json) {
-        fprintf(out, "{\"switch\": \"%s\", \"role\": \"%s\"", sw->me->name,
-                sw->me->spine ? "spine" : "tor");
-        for (unsigned i = 0; i < OP_SW_C_COUNT_; i++)
-            fprintf(out, ", \"%s\": %llu", counter_names[i], (unsigned long long)sw->c[i]);
+        fprintf(out, "{\"switch\": \"%s\", \"role\": \"%s\", ", sw->me->name, role);
+        op_counters_print(out, counter_names, v, OP_SW_C_COUNT_, OP_COUNTERS_JSON);
         fprintf(out, "}\n");
         return;
     }
-    fprintf(out, "switch %s (%s) counters:\n", sw->me->name, sw->me->spine ? "spine" : "tor");
-    for (unsigned i = 0; i < OP_SW_C_COUNT_; i++)
-        fprintf(out, "  %-20s %llu\n", counter_names[i], (unsigned long long)sw->c[i]);
+    fprintf(out, "switch %s (%s) counters:\n", sw->me->name, role);
+    op_counters_print(out, counter_names, v, OP_SW_C_COUNT_, OP_COUNTERS_TABLE);
+}
+
+void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json)
+{
+    op_sw_print_report(sw, NULL, out, json);
 }

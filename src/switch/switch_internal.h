@@ -101,7 +101,7 @@ struct op_sw {
     uint32_t next_tomb;
     uint64_t next_sweep_ns;
     struct op_rng rng;
-    uint64_t c[OP_SW_C_COUNT_];
+    uint64_t c[OP_SW_C_ENGINE_COUNT_]; /* the port's are the driver's */
     uint8_t scratch[OP_INC_MAX_PKT];
 };
 

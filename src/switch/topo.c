@@ -214,8 +214,9 @@ op_status_t op_topo_load(const char *path, struct op_topo *topo, char *err, size
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return OP_ERR_IO;
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return op_status_from_errno(e);
     }
     char *text = calloc(1, 1 << 20);
     size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;

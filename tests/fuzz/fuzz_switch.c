@@ -236,7 +236,7 @@ static void report(const struct sim *s)
         verbose = getenv("FUZZ_SWITCH_VERBOSE") != NULL;
     for (int i = 0; verbose && i < s->n_sw; i++) {
         fprintf(stderr, "%s:", s->topo.sw[i].name);
-        for (unsigned c = 0; c < OP_SW_C_COUNT_; c++)
+        for (unsigned c = 0; c < OP_SW_C_ENGINE_COUNT_; c++)
             if (op_sw_counters(s->sw[i])[c])
                 fprintf(stderr, " %s=%llu", op_sw_counter_name(c),
                         (unsigned long long)op_sw_counters(s->sw[i])[c]);

@@ -1,4 +1,5 @@
 /* Unit tests for src/common: status strings, logger, parsers, rng, samples. */
+#include <errno.h>
 #include <math.h>
 #include <regex.h>
 #include <setjmp.h>
@@ -28,6 +29,22 @@ static void test_status_str(void **state)
     assert_string_equal(op_status_str((op_status_t)2), "unknown status");
     assert_string_equal(op_status_str((op_status_t)-1000), "unknown status");
     assert_string_equal(op_status_str((op_status_t)INT32_MIN), "unknown status");
+}
+
+/* A failed system call's errno travels in the status, clear of the
+ * project's codes, and reads back as the C library's text. */
+static void test_status_errno(void **state)
+{
+    (void)state;
+    op_status_t st = op_status_from_errno(EADDRINUSE);
+    assert_true(st < OP_ERR_ERRNO_BASE);
+    assert_int_equal(op_status_errno(st), EADDRINUSE);
+    assert_int_equal(op_status_errno(OP_ERR_IO), 0);
+    assert_int_equal(op_status_errno(OP_OK), 0);
+    assert_int_equal(op_status_errno(op_status_from_errno(0)), EIO); /* errno lost */
+    char want[160];
+    snprintf(want, sizeof want, "I/O: %s", strerror(EADDRINUSE));
+    assert_string_equal(op_status_str(st), want);
 }
 
 /* Reads everything written to f since the start. */
@@ -309,7 +326,8 @@ static void test_now_ns(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_str),     cmocka_unit_test(test_log_format),
+        cmocka_unit_test(test_status_str),      cmocka_unit_test(test_status_errno),
+        cmocka_unit_test(test_log_format),
         cmocka_unit_test(test_log_levels_and_long_line),
         cmocka_unit_test(test_log_level_parse), cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_double),   cmocka_unit_test(test_parse_ipv4),

@@ -185,9 +185,10 @@ static void json_all(FILE *f, const void *arg)
     c.all = true;
     const struct op_perf_banner b = {.device = "lo", .mtu = 4096, .out_reads = 16, .gid_index = 3};
     const struct op_perf_bw_result bw[2] = {{2, 5, 1, 2, 3}, {4, 5, 4, 5, 6}};
-    const struct op_perf_counter ctr[1] = {{"retransmissions", 7}};
-    const struct op_perf_json j = {.banner = &b, .bw = bw, .n = 2, .counters = ctr,
-                                   .n_counters = 1, .data_check = "ok"};
+    const char *const names[1] = {"retransmissions"};
+    const uint64_t vals[1] = {7};
+    const struct op_perf_json j = {.banner = &b, .bw = bw, .n = 2, .counter_names = names,
+                                   .counter_vals = vals, .n_counters = 1, .data_check = "ok"};
     op_perf_write_json(f, &c, &j);
 }
 

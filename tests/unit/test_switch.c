@@ -3,6 +3,7 @@
  * of foreign, broken or hostile packet is dropped with its own counter, and
  * every received packet is accounted for exactly once. Last, groups freed and
  * installed again on the in-memory fabric when leaders leave and rejoin. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -198,7 +199,8 @@ static void test_topo_load(void **state)
     (void)state;
     struct op_topo t;
     char err[256] = "", path[] = "/tmp/offpath-topo-XXXXXX";
-    assert_int_equal(op_topo_load("/nonexistent/offpath.topo", &t, err, sizeof(err)), OP_ERR_IO);
+    assert_int_equal(op_topo_load("/nonexistent/offpath.topo", &t, err, sizeof(err)),
+                     op_status_from_errno(ENOENT));
     assert_non_null(strstr(err, "/nonexistent/offpath.topo"));
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -383,11 +385,11 @@ static bool intake_counter(unsigned c)
 /* Feed one packet: exactly counter c goes up by one, and nothing is sent. */
 static void expect_drop(struct rig *r, uint32_t src, const uint8_t *data, size_t len, unsigned c)
 {
-    uint64_t before[OP_SW_C_COUNT_];
+    uint64_t before[OP_SW_C_ENGINE_COUNT_];
     memcpy(before, op_sw_counters(r->sw), sizeof(before));
     feed(r, src, data, len);
     const uint64_t *now = op_sw_counters(r->sw);
-    for (unsigned i = 0; i < OP_SW_C_COUNT_; i++) {
+    for (unsigned i = 0; i < OP_SW_C_ENGINE_COUNT_; i++) {
         uint64_t want = before[i] + (i == c || i == OP_SW_C_rx_pkts);
         if (intake_counter(i) && now[i] == before[i] + 1)
             want = now[i];
@@ -497,7 +499,7 @@ static void test_sw_hostile_data(void **state)
     struct rig r;
     rig_init(&r, NULL);
     rig_join(&r, 3);
-    uint64_t start[OP_SW_C_COUNT_];
+    uint64_t start[OP_SW_C_ENGINE_COUNT_];
     memcpy(start, op_sw_counters(r.sw), sizeof(start));
     uint8_t pkt[OP_IO_BUF_SIZE];
     size_t n = build_data(&r, HOST(2), 1, 0, 8, 5, pkt);
