@@ -136,6 +136,17 @@ static int reap_first_complete(MPI_Request reqs[], int n, MPI_Status *status)
     return done;
 }
 
+/* With the lock held, none of ours among reqs complete: whether some are
+ * still running (then the MPI's "nothing left" is not the answer) and the
+ * view the MPI's call gets. The lock is released; NULL: no memory. */
+static MPI_Request *view_of_running(const MPI_Request *reqs, int n, bool **ours, bool *hidden)
+{
+    *hidden = iar_any_running(reqs, n);
+    MPI_Request *copy = mpi_view(reqs, n, ours);
+    opm_prog_unlock();
+    return copy;
+}
+
 /* Testany and Testsome: a completed one of ours first, else the MPI's. */
 int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
@@ -147,11 +158,10 @@ int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status
         *flag = 1;
         return MPI_SUCCESS;
     }
-    bool hidden = iar_any_running(reqs, n);
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
+    bool hidden;
+    MPI_Request *copy = view_of_running(reqs, n, &ours, &hidden);
     if (copy == NULL)
-        return no_view();
-    opm_prog_unlock();
+        return opm_no_memory(MPI_COMM_WORLD);
     int rc = PMPI_Testany(n, copy, index, flag, status);
     if (*flag && *index != MPI_UNDEFINED)
         reqs[*index] = copy[*index];
@@ -173,11 +183,10 @@ int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
         indices[0] = done;
         return MPI_SUCCESS;
     }
-    bool hidden = iar_any_running(reqs, n);
-    MPI_Request *copy = mpi_view(reqs, n, &ours);
+    bool hidden;
+    MPI_Request *copy = view_of_running(reqs, n, &ours, &hidden);
     if (copy == NULL)
-        return no_view();
-    opm_prog_unlock();
+        return opm_no_memory(MPI_COMM_WORLD);
     int rc = PMPI_Testsome(n, copy, outcount, indices, statuses);
     for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++)
         reqs[indices[k]] = copy[indices[k]];
