@@ -52,7 +52,8 @@ static bool save_input(struct opm_comm *c, const void *buf, size_t bytes)
 bool opm_leaders_begin(struct opm_comm *c, const void *buf, size_t bytes)
 {
     op_rsc_call_begin(opm.rsc, c->rsc, c->calls + 1);
-    if (save_input(c, buf, bytes))
+    c->input_saved = save_input(c, buf, bytes);
+    if (c->input_saved)
         return true;
     /* nothing sent yet: giving the call up now leaves every input intact,
      * and the others redo it with this leader once they have given up too */

@@ -91,6 +91,7 @@ struct opm_comm {
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
     void *input;              /* a copy of a call's input while it may need a redo */
     size_t input_cap;
+    bool input_saved;         /* input holds this call's (else buf was never sent) */
     struct opm_iq iq;    /* its nonblocking calls (iallreduce.c) */
 };
 

@@ -37,10 +37,12 @@ void opm_settle_start(struct opm_settle *s, struct opm_comm *c, void *buf, int c
 }
 
 /* Every leader gave the call up: all post the same allreduce among the
- * leaders, from the input (the switch's partial results overwrote it). */
+ * leaders, from the input (the switch's partial results overwrote it; a
+ * leader that could not keep it never sent, so its buffer is the input). */
 static void redo(struct opm_settle *s)
 {
-    memcpy(s->buf, s->c->input, s->bytes);
+    if (s->c->input_saved)
+        memcpy(s->buf, s->c->input, s->bytes);
     PMPI_Iallreduce(MPI_IN_PLACE, s->buf, s->count, s->dtype, s->op, s->c->leaders, &s->req);
     s->stage = SS_REDO;
 }
