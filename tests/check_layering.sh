@@ -19,11 +19,12 @@ declare -A allowed=(
     [perf]="common wire io loop rdma perf"
     [hostar]="common wire reduce io loop hostar"
     [rescue]="common wire rescue"
+    [agent]="common wire io loop rdma agent"
     [fabric]="common wire reduce io topo switch fabric"
-    [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
+    [mpi]="common wire reduce io topo inc shmcoll hostar rescue agent osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
-    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu"
+    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu"
 )
 bad=0
 for dir in src/*/; do
