@@ -39,7 +39,7 @@ struct op_a2a_config {
  * fields, host order, for an MPI_BYTE gather among like machines). */
 struct op_a2a_endpoint {
     uint32_t ip, workers;
-    uint64_t recv_addr; /* the receive buffer's address in this rank */
+    uint64_t recv_addr; /* the receive buffers' address in this rank (two halves) */
     uint64_t chunk;
     uint16_t port[OP_A2A_MAX_WORKERS]; /* worker w's UDP port */
     uint32_t rkey[OP_A2A_MAX_WORKERS]; /* the receive buffer as worker w's region */
@@ -61,15 +61,16 @@ OP_API void op_a2a_qp_infos(const struct op_a2a *a, struct op_a2a_qp_info *out);
  * (OP_ERR_INVAL, logged) a peer with another chunk size or worker count. */
 OP_API op_status_t op_a2a_connect(struct op_a2a *a, const struct op_a2a_endpoint *eps,
                                   const struct op_a2a_qp_info *theirs);
-/* ranks * chunk bytes each, registered with every worker's device. */
+/* ranks * chunk bytes each, registered with every worker's device; the
+ * receive buffer shown is the last call's (calls alternate between two, so
+ * a peer already in the next call never writes into it). */
 OP_API void *op_a2a_sendbuf(struct op_a2a *a);
 OP_API void *op_a2a_recvbuf(struct op_a2a *a);
 OP_API uint32_t op_a2a_workers(const struct op_a2a *a);
 /* One all-to-all: returns when this rank's chunks were all delivered and
  * every peer's chunk is in the receive buffer, or at deadline_ns
- * (OP_ERR_TIMEOUT), or on a QP error (OP_ERR_IO, its cause logged). The
- * receive buffer must not be reused by a peer's next call before this
- * rank has read it: callers separate calls (a barrier), as DOCA's does. */
+ * (OP_ERR_TIMEOUT), or on a QP error (OP_ERR_IO, its cause logged). Calls
+ * need no barrier between them: see op_a2a_recvbuf. */
 OP_API op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns);
 
 /* `offpath dpa_all_to_all` (DOCA's dpa_all_to_all, an MPI program): its

@@ -31,7 +31,11 @@ struct worker {
 
 struct op_a2a {
     struct op_a2a_config cfg;
-    uint8_t *sendbuf, *recvbuf;
+    uint8_t *sendbuf;
+    /* two halves, call k's chunks land in half k % 2: a peer can be one
+     * call ahead at most (it cannot finish call k + 1 without this rank's
+     * chunk of it), so its writes never reach the half being read */
+    uint8_t *recvbuf;
     struct worker w[OP_A2A_MAX_WORKERS];
     struct op_rdma_qp **qp; /* [ranks]: this rank's QP to each peer (NULL: itself) */
     struct op_a2a_endpoint *eps;
@@ -91,7 +95,7 @@ static op_status_t open_worker(struct op_a2a *a, struct worker *w, uint32_t idx)
     if ((st = op_rdma_dev_create(&dc, &w->dev)) != OP_OK ||
         (st = op_rdma_cq_create(w->dev, depth, &w->cq)) != OP_OK ||
         (st = op_rdma_reg_mr(w->dev, a->sendbuf, bytes, access, &w->send_mr)) != OP_OK ||
-        (st = op_rdma_reg_mr(w->dev, a->recvbuf, bytes, access, &w->recv_mr)) != OP_OK ||
+        (st = op_rdma_reg_mr(w->dev, a->recvbuf, 2 * bytes, access, &w->recv_mr)) != OP_OK ||
         (st = op_loop_create(&lc, &w->loop)) != OP_OK)
         return st;
     return op_loop_add(w->loop, &dev_ops, w->dev);
@@ -144,7 +148,7 @@ op_status_t op_a2a_create(const struct op_a2a_config *cfg, struct op_a2a **out)
         a->cfg.mtu = 1024;
     size_t bytes = (size_t)a->cfg.ranks * a->cfg.chunk;
     a->sendbuf = calloc(1, bytes);
-    a->recvbuf = calloc(1, bytes);
+    a->recvbuf = calloc(2, bytes);
     a->qp = calloc(a->cfg.ranks, sizeof(*a->qp));
     a->eps = calloc(a->cfg.ranks, sizeof(*a->eps));
     op_status_t st = a->sendbuf && a->recvbuf && a->qp && a->eps ? OP_OK : OP_ERR_NOMEM;
@@ -264,7 +268,13 @@ op_status_t op_a2a_connect(struct op_a2a *a, const struct op_a2a_endpoint *eps,
 }
 
 void *op_a2a_sendbuf(struct op_a2a *a) { return a->sendbuf; }
-void *op_a2a_recvbuf(struct op_a2a *a) { return a->recvbuf; }
+/* The half of call k: the one op_a2a_recvbuf shows after it. */
+static uint8_t *half(const struct op_a2a *a, uint64_t call)
+{
+    return a->recvbuf + (call % 2) * (size_t)a->cfg.ranks * a->cfg.chunk;
+}
+
+void *op_a2a_recvbuf(struct op_a2a *a) { return half(a, a->calls); }
 uint32_t op_a2a_workers(const struct op_a2a *a) { return a->cfg.workers; }
 
 /* ---- a call */
@@ -273,7 +283,7 @@ static op_status_t post_pair(struct worker *w, uint32_t q)
 {
     struct op_a2a *a = w->a;
     size_t chunk = a->cfg.chunk;
-    struct op_rdma_sge rs = {(uintptr_t)(a->recvbuf + q * chunk), (uint32_t)chunk,
+    struct op_rdma_sge rs = {(uintptr_t)(half(a, a->calls) + q * chunk), (uint32_t)chunk,
                              op_rdma_mr_lkey(w->recv_mr)};
     struct op_rdma_recv_wr rwr = {.wr_id = q, .sg_list = &rs, .num_sge = 1};
     op_status_t st = op_rdma_post_recv(a->qp[q], &rwr);
@@ -282,10 +292,11 @@ static op_status_t post_pair(struct worker *w, uint32_t q)
     struct op_rdma_sge ss = {(uintptr_t)(a->sendbuf + q * chunk), (uint32_t)chunk,
                              op_rdma_mr_lkey(w->send_mr)};
     const struct op_a2a_endpoint *e = &a->eps[q];
+    uint64_t at = e->recv_addr + ((a->calls % 2) * a->cfg.ranks + a->cfg.rank) * chunk;
     struct op_rdma_send_wr wr = {.wr_id = q, .opcode = OP_RDMA_WR_RDMA_WRITE_WITH_IMM,
                                  .send_flags = OP_RDMA_SEND_SIGNALED, .sg_list = &ss,
                                  .num_sge = 1, .imm_data = (uint32_t)a->calls,
-                                 .rdma = {.remote_addr = e->recv_addr + a->cfg.rank * chunk,
+                                 .rdma = {.remote_addr = at,
                                           .rkey = e->rkey[a->cfg.rank % e->workers]}};
     return op_rdma_post_send(a->qp[q], &wr, op_now_ns(), op_loop_txq(w->loop));
 }
@@ -375,7 +386,7 @@ op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns)
     pthread_cond_broadcast(&a->go);
     pthread_mutex_unlock(&a->mu);
     size_t chunk = a->cfg.chunk;
-    memcpy(a->recvbuf + a->cfg.rank * chunk, a->sendbuf + a->cfg.rank * chunk, chunk);
+    memcpy(half(a, a->calls) + a->cfg.rank * chunk, a->sendbuf + a->cfg.rank * chunk, chunk);
     a->w[0].status = worker_call(&a->w[0]);
     pthread_mutex_lock(&a->mu);
     while (a->finished < a->started)

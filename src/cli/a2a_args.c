@@ -13,7 +13,8 @@ void op_a2a_bench_usage(FILE *out)
 {
     fprintf(out,
             "usage: offpath dpa_all_to_all [-m BYTES[,BYTES...]] [-t THREADS[,THREADS...]]\n"
-            "                              [-n RUNS] [-w WARMUP] [--ip ADDR] [--matrix|--no-matrix]\n"
+            "                              [-n RUNS] [-w WARMUP] [--ip ADDR]\n"
+            "                              [--matrix|--no-matrix]\n"
             "                              [--json]      (an MPI program: start it with mpirun)\n"
             "  -m, --msgsize   bytes of each rank's send buffer, a multiple of 4 and at least\n"
             "                  ranks * 4 (default ranks * 4); a list runs each\n"
@@ -24,7 +25,8 @@ void op_a2a_bench_usage(FILE *out)
             "      --ip        the address the workers bind (default 127.0.0.1)\n"
             "  -d, --devices   agent daemons to offload to: not available yet (the workers\n"
             "                  run in each rank, as DPA threads sit beside their host)\n"
-            "      --matrix    print the send and receive matrices (default: up to 64 values a row)\n"
+            "      --matrix    print the send and receive matrices (default: when a row has\n"
+            "                  at most 64 values)\n"
             "      --json      one JSON line per measurement\n"
             "Every received element is checked; MPI_Alltoall is timed in the same run.\n");
 }

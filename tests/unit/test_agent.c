@@ -146,6 +146,58 @@ static void test_a_single_rank_copies_to_itself(void **state)
     exchange(1, 1, 100, 1);
 }
 
+struct stream {
+    struct job *j;
+    uint32_t r, calls;
+    uint64_t wrong;
+    op_status_t st;
+};
+
+/* One rank calling back to back with no barrier: a peer may already be in
+ * the next call while this one reads its receive buffer. */
+static void *stream_rank(void *arg)
+{
+    struct stream *s = arg;
+    struct job *j = s->j;
+    uint8_t *send = op_a2a_sendbuf(j->a[s->r]);
+    for (uint32_t c = 0; c < s->calls && s->st == OP_OK; c++) {
+        for (uint32_t q = 0; q < j->ranks; q++)
+            for (size_t i = 0; i < j->chunk; i++)
+                send[q * j->chunk + i] = byte_of(s->r, q, i, c);
+        s->st = op_a2a_run(j->a[s->r], op_now_ns() + 10 * OP_NS_PER_S);
+        const uint8_t *got = op_a2a_recvbuf(j->a[s->r]);
+        for (uint32_t q = 0; q < j->ranks && s->st == OP_OK; q++)
+            for (size_t i = 0; i < j->chunk; i++)
+                s->wrong += got[q * j->chunk + i] != byte_of(q, s->r, i, c);
+    }
+    return NULL;
+}
+
+static void streaming(size_t chunk)
+{
+    struct job j;
+    setup(&j, 4, 2, chunk);
+    pthread_t t[4];
+    struct stream s[4];
+    for (uint32_t r = 0; r < 4; r++) {
+        s[r] = (struct stream){.j = &j, .r = r, .calls = 40};
+        assert_int_equal(pthread_create(&t[r], NULL, stream_rank, &s[r]), 0);
+    }
+    for (uint32_t r = 0; r < 4; r++) {
+        pthread_join(t[r], NULL);
+        assert_int_equal(s[r].st, OP_OK);
+        assert_int_equal(s[r].wrong, 0);
+    }
+    teardown(&j);
+}
+
+static void test_calls_back_to_back(void **state)
+{
+    (void)state;
+    streaming(24);
+    streaming(3000); /* chunks of several packets: placed as they come */
+}
+
 /* A rank that never calls: the others end at their deadline, not later,
  * and their queue pairs refuse further calls. */
 static void test_absent_rank_times_out(void **state)
@@ -201,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_chunks_of_many_packets),
         cmocka_unit_test(test_one_worker_many_ranks),
         cmocka_unit_test(test_a_single_rank_copies_to_itself),
+        cmocka_unit_test(test_calls_back_to_back),
         cmocka_unit_test(test_absent_rank_times_out),
         cmocka_unit_test(test_mismatched_peer_refused),
     };
