@@ -95,3 +95,34 @@ def test_help():
     r = subprocess.run([BIN, "dpa_all_to_all", "--help"], capture_output=True, text=True,
                        timeout=60, env=ROOT_OK)
     assert r.returncode == 0 and "usage: offpath dpa_all_to_all" in r.stdout
+
+
+CHECK = {m: os.path.join(BUILD, "tests", "mpi", f"alltoall_check_{m}") for m in ("openmpi", "mpich")}
+
+
+@pytest.mark.parametrize("mpi,nodes,ppn,threads", [("openmpi", 4, 2, 1), ("openmpi", 3, 1, 3),
+                                                    ("mpich", 2, 1, 2)])
+def test_unmodified_program_alltoall_by_the_workers(mpi, nodes, ppn, threads):
+    """OFFPATH_ALLTOALL=agent: an unmodified MPI program's MPI_Alltoall goes
+    through the workers (contiguous types, on COMM_WORLD and a split, back
+    to back); a strided type and MPI_IN_PLACE go the MPI's way, and the next
+    call is the workers' again. Every element checked by the program."""
+    if not os.path.exists(CHECK[mpi]):
+        pytest.skip(f"{mpi} not built")
+    from conftest import next_net, offpath
+    net, port = next_net()
+    env = dict(ROOT_OK, OFFPATH_ALLTOALL="agent", OFFPATH_ALLTOALL_THREADS=str(threads),
+               OFFPATH_VERBOSE="1")
+    rounds = 2
+    r = offpath("mpirun", "--mpi", mpi, "--net", net, "--port", port, "--nodes", nodes, "--ppn",
+                ppn, "--", CHECK[mpi], rounds, env=env, timeout=300)
+    ranks = nodes * ppn
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"alltoall_check: {ranks} ranks, {rounds * 18} calls, 0 mismatches" in r.stdout
+    m = re.search(r"offpath: alltoall: (\d+) rank calls, (\d+) by the agent's workers \((\d+) a "
+                  r"rank\), (\d+) the MPI's own", r.stderr)
+    assert m, r.stderr
+    calls, workers, per_rank, own = map(int, m.groups())
+    assert calls == ranks * rounds * 18 and per_rank == threads
+    assert own == ranks * rounds * 2  # the strided and the in-place call of each round
+    assert workers == calls - own
