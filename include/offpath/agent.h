@@ -73,6 +73,82 @@ OP_API uint32_t op_a2a_workers(const struct op_a2a *a);
  * need no barrier between them: see op_a2a_recvbuf. */
 OP_API op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns);
 
+/* ---- Allreduce offloaded to daemons (DOCA's allreduce application): the
+ * daemon's engine. Pure: its clients' vectors and the other daemons'
+ * partial results in, partials and results out through emit; the daemon
+ * moves the bytes (the secure channel to clients, RDMA between daemons).
+ *
+ * Reduction order, the same on every daemon (so floats come out equal
+ * everywhere): a daemon's partial is its clients' vectors in client order,
+ * ((v0 op v1) op v2) ...; the result is the daemons' partials in daemon
+ * order, ((P0 op P1) op P2) .... Operations are numbered 0, 1, 2 ... and at
+ * most `window` (DOCA's batch size) are in flight: an operation's slot is
+ * its number modulo the window. Vectors are kept until their operation
+ * completes: (clients + daemons) x count elements a slot. */
+#define OP_AR_COUNTERS(X)                                                                          \
+    X(client_vectors)  /* accepted from this daemon's clients */                                   \
+    X(peer_partials)   /* accepted from the other daemons */                                       \
+    X(partials_sent)   /* this daemon's partial, once an operation */                              \
+    X(results)         /* operations completed */                                                  \
+    X(bad_source)      /* a client or daemon number out of range, or the daemon itself */          \
+    X(bad_size)        /* a vector not count elements long */                                     \
+    X(out_of_window)   /* an operation beyond the window, or one already completed */              \
+    X(duplicate)       /* a second vector from one source for one operation */
+
+enum op_ar_counter {
+#define OP_AR_ENUM_(n) OP_AR_C_##n,
+    OP_AR_COUNTERS(OP_AR_ENUM_)
+#undef OP_AR_ENUM_
+        OP_AR_C_COUNT_
+};
+OP_API const char *op_ar_counter_name(unsigned c);
+
+struct op_ar_config {
+    uint32_t daemons, self; /* daemons in all, and this one's number */
+    uint32_t clients;       /* this daemon's clients (at least 1) */
+    uint64_t count;         /* elements a vector (DOCA's -s) */
+    unsigned type, op;      /* enum op_red_type, enum op_red_op */
+    uint32_t window;        /* operations in flight at most (DOCA's -b) */
+};
+
+enum op_ar_out_kind {
+    OP_AR_PARTIAL, /* to every other daemon */
+    OP_AR_RESULT,  /* to every client of this daemon */
+};
+struct op_ar_out {
+    enum op_ar_out_kind kind;
+    uint64_t id;
+    const void *data; /* count elements, valid during the call */
+    size_t bytes;
+};
+typedef void (*op_ar_emit_fn)(void *ctx, const struct op_ar_out *out);
+
+struct op_ar;
+OP_API op_status_t op_ar_create(const struct op_ar_config *cfg, op_ar_emit_fn emit, void *ctx,
+                                struct op_ar **out);
+OP_API void op_ar_destroy(struct op_ar *ar);
+/* Client c's vector for operation id (count elements, host order). A bad
+ * one is refused (OP_ERR_MALFORMED or OP_ERR_INVAL) and counted, and
+ * changes nothing. May emit a partial, and then a result. */
+OP_API op_status_t op_ar_client(struct op_ar *ar, uint32_t client, uint64_t id, const void *vec,
+                                size_t bytes);
+/* Daemon d's partial for operation id; the same checks. May emit a result. */
+OP_API op_status_t op_ar_peer(struct op_ar *ar, uint32_t daemon, uint64_t id, const void *partial,
+                              size_t bytes);
+/* Operations completed in order from 0: every one below is done. */
+OP_API uint64_t op_ar_done_below(const struct op_ar *ar);
+OP_API const uint64_t *op_ar_counters(const struct op_ar *ar);
+
+/* DOCA's configuration handshake: "-s %zu -d %s -b %zu -i %zu" (vector
+ * size, datatype name, batch size, batches). Peers refuse a mismatch. */
+#define OP_AR_HANDSHAKE_MAX 96
+OP_API int op_ar_handshake_format(uint64_t size, const char *dtype, uint64_t batch,
+                                  uint64_t batches, char *buf, size_t cap);
+/* OP_OK when theirs is well formed and equal to mine; otherwise
+ * OP_ERR_MALFORMED or OP_ERR_INVAL with the field named in why. */
+OP_API op_status_t op_ar_handshake_check(const char *mine, const char *theirs, char *why,
+                                         size_t why_len);
+
 /* `offpath dpa_all_to_all` (DOCA's dpa_all_to_all, an MPI program): its
  * settings, parsed by src/cli (a2a_args.c, linked into the MPI program of
  * src/mpi, built once per MPI). */
