@@ -119,8 +119,13 @@ static op_status_t handshake(struct op_channel *c, char why[256])
         if ((st = read_more(c, deadline)) != OP_OK)
             goto io_failed;
     }
-    if (st != OP_OK)
-        snprintf(why, 256, "%s", op_chan_eng_error(c->eng));
+    if (st != OP_OK) {
+        uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+        op_chan_eng_counters(c->eng, tx, rx);
+        snprintf(why, 256, "%s (handshake_failed %llu, handshake_malformed %llu)",
+                 op_chan_eng_error(c->eng), (unsigned long long)rx[OP_CHAN_handshake_failed],
+                 (unsigned long long)rx[OP_CHAN_handshake_malformed]);
+    }
     return st;
 io_failed:
     snprintf(why, 256, "handshake: %s%s", c->t->rx_why[0] ? c->t->rx_why : c->t->tx_why,

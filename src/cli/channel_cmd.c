@@ -37,6 +37,8 @@ struct sc_cli {
     int bad_opt; /* the flag whose value was refused */
     bool seen[O_COUNT_];
     char why[320]; /* the application's reason for a refused value */
+    char strings[8192]; /* the json file's string values */
+    size_t strings_used;
 };
 
 static void usage(FILE *out)
@@ -192,9 +194,16 @@ static bool apply_json(const char *flag, const char *value, void *ctx)
             continue;
         if (o->val >= 0 && o->val < O_COUNT_ && j->c->seen[o->val])
             return true; /* the command line wins over the file */
-        bool ok = set_flag(o->val, o->has_arg || strcmp(value, "true") == 0 ? value : "false",
-                           j->c);
-        return ok;
+        /* The reader reuses value's buffer: keep a copy, flags point at it. */
+        size_t len = strlen(value) + 1;
+        if (len > sizeof j->c->strings - j->c->strings_used) {
+            snprintf(j->c->why, sizeof j->c->why, "the json file's strings are too long");
+            return false;
+        }
+        char *copy = j->c->strings + j->c->strings_used;
+        memcpy(copy, value, len);
+        j->c->strings_used += len;
+        return set_flag(o->val, o->has_arg || strcmp(value, "true") == 0 ? copy : "false", j->c);
     }
     snprintf(j->c->why, sizeof j->c->why, "unknown flag \"%s\" in the json file", flag);
     return false;
