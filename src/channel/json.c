@@ -95,8 +95,8 @@ static bool value_text(json_t *v, char *out, size_t cap)
 {
     if (json_is_integer(v))
         snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-    else if (json_is_string(v))
-        snprintf(out, cap, "%s", json_string_value(v));
+    else if (json_is_string(v) && json_string_length(v) < cap)
+        memcpy(out, json_string_value(v), json_string_length(v) + 1);
     else if (json_is_true(v) || json_is_false(v))
         snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false");
     else
@@ -118,7 +118,8 @@ static op_status_t apply_section(json_t *sec, const char *name,
     }
     json_object_foreach(sec, flag, v) {
         if (!value_text(v, text, sizeof text)) {
-            snprintf(why, 256, "value of \"%s\" must be a number, a string or a boolean", flag);
+            snprintf(why, 256, "value of \"%s\" must be a number, a string (under %zu bytes) or "
+                               "a boolean", flag, sizeof text);
             return OP_ERR_MALFORMED;
         }
         if (!apply(flag, text, ctx)) {
