@@ -19,12 +19,23 @@ import pytest
 
 from conftest import BIN, offpath
 
-_ports = itertools.count(43200 + (os.getpid() % 200) * 3)
+_ports = itertools.count(43100 + (os.getpid() % 50) * 12)
 HS = 50  # bytes of each handshake message
 
 
 def next_port():
-    return next(_ports)
+    """The next port of ours that nothing holds now (an ephemeral port of
+    some connection can sit in 43000-43999 too)."""
+    while True:
+        port = next(_ports)
+        assert port < 44000
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
 
 
 @pytest.fixture(scope="module")
@@ -296,7 +307,16 @@ class Proxy:
             h, _ = self.ls.accept()
         except OSError:
             return
-        a = socket.create_connection(("127.0.0.1", self.agent_port), timeout=20)
+        deadline = time.monotonic() + 10
+        while True:  # the agent may still be starting
+            try:
+                a = socket.create_connection(("127.0.0.1", self.agent_port), timeout=20)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    h.close()
+                    return
+                time.sleep(0.02)
         threading.Thread(target=self.pump_back, args=(a, h), daemon=True).start()
         if self.mode == "pass":  # raw bytes: no frame parsing (plaintext has no handshake)
             self.pump_back(h, a)
