@@ -70,10 +70,12 @@ struct op_chan_eng_config {
 
 /* Counters: tx ones are written only by the sending thread, rx ones only by
  * the receiving one, so the two directions run concurrently. */
-#define OP_CHAN_TX_COUNTERS(X) X(frames_sealed) X(bytes_sealed)
+/* writes and reads are the channel's (one per system call or ring publish,
+ * so frames_sealed / writes is the batching factor); the engine leaves them 0. */
+#define OP_CHAN_TX_COUNTERS(X) X(frames_sealed) X(bytes_sealed) X(writes)
 #define OP_CHAN_RX_COUNTERS(X)                                                                     \
     X(frames_opened) X(bytes_opened) X(auth_failed) X(bad_length) X(truncated)                     \
-    X(handshake_failed) X(handshake_malformed)
+    X(handshake_failed) X(handshake_malformed) X(reads)
 #define OP_CHAN_ENUM(n) OP_CHAN_##n,
 enum op_chan_tx_counter { OP_CHAN_TX_COUNTERS(OP_CHAN_ENUM) OP_CHAN_TX_COUNT_ };
 enum op_chan_rx_counter { OP_CHAN_RX_COUNTERS(OP_CHAN_ENUM) OP_CHAN_RX_COUNT_ };

@@ -29,6 +29,7 @@ struct op_channel {
     size_t rx_start, rx_end, rx_cap;
     const char *rx_why;
     uint64_t plain_tx[OP_CHAN_TX_COUNT_], plain_rx[OP_CHAN_RX_COUNT_];
+    _Atomic uint64_t writes, reads; /* each written by its own thread */
     char open_why[256];
 };
 
@@ -88,6 +89,8 @@ static op_status_t read_more(struct op_channel *c, uint64_t deadline)
     op_status_t st = c->t->ops->read(c->t, c->rx_buf + c->rx_end, room < RX_READ ? room : RX_READ,
                                      &got, deadline);
     c->rx_end += got;
+    atomic_store_explicit(&c->reads, atomic_load_explicit(&c->reads, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     return st;
 }
 
@@ -216,6 +219,8 @@ op_status_t op_channel_flush(struct op_channel *c)
     if (c->tx_len == 0)
         return OP_OK;
     op_status_t st = c->t->ops->write(c->t, c->tx_buf, c->tx_len, op_now_ns() + c->cfg.timeout_ns);
+    atomic_store_explicit(&c->writes, atomic_load_explicit(&c->writes, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (st != OP_OK)
         c->tx_why = c->t->tx_why;
     c->tx_len = 0;
@@ -337,10 +342,12 @@ void op_channel_counters(const struct op_channel *c, uint64_t tx[OP_CHAN_TX_COUN
 {
     if (c->eng != NULL) {
         op_chan_eng_counters(c->eng, tx, rx);
-        return;
+    } else {
+        memcpy(tx, c->plain_tx, sizeof c->plain_tx);
+        memcpy(rx, c->plain_rx, sizeof c->plain_rx);
     }
-    memcpy(tx, c->plain_tx, sizeof c->plain_tx);
-    memcpy(rx, c->plain_rx, sizeof c->plain_rx);
+    tx[OP_CHAN_writes] = atomic_load_explicit(&c->writes, memory_order_relaxed);
+    rx[OP_CHAN_reads] = atomic_load_explicit(&c->reads, memory_order_relaxed);
 }
 
 const char *op_channel_cipher(const struct op_channel *c)
