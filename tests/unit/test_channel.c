@@ -277,6 +277,121 @@ static void test_handshake_partial_input(void **s)
     free_pair(&p);
 }
 
+
+/* ---- the wire format, recomputed independently (docs/channel.md) ---- */
+
+struct kat_sym {
+    uint8_t ck[64], h[64], k[32];
+};
+
+static void kat_hash(struct kat_sym *s, const uint8_t *d, size_t n)
+{
+    uint8_t buf[64 + 64];
+    assert_true(n <= 64);
+    memcpy(buf, s->h, 64);
+    memcpy(buf + 64, d, n);
+    crypto_generichash(s->h, 64, buf, 64 + n, NULL, 0);
+}
+
+static void kat_hkdf(const uint8_t ck[64], const uint8_t *ikm, size_t n, uint8_t o1[64],
+                     uint8_t o2[64])
+{
+    uint8_t t[64], one = 1, two[65];
+    crypto_generichash(t, 64, ikm, n, ck, 64);
+    crypto_generichash(o1, 64, &one, 1, t, 64);
+    memcpy(two, o1, 64);
+    two[64] = 2;
+    crypto_generichash(o2, 64, two, 65, t, 64);
+}
+
+static void kat_mix_dh(struct kat_sym *s, const uint8_t sec[32], const uint8_t pub[32])
+{
+    uint8_t dh[32], o2[64];
+    assert_int_equal(crypto_scalarmult(dh, sec, pub), 0);
+    kat_hkdf(s->ck, dh, 32, s->ck, o2);
+    memcpy(s->k, o2, 32);
+}
+
+/* type || e || AEAD(k, nonce 0, ad = h, payload byte), hashing as it goes. */
+static void kat_message(struct kat_sym *s, uint8_t type, const uint8_t e_pub[32], uint8_t payload,
+                        uint8_t out[50])
+{
+    uint8_t nonce[24] = {0};
+    out[0] = type;
+    memcpy(out + 1, e_pub, 32);
+    crypto_aead_xchacha20poly1305_ietf_encrypt(out + 33, NULL, &payload, 1, s->h, 64, NULL, nonce,
+                                               s->k);
+    kat_hash(s, out + 33, 17);
+}
+
+static void kat_for_cipher(enum op_chan_cipher c)
+{
+    struct op_chan_keypair si, sr, ei, er;
+    struct kat_sym s;
+    uint8_t m1[50], m2[50], g1[50], g2[50], o1[64], o2[64], frame[64], want[64];
+    static const char name[] = "offpath-channel-v1 Noise_KK_25519_XChaChaPoly_BLAKE2b";
+    fixed_keypair(1, &si);
+    fixed_keypair(2, &sr);
+    fixed_keypair(11, &ei);
+    fixed_keypair(22, &er);
+
+    crypto_generichash(s.h, 64, (const uint8_t *)name, sizeof name - 1, NULL, 0);
+    memcpy(s.ck, s.h, 64);
+    kat_hash(&s, si.pub, 32);
+    kat_hash(&s, sr.pub, 32);
+    uint8_t t1 = 1, t2 = 2;
+    kat_hash(&s, &t1, 1);
+    kat_hash(&s, ei.pub, 32);
+    kat_mix_dh(&s, ei.sec, sr.pub); /* es */
+    kat_mix_dh(&s, si.sec, sr.pub); /* ss */
+    uint8_t offer = c == OP_CHAN_CIPHER_AESGCM ? 2 : 1;
+    kat_message(&s, 1, ei.pub, offer, m1);
+    kat_hash(&s, &t2, 1);
+    kat_hash(&s, er.pub, 32);
+    kat_mix_dh(&s, er.sec, ei.pub); /* ee */
+    kat_mix_dh(&s, er.sec, si.pub); /* se */
+    kat_message(&s, 2, er.pub, (uint8_t)c, m2);
+    kat_hkdf(s.ck, NULL, 0, o1, o2); /* o1: host -> agent, o2: agent -> host */
+
+    struct pair p = {new_eng(OP_CHAN_INITIATOR, c, 1, 2, 11), new_eng(OP_CHAN_RESPONDER, c, 2, 1, 22)};
+    size_t n, used;
+    assert_int_equal(op_chan_eng_hs_start(p.init, g1, sizeof g1, &n), OP_INPROGRESS);
+    assert_memory_equal(g1, m1, 50);
+    assert_int_equal(op_chan_eng_hs_consume(p.resp, g1, 50, &used, g2, sizeof g2, &n), OP_OK);
+    assert_memory_equal(g2, m2, 50);
+    assert_int_equal(op_chan_eng_hs_consume(p.init, g2, 50, &used, frame, sizeof frame, &n), OP_OK);
+
+    /* Frames: BE32 ciphertext length, then the AEAD of the message with the
+     * direction's key, nonce = little-endian sequence number, ad = header. */
+    const uint8_t msg[5] = {'h', 'e', 'l', 'l', 'o'};
+    for (uint64_t seq = 0; seq < 3; seq++) {
+        for (int dir = 0; dir < 2; dir++) {
+            uint8_t nonce[24] = {0}, hdr[4] = {0, 0, 0, 21};
+            const uint8_t *key = dir == 0 ? o1 : o2;
+            nonce[0] = (uint8_t)seq;
+            memcpy(want, hdr, 4);
+            if (c == OP_CHAN_CIPHER_AESGCM)
+                crypto_aead_aes256gcm_encrypt(want + 4, NULL, msg, 5, hdr, 4, NULL, nonce, key);
+            else
+                crypto_aead_xchacha20poly1305_ietf_encrypt(want + 4, NULL, msg, 5, hdr, 4, NULL,
+                                                           nonce, key);
+            assert_int_equal(op_chan_eng_seal(dir == 0 ? p.init : p.resp, msg, 5, frame,
+                                              sizeof frame, &n), OP_OK);
+            assert_int_equal(n, 25);
+            assert_memory_equal(frame, want, 25);
+        }
+    }
+    free_pair(&p);
+}
+
+static void test_wire_format_known_answer(void **s)
+{
+    (void)s;
+    kat_for_cipher(OP_CHAN_CIPHER_XCHACHA);
+    if (crypto_aead_aes256gcm_is_available())
+        kat_for_cipher(OP_CHAN_CIPHER_AESGCM);
+}
+
 /* ---- frames ---- */
 
 /* Flipping any single bit of a frame never delivers it: the header is
@@ -790,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_xchacha),
         cmocka_unit_test(test_round_trip_aesgcm),
         cmocka_unit_test(test_handshake_layout_and_fresh_keys),
+        cmocka_unit_test(test_wire_format_known_answer),
         cmocka_unit_test(test_wrong_keys_refused),
         cmocka_unit_test(test_forced_cipher_mismatch_refused),
         cmocka_unit_test(test_handshake_bit_flips_refused),
