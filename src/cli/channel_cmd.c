@@ -1,6 +1,7 @@
 /* `offpath secure_channel` (DOCA's secure_channel flags, log lines and
  * timing over offpath's encrypted channel) and `offpath keygen`. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -214,14 +215,16 @@ static int read_json(struct sc_cli *c)
     char why[256];
     FILE *f = fopen(c->json_in, "r");
     if (f == NULL) {
-        snprintf(c->why, sizeof c->why, "cannot read %s", c->json_in);
+        snprintf(c->why, sizeof c->why, "cannot read %s: %s", c->json_in, strerror(errno));
         return param_error(c, "json");
     }
-    static char text[1 << 20];
-    size_t len = fread(text, 1, sizeof text, f);
-    bool too_long = len == sizeof text;
+    enum { JSON_MAX = 1 << 20 };
+    char *text = malloc(JSON_MAX);
+    size_t len = text != NULL ? fread(text, 1, JSON_MAX, f) : 0;
+    bool too_long = len == JSON_MAX;
     fclose(f);
-    if (too_long) {
+    if (text == NULL || too_long) {
+        free(text);
         snprintf(c->why, sizeof c->why, "%s is larger than 1 MiB", c->json_in);
         return param_error(c, "json");
     }
@@ -230,6 +233,7 @@ static int read_json(struct sc_cli *c)
     struct json_ctx j = {.c = c};
     c->from_json = true;
     op_status_t st = op_chan_json_flags(text, len, apply_json, &j, why);
+    free(text);
     if (st == OP_ERR_MALFORMED) {
         snprintf(c->why, sizeof c->why, "%s: %s", c->json_in, why);
         return param_error(c, "json");
