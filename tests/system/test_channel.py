@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -442,14 +443,6 @@ def test_capture_holds_no_plaintext(procs, keys, tmp_path):
     """The proxy sees exactly the TCP payload; message i is bytes (i + j) & 0xff,
     so any 24-byte ascending run would be plaintext. The plaintext baseline
     proves the detector finds it."""
-    def has_run(data, length=24):
-        run = 1
-        for x, y in zip(data, data[1:]):
-            run = run + 1 if y == (x + 1) & 0xff else 1
-            if run >= length:
-                return True
-        return False
-
     for plaintext in (False, True):
         agent_port, proxy_port = next_port(), next_port()
         px = Proxy(proxy_port, agent_port, "pass", at=-10)
@@ -462,7 +455,62 @@ def test_capture_holds_no_plaintext(procs, keys, tmp_path):
             px.close()
         assert (rca, rch) == (0, 0), outa + outh
         assert len(px.captured) > 2 * 200 * 256
-        assert has_run(bytes(px.captured)) == plaintext
+        assert ascending_run(bytes(px.captured)) == plaintext
+
+
+def ascending_run(data, length=24):
+    """Message i is bytes (i + j) & 0xff: a 24-byte ascending run is plaintext."""
+    run = 1
+    for x, y in zip(data, data[1:]):
+        run = run + 1 if y == (x + 1) & 0xff else 1
+        if run >= length:
+            return True
+    return False
+
+
+def tcp_payloads(pcap):
+    """The TCP payload bytes of a little-endian Ethernet pcap, in order."""
+    magic, = struct.unpack("<I", pcap[:4])
+    assert magic == 0xa1b2c3d4 and struct.unpack("<I", pcap[20:24])[0] == 1  # DLT_EN10MB
+    at, out = 24, []
+    while at + 16 <= len(pcap):
+        incl, = struct.unpack("<I", pcap[at + 8:at + 12])
+        frame = pcap[at + 16:at + 16 + incl]
+        at += 16 + incl
+        if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            continue
+        ip = 14 + (frame[14] & 0x0f) * 4
+        total = struct.unpack(">H", frame[16:18])[0]
+        tcp_len = (frame[ip + 12] >> 4) * 4
+        out.append(frame[ip + tcp_len:14 + total])
+    return b"".join(out)
+
+
+@pytest.mark.skipif(shutil.which("tcpdump") is None or os.geteuid() != 0,
+                    reason="needs tcpdump and root")
+def test_tcpdump_capture_holds_no_plaintext(procs, keys, tmp_path):
+    """The same with a real capture of the loopback interface (tcpdump): the
+    TCP payloads of an encrypted run hold no plaintext; the plaintext run's
+    do (so the check can fail)."""
+    for plaintext in (False, True):
+        port = next_port()
+        pcap = tmp_path / f"run{int(plaintext)}.pcap"
+        dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-n", "--immediate-mode", "-w",
+                                 str(pcap), f"tcp port {port}"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert "listening on" in dump.stderr.readline()
+            extra = ("--insecure-plaintext",) if plaintext else ()
+            (rca, outa, _), (rch, outh, _), _, _ = run_pair(
+                procs, keys, tmp_path, f"tcp:127.0.0.1:{port}", 200, 256, extra, extra)
+            assert (rca, rch) == (0, 0), outa + outh
+            time.sleep(0.2)
+        finally:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(timeout=10)
+        payload = tcp_payloads(pcap.read_bytes())
+        assert len(payload) > 2 * 200 * 256
+        assert ascending_run(payload) == plaintext
 
 
 def test_stalled_peer_times_out(procs, keys, tmp_path):
