@@ -128,6 +128,18 @@ def test_transport_sizes(procs, keys, tmp_path, kind, n, size):
         assert re.search(r"Average time per message: send [0-9.]+ us, receive [0-9.]+ us", out)
 
 
+@pytest.mark.parametrize("kind", ["unix", "shm"])
+def test_largest_messages(procs, keys, tmp_path, kind):
+    """--max-msg-size's upper end: 16 MiB messages (larger than the shm ring)."""
+    big = 16 << 20
+    extra = ("--max-msg-size", big)
+    (rca, outa, _), (rch, outh, _), ja, jh = run_pair(
+        procs, keys, tmp_path, endpoint(kind, tmp_path), 2, big, extra, extra)
+    assert (rca, rch) == (0, 0), outa + outh
+    assert_clean(ja, 2, big)
+    assert_clean(jh, 2, big)
+
+
 def test_both_ciphers(procs, keys, tmp_path):
     for cipher in ("xchacha20poly1305", "aes256gcm"):
         extra = ("--cipher", cipher)

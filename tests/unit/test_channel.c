@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -876,6 +877,65 @@ static void test_wrong_key_over_transport(void **s)
     assert_non_null(strstr(b.why, "did the agent refuse our key?"));
 }
 
+struct idle_peer {
+    struct op_channel_config cfg;
+    op_status_t st;
+    char why[256];
+};
+
+/* Opens (handshake included), then reads nothing for 1 s. */
+static void *open_and_idle(void *arg)
+{
+    struct idle_peer *p = arg;
+    struct op_channel *c;
+    p->st = op_channel_open(&p->cfg, &c, p->why);
+    if (p->st == OP_OK) {
+        nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+        op_channel_close(c);
+    }
+    return NULL;
+}
+
+/* A peer that stops reading: the sender gives up at its timeout, with the
+ * reason, instead of blocking for ever. */
+static void test_peer_not_reading_times_out(void **s)
+{
+    (void)s;
+    static const char *const addrs[] = {"shm:offpath-unit-idle", "unix:/tmp/chtest/idle.sock",
+                                        "tcp:127.0.0.1:43914"};
+    for (size_t i = 0; i < COUNT_OF(addrs); i++) {
+        struct idle_peer a = {0};
+        struct op_channel_config b = {0};
+        struct op_channel *c;
+        char why[256], awhy[128];
+        pthread_t t;
+        fixed_keypair(2, &a.cfg.local);
+        fixed_keypair(1, &b.local);
+        memcpy(a.cfg.peer_pub, b.local.pub, 32);
+        memcpy(b.peer_pub, a.cfg.local.pub, 32);
+        assert_int_equal(op_chan_addr_parse(addrs[i], &a.cfg.addr, awhy), OP_OK);
+        b.addr = a.cfg.addr;
+        a.cfg.listen = true;
+        a.cfg.max_msg = b.max_msg = 65536;
+        a.cfg.timeout_ns = 5 * OP_NS_PER_S;
+        b.timeout_ns = 300 * OP_NS_PER_MS;
+        pthread_create(&t, NULL, open_and_idle, &a);
+        assert_int_equal(op_channel_open(&b, &c, why), OP_OK);
+        static uint8_t big[65536];
+        op_status_t st = OP_OK;
+        uint64_t t0 = op_now_ns();
+        for (int k = 0; k < 2000 && st == OP_OK; k++) /* 128 MiB: more than any buffer */
+            st = op_channel_send(c, big, sizeof big, 0);
+        uint64_t took = op_now_ns() - t0;
+        assert_int_equal(st, OP_ERR_TIMEOUT);
+        assert_string_equal(op_channel_error(c), "the peer stopped reading (send timed out)");
+        assert_true(took >= 250 * OP_NS_PER_MS && took < 950 * OP_NS_PER_MS);
+        op_channel_close(c);
+        pthread_join(t, NULL);
+        assert_int_equal(a.st, OP_OK);
+    }
+}
+
 static void test_no_peer_times_out(void **s)
 {
     (void)s;
@@ -923,6 +983,7 @@ int main(void)
         cmocka_unit_test(test_transports_end_to_end),
         cmocka_unit_test(test_wrong_key_over_transport),
         cmocka_unit_test(test_no_peer_times_out),
+        cmocka_unit_test(test_peer_not_reading_times_out),
     };
     return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
 }
