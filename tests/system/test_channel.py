@@ -165,6 +165,34 @@ def test_mismatched_num_msgs(procs, keys, tmp_path):
     assert "[WRN] The peer's -n/-s (200 x 256 B) differ from ours (100 x 256 B)" in outa
 
 
+def test_mismatched_msg_size(procs, keys, tmp_path):
+    """Sizes may differ too: each side checks the peer's announced size."""
+    (rca, outa, _), (rch, outh, _), ja, jh = run_pair(
+        procs, keys, tmp_path, endpoint("shm", tmp_path), 30, 100, host_extra=("-s", 3000))
+    assert (rca, rch) == (0, 0), outa + outh
+    assert_clean(ja, 30, 100, peer_n=30, peer_size=3000)
+    assert_clean(jh, 30, 3000, peer_n=30, peer_size=100)
+
+
+def test_keys_from_json(procs, keys, tmp_path):
+    """--key, --peer and -r in the JSON file, as the flags."""
+    ep = endpoint("unix", tmp_path)
+    cfg = lambda me, peer, agent: json.dumps({
+        "doca_general_flags": {"log-level": 50},
+        "doca_program_flags": dict({"msg-size": 64, "num-msgs": 5, "pci-addr": ep,
+                                    "key": str(keys / f"{me}.key"),
+                                    "peer": str(keys / f"{peer}.pub")},
+                                   **({"rep-pci": "any"} if agent else {}))})
+    (tmp_path / "a.json").write_text(cfg("agent", "host", True))
+    (tmp_path / "h.json").write_text(cfg("host", "agent", False))
+    a = start(procs, "-j", tmp_path / "a.json")
+    h = start(procs, "-j", tmp_path / "h.json")
+    (rca, outa, _), (rch, outh, _) = finish(a), finish(h)
+    assert (rca, rch) == (0, 0), outa + outh
+    assert "Started Listening, waiting for new connection" in outa
+    assert "total amount of messages received successfully: 5" in outh
+
+
 SEED_JSON = """{
     "doca_general_flags": {
         // -l - Set the (numeric) log level for the program <10=DISABLE, 20=CRITICAL, 30=ERROR, 40=WARNING, 50=INFO, 60=DEBUG>
