@@ -62,12 +62,13 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
     return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
 }
 
+/* Only the sleeper clears its waiters flag (once awake): a writer that
+ * cleared it could clear a flag set for the sleeper's next wait and leave it
+ * asleep until its slice ends. */
 static void wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters)
 {
-    if (atomic_load(waiters) != 0) {
-        atomic_store(waiters, 0);
+    if (atomic_load(waiters) != 0)
         futex(word, FUTEX_WAKE, 1, NULL);
-    }
 }
 
 static bool peer_gone(struct shm_transport *s)
@@ -97,6 +98,10 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static op_status_t sleep_until_change(struct shm_transport *s, _Atomic uint32_t *word,
+                                      _Atomic uint32_t *waiters, uint32_t seen,
+                                      uint64_t deadline, bool reading, char *why);
+
 /* Waits until *word differs from seen. OP_OK, or why it gave up. */
 static op_status_t wait_change(struct shm_transport *s, _Atomic uint32_t *word,
                                _Atomic uint32_t *waiters, uint32_t seen, uint64_t deadline,
@@ -107,6 +112,15 @@ static op_status_t wait_change(struct shm_transport *s, _Atomic uint32_t *word,
             return OP_OK;
         cpu_relax();
     }
+    op_status_t st = sleep_until_change(s, word, waiters, seen, deadline, reading, why);
+    atomic_store(waiters, 0);
+    return st;
+}
+
+static op_status_t sleep_until_change(struct shm_transport *s, _Atomic uint32_t *word,
+                                      _Atomic uint32_t *waiters, uint32_t seen,
+                                      uint64_t deadline, bool reading, char *why)
+{
     for (;;) {
         if (atomic_load(word) != seen)
             return OP_OK;
