@@ -508,11 +508,53 @@ static void report_times(struct run *r)
     OP_INFO(&r->log, "Average time per message: send %.3f us, receive %.3f us", su, ru);
 }
 
+static void log_failure_counters(struct run *r)
+{
+    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+    char line[512];
+    op_channel_counters(r->ch, tx, rx);
+    FILE *m = fmemopen(line, sizeof line, "w");
+    if (m == NULL)
+        return;
+    op_counters_print(m, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_LINE);
+    fclose(m);
+    OP_ERROR(&r->log, "Session failed; receive counters:%s", line);
+}
+
+/* pattern[k] = k & 0xff, long enough for any message at any offset. */
+static uint8_t *new_pattern(size_t max_msg)
+{
+    uint8_t *p = malloc(max_msg + 256);
+    for (size_t k = 0; p != NULL && k < max_msg + 256; k++)
+        p[k] = (uint8_t)k;
+    return p;
+}
+
+/* Both threads at once, as DOCA's sample runs them; true when every
+ * message went out and every announced one came in intact. */
+static bool exchange_messages(struct run *r)
+{
+    pthread_t ts, tr;
+    if (pthread_create(&tr, NULL, recv_thread, r) != 0) {
+        OP_ERROR(&r->log, "Cannot start the receive thread");
+        return false;
+    }
+    if (pthread_create(&ts, NULL, send_thread, r) != 0) {
+        OP_ERROR(&r->log, "Cannot start the send thread");
+        pthread_join(tr, NULL); /* ends by --timeout at the latest */
+        return false;
+    }
+    pthread_join(ts, NULL);
+    pthread_join(tr, NULL);
+    report_times(r);
+    return r->send_st == OP_OK && r->recv_st == OP_OK && r->sent == r->cli->num_msgs &&
+           r->received == r->peer_msgs;
+}
+
 static int run_channel(struct sc_cli *c, struct op_channel_config *cfg)
 {
     struct run r = {.cli = c};
     char why[256];
-    pthread_t ts, tr;
     op_log_init(&r.log, TOOL, c->log_level);
     r.log.stream = stdout;
     if (cfg->listen)
@@ -527,35 +569,11 @@ static int run_channel(struct sc_cli *c, struct op_channel_config *cfg)
                                 : "Connection to DPU was established successfully (peer "
                                   "authenticated, %s)",
             op_channel_cipher(r.ch));
-    uint8_t *pattern = malloc(c->max_msg + 256);
-    if (pattern == NULL) {
-        op_channel_close(r.ch);
-        return 1;
-    }
-    for (size_t k = 0; k < c->max_msg + 256; k++)
-        pattern[k] = (uint8_t)k;
+    uint8_t *pattern = new_pattern(c->max_msg);
     r.pattern = pattern;
-    bool ok = exchange_meta(&r);
-    if (ok) {
-        pthread_create(&tr, NULL, recv_thread, &r);
-        pthread_create(&ts, NULL, send_thread, &r);
-        pthread_join(ts, NULL);
-        pthread_join(tr, NULL);
-        report_times(&r);
-        ok = r.send_st == OP_OK && r.recv_st == OP_OK && r.sent == c->num_msgs &&
-             r.received == r.peer_msgs;
-    }
-    if (!ok) {
-        uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
-        op_channel_counters(r.ch, tx, rx);
-        char line[512];
-        FILE *m = fmemopen(line, sizeof line, "w");
-        if (m != NULL) {
-            op_counters_print(m, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_LINE);
-            fclose(m);
-            OP_ERROR(&r.log, "Session failed; receive counters:%s", line);
-        }
-    }
+    bool ok = pattern != NULL && exchange_meta(&r) && exchange_messages(&r);
+    if (!ok)
+        log_failure_counters(&r);
     if (c->json_out != NULL && !write_results(&r, cfg, ok)) {
         OP_ERROR(&r.log, "Cannot write --json-out %s", c->json_out);
         ok = false;
