@@ -13,18 +13,19 @@ declare -A allowed=(
     [shmcoll]="common wire reduce shmcoll"
     [io]="common wire io"
     [loop]="common wire io loop"
-    [switch]="common wire reduce io topo switch"
+    [switch]="common wire reduce io loop topo switch"
     [inc]="common wire reduce io loop inc"
     [rdma]="common wire io rdma"
-    [perf]="common wire io rdma perf"
+    [perf]="common wire io loop rdma perf"
     [hostar]="common wire reduce io loop hostar"
     [rescue]="common wire rescue"
+    [agent]="common wire io loop rdma agent"
     [fabric]="common wire reduce io topo switch fabric"
-    [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
+    [mpi]="common wire reduce io topo inc shmcoll hostar rescue agent osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common channel"
-    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu channel"
+    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu channel"
 )
 bad=0
 for dir in src/*/; do

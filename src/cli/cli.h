@@ -12,6 +12,7 @@ int cli_inc_test(int argc, char **argv);
 int cli_mpirun(int argc, char **argv);
 int cli_osu_allreduce(int argc, char **argv);
 int cli_osu_iallreduce(int argc, char **argv);
+int cli_dpa_all_to_all(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);
