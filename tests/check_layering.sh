@@ -24,7 +24,8 @@ declare -A allowed=(
     [mpi]="common wire reduce io topo inc shmcoll hostar rescue agent osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
-    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu"
+    [channel]="common channel"
+    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu channel"
 )
 bad=0
 for dir in src/*/; do

@@ -33,6 +33,9 @@ static const struct tool tools[] = {
     {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
+    {"secure_channel", cli_secure_channel,
+     "DOCA secure_channel over an encrypted, mutually authenticated channel"},
+    {"keygen", cli_keygen, "write an X25519 key pair for secure_channel (NAME.key, NAME.pub)"},
 };
 
 static void usage(FILE *out)
