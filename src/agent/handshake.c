@@ -37,10 +37,15 @@ static bool field(const char **p, char flag, char *out, size_t cap)
     return true;
 }
 
+/* Canonical decimal only ("2", not "02" or "+2"): the handshake is
+ * compared as the peer wrote it, so one value has one spelling. */
 static bool number(const char **p, char flag, uint64_t *out)
 {
     char text[24];
-    return field(p, flag, text, sizeof text) && op_parse_u64(text, 1, UINT64_MAX, out) == OP_OK;
+    if (!field(p, flag, text, sizeof text) || text[0] < '1' || text[0] > '9' ||
+        text[strspn(text, "0123456789")] != '\0')
+        return false;
+    return op_parse_u64(text, 1, UINT64_MAX, out) == OP_OK;
 }
 
 static bool parse(const char *text, struct handshake *h)
