@@ -121,6 +121,8 @@ OP_API op_status_t op_parse_double(const char *text, double min, double max, dou
 /* "a.b.c.d" or "a.b.c.d:port" into host-order address and port (port left alone if absent). */
 OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
 OP_API void op_format_ipv4(uint32_t addr, char out[16]);
+/* A hex digit's value (either case), or -1. */
+OP_API int op_hex_digit(char c);
 
 /* A counter list's name table: OP_COUNTER_NAME turns X(n) into "n", so
  *   static const char *const names[] = {LIST(OP_COUNTER_NAME)};

@@ -50,22 +50,6 @@ struct op_a2a {
 
 static uint32_t owner_of(const struct op_a2a *a, uint32_t peer) { return peer % a->cfg.workers; }
 
-/* ---- the device as a worker loop's engine */
-
-static void dev_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
-{
-    op_rdma_dev_input(eng, pkt, now, out);
-}
-
-static void dev_timer(void *eng, uint64_t now, struct op_txq *out)
-{
-    op_rdma_dev_timer(eng, now, out);
-}
-
-static uint64_t dev_deadline(const void *eng) { return op_rdma_dev_next_timer(eng); }
-
-static const struct op_engine_ops dev_ops = {"a2a worker", dev_input, dev_timer, dev_deadline};
-
 /* ---- setup */
 
 static bool config_ok(const struct op_a2a_config *c)
@@ -98,7 +82,7 @@ static op_status_t open_worker(struct op_a2a *a, struct worker *w, uint32_t idx)
         (st = op_rdma_reg_mr(w->dev, a->recvbuf, 2 * bytes, access, &w->recv_mr)) != OP_OK ||
         (st = op_loop_create(&lc, &w->loop)) != OP_OK)
         return st;
-    return op_loop_add(w->loop, &dev_ops, w->dev);
+    return op_loop_add(w->loop, &op_rdma_dev_ops, w->dev);
 }
 
 static op_status_t create_qps(struct op_a2a *a)

@@ -23,17 +23,6 @@ op_status_t op_chan_keypair_generate(struct op_chan_keypair *kp)
     return crypto_box_keypair(kp->pub, kp->sec) == 0 ? OP_OK : OP_ERR_IO;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* "TAG <64 hex>" with an optional final newline, nothing else. */
 static op_status_t parse_line(const char *text, size_t len, const char *tag,
                               uint8_t key[OP_CHAN_KEY_BYTES], char why[128])
@@ -52,7 +41,7 @@ static op_status_t parse_line(const char *text, size_t len, const char *tag,
         return OP_ERR_MALFORMED;
     }
     for (size_t i = 0; i < OP_CHAN_KEY_BYTES; i++) {
-        int hi = hex_value(text[tag_len + 2 * i]), lo = hex_value(text[tag_len + 2 * i + 1]);
+        int hi = op_hex_digit(text[tag_len + 2 * i]), lo = op_hex_digit(text[tag_len + 2 * i + 1]);
         if (hi < 0 || lo < 0) {
             snprintf(why, 128, "character %zu is not a hex digit", tag_len + 2 * i + (hi < 0 ? 1 : 2));
             return OP_ERR_MALFORMED;
