@@ -169,6 +169,7 @@ static int param_error(const struct sc_cli *c, const char *param)
     op_log_init(&app, TOOL, c->log_level);
     op_log_init(&sdk, TOOL, c->sdk_level);
     app.stream = sdk.stream = stdout;
+    app.doca = sdk.doca = true;
     if (c->why[0] != '\0')
         OP_ERROR(&app, "%s", c->why);
     OP_ERROR(&sdk, "Encountered an error [Invalid input] while handling param \"%s\"", param);
@@ -557,6 +558,7 @@ static int run_channel(struct sc_cli *c, struct op_channel_config *cfg)
     char why[256];
     op_log_init(&r.log, TOOL, c->log_level);
     r.log.stream = stdout;
+    r.log.doca = true;
     if (cfg->listen)
         OP_INFO(&r.log, "Started Listening, waiting for new connection");
     op_status_t st = op_channel_open(cfg, &r.ch, why);

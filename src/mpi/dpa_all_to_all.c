@@ -299,6 +299,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.ranks);
     op_log_init(&b.log, "dpa_a2a", b.rank == 0 ? OP_LOG_INFO : OP_LOG_ERROR);
+    b.log.doca = true; /* DOCA's line: [..][DOCA][INF][dpa_all_to_all.c:N][dpa_a2a] */
     op_status_t st = op_a2a_bench_parse(argc, argv, &cfg, err, sizeof err);
     int rc = st != OP_OK ? 2 : 0;
     if (b.rank == 0 && st != OP_OK)

@@ -162,7 +162,8 @@ def test_mismatched_num_msgs(procs, keys, tmp_path):
     assert jh["sent"] == 200 and jh["received"] == 100
     assert "total amount of messages received successfully: 200" in outa
     assert "total amount of messages sent successfully: 200" in outh
-    assert "[WRN] The peer's -n/-s (200 x 256 B) differ from ours (100 x 256 B)" in outa
+    assert re.search(r"\]\[DOCA\]\[WRN\]\[channel_cmd\.c:\d+\]\[secure_channel\] The peer's -n/-s "
+                     r"\(200 x 256 B\) differ from ours \(100 x 256 B\)", outa), outa
 
 
 def test_mismatched_msg_size(procs, keys, tmp_path):
@@ -221,8 +222,8 @@ def test_seed_json_file(procs, keys, tmp_path):
     assert (rca, rch) == (0, 0), outa + outh
     for out in (outa, outh):
         assert "Will send 10 messages of size 512 bytes" in out
-        assert [int(x) for x in re.findall(r"\[TRC\] message sent: (\d+)", out)] == list(range(10))
-        assert ([int(x) for x in re.findall(r"\[TRC\] message received: (\d+)", out)]
+        assert [int(x) for x in re.findall(r"\[TRC\]\[[\w.]+:\d+\]\[secure_channel\] message sent: (\d+)", out)] == list(range(10))
+        assert ([int(x) for x in re.findall(r"\[TRC\]\[[\w.]+:\d+\]\[secure_channel\] message received: (\d+)", out)]
                 == list(range(10)))
 
 
@@ -236,7 +237,8 @@ def test_seed_json_msg_size_error(keys, tmp_path, level):
                 keys / "host.key", "--peer", keys / "agent.pub")
     assert r.returncode == 2
     line = 'Encountered an error [Invalid input] while handling param "msg-size"'
-    assert f"[ERR] {line}" in r.stdout and line in r.stderr
+    assert re.search(r"\]\[DOCA\]\[ERR\]\[channel_cmd\.c:\d+\]\[secure_channel\] " + re.escape(line),
+                     r.stdout) and line in r.stderr
     assert "Usage: offpath secure_channel [DOCA Flags] [Program Flags]" in r.stderr
     app_line = "Received message size is not supported"
     assert (app_line in r.stdout) == (level >= 30)
@@ -257,8 +259,8 @@ def test_log_levels(procs, keys, tmp_path):
                 assert out == ""
                 continue
             assert "Send thread exiting, total amount of messages sent successfully: 20" in out
-            assert len(re.findall(r"\[TRC\] message sent: \d+", out)) == (n if level == 70 else 0)
-            assert (len(re.findall(r"\[TRC\] message received: \d+", out))
+            assert len(re.findall(r"\[TRC\]\[[\w.]+:\d+\]\[secure_channel\] message sent: \d+", out)) == (n if level == 70 else 0)
+            assert (len(re.findall(r"\[TRC\]\[[\w.]+:\d+\]\[secure_channel\] message received: \d+", out))
                     == (n if level == 70 else 0))
             assert "[DBG]" not in out or level >= 60
 
