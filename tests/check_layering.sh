@@ -23,7 +23,8 @@ declare -A allowed=(
     [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
-    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu"
+    [dns]="common wire dns"
+    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu dns"
 )
 bad=0
 for dir in src/*/; do
