@@ -746,10 +746,8 @@ static bool read_text(struct reader *rd, const char *text, size_t len)
         if (!ok)
             return false;
     }
-    if (r < 0) {
-        rd->line = lx.line;
+    if (r < 0) /* reported at the line the entry started on */
         return FAIL(rd, syntax, "unbalanced parentheses or quotes, or too many fields");
-    }
     return true;
 }
 
