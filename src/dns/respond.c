@@ -167,16 +167,28 @@ static int parse_query(struct query *qr, const uint8_t *msg, size_t len, uint64_
 }
 
 /* ---- planning ---- */
+/* Each RRset once: in its own section once per owner, and not again in a
+ * later section at all (a wildcard's NSEC asked for by type is not repeated
+ * as its proof; an address in the answer is not repeated as additional). */
+static bool plan_has(const struct plan *p, int s, const struct dns_rrset *set,
+                     const uint8_t *owner)
+{
+    for (int k = S_AN; k <= s; k++)
+        for (unsigned i = 0; i < p->n[k]; i++)
+            if (p->sec[k][i].set == set &&
+                (k != s || dns_name_eq(p->sec[k][i].owner, dns_name_len(p->sec[k][i].owner),
+                                       owner, dns_name_len(owner))))
+                return true;
+    return false;
+}
+
 static bool plan_add(struct plan *p, int s, const struct dns_zone *z, const struct dns_node *nd,
                      const struct dns_rrset *set, const uint8_t *owner, bool sigs)
 {
     if (set == NULL || p->n[s] >= MAX_ITEMS)
         return false;
-    for (unsigned i = 0; i < p->n[s]; i++)
-        if (p->sec[s][i].set == set && dns_name_eq(p->sec[s][i].owner,
-                                                   dns_name_len(p->sec[s][i].owner), owner,
-                                                   dns_name_len(owner)))
-            return true;
+    if (plan_has(p, s, set, owner))
+        return true;
     p->sec[s][p->n[s]++] = (struct item){z, nd, set, owner, set->ttl, sigs};
     return true;
 }
@@ -314,6 +326,7 @@ static void answer_any(struct plan *p, const struct dns_zone *z, const struct dn
         const struct dns_rrset *set = &z->sets[nd->set_first + k];
         if (set->type != T_RRSIG) {
             plan_add(p, S_AN, z, nd, set, owner, dnssec);
+            add_additionals(p, z, set, dnssec);
             c[OP_DNS_C_any_minimal]++;
             return;
         }
@@ -327,7 +340,9 @@ static const uint8_t *answer_node(struct plan *p, const struct dns_zone *z,
                                   uint16_t qtype, const struct query *qr, uint64_t *c)
 {
     const struct dns_rrset *cname = dns_node_rrset(z, nd, T_CNAME);
-    if (cname != NULL && qtype != T_CNAME && qtype != T_ANY) {
+    /* the types that live beside a CNAME are answered, not followed */
+    if (cname != NULL && qtype != T_CNAME && qtype != T_ANY && qtype != T_RRSIG &&
+        qtype != T_NSEC) {
         plan_add(p, S_AN, z, nd, cname, owner, qr->dnssec);
         return dns_rec_rdata(z, &z->recs[cname->first]);
     }
