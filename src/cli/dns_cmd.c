@@ -262,7 +262,7 @@ int cli_dns(int argc, char **argv)
         op_dns_zones_free(z);
         return 1;
     }
-    fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, %u UDP threads\n",
+    fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, UDP threads: %u\n",
            op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.cfg.udp_threads);
     return serve(s, &f, &log, z, &sigs);
 }
