@@ -8,6 +8,8 @@
 #ifndef OFFPATH_DNS_INTERNAL_H
 #define OFFPATH_DNS_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +119,39 @@ bool dns_zone_read(struct dns_zone *z, const char *file, const char *text, size_
                    struct op_dns_load_err *err);
 /* The type's number from its mnemonic ("A", "TYPE65534"), or -1. */
 int dns_type_parse(const char *s, size_t n);
+
+/* ---- the servers' shared parts (server.c) ---- */
+/* One thread (socket model) or lcore (DPDK models): its counters, written
+ * by it alone and published for the stats reader, and the zone set it is
+ * reading (a hazard pointer: a reload frees a set no thread announces). */
+struct dns_worker {
+    struct op_dns_server *s;
+    pthread_t th;
+    bool started;
+    int fd;
+    unsigned index;
+    uint64_t c[OP_DNS_C_COUNT_];
+    _Alignas(64) _Atomic uint64_t pub[OP_DNS_C_COUNT_];
+    _Atomic(const struct op_dns_zones *) hazard;
+};
+
+struct op_dns_server {
+    struct op_dns_server_config cfg;
+    _Atomic(struct op_dns_zones *) zones;
+    atomic_bool stop;
+    struct dns_worker *w;
+    unsigned nw;
+    _Atomic uint64_t ctl[OP_DNS_C_COUNT_]; /* counted by the caller's thread (reloads) */
+    void (*halt)(struct op_dns_server *s); /* stop the model's threads, close its I/O */
+    void *priv;                            /* the model's own state */
+};
+
+struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
+                                       struct op_dns_zones *zones, unsigned nw);
+bool dns_server_stopping(const struct op_dns_server *s);
+void dns_publish(struct dns_worker *w);
+const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);
+void dns_zones_leave(struct dns_worker *w);
 
 void dns_load_fail(struct op_dns_load_err *err, int reason, const char *file, unsigned line,
                    const char *fmt, ...) OP_PRINTF(5, 6);

@@ -24,32 +24,13 @@
 #define UDP_BUF 4096
 #define POLL_MS 100 /* how soon a blocked thread sees stop */
 
-struct worker {
-    struct op_dns_server *s;
-    pthread_t th;
-    bool started;
-    int fd;
-    uint64_t c[OP_DNS_C_COUNT_]; /* the thread's own, published below */
-    _Alignas(64) _Atomic uint64_t pub[OP_DNS_C_COUNT_];
-    _Atomic(const struct op_dns_zones *) hazard;
-};
-
-struct op_dns_server {
-    struct op_dns_server_config cfg;
-    _Atomic(struct op_dns_zones *) zones;
-    atomic_bool stop;
-    struct worker *w; /* udp_threads UDP workers, then the TCP one */
-    unsigned nw;
-    _Atomic uint64_t ctl[OP_DNS_C_COUNT_]; /* reloads, counted by the caller's thread */
-};
-
-static void publish(struct worker *w)
+void dns_publish(struct dns_worker *w)
 {
     for (int i = 0; i < OP_DNS_C_COUNT_; i++)
         atomic_store_explicit(&w->pub[i], w->c[i], memory_order_relaxed);
 }
 
-static const struct op_dns_zones *zones_enter(struct worker *w)
+const struct op_dns_zones *dns_zones_enter(struct dns_worker *w)
 {
     const struct op_dns_zones *z;
     do {
@@ -59,7 +40,7 @@ static const struct op_dns_zones *zones_enter(struct worker *w)
     return z;
 }
 
-static void zones_leave(struct worker *w) { atomic_store(&w->hazard, NULL); }
+void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
 
 /* ---- UDP ---- */
 struct udp_bufs {
@@ -70,11 +51,11 @@ struct udp_bufs {
     uint8_t (*tx)[UDP_BUF];
 };
 
-static void udp_burst(struct worker *w, struct udp_bufs *b, unsigned n)
+static void udp_burst(struct dns_worker *w, struct udp_bufs *b, unsigned n)
 {
     struct op_dns_query_info qi = {.tcp = false, .udp_max = w->s->cfg.udp_max};
     unsigned m = 0;
-    const struct op_dns_zones *z = zones_enter(w);
+    const struct op_dns_zones *z = dns_zones_enter(w);
     for (unsigned i = 0; i < n; i++) {
         size_t len = op_dns_respond(z, &qi, b->rx[i], b->in[i].msg_len, b->tx[m], UDP_BUF, w->c);
         if (len == 0)
@@ -85,7 +66,7 @@ static void udp_burst(struct worker *w, struct udp_bufs *b, unsigned n)
                                             .msg_iov = &b->iout[m], .msg_iovlen = 1};
         m++;
     }
-    zones_leave(w);
+    dns_zones_leave(w);
     for (unsigned sent = 0; sent < m;) {
         int r = sendmmsg(w->fd, b->out + sent, m - sent, 0);
         if (r > 0) {
@@ -102,7 +83,7 @@ static void udp_burst(struct worker *w, struct udp_bufs *b, unsigned n)
 
 static void *udp_main(void *arg)
 {
-    struct worker *w = arg;
+    struct dns_worker *w = arg;
     unsigned burst = w->s->cfg.burst;
     struct udp_bufs *b = calloc(1, sizeof(*b));
     uint8_t(*rx)[UDP_BUF] = malloc((size_t)burst * UDP_BUF);
@@ -113,7 +94,7 @@ static void *udp_main(void *arg)
     }
     b->rx = rx;
     b->tx = tx;
-    while (!atomic_load_explicit(&w->s->stop, memory_order_relaxed)) {
+    while (!dns_server_stopping(w->s)) {
         struct pollfd pfd = {w->fd, POLLIN, 0};
         if (poll(&pfd, 1, POLL_MS) <= 0)
             continue;
@@ -128,7 +109,7 @@ static void *udp_main(void *arg)
             continue;
         w->c[OP_DNS_C_udp_rx] += (unsigned)n;
         udp_burst(w, b, (unsigned)n);
-        publish(w);
+        dns_publish(w);
     }
 out:
     free(b);
@@ -147,7 +128,7 @@ struct conn {
     uint64_t last_ns;
 };
 
-static void conn_close(struct worker *w, struct conn **cp)
+static void conn_close(struct dns_worker *w, struct conn **cp)
 {
     struct conn *c = *cp;
     if (c->outlen > c->outoff)
@@ -158,7 +139,7 @@ static void conn_close(struct worker *w, struct conn **cp)
 }
 
 /* Send what is pending; false when the connection is gone. */
-static bool conn_flush(struct worker *w, struct conn *c)
+static bool conn_flush(struct dns_worker *w, struct conn *c)
 {
     while (c->outoff < c->outlen) {
         ssize_t r = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
@@ -179,7 +160,7 @@ static bool conn_flush(struct worker *w, struct conn *c)
 
 /* Answer the first whole message of the input, if there is one and no
  * answer is still on its way (answers go out in the order asked). */
-static bool conn_answer(struct worker *w, struct conn *c)
+static bool conn_answer(struct dns_worker *w, struct conn *c)
 {
     if (c->outlen > 0 || c->inlen < 2)
         return false;
@@ -188,9 +169,9 @@ static bool conn_answer(struct worker *w, struct conn *c)
         return false;
     struct op_dns_query_info qi = {.tcp = true, .udp_max = w->s->cfg.udp_max};
     w->c[OP_DNS_C_tcp_rx]++;
-    const struct op_dns_zones *z = zones_enter(w);
+    const struct op_dns_zones *z = dns_zones_enter(w);
     size_t len = op_dns_respond(z, &qi, c->in + 2, mlen, c->out + 2, OP_DNS_MSG_MAX, w->c);
-    zones_leave(w);
+    dns_zones_leave(w);
     memmove(c->in, c->in + 2 + mlen, c->inlen - 2 - mlen);
     c->inlen -= 2 + mlen;
     if (len > 0) {
@@ -202,7 +183,7 @@ static bool conn_answer(struct worker *w, struct conn *c)
 }
 
 /* Read, answer, write, until the connection would block; false to close. */
-static bool conn_serve(struct worker *w, struct conn *c, short revents, uint64_t now)
+static bool conn_serve(struct dns_worker *w, struct conn *c, short revents, uint64_t now)
 {
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         ssize_t r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
@@ -220,7 +201,7 @@ static bool conn_serve(struct worker *w, struct conn *c, short revents, uint64_t
     return conn_flush(w, c);
 }
 
-static void tcp_accept(struct worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
+static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
 {
     int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
@@ -240,7 +221,7 @@ static void tcp_accept(struct worker *w, int lfd, struct conn **conns, unsigned 
     close(fd);
 }
 
-static void tcp_round(struct worker *w, struct pollfd *pfd, struct conn **conns, unsigned max)
+static void tcp_round(struct dns_worker *w, struct pollfd *pfd, struct conn **conns, unsigned max)
 {
     uint64_t now = op_now_ns(), idle = (uint64_t)w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
     pfd[0] = (struct pollfd){w->fd, POLLIN, 0};
@@ -262,24 +243,24 @@ static void tcp_round(struct worker *w, struct pollfd *pfd, struct conn **conns,
     }
     if (pfd[0].revents & POLLIN)
         tcp_accept(w, w->fd, conns, max, now);
-    publish(w);
+    dns_publish(w);
 }
 
 static void *tcp_main(void *arg)
 {
-    struct worker *w = arg;
+    struct dns_worker *w = arg;
     unsigned max = w->s->cfg.tcp_max;
     struct conn **conns = calloc(max, sizeof(*conns));
     struct pollfd *pfd = calloc(1 + max, sizeof(*pfd));
     if (conns == NULL || pfd == NULL) {
         OP_ERROR(w->s->cfg.log, "dns: tcp thread: out of memory");
     } else {
-        while (!atomic_load_explicit(&w->s->stop, memory_order_relaxed))
+        while (!dns_server_stopping(w->s))
             tcp_round(w, pfd, conns, max);
         for (unsigned i = 0; i < max; i++)
             if (conns[i] != NULL)
                 conn_close(w, &conns[i]);
-        publish(w);
+        dns_publish(w);
     }
     free(conns);
     free(pfd);
@@ -316,10 +297,50 @@ void op_dns_server_config_default(struct op_dns_server_config *cfg)
         .tcp_idle_ms = 10000, .udp_max = OP_DNS_UDP_DEFAULT, .log = NULL};
 }
 
+struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
+                                       struct op_dns_zones *zones, unsigned nw)
+{
+    struct op_dns_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->cfg = *cfg;
+    s->nw = nw;
+    size_t size = (nw * sizeof(struct dns_worker) + 63) / 64 * 64;
+    s->w = aligned_alloc(64, size);
+    if (s->w == NULL) {
+        free(s);
+        return NULL;
+    }
+    memset(s->w, 0, size);
+    for (unsigned i = 0; i < nw; i++) {
+        s->w[i].s = s;
+        s->w[i].fd = -1;
+        s->w[i].index = i;
+    }
+    atomic_store(&s->zones, zones);
+    return s;
+}
+
+bool dns_server_stopping(const struct op_dns_server *s)
+{
+    return atomic_load_explicit(&s->stop, memory_order_relaxed);
+}
+
+/* The socket model's end: join the threads, close the sockets. */
+static void socket_halt(struct op_dns_server *s)
+{
+    for (unsigned i = 0; i < s->nw; i++)
+        if (s->w[i].started)
+            pthread_join(s->w[i].th, NULL);
+    for (unsigned i = 0; i < s->nw; i++)
+        if (s->w[i].fd >= 0)
+            close(s->w[i].fd);
+}
+
 static op_status_t start_threads(struct op_dns_server *s)
 {
     for (unsigned i = 0; i < s->nw; i++) {
-        struct worker *w = &s->w[i];
+        struct dns_worker *w = &s->w[i];
         bool tcp = i == s->nw - 1;
         if (pthread_create(&w->th, NULL, tcp ? tcp_main : udp_main, w) != 0)
             return OP_ERR_NOMEM;
@@ -334,23 +355,11 @@ op_status_t op_dns_server_start(const struct op_dns_server_config *cfg,
     if (cfg->udp_threads < 1 || cfg->udp_threads > 64 || cfg->burst < 1 || cfg->burst > 1024 ||
         cfg->tcp_max < 1 || cfg->udp_max < OP_DNS_UDP_MIN || cfg->udp_max > UDP_BUF)
         return OP_ERR_INVAL;
-    struct op_dns_server *s = calloc(1, sizeof(*s));
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, cfg->udp_threads + 1);
     if (s == NULL)
         return OP_ERR_NOMEM;
-    s->cfg = *cfg;
-    s->nw = cfg->udp_threads + 1;
-    s->w = aligned_alloc(64, ((s->nw * sizeof(struct worker)) + 63) / 64 * 64);
-    if (s->w == NULL) {
-        free(s);
-        return OP_ERR_NOMEM;
-    }
-    memset(s->w, 0, s->nw * sizeof(struct worker));
-    atomic_store(&s->zones, zones);
+    s->halt = socket_halt;
     op_status_t st = OP_OK;
-    for (unsigned i = 0; i < s->nw; i++) {
-        s->w[i].s = s;
-        s->w[i].fd = -1;
-    }
     for (unsigned i = 0; i < s->nw && st == OP_OK; i++)
         st = open_socket(cfg, i == s->nw - 1 ? SOCK_STREAM : SOCK_DGRAM, &s->w[i].fd);
     if (st == OP_OK)
@@ -394,12 +403,8 @@ void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C
 struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s, uint64_t final[OP_DNS_C_COUNT_])
 {
     atomic_store(&s->stop, true);
-    for (unsigned i = 0; i < s->nw; i++)
-        if (s->w[i].started)
-            pthread_join(s->w[i].th, NULL);
-    for (unsigned i = 0; i < s->nw; i++)
-        if (s->w[i].fd >= 0)
-            close(s->w[i].fd);
+    if (s->halt != NULL)
+        s->halt(s);
     struct op_dns_zones *z = atomic_load(&s->zones);
     if (final != NULL)
         op_dns_server_counters(s, final);
