@@ -70,7 +70,16 @@
     X(tcp_conn_refused)  /* more connections than --tcp-max */                                     \
     X(tcp_idle_closed)                                                                             \
     X(reloads)                                                                                     \
-    X(reload_failed)
+    X(reload_failed)                                                                               \
+    X(frames_rx)         /* DPDK models: every frame the port gave */                              \
+    X(ctl_rx)            /* ARP and ICMP echo requests for our address */                         \
+    X(ctl_tx)                                                                                      \
+    X(drop_tx_ctl)       /* ARP/ICMP replies the TX queue would not take */                       \
+    X(drop_not_ours)     /* not for our address and port, not ARP/ICMP for us */                  \
+    X(drop_frame)        /* a malformed frame (short, bad IPv4 or UDP, a fragment) */              \
+    X(drop_ring_rx)      /* pipeline: the workers' ring was full */                                \
+    X(tx_ring_full)      /* pipeline: answers lost to a full TX ring (in drop_tx) */               \
+    X(tx_retries)        /* TX queue full: paused and tried again */
 
 #define OP_DNS_COUNTERS(X) OP_DNS_ENGINE_COUNTERS(X) OP_DNS_SERVER_COUNTERS(X)
 
@@ -81,7 +90,8 @@ enum op_dns_counter {
         OP_DNS_C_COUNT_
 };
 OP_API const char *op_dns_counter_name(unsigned c);
-/* Every query accounted for: received == sent + every drop. */
+/* Every query accounted for: received == sent + every drop; and every frame of the DPDK models: frames_rx = udp_rx + ctl_rx +
+ * drop_not_ours + drop_frame + drop_ring_rx, ctl_rx = ctl_tx + drop_tx_ctl. */
 OP_API bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_]);
 
 /* Why a zone file was refused (the message names file, line and this). */
@@ -170,6 +180,25 @@ OP_API struct op_dns_zones *op_dns_server_reload(struct op_dns_server *s,
 /* Sum of every thread's counters. */
 OP_API void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C_COUNT_]);
 OP_API void op_dns_server_count(struct op_dns_server *s, enum op_dns_counter c);
+/* ---- The DPDK models (only in builds that found libdpdk) ---- */
+struct op_dns_dpdk_config {
+    bool pipeline;        /* false: run-to-completion, one queue per worker lcore */
+    unsigned mbufs, mbuf_cache, ring_size, rx_desc, tx_desc;
+    unsigned tx_retries;  /* tries after a partial tx_burst */
+    unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
+    unsigned idle_sleep_us; /* the longest sleep of an idle lcore (doubling from 1) */
+    int eal_argc;         /* EAL arguments, argv[0] first */
+    char **eal_argv;
+};
+OP_API void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc);
+/* Initialises the EAL, the port (the first one), the pool and rings, and
+ * launches the worker lcores; answers for cfg->addr:cfg->port. On failure
+ * err says why. The op_dns_server_* calls below then work as for sockets. */
+OP_API op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
+                                     const struct op_dns_dpdk_config *dc,
+                                     struct op_dns_zones *zones, struct op_dns_server **out,
+                                     char *err, size_t errlen);
+
 /* Stops the threads (a TCP answer still unsent counts as drop_tcp_closed),
  * closes the sockets, fills final (if not NULL) with the last counters and
  * returns the zone set in use. */

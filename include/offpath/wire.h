@@ -150,6 +150,14 @@ OP_API unsigned op_udp_frame_parse(const uint8_t *frame, size_t len, struct op_f
                                    uint8_t src_mac[6], size_t *payload_off, size_t *payload_len);
 OP_API const char *op_frame_verdict_str(unsigned v);
 
+/* ARP (RFC 826) and ICMP echo (RFC 792) for a kernel-bypass server that
+ * answers for its own IPv4 address (host order) and MAC: each rewrites a
+ * request frame into its reply in place and returns the reply's length, or
+ * returns 0 and leaves the frame alone when it is no such request for ip. */
+OP_API size_t op_arp_reply_in_place(uint8_t *frame, size_t len, uint32_t ip, const uint8_t mac[6]);
+OP_API size_t op_icmp_echo_reply_in_place(uint8_t *frame, size_t len, uint32_t ip,
+                                          const uint8_t mac[6]);
+
 /* The pcap file format with nanosecond timestamps (magic 0xa1b23c4d, written
  * little-endian, link type Ethernet), as dumpcap writes it for DPDK ports:
  * each record one RoCEv2 packet in the frame op_udp_frame_headers builds, so

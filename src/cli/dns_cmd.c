@@ -26,9 +26,20 @@ static void help(void)
            "  --zone FILE           a zone file (repeatable); its origin is its first\n"
            "                        $ORIGIN, else the owner of its first record\n"
            "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53)\n"
-           "  --model socket        I/O model: socket (UDP recvmmsg/sendmmsg threads with\n"
-           "                        SO_REUSEPORT, TCP per RFC 7766). The DPDK models (rtc,\n"
-           "                        pipeline) are not in this build yet.\n"
+           "  --model M             socket (default): UDP recvmmsg/sendmmsg threads with\n"
+           "                        SO_REUSEPORT and TCP per RFC 7766 through the kernel;\n"
+           "                        rtc: DPDK, one worker lcore per RX/TX queue (RSS);\n"
+           "                        pipeline: DPDK, an RX/TX lcore and worker lcores joined\n"
+           "                        by rte_rings. The DPDK models take EAL arguments after\n"
+           "                        --, e.g. -- --no-huge -m 256 --no-pci -l 0,1\n"
+           "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP and\n"
+           "                        ICMP echo for --listen's address, UDP only.\n"
+           "  --mbufs N             DPDK: mbuf pool size (default 65535)\n"
+           "  --ring-size N         pipeline: ring size, a power of 2 (default 4096)\n"
+           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 1024)\n"
+           "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
+           "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
+           "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
            "  --threads N           UDP threads (default 1)\n"
            "  --burst N             datagrams per recvmmsg, 1..1024 (default 64)\n"
            "  --udp-max-payload N   largest UDP answer with EDNS, 512..4096 (default 1232)\n"
@@ -45,6 +56,8 @@ static void help(void)
 
 struct dns_flags {
     const char *zones[MAX_ZONES];
+    const char *model;
+    struct op_dns_dpdk_config dc;
     size_t nzones;
     const char *stats_json;
     bool check, json;
@@ -53,7 +66,8 @@ struct dns_flags {
 };
 
 enum { O_ZONE = 256, O_LISTEN, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
-       O_CHECK, O_JSON, O_STATS, O_LOG, O_HELP };
+       O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE,
+       O_HELP };
 
 static const struct option options[] = {
     {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
@@ -62,7 +76,29 @@ static const struct option options[] = {
     {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
     {"check", 0, 0, O_CHECK},        {"json", 0, 0, O_JSON},
     {"stats-json", 1, 0, O_STATS},   {"log-level", 1, 0, O_LOG},
+    {"mbufs", 1, 0, O_MBUFS},        {"ring-size", 1, 0, O_RING},
+    {"rx-desc", 1, 0, O_RXD},        {"tx-desc", 1, 0, O_TXD},
+    {"tx-retries", 1, 0, O_TXR},     {"tx-backoff-us", 1, 0, O_TXB},
+    {"idle-sleep-us", 1, 0, O_IDLE},
     {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
+
+static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
+{
+    uint64_t v;
+    switch (opt) {
+    case O_MBUFS: if (!cli_u64(tool, "--mbufs", val, 1024, 1u << 24, &v)) return false; d->mbufs = (unsigned)v; return true;
+    case O_RING:
+        if (!cli_u64(tool, "--ring-size", val, 64, 1u << 20, &v)) return false;
+        if (v & (v - 1)) { cli_bad(tool, "invalid value '%s' for --ring-size (not a power of 2)", val); return false; }
+        d->ring_size = (unsigned)v; return true;
+    case O_RXD: if (!cli_u64(tool, "--rx-desc", val, 64, 32768, &v)) return false; d->rx_desc = (unsigned)v; return true;
+    case O_TXD: if (!cli_u64(tool, "--tx-desc", val, 64, 32768, &v)) return false; d->tx_desc = (unsigned)v; return true;
+    case O_TXR: if (!cli_u64(tool, "--tx-retries", val, 0, 1000, &v)) return false; d->tx_retries = (unsigned)v; return true;
+    case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
+    case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->idle_sleep_us = (unsigned)v; return true;
+    default: return false;
+    }
+}
 
 static bool set_num(int opt, const char *val, struct dns_flags *f)
 {
@@ -74,7 +110,7 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     case O_UDPMAX: if (!cli_u64(tool, "--udp-max-payload", val, 512, 4096, &v)) return false; c->udp_max = (uint16_t)v; return true;
     case O_TCPMAX: if (!cli_u64(tool, "--tcp-max", val, 1, 4096, &v)) return false; c->tcp_max = (unsigned)v; return true;
     case O_TCPIDLE: if (!cli_u64(tool, "--tcp-idle-ms", val, 1, 3600000, &v)) return false; c->tcp_idle_ms = (unsigned)v; return true;
-    default: return false;
+    default: return set_dpdk(opt, val, &f->dc);
     }
 }
 
@@ -97,13 +133,18 @@ static bool set(int opt, const char *val, void *arg)
         }
         return true;
     case O_MODEL:
-        if (strcmp(val, "socket") == 0)
-            return true;
-        if (strcmp(val, "rtc") == 0 || strcmp(val, "pipeline") == 0)
-            cli_bad(tool, "--model %s: the DPDK models are not in this build yet (use socket)", val);
-        else
-            cli_bad(tool, "invalid value '%s' for --model (expected socket)", val);
-        return false;
+        if (strcmp(val, "socket") != 0 && strcmp(val, "rtc") != 0 && strcmp(val, "pipeline") != 0) {
+            cli_bad(tool, "invalid value '%s' for --model (expected socket, rtc or pipeline)", val);
+            return false;
+        }
+#ifndef OP_HAVE_DPDK
+        if (strcmp(val, "socket") != 0) {
+            cli_bad(tool, "--model %s: this build has no DPDK (install libdpdk-dev, rebuild)", val);
+            return false;
+        }
+#endif
+        f->model = val;
+        return true;
     case O_CHECK: f->check = true; return true;
     case O_JSON: f->json = true; return true;
     case O_STATS: f->stats_json = val; return true;
@@ -185,6 +226,45 @@ static void reload(struct op_dns_server *s, const struct dns_flags *f, const str
             op_dns_zones_records(z));
 }
 
+/* The socket model, or a DPDK one with the EAL arguments after "--"
+ * (getopt leaves them from optind; EAL wants a program name first). */
+static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zones *z,
+                  struct op_dns_server **s)
+{
+    if (strcmp(f->model, "socket") == 0) {
+        op_status_t st = op_dns_server_start(&f->cfg, z, s);
+        if (st != OP_OK)
+            cli_bad(tool, "cannot serve on --listen: %s", op_status_str(st));
+        return st == OP_OK;
+    }
+#ifdef OP_HAVE_DPDK
+    char *eal[130];
+    char name[] = "offpath-dns";
+    if (nrest > 128) {
+        cli_bad(tool, "too many EAL arguments");
+        return false;
+    }
+    eal[0] = name;
+    for (int i = 0; i < nrest; i++)
+        eal[1 + i] = rest[i];
+    eal[1 + nrest] = NULL;
+    f->dc.eal_argc = 1 + nrest;
+    f->dc.eal_argv = eal;
+    f->dc.pipeline = strcmp(f->model, "pipeline") == 0;
+    char err[256];
+    op_status_t st = op_dns_dpdk_start(&f->cfg, &f->dc, z, s, err, sizeof(err));
+    if (st != OP_OK)
+        cli_bad(tool, "--model %s: %s", f->model, err);
+    return st == OP_OK;
+#else
+    (void)nrest;
+    (void)rest;
+    (void)z;
+    (void)s;
+    return false;
+#endif
+}
+
 /* Signals arrive here, in sigtimedwait: no handler, no global state. */
 static int serve(struct op_dns_server *s, const struct dns_flags *f, const struct op_log *log,
                  struct op_dns_zones *z, const sigset_t *sigs)
@@ -224,13 +304,18 @@ static int serve(struct op_dns_server *s, const struct dns_flags *f, const struc
 
 int cli_dns(int argc, char **argv)
 {
-    struct dns_flags f = {.log_level = OP_LOG_WARNING};
+    struct dns_flags f = {.log_level = OP_LOG_WARNING, .model = "socket"};
     op_dns_server_config_default(&f.cfg);
+#ifdef OP_HAVE_DPDK
+    op_dns_dpdk_config_default(&f.dc);
+#endif
     int r = cli_flags(argc, argv, "h", options, O_HELP, help, set, &f);
     if (r >= 0)
         return r;
-    if (optind < argc) {
-        cli_bad(tool, "unexpected argument '%s'", argv[optind]);
+    bool dpdk = strcmp(f.model, "socket") != 0;
+    if (optind < argc && !dpdk) {
+        cli_bad(tool, "unexpected argument '%s' (EAL arguments go with --model rtc|pipeline)",
+                argv[optind]);
         return 2;
     }
     if (f.nzones == 0) {
@@ -256,13 +341,11 @@ int cli_dns(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* the server's threads inherit it */
     struct op_dns_server *s;
-    op_status_t st = op_dns_server_start(&f.cfg, z, &s);
-    if (st != OP_OK) {
-        cli_bad(tool, "cannot serve on --listen: %s", op_status_str(st));
+    if (!start(&f, argc - optind, argv + optind, z, &s)) {
         op_dns_zones_free(z);
         return 1;
     }
-    fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, UDP threads: %u\n",
-           op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.cfg.udp_threads);
+    fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, model %s\n",
+            op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.model);
     return serve(s, &f, &log, z, &sigs);
 }

@@ -683,5 +683,10 @@ bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_])
                     c[OP_DNS_C_drop_tcp_closed];
     bool io = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == 0 ||
               (c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == rx && sent == c[OP_DNS_C_responses]);
-    return rx == out && io;
+    uint64_t frames = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_ctl_rx] + c[OP_DNS_C_drop_not_ours] +
+                      c[OP_DNS_C_drop_frame] + c[OP_DNS_C_drop_ring_rx];
+    bool l2 = c[OP_DNS_C_frames_rx] == 0 ||
+              (c[OP_DNS_C_frames_rx] == frames &&
+               c[OP_DNS_C_ctl_rx] == c[OP_DNS_C_ctl_tx] + c[OP_DNS_C_drop_tx_ctl]);
+    return rx == out && io && l2;
 }

@@ -346,8 +346,10 @@ def test_cli_errors(tmp_path):
     z = os.path.join(ZONES, "example.zone")
     r = run("--zone", z, "--listen", "127.0.0.1")
     assert r.returncode == 2 and "--listen" in r.stderr
-    r = run("--zone", z, "--model", "rtc")
-    assert r.returncode == 2 and "--model rtc" in r.stderr
+    r = run("--zone", z, "--model", "dpdk")
+    assert r.returncode == 2 and "'dpdk' for --model" in r.stderr
+    r = run("--zone", z, "--", "--no-huge")
+    assert r.returncode == 2 and "EAL arguments go with --model rtc|pipeline" in r.stderr
     r = run("--zone", z, "--burst", "0")
     assert r.returncode == 2 and "--burst" in r.stderr
     r = run("--listen", "127.0.0.1:45999")
