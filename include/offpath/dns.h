@@ -79,7 +79,10 @@
     X(drop_frame)        /* a malformed frame (short, bad IPv4 or UDP, a fragment) */              \
     X(drop_ring_rx)      /* pipeline: the workers' ring was full */                                \
     X(tx_ring_full)      /* pipeline: answers lost to a full TX ring (in drop_tx) */               \
-    X(tx_retries)        /* TX queue full: paused and tried again */
+    X(tx_retries)        /* TX queue full: paused and tried again */                               \
+    X(port_imissed)      /* DPDK port: frames the NIC/PMD dropped before us (RX ring full) */       \
+    X(port_rx_nombuf)    /* DPDK port: frames dropped for want of an mbuf */                       \
+    X(port_oerrors)      /* DPDK port: frames the NIC/PMD failed to send */
 
 #define OP_DNS_COUNTERS(X) OP_DNS_ENGINE_COUNTERS(X) OP_DNS_SERVER_COUNTERS(X)
 

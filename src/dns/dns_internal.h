@@ -142,7 +142,10 @@ struct op_dns_server {
     struct dns_worker *w;
     unsigned nw;
     _Atomic uint64_t ctl[OP_DNS_C_COUNT_]; /* counted by the caller's thread (reloads) */
-    void (*halt)(struct op_dns_server *s); /* stop the model's threads, close its I/O */
+    /* stop the model's threads, close its I/O; the device's last counters
+     * go into final (if not NULL) before it closes */
+    void (*halt)(struct op_dns_server *s, uint64_t *final);
+    void (*port_stats)(const struct op_dns_server *s, uint64_t *c); /* the device's drops */
     void *priv;                            /* the model's own state */
 };
 

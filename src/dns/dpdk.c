@@ -293,12 +293,25 @@ static op_status_t pools_setup(struct dpdk_state *d, unsigned nq, char *err, siz
     return port_setup(d, 1, err, errlen);
 }
 
-static void dpdk_halt(struct op_dns_server *s)
+static void port_stats(const struct op_dns_server *s, uint64_t *c)
+{
+    const struct dpdk_state *d = s->priv;
+    struct rte_eth_stats st;
+    if (d == NULL || !d->port_started || rte_eth_stats_get(d->port, &st) != 0)
+        return;
+    c[OP_DNS_C_port_imissed] += st.imissed;
+    c[OP_DNS_C_port_rx_nombuf] += st.rx_nombuf;
+    c[OP_DNS_C_port_oerrors] += st.oerrors;
+}
+
+static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
 {
     struct dpdk_state *d = s->priv;
     if (d == NULL)
         return;
     rte_eal_mp_wait_lcore();
+    if (final != NULL)
+        port_stats(s, final);
     if (d->port_started) {
         rte_eth_dev_stop(d->port);
         rte_eth_dev_close(d->port); /* af_xdp detaches its XDP program here */
@@ -363,6 +376,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
     d->eal_up = true;
     s->priv = d;
     s->halt = dpdk_halt;
+    s->port_stats = port_stats;
     uint16_t pid;
     RTE_ETH_FOREACH_DEV(pid)
     {

@@ -327,8 +327,9 @@ bool dns_server_stopping(const struct op_dns_server *s)
 }
 
 /* The socket model's end: join the threads, close the sockets. */
-static void socket_halt(struct op_dns_server *s)
+static void socket_halt(struct op_dns_server *s, uint64_t *final)
 {
+    (void)final;
     for (unsigned i = 0; i < s->nw; i++)
         if (s->w[i].started)
             pthread_join(s->w[i].th, NULL);
@@ -398,16 +399,26 @@ void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C
         for (unsigned i = 0; i < s->nw; i++)
             out[k] += atomic_load_explicit(&s->w[i].pub[k], memory_order_relaxed);
     }
+    if (s->port_stats != NULL)
+        s->port_stats(s, out);
 }
 
 struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s, uint64_t final[OP_DNS_C_COUNT_])
 {
     atomic_store(&s->stop, true);
+    if (final != NULL) /* the device's counters go with the device */
+        memset(final, 0, OP_DNS_C_COUNT_ * sizeof(*final));
     if (s->halt != NULL)
-        s->halt(s);
+        s->halt(s, final);
     struct op_dns_zones *z = atomic_load(&s->zones);
-    if (final != NULL)
+    if (final != NULL) {
+        uint64_t port[OP_DNS_C_COUNT_];
+        memcpy(port, final, sizeof(port));
+        s->port_stats = NULL;
         op_dns_server_counters(s, final);
+        for (int k = 0; k < OP_DNS_C_COUNT_; k++)
+            final[k] += port[k];
+    }
     free(s->w);
     free(s);
     return z;

@@ -360,3 +360,176 @@ def test_cli_errors(tmp_path):
     assert r.returncode == 1 and f"{bad}:4: bad_rdata: A: field 1" in r.stderr
     r = run("--zone", z, "--zone", os.path.join(ZONES, "signed.zone.signed"), "--check")
     assert r.returncode == 0 and "2 zones, 113 records" in r.stdout
+
+
+# ---- The DPDK models: in network namespaces joined by a veth pair ----
+# The server's end is driven by DPDK's AF_XDP PMD (every frame of its queue
+# goes to offpath, none to the kernel); the client's end is the kernel's.
+# The same UDP queries must get the same answers from socket, rtc and
+# pipeline; ARP and ICMP echo are answered; a malformed flood changes no
+# answer; the counters balance; an idle server sleeps.
+SRV_NS, CLI_NS, SRV_IF, CLI_IF = "ofdt-srv", "ofdt-cli", "ofdtsrv0", "ofdtcli0"
+SRV_IP = "198.18.15.1"
+
+
+def dump_answers(host, port):
+    """canon() of every UDP query of the set, as text (run in the client ns)."""
+    return [repr(canon(ask_at(host, port, n, t, **o))) for n, t, o, tcp in query_set() if not tcp]
+
+
+def ask_at(host, port, name, rdtype, **kw):
+    q = dns.message.make_query(name, rdtype, **kw)
+    q.flags &= ~dns.flags.RD
+    return dns.query.udp(q, host, port=port, timeout=2)
+
+
+def ping(host, count=3):
+    """ICMP echo through a raw socket: how many of count came back."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.settimeout(1)
+    got = 0
+    for seq in range(count):
+        body = struct.pack(">BBHHH", 8, 0, 0, 0x1515, seq) + b"offpath-dns-ping"
+        csum = 0
+        for i in range(0, len(body), 2):
+            csum += body[i] << 8 | body[i + 1]
+        csum = (csum & 0xffff) + (csum >> 16)
+        csum = ~(csum + (csum >> 16)) & 0xffff
+        s.sendto(body[:2] + struct.pack(">H", csum) + body[4:], (host, 0))
+        try:
+            while True:
+                data = s.recv(2048)
+                ihl = (data[0] & 0xf) * 4
+                if data[ihl] == 0 and struct.unpack(">H", data[ihl + 6:ihl + 8])[0] == seq:
+                    got += 1
+                    break
+        except socket.timeout:
+            pass
+    s.close()
+    return got
+
+
+def flood(host, port, n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for pkt in malformed_datagrams(random.Random(99), n):
+        s.sendto(pkt, (host, port))
+        time.sleep(0.0002)
+    s.close()
+
+
+def in_client_ns(*args, timeout=120):
+    r = subprocess.run(["ip", "netns", "exec", CLI_NS, "/usr/bin/python3", __file__, *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def dpdk_built():
+    r = subprocess.run([BIN, "dns", "--zone", os.path.join(ZONES, "second.zone"), "--model",
+                        "rtc", "--check"], capture_output=True, text=True, timeout=30)
+    return "has no DPDK" not in r.stderr
+
+
+@pytest.fixture
+def veth():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: network namespaces and AF_XDP")
+    if not dpdk_built():
+        pytest.skip("this build has no DPDK (libdpdk-dev)")
+
+    def sh(*a):
+        subprocess.run(a, check=False, capture_output=True, timeout=30)
+    for ns in (SRV_NS, CLI_NS):
+        sh("ip", "netns", "del", ns)
+    cmds = [("ip", "netns", "add", SRV_NS), ("ip", "netns", "add", CLI_NS),
+            ("ip", "link", "add", SRV_IF, "type", "veth", "peer", "name", CLI_IF),
+            ("ip", "link", "set", SRV_IF, "netns", SRV_NS),
+            ("ip", "link", "set", CLI_IF, "netns", CLI_NS),
+            ("ip", "-n", SRV_NS, "addr", "add", SRV_IP + "/24", "dev", SRV_IF),
+            ("ip", "-n", CLI_NS, "addr", "add", "198.18.15.2/24", "dev", CLI_IF),
+            ("ip", "-n", SRV_NS, "link", "set", SRV_IF, "up"),
+            ("ip", "-n", CLI_NS, "link", "set", CLI_IF, "up"),
+            ("ip", "-n", SRV_NS, "link", "set", "lo", "up")]
+    try:
+        for c in cmds:
+            subprocess.run(c, check=True, capture_output=True, timeout=30)
+        yield
+    finally:
+        for ns in (SRV_NS, CLI_NS):
+            sh("ip", "netns", "del", ns)
+
+
+def start_in_srv(model, port, tmp_path):
+    args = ["ip", "netns", "exec", SRV_NS, BIN, "dns", "--model", model, "--json",
+            "--listen", f"{SRV_IP}:{port}", "--stats-json", str(tmp_path / f"{model}.json")]
+    for f in ZONE_FILES.values():
+        args += ["--zone", os.path.join(ZONES, f)]
+    if model != "socket":
+        lcores = "0@0,1@1" if model == "rtc" else "0@0,1@1,2@0"
+        args += ["--", "--no-huge", "-m", "512", "--no-pci", "--lcores", lcores,
+                 f"--vdev=net_af_xdp0,iface={SRV_IF}", f"--file-prefix=ofdt{port}",
+                 "--log-level=warning"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.time() + 30
+    while time.time() < end:
+        assert p.poll() is None, p.stderr.read()
+        try:
+            in_client_ns("--probe", SRV_IP, str(port), timeout=10)
+            return p
+        except AssertionError:
+            time.sleep(0.3)
+    p.kill()
+    raise AssertionError(f"{model}: no answer in 30 s")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_dpdk_models_answer_as_socket(veth, tmp_path):
+    port = 53
+    answers, counters = {}, {}
+    for model in ("socket", "rtc", "pipeline"):
+        p = start_in_srv(model, port, tmp_path)
+        try:
+            # Ask for the MAC now that the model is up: DPDK must answer ARP.
+            subprocess.run(["ip", "-n", CLI_NS, "neigh", "flush", "all"], check=True, timeout=30)
+            answers[model] = in_client_ns("--dump", SRV_IP, str(port))
+            if model != "socket":
+                assert in_client_ns("--ping", SRV_IP) == 3
+                in_client_ns("--flood", SRV_IP, str(port), "2000")
+                assert in_client_ns("--dump", SRV_IP, str(port)) == answers[model]
+                time.sleep(1.5)  # idle: the lcores sleep
+                before, t0 = cpu_seconds(p.pid), time.time()
+                time.sleep(3)
+                share = (cpu_seconds(p.pid) - before) / (time.time() - t0)
+                assert share < 0.05, f"{model}: an idle server used {share:.1%} of a core"
+        finally:
+            rc, c = stop_json(p)
+        counters[model] = c
+        assert rc == 0 and c["balanced"] is True, c
+    assert len(answers["socket"]) >= 300
+    assert answers["rtc"] == answers["socket"]
+    assert answers["pipeline"] == answers["socket"]
+    for model in ("rtc", "pipeline"):
+        c = counters[model]
+        assert c["ctl_rx"] >= 4 and c["ctl_tx"] == c["ctl_rx"]  # ARP + 3 echoes
+        assert c["frames_rx"] == (c["udp_rx"] + c["ctl_rx"] + c["drop_not_ours"] +
+                                  c["drop_frame"] + c["drop_ring_rx"])
+        assert c["formerr_ptr_loop"] >= 250 and c["drop_response"] >= 250
+
+
+if __name__ == "__main__":
+    import sys
+    mode = sys.argv[1]
+    if mode == "--dump":
+        print(json.dumps(dump_answers(sys.argv[2], int(sys.argv[3]))))
+    elif mode == "--probe":
+        print(json.dumps(ask_at(sys.argv[2], int(sys.argv[3]), "example.test.", "SOA").rcode()))
+    elif mode == "--ping":
+        print(json.dumps(ping(sys.argv[2])))
+    elif mode == "--flood":
+        flood(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        print("null")
