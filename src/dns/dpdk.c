@@ -120,22 +120,34 @@ static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_
     }
 }
 
-/* Answer a burst in place; the frames to send are moved to the front. */
+/* Answer a burst in place; the frames to send are moved to the front.
+ * With keep_dropped (pipeline workers) a dropped frame is not freed here but
+ * emptied (data_len 0) and kept after them, for the port's lcore to free:
+ * over AF_XDP, mbufs freed on another lcore than the one refilling RX
+ * stalled the port after an overload (reference/dns-dpdk.md saw the same). */
 static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
-                             struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch)
+                             struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch,
+                             bool keep_dropped, unsigned *dropped)
 {
-    unsigned keep = 0;
+    struct rte_mbuf *gone[MAX_BURST];
+    unsigned keep = 0, ngone = 0;
     const struct op_dns_zones *z = dns_zones_enter(w);
     for (unsigned i = 0; i < n; i++) {
         bool dns;
         if (handle_frame(w, d, z, m[i], scratch, &dns)) {
             is_dns[keep] = dns;
             m[keep++] = m[i];
+        } else if (keep_dropped) {
+            m[i]->data_len = m[i]->pkt_len = 0;
+            gone[ngone++] = m[i];
         } else {
             rte_pktmbuf_free(m[i]);
         }
     }
     dns_zones_leave(w);
+    for (unsigned i = 0; i < ngone; i++)
+        m[keep + i] = gone[i];
+    *dropped = ngone;
     return keep;
 }
 
@@ -166,7 +178,8 @@ static int rtc_main(void *arg)
         }
         sleep_us = 1;
         empty = 0;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch);
+        unsigned none;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
         send_burst(w, d, q, m, is_dns, k);
         dns_publish(w);
     }
@@ -190,12 +203,18 @@ static int io_main(void *arg)
             w->c[OP_DNS_C_drop_ring_rx]++;
             rte_pktmbuf_free(m[i]);
         }
-        unsigned k = rte_ring_dequeue_burst(d->to_tx, (void **)m, burst, NULL);
-        for (unsigned i = 0; i < k; i++)
-            is_dns[i] = !frame_is_ctl(m[i]);
+        unsigned got = rte_ring_dequeue_burst(d->to_tx, (void **)m, burst, NULL), k = 0;
+        for (unsigned i = 0; i < got; i++) {
+            if (rte_pktmbuf_data_len(m[i]) == 0) { /* dropped by a worker (counted there) */
+                rte_pktmbuf_free(m[i]);
+                continue;
+            }
+            is_dns[k] = !frame_is_ctl(m[i]);
+            m[k++] = m[i];
+        }
         if (k > 0)
             send_burst(w, d, 0, m, is_dns, k);
-        if (n == 0 && k == 0) {
+        if (n == 0 && got == 0) {
             idle_wait(d, &sleep_us, &empty);
             continue;
         }
@@ -224,11 +243,14 @@ static int worker_main(void *arg)
         }
         sleep_us = 1;
         empty = 0;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch);
-        unsigned q = rte_ring_enqueue_burst(d->to_tx, (void **)m, k, NULL);
-        for (unsigned i = q; i < k; i++) {
-            w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
-            w->c[OP_DNS_C_tx_ring_full]++;
+        unsigned dropped;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
+        unsigned q = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
+        for (unsigned i = q; i < k + dropped; i++) { /* a full ring: only now freed here */
+            if (i < k) {
+                w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
+                w->c[OP_DNS_C_tx_ring_full]++;
+            }
             rte_pktmbuf_free(m[i]);
         }
         dns_publish(w);
