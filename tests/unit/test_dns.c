@@ -654,6 +654,108 @@ static void test_zone_files(void **state)
     op_dns_zones_free(z);
 }
 
+/* ---- ARP and ICMP echo for the DPDK models (src/wire/frame_ctl.c) ---- */
+static const uint8_t our_mac[6] = {2, 0, 0, 0, 0, 1}, their_mac[6] = {2, 0, 0, 0, 0, 2};
+#define OUR_IP 0xc6120001u   /* 198.18.0.1 */
+#define THEIR_IP 0xc6120002u /* 198.18.0.2 */
+
+static uint16_t sum16(const uint8_t *p, size_t n)
+{
+    uint32_t s = 0;
+    for (size_t i = 0; i + 1 < n; i += 2)
+        s += (uint32_t)p[i] << 8 | p[i + 1];
+    if (n & 1)
+        s += (uint32_t)p[n - 1] << 8;
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~s;
+}
+
+static size_t arp_request(uint8_t *f, uint32_t target)
+{
+    static const uint8_t head[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 2,
+                                   0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1};
+    memcpy(f, head, sizeof(head));
+    memcpy(f + 22, their_mac, 6);
+    const uint8_t spa[4] = {198, 18, 0, 2}, tpa[4] = {(uint8_t)(target >> 24),
+                                                      (uint8_t)(target >> 16),
+                                                      (uint8_t)(target >> 8), (uint8_t)target};
+    memcpy(f + 28, spa, 4);
+    memset(f + 32, 0, 6);
+    memcpy(f + 38, tpa, 4);
+    memset(f + 42, 0, 18); /* Ethernet padding */
+    return 60;
+}
+
+static void test_arp_reply(void **state)
+{
+    (void)state;
+    uint8_t f[64];
+    size_t n = arp_request(f, OUR_IP);
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 42);
+    assert_memory_equal(f, their_mac, 6);
+    assert_memory_equal(f + 6, our_mac, 6);
+    assert_int_equal(f[21], 2); /* reply */
+    assert_memory_equal(f + 22, our_mac, 6);
+    const uint8_t ours[4] = {198, 18, 0, 1}, theirs[4] = {198, 18, 0, 2};
+    assert_memory_equal(f + 28, ours, 4);
+    assert_memory_equal(f + 32, their_mac, 6);
+    assert_memory_equal(f + 38, theirs, 4);
+    n = arp_request(f, THEIR_IP + 1); /* someone else's address */
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = arp_request(f, OUR_IP);
+    f[21] = 2; /* a reply is not answered */
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = arp_request(f, OUR_IP);
+    assert_int_equal(op_arp_reply_in_place(f, 41, OUR_IP, our_mac), 0); /* cut */
+}
+
+static size_t echo_request(uint8_t *f, uint32_t dst)
+{
+    memcpy(f, our_mac, 6);
+    memcpy(f + 6, their_mac, 6);
+    f[12] = 0x08;
+    f[13] = 0;
+    uint8_t *ip = f + 14;
+    const uint8_t iph[20] = {0x45, 0, 0, 20 + 8 + 4, 0, 1, 0x40, 0, 64, 1, 0, 0, 198, 18, 0, 2,
+                             (uint8_t)(dst >> 24), (uint8_t)(dst >> 16), (uint8_t)(dst >> 8),
+                             (uint8_t)dst};
+    memcpy(ip, iph, 20);
+    uint16_t c = sum16(ip, 20);
+    ip[10] = (uint8_t)(c >> 8);
+    ip[11] = (uint8_t)c;
+    uint8_t *icmp = ip + 20;
+    const uint8_t body[12] = {8, 0, 0, 0, 0x15, 0x15, 0, 7, 'p', 'i', 'n', 'g'};
+    memcpy(icmp, body, 12);
+    c = sum16(icmp, 12);
+    icmp[2] = (uint8_t)(c >> 8);
+    icmp[3] = (uint8_t)c;
+    return 14 + 32;
+}
+
+static void test_icmp_echo_reply(void **state)
+{
+    (void)state;
+    uint8_t f[64] = {0};
+    size_t n = echo_request(f, OUR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n + 14, OUR_IP, our_mac), n); /* padding cut */
+    assert_memory_equal(f, their_mac, 6);
+    const uint8_t src[4] = {198, 18, 0, 1}, dst[4] = {198, 18, 0, 2};
+    assert_memory_equal(f + 26, src, 4);
+    assert_memory_equal(f + 30, dst, 4);
+    assert_int_equal(f[34], 0); /* echo reply */
+    assert_int_equal(sum16(f + 14, 20), 0);  /* both checksums valid */
+    assert_int_equal(sum16(f + 34, 12), 0);
+    assert_memory_equal(f + 42, "ping", 4);
+    n = echo_request(f, THEIR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = echo_request(f, OUR_IP);
+    f[45] ^= 1; /* a bad ICMP checksum */
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = echo_request(f, OUR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n - 1, OUR_IP, our_mac), 0); /* cut */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +771,8 @@ int main(void)
         cmocka_unit_test(test_dnssec),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
+        cmocka_unit_test(test_arp_reply),
+        cmocka_unit_test(test_icmp_echo_reply),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
