@@ -31,7 +31,7 @@ static const struct tool tools[] = {
     {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
-    {"dns", cli_dns, "authoritative DNS server for RFC 1035 zone files (UDP and TCP)"},
+    {"dns", cli_dns, "authoritative DNS server for RFC 1035 zone files (sockets or DPDK)"},
 };
 
 static void usage(FILE *out)
