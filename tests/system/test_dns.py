@@ -442,7 +442,10 @@ def veth():
     for ns in (SRV_NS, CLI_NS):
         sh("ip", "netns", "del", ns)
     cmds = [("ip", "netns", "add", SRV_NS), ("ip", "netns", "add", CLI_NS),
-            ("ip", "link", "add", SRV_IF, "type", "veth", "peer", "name", CLI_IF),
+            # One queue each way: the PMD reads queue 0, and a frame the veth
+            # put on another queue would go to the kernel instead.
+            ("ip", "link", "add", SRV_IF, "numtxqueues", "1", "numrxqueues", "1", "type", "veth",
+             "peer", "name", CLI_IF, "numtxqueues", "1", "numrxqueues", "1"),
             ("ip", "link", "set", SRV_IF, "netns", SRV_NS),
             ("ip", "link", "set", CLI_IF, "netns", CLI_NS),
             ("ip", "-n", SRV_NS, "addr", "add", SRV_IP + "/24", "dev", SRV_IF),
