@@ -35,8 +35,40 @@ ZONES = os.path.join(HERE, "..", "dns")
 ZONE_FILES = {"example.test": "example.zone", "second.test": "second.zone",
               "signed.test": "signed.zone.signed"}
 KNOTD = shutil.which("knotd") or "/usr/sbin/knotd"
-# Ports 45000-45999 are this test's (the project's other tests use 40000+).
-KNOT_PORT, OFF_PORT = 45153, 45154
+
+
+def free_port(rng=random.Random()):
+    """A port of 45000-45999 (this test's range) free for UDP and TCP now:
+    other work on the machine uses the range too."""
+    for _ in range(200):
+        port = rng.randrange(45000, 46000)
+        socks = []
+        try:
+            for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port in 45000-45999")
+
+
+class _Ports:
+    """Knot's and offpath's ports, chosen when first used (not at import:
+    the helper mode below runs in a namespace without loopback)."""
+    _p = {}
+
+    def __getattr__(self, name):
+        if name not in self._p:
+            self._p[name] = free_port()
+        return self._p[name]
+
+
+PORTS = _Ports()
 
 EXAMPLE_NAMES = [
     "", "ns1", "ns2", "mail", "www", "web", "chain1", "chain2", "chain3", "dangling",
@@ -59,7 +91,7 @@ def fqdn(label, zone):
 def knot_conf(tmp):
     zones = "".join(f"  - domain: {z}\n    file: {os.path.join(ZONES, f)}\n"
                     for z, f in ZONE_FILES.items())
-    return (f"server:\n    listen: 127.0.0.1@{KNOT_PORT}\n    rundir: {tmp}\n"
+    return (f"server:\n    listen: 127.0.0.1@{PORTS.knot}\n    rundir: {tmp}\n"
             f"database:\n    storage: {tmp}\n"
             f"template:\n  - id: default\n    storage: {tmp}\n    zonefile-sync: -1\n"
             f"    zonefile-load: whole\n    journal-content: none\n"
@@ -87,13 +119,13 @@ def servers(tmp_path_factory):
     conf.write_text(knot_conf(tmp))
     knot = subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    args = [BIN, "dns", "--listen", f"127.0.0.1:{OFF_PORT}", "--json", "--threads", "2"]
+    args = [BIN, "dns", "--listen", f"127.0.0.1:{PORTS.off}", "--json", "--threads", "2"]
     for f in ZONE_FILES.values():
         args += ["--zone", os.path.join(ZONES, f)]
     off = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_answers(KNOT_PORT)
-        wait_answers(OFF_PORT)
+        wait_answers(PORTS.knot)
+        wait_answers(PORTS.off)
         yield off
     finally:
         for p in (off, knot):
@@ -179,7 +211,7 @@ def compare_all(port_a, port_b, queries):
 def test_answers_equal_knot(servers):
     queries = query_set()
     assert len(queries) >= 300
-    diffs = compare_all(KNOT_PORT, OFF_PORT, queries)
+    diffs = compare_all(PORTS.knot, PORTS.off, queries)
     detail = "\n".join(f"{n} {t} {o} tcp={tcp}\n knot: {a}\n ours: {b}"
                        for n, t, o, tcp, a, b in diffs[:5])
     assert not diffs, f"{len(diffs)} of {len(queries)} answers differ:\n{detail}"
@@ -189,7 +221,7 @@ def test_query_classes_covered(servers):
     """The set reaches every kind of answer the issue lists, on both."""
     seen = set()
     for name, t, opts, tcp in query_set():
-        m = ask(OFF_PORT, name, t, tcp=tcp, **opts)
+        m = ask(PORTS.off, name, t, tcp=tcp, **opts)
         rc = m.rcode()
         types = {r.rdtype for r in m.answer}
         if rc == 3:
@@ -245,7 +277,7 @@ def malformed_datagrams(rng, n):
 
 def test_malformed_flood_changes_no_answer(servers):
     queries = [q for q in query_set() if not q[3]][::3]
-    before = [canon(ask(OFF_PORT, n, t, **o)) for n, t, o, _ in queries]
+    before = [canon(ask(PORTS.off, n, t, **o)) for n, t, o, _ in queries]
     rng = random.Random(15)
     junk = malformed_datagrams(rng, 4000)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -255,10 +287,10 @@ def test_malformed_flood_changes_no_answer(servers):
     for i, (n, t, o, _) in enumerate(queries):
         for pkt in junk[i * 30:(i + 1) * 30]:
             try:
-                s.sendto(pkt, ("127.0.0.1", OFF_PORT))
+                s.sendto(pkt, ("127.0.0.1", PORTS.off))
             except BlockingIOError:
                 pass
-        after.append(canon(ask(OFF_PORT, n, t, **o)))
+        after.append(canon(ask(PORTS.off, n, t, **o)))
         assert time.time() - start < 60
     s.close()
     assert after == before
@@ -273,7 +305,7 @@ def stop_json(proc):
 
 
 def test_counters_balance_after_flood(tmp_path):
-    port = OFF_PORT + 10
+    port = free_port()
     args = [BIN, "dns", "--listen", f"127.0.0.1:{port}", "--json", "--threads", "2",
             "--zone", os.path.join(ZONES, "example.zone"),
             "--stats-json", str(tmp_path / "stats.json")]
@@ -309,7 +341,7 @@ def test_counters_balance_after_flood(tmp_path):
 
 
 def test_sighup_reload(tmp_path):
-    port = OFF_PORT + 20
+    port = free_port()
     zone = tmp_path / "second.zone"
     shutil.copy(os.path.join(ZONES, "second.zone"), zone)
     p = subprocess.Popen([BIN, "dns", "--listen", f"127.0.0.1:{port}", "--json", "--zone",
@@ -352,7 +384,7 @@ def test_cli_errors(tmp_path):
     assert r.returncode == 2 and "EAL arguments go with --model rtc|pipeline" in r.stderr
     r = run("--zone", z, "--burst", "0")
     assert r.returncode == 2 and "--burst" in r.stderr
-    r = run("--listen", "127.0.0.1:45999")
+    r = run("--listen", f"127.0.0.1:{free_port()}")
     assert r.returncode == 2 and "--zone" in r.stderr
     bad = tmp_path / "bad.zone"
     bad.write_text("$ORIGIN bad.test.\n$TTL 60\n@ SOA ns hm 1 2 3 4 5\nwww A 300.1.2.3\n")
