@@ -1,8 +1,8 @@
 /* inc_load: the load generator of bench/switch_rate.
  *
  * K leaders, each a UDP socket on its own loopback address (first-ip,
- * first-ip + 1, ...), all driven from this one thread: one ppoll over the K
- * sockets, bursts in, bursts out. Each leader streams int32 sum allreduces of
+ * first-ip + 1, ...) with its own loop (offpath/loop.h), all driven from
+ * this one thread: one wait over the K loops, bursts in, bursts out. Each leader streams int32 sum allreduces of
  * --chunks packets through a window of --window outstanding packets:
  *   --mode inc    the leaders are op_inc_eng engines that join a group through
  *                 the switch at --target and aggregate there;
@@ -18,17 +18,15 @@
  * "measure end" --duration-ms later (the caller snapshots the target's
  * counters at those lines), then one JSON line with its own rates over that
  * interval. Bounded: every phase has a deadline. */
-#include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "offpath/inc.h"
 #include "offpath/io.h"
+#include "offpath/loop.h"
 #include "offpath/reduce.h"
 #include "offpath/wire.h"
 
@@ -57,10 +55,10 @@ struct rchunk {
 
 struct leader {
     const struct gen_cfg *cfg;
+    size_t count, per_chunk; /* the call's int32s, and per packet */
     uint32_t rank, ip;
     struct op_io *io;
-    struct op_pktbuf txb;
-    struct op_txq q;
+    struct op_loop *loop;
     int32_t *send, *recv;
     const int32_t *expect;
     bool busy;        /* a call is running */
@@ -79,18 +77,9 @@ struct gen {
     struct gen_cfg cfg;
     size_t count, per_chunk;
     struct leader l[MAX_LEADERS];
-    struct pollfd pfd[MAX_LEADERS];
-    struct op_pktbuf rxb;
+    struct op_loop *loops[MAX_LEADERS];
     int32_t *sum; /* what every inc call must return */
 };
-
-static void flush(void *ctx, struct op_txq *q)
-{
-    struct leader *l = ctx;
-    if (q->n > 0)
-        op_io_send(l->io, q->pkts, q->n);
-    q->n = 0;
-}
 
 /* ---- relay mode: the sender side of src/inc/reduce.c without the switch */
 
@@ -100,8 +89,10 @@ static struct op_flow out_flow(const struct leader *l)
                             .dst_ip = l->cfg->target_ip, .dst_port = l->cfg->port};
 }
 
-static void relay_send(struct leader *l, size_t per, uint32_t i, uint8_t flags, uint64_t now)
+static void relay_send(struct leader *l, uint32_t i, uint8_t flags, uint64_t now,
+                       struct op_txq *q)
 {
+    size_t per = l->per_chunk;
     const struct gen_cfg *c = l->cfg;
     uint32_t seq = l->base_seq + i;
     struct op_inc_hdr h = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_DATA, .flags = flags,
@@ -110,44 +101,47 @@ static void relay_send(struct leader *l, size_t per, uint32_t i, uint8_t flags, 
                            .slot = (uint16_t)(seq % c->window), .count = (uint16_t)per,
                            .req_id = (uint8_t)seq};
     op_red_to_be(OP_RED_INT32, l->scratch, l->send + (size_t)i * per, per);
-    struct op_pkt *p = op_txq_next(&l->q);
+    struct op_pkt *p = op_txq_next(q);
     p->flow = out_flow(l);
     size_t n = op_inc_encode(&h, 0, l->scratch, per * 4, p->data, OP_IO_BUF_SIZE);
     n = n ? op_icrc_seal(&p->flow, p->data, n, OP_IO_BUF_SIZE) : 0;
     if (n == 0)
         return;
     p->len = (uint32_t)n;
-    op_txq_commit(&l->q);
+    op_txq_commit(q);
     l->ring[seq % c->window] = (struct rchunk){.seq = seq, .sent_ns = now};
     l->c[flags ? GC_RETX : GC_SENT]++;
 }
 
-static void relay_fill(struct leader *l, size_t per, uint64_t now)
+static void relay_fill(struct leader *l, uint64_t now, struct op_txq *q)
 {
     while (l->hi < l->cfg->chunks && l->hi - l->lo < l->cfg->window)
-        relay_send(l, per, l->hi++, 0, now);
+        relay_send(l, l->hi++, 0, now, q);
 }
 
-static void relay_start(struct leader *l, size_t per, uint64_t now)
+static void relay_start(struct leader *l, uint64_t now, struct op_txq *q)
 {
     l->base_seq = l->next_seq;
     l->next_seq += l->cfg->chunks;
     l->lo = l->hi = 0;
     l->busy = true;
     l->retx_at = now + l->cfg->rto_ns;
-    relay_fill(l, per, now);
+    relay_fill(l, now, q);
 }
 
-static void call_done(struct leader *l, size_t count)
+static void call_done(struct leader *l)
 {
     l->busy = false;
     l->c[GC_CALLS]++;
-    if (memcmp(l->recv, l->expect, count * sizeof(int32_t)) != 0)
+    if (memcmp(l->recv, l->expect, l->count * sizeof(int32_t)) != 0)
         l->c[GC_BAD_CALLS]++;
 }
 
-static void relay_input(struct gen *g, struct leader *l, const struct op_pkt *pkt, uint64_t now)
+/* ---- a relay leader as its loop's engine */
+
+static void relay_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *q)
 {
+    struct leader *l = eng;
     struct op_inc_pkt ip;
     struct op_flow f = out_flow(l); /* the ICRC was sealed for the way out */
     if (pkt->flow.src_ip != l->cfg->target_ip || op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK ||
@@ -157,19 +151,20 @@ static void relay_input(struct gen *g, struct leader *l, const struct op_pkt *pk
     struct rchunk *rc = &l->ring[ip.hdr.seq % l->cfg->window];
     if (!l->busy || i >= l->hi || rc->seq != ip.hdr.seq || rc->done)
         return;
-    op_red_from_be(OP_RED_INT32, l->recv + (size_t)i * g->per_chunk, ip.payload, ip.hdr.count);
+    op_red_from_be(OP_RED_INT32, l->recv + (size_t)i * l->per_chunk, ip.payload, ip.hdr.count);
     rc->done = true;
     l->c[GC_ANSWERED]++;
     while (l->lo < l->hi && l->ring[(l->base_seq + l->lo) % l->cfg->window].done)
         l->lo++;
     if (l->lo == l->cfg->chunks)
-        call_done(l, g->count);
+        call_done(l);
     else
-        relay_fill(l, g->per_chunk, now);
+        relay_fill(l, now, q);
 }
 
-static void relay_timer(struct leader *l, size_t per, uint64_t now)
+static void relay_timer(void *eng, uint64_t now, struct op_txq *q)
 {
+    struct leader *l = eng;
     if (!l->busy || now < l->retx_at)
         return;
     uint64_t next = now + l->cfg->rto_ns;
@@ -178,12 +173,34 @@ static void relay_timer(struct leader *l, size_t per, uint64_t now)
         if (rc->done)
             continue;
         if (now - rc->sent_ns >= l->cfg->rto_ns)
-            relay_send(l, per, i, OP_INC_F_RETX, now);
+            relay_send(l, i, OP_INC_F_RETX, now, q);
         else if (rc->sent_ns + l->cfg->rto_ns < next)
             next = rc->sent_ns + l->cfg->rto_ns;
     }
     l->retx_at = next;
 }
+
+static uint64_t relay_deadline(const void *eng)
+{
+    const struct leader *l = eng;
+    return l->busy ? l->retx_at : UINT64_MAX;
+}
+
+static const struct op_engine_ops relay_ops = {"relay leader", relay_input, relay_timer,
+                                               relay_deadline};
+
+/* ---- an INC leader: the engine itself */
+
+static void inc_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *q)
+{
+    op_inc_eng_input(eng, pkt, now, q);
+}
+
+static void inc_timer(void *eng, uint64_t now, struct op_txq *q) { op_inc_eng_timer(eng, now, q); }
+
+static uint64_t inc_deadline(const void *eng) { return op_inc_eng_next_timer(eng); }
+
+static const struct op_engine_ops inc_ops = {"inc leader", inc_input, inc_timer, inc_deadline};
 
 /* ---- both modes */
 
@@ -201,12 +218,12 @@ static void counts(const struct leader *l, uint64_t out[GC_COUNT])
 static void start_call(struct gen *g, struct leader *l, uint64_t now)
 {
     if (l->eng == NULL) {
-        relay_start(l, g->per_chunk, now);
+        relay_start(l, now, op_loop_txq(l->loop));
         l->started++;
         return;
     }
     op_status_t st = op_inc_eng_allreduce(l->eng, l->send, l->recv, g->count, OP_RED_INT32,
-                                          OP_RED_SUM, now, &l->q);
+                                          OP_RED_SUM, now, op_loop_txq(l->loop));
     if (st != OP_OK) {
         fprintf(stderr, "inc_load: leader %u: allreduce: %s\n", l->rank, op_status_str(st));
         l->failed = true;
@@ -217,7 +234,7 @@ static void start_call(struct gen *g, struct leader *l, uint64_t now)
 }
 
 /* inc mode: notice the end of the engine's operation. */
-static void poll_engine(struct gen *g, struct leader *l)
+static void poll_engine(struct leader *l)
 {
     if (l->eng == NULL || !l->busy || op_inc_eng_status(l->eng) == OP_INPROGRESS)
         return;
@@ -232,45 +249,7 @@ static void poll_engine(struct gen *g, struct leader *l)
         l->busy = false;
         return;
     }
-    call_done(l, g->count);
-}
-
-static void receive(struct gen *g, struct leader *l, uint64_t now)
-{
-    for (int b = 0; b < BURSTS_PER_WAKE; b++) {
-        int n = op_io_recv(l->io, g->rxb.pkts, g->rxb.n);
-        for (int i = 0; i < n; i++) {
-            if (l->eng != NULL)
-                op_inc_eng_input(l->eng, &g->rxb.pkts[i], now, &l->q);
-            else
-                relay_input(g, l, &g->rxb.pkts[i], now);
-        }
-        flush(l, &l->q);
-        if (n < g->rxb.n)
-            return;
-    }
-}
-
-static uint64_t next_timer(const struct gen *g, uint64_t until)
-{
-    uint64_t t = until;
-    for (int i = 0; i < g->cfg.leaders; i++) {
-        const struct leader *l = &g->l[i];
-        uint64_t lt = l->eng ? op_inc_eng_next_timer(l->eng) : (l->busy ? l->retx_at : UINT64_MAX);
-        if (lt < t)
-            t = lt;
-    }
-    return t;
-}
-
-static void wait_io(struct gen *g, uint64_t until)
-{
-    uint64_t now = op_now_ns(), t = next_timer(g, until);
-    uint64_t left = t > now ? t - now : 0;
-    struct timespec ts = {.tv_sec = (time_t)(left / OP_NS_PER_S),
-                          .tv_nsec = (long)(left % OP_NS_PER_S)};
-    if (ppoll(g->pfd, (nfds_t)g->cfg.leaders, &ts, NULL) < 0 && errno != EINTR)
-        perror("inc_load: ppoll");
+    call_done(l);
 }
 
 static bool phase_over(struct gen *g, enum phase ph)
@@ -299,24 +278,16 @@ static bool drive(struct gen *g, enum phase ph, uint64_t until)
 {
     for (;;) {
         for (int i = 0; i < g->cfg.leaders; i++)
-            poll_engine(g, &g->l[i]);
-        bool over = phase_over(g, ph); /* may start calls: flush after it */
-        for (int i = 0; i < g->cfg.leaders; i++)
-            flush(&g->l[i], &g->l[i].q);
-        if (over || op_now_ns() >= until)
+            poll_engine(&g->l[i]);
+        /* may start calls: what they queue leaves before the wait */
+        if (phase_over(g, ph) || op_now_ns() >= until)
             break;
-        wait_io(g, until);
-        uint64_t now = op_now_ns();
-        for (int i = 0; i < g->cfg.leaders; i++) {
-            struct leader *l = &g->l[i];
-            if (g->pfd[i].revents & POLLIN)
-                receive(g, l, now);
-            if (l->eng)
-                op_inc_eng_timer(l->eng, now, &l->q);
-            else
-                relay_timer(l, g->per_chunk, now);
-        }
+        int n = op_loop_run_many(g->loops, g->cfg.leaders, until);
+        if (n < 0)
+            fprintf(stderr, "inc_load: wait: %s\n", strerror(-n));
     }
+    for (int i = 0; i < g->cfg.leaders; i++)
+        op_loop_flush(g->loops[i]);
     for (int i = 0; i < g->cfg.leaders; i++)
         if (g->l[i].failed)
             return false;
@@ -351,11 +322,24 @@ static op_status_t open_engine(struct gen *g, struct leader *l)
     return op_inc_eng_create(&ic, &l->eng);
 }
 
+/* Each leader's wake takes up to BURSTS_PER_WAKE bursts, so one busy
+ * socket cannot starve the others. */
+static op_status_t open_loop(struct leader *l)
+{
+    struct op_loop_config lc = {.io = l->io, .bursts_per_round = BURSTS_PER_WAKE};
+    op_status_t st = op_loop_create(&lc, &l->loop);
+    if (st == OP_OK)
+        st = l->eng ? op_loop_add(l->loop, &inc_ops, l->eng) : op_loop_add(l->loop, &relay_ops, l);
+    return st;
+}
+
 static op_status_t open_leader(struct gen *g, int i)
 {
     struct leader *l = &g->l[i];
     size_t bytes = g->count * sizeof(int32_t);
     l->cfg = &g->cfg;
+    l->count = g->count;
+    l->per_chunk = g->per_chunk;
     l->rank = (uint32_t)i;
     l->ip = g->cfg.first_ip + (uint32_t)i;
     l->send = malloc(bytes);
@@ -366,19 +350,16 @@ static op_status_t open_leader(struct gen *g, int i)
     for (size_t j = 0; j < g->count; j++)
         l->send[j] = (int32_t)((l->rank + 1) * (1 + j % 97));
     l->expect = g->cfg.mode == MODE_INC ? g->sum : l->send;
-    op_status_t st = op_pktbuf_init(&l->txb, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_io_udp_open(l->ip, g->cfg.port, &l->io);
+    op_status_t st = op_io_udp_open(l->ip, g->cfg.port, &l->io);
     if (st == OP_OK) /* as every offpath tool reads it */
         op_io_udp_batching(l->io, getenv("OFFPATH_UDP_BATCHING") == NULL ||
                                       strcmp(getenv("OFFPATH_UDP_BATCHING"), "0") != 0);
     if (st == OP_OK && g->cfg.mode == MODE_INC)
         st = open_engine(g, l);
-    if (st != OP_OK)
-        return st;
-    l->q = (struct op_txq){.pkts = l->txb.pkts, .cap = l->txb.n, .flush = flush, .ctx = l};
-    g->pfd[i] = (struct pollfd){.fd = op_io_fd(l->io), .events = POLLIN};
-    return OP_OK;
+    if (st == OP_OK)
+        st = open_loop(l);
+    g->loops[i] = l->loop;
+    return st;
 }
 
 static op_status_t gen_open(struct gen *g)
@@ -391,7 +372,7 @@ static op_status_t gen_open(struct gen *g)
         return OP_ERR_NOMEM;
     for (size_t j = 0; j < g->count; j++)
         g->sum[j] = (int32_t)((k * (k + 1) / 2) * (int)(1 + j % 97));
-    op_status_t st = op_pktbuf_init(&g->rxb, OP_IO_BURST);
+    op_status_t st = OP_OK;
     for (int i = 0; i < k && st == OP_OK; i++)
         st = open_leader(g, i);
     return st;
@@ -401,14 +382,13 @@ static void gen_close(struct gen *g)
 {
     for (int i = 0; i < g->cfg.leaders; i++) {
         struct leader *l = &g->l[i];
+        op_loop_destroy(l->loop);
         op_inc_eng_destroy(l->eng);
         op_io_close(l->io);
-        op_pktbuf_free(&l->txb);
         free(l->send);
         free(l->recv);
         free(l->ring);
     }
-    op_pktbuf_free(&g->rxb);
     free(g->sum);
 }
 
@@ -417,7 +397,7 @@ static bool join(struct gen *g)
 {
     uint64_t now = op_now_ns();
     for (int i = 0; i < g->cfg.leaders; i++)
-        if (op_inc_eng_join(g->l[i].eng, now, &g->l[i].q) != OP_OK)
+        if (op_inc_eng_join(g->l[i].eng, now, op_loop_txq(g->loops[i])) != OP_OK)
             return false;
     if (!drive(g, PH_JOIN, now + PHASE_LIMIT_NS))
         return false;
@@ -442,7 +422,7 @@ static void leave(struct gen *g)
 {
     uint64_t now = op_now_ns();
     for (int i = 0; i < g->cfg.leaders; i++)
-        (void)op_inc_eng_leave(g->l[i].eng, now, &g->l[i].q);
+        (void)op_inc_eng_leave(g->l[i].eng, now, op_loop_txq(g->loops[i]));
     if (!drive(g, PH_LEAVE, now + PHASE_LIMIT_NS))
         fprintf(stderr, "inc_load: leave did not finish (the group's lease frees it)\n");
 }

@@ -72,7 +72,11 @@ struct relay {
     union {
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
-    } rx_ctrl[RELAY_GRO_MSGS], tx_ctrl[RELAY_GRO_MSGS];
+    } rx_ctrl[RELAY_GRO_MSGS];
+    union {
+        char buf[OP_IO_GSO_CTRL];
+        struct cmsghdr align;
+    } tx_ctrl[RELAY_GRO_MSGS];
     struct mmsghdr tx[RELAY_GRO_MSGS]; /* never more messages than datagrams read */
     struct iovec tx_iov[RELAY_GRO_MSGS];
 };
@@ -277,14 +281,7 @@ static void gather(struct relay *r, int m, int first, int n, bool *taken, int *s
     r->weight[m] = segs;
     if (segs == 1)
         return;
-    uint16_t gso = (uint16_t)r->seg[first];
-    mh->msg_control = r->tx_ctrl[m].buf;
-    mh->msg_controllen = CMSG_SPACE(sizeof gso);
-    struct cmsghdr *c = CMSG_FIRSTHDR(mh);
-    c->cmsg_level = SOL_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof gso);
-    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    op_io_udp_gso(mh, r->tx_ctrl[m].buf, (uint16_t)r->seg[first]);
 }
 
 static void bounce_batched(struct relay *r, int n)

@@ -126,7 +126,7 @@ OP_API void op_har_port_close(struct op_har_port *p); /* after freeing its clien
 /* Packets that named no session of this port (foreign, may be NULL), and
  * what the fault layer injected (zero without one; may be NULL). */
 OP_API void op_har_port_stats(struct op_har_port *p, uint64_t *foreign,
-                              struct op_fault_stats *fault);
+                              uint64_t fault[OP_FAULT_C_COUNT_]);
 OP_API op_status_t op_har_attach(struct op_har_port *p, const struct op_har_config *cfg,
                                  struct op_har_client **out);
 OP_API op_status_t op_har_allreduce(struct op_har_client *c, const void *sendbuf, void *recvbuf,

@@ -50,6 +50,12 @@ OP_API uint32_t op_io_link_mtu(const struct op_io *io);
  * turn it off with op_io_udp_batching from their configuration (the tools'
  * and liboffpath_mpi's OFFPATH_UDP_BATCHING=0). */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
+/* Makes mh (a struct msghdr for sendmsg/sendmmsg) one UDP GSO datagram
+ * of seg-byte segments, the last possibly shorter: the control message
+ * goes into ctrl, OP_IO_GSO_CTRL bytes aligned as a struct cmsghdr. */
+#define OP_IO_GSO_CTRL 24
+struct msghdr;
+OP_API void op_io_udp_gso(struct msghdr *mh, void *ctrl, uint16_t seg);
 /* Batching: runs of packets to one destination leave as one UDP GSO datagram
  * and such datagrams are read whole (UDP_GRO) and cut back into packets; the
  * packets and their bytes stay the same. Off: one system-call slot per packet.
@@ -63,9 +69,10 @@ OP_API void op_io_udp_batching(struct op_io *io, bool on);
  * socket on ip:port is the slow path: packets to peers whose MAC is not yet
  * known leave through it, and what reaches it (another queue) is read too.
  * The peers must be on-link: their MACs come from the frames they send and
- * from the kernel's neighbour table. On failure why says which step failed. */
+ * from the kernel's neighbour table. A failure logs the step and the
+ * kernel's reason to log (NULL: nowhere); its errno is in the status. */
 OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
-                                  struct op_io **out, char *why, size_t len);
+                                  const struct op_log *log, struct op_io **out);
 /* What the AF_XDP path did besides the ring. rx_refused: frames the ring
  * brought that were not ours or not valid (op_frame_verdict); rx_ring_full
  * and rx_kernel_dropped are the kernel's (lost because our ring was full,
@@ -116,10 +123,20 @@ struct op_fault_cfg {
 OP_API op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg,
                                     struct op_io **out);
 /* Counters of the fault layer (zero for other backends). */
-struct op_fault_stats {
-    uint64_t dropped, duplicated, delayed;
+#define OP_FAULT_COUNTERS(X)                                                                       \
+    X(dropped)                                                                                     \
+    X(duplicated)                                                                                  \
+    X(delayed)
+
+enum op_fault_counter {
+#define OP_FAULT_ENUM_(n) OP_FAULT_C_##n,
+    OP_FAULT_COUNTERS(OP_FAULT_ENUM_)
+#undef OP_FAULT_ENUM_
+        OP_FAULT_C_COUNT_
 };
-OP_API void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out);
+OP_API const char *op_fault_counter_name(unsigned c); /* NULL past the list */
+/* What the fault layer injected; zeros for a backend that is not one. */
+OP_API void op_io_fault_counters(const struct op_io *io, uint64_t out[OP_FAULT_C_COUNT_]);
 
 /* A capture file (format: wire.h, op_pcap_*): each packet written becomes
  * one Ethernet/IPv4/UDP frame, so a capture shows RoCEv2 packets one by one

@@ -38,7 +38,24 @@ typedef void (*op_loop_flush_fn)(void *ctx, struct op_io *io, struct op_txq *q);
 
 struct op_loop_config {
     struct op_io *io; /* not owned */
-    int burst;        /* packets per receive and per transmit queue (0: OP_IO_BURST) */
+    int burst;        /* packets per receive (0: OP_IO_BURST) */
+    int tx_queue;     /* packets the transmit queue holds before it flushes (0: burst) */
+    /* Receive bursts per round: 0 reads until the backend has no more; a
+     * cap lets timers and watched fds run under a flood. */
+    int bursts_per_round;
+    /* false: what the engines queue leaves after each burst (a peer waiting
+     * on an answer is not held up by the next burst); true: once per round,
+     * after the timers, so a flush hook that regroups sees the whole wake. */
+    bool flush_per_round;
+    /* Never sleep in a wait (a switch under load, a perftest endpoint): the
+     * round returns at once, and every OP_LOOP_YIELD_EVERY empty rounds the
+     * thread yields, as a loop spinning on every core starves the kernel's
+     * network work until a scheduler tick. */
+    bool busy_poll;
+    /* Engines' deadlines are looked at every this many rounds (0, 1: each);
+     * for engines whose next_deadline scans much (the RoCEv2 device's 16K
+     * QPs), when rounds are microseconds apart. */
+    int timer_every;
     op_loop_demux_fn demux; /* NULL: every packet to the first engine added */
     void *demux_ctx;
     op_loop_flush_fn flush; /* NULL: op_io_send */
@@ -49,10 +66,14 @@ struct op_loop_config {
     pthread_mutex_t *lock;
 };
 
+#define OP_LOOP_YIELD_EVERY 16
+
 struct op_loop_stats {
     uint64_t rounds;    /* waits */
     uint64_t rx;        /* packets handed to engines */
     uint64_t unclaimed; /* packets no engine wanted */
+    uint64_t flushes;   /* times the transmit queue went out */
+    uint64_t yields;    /* busy_poll: times the thread gave its core away */
 };
 
 struct op_loop;
@@ -63,19 +84,45 @@ OP_API void op_loop_destroy(struct op_loop *l);
 #define OP_LOOP_MAX_ENGINES 256
 OP_API op_status_t op_loop_add(struct op_loop *l, const struct op_engine_ops *ops, void *eng);
 OP_API void op_loop_remove(struct op_loop *l, const void *eng);
+/* The engines added, 0 .. op_loop_engines - 1 (a demultiplexer looks
+ * among them; order changes when one is removed). */
+OP_API int op_loop_engines(const struct op_loop *l);
+OP_API void *op_loop_engine(const struct op_loop *l, int i);
 /* Where engines queue what they send outside input and timer (starting an
  * operation); op_loop_flush sends it. With a lock, hold it for both. */
 OP_API struct op_txq *op_loop_txq(struct op_loop *l);
 OP_API void op_loop_flush(struct op_loop *l);
-/* One round: wait until a packet is readable, the earliest deadline of the
- * engines and the backend, or until (whichever first); hand every packet
- * read to its engine; run the timers that are due. Returns the packets
- * handed over, or -errno from the backend. */
+/* A file descriptor the loop waits on beside the backend (a signalfd, an
+ * eventfd): fn runs, under the lock, first thing in a round where fd is
+ * readable; it reads what woke it. At most OP_LOOP_MAX_WATCHES. */
+#define OP_LOOP_MAX_WATCHES 8
+typedef void (*op_loop_fd_fn)(void *ctx, int fd);
+OP_API op_status_t op_loop_watch(struct op_loop *l, int fd, op_loop_fd_fn fn, void *ctx);
+
+/* One round: wait until a packet is readable, a watched fd is, the earliest
+ * deadline of the engines and the backend, or until (whichever first); then
+ * op_loop_serve. Returns the packets handed over, or -errno. */
 OP_API int op_loop_run_once(struct op_loop *l, uint64_t until);
+/* The round without the wait: watched fds, receive bursts into the engines,
+ * timers that are due, flush. */
+OP_API int op_loop_serve(struct op_loop *l);
+/* One wait over several loops (a load generator's K sockets, each its own
+ * loop with its own engines): then each serves. Returns the packets handed
+ * over in all, or the first -errno. */
+OP_API int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until);
+/* The wait of a round alone (queued output leaves first): for a driver
+ * that then serves with op_loop_poll. 0, or -errno. */
+OP_API int op_loop_wait(struct op_loop *l, uint64_t until);
+/* For a driver that interleaves its own work with the engines' (perftest's
+ * measurement loops): at most max packets in, no wait and no flush (what
+ * the engines answered stays queued in op_loop_txq, to leave with what the
+ * caller posts next), timers if due. Returns the packets handed over. A
+ * caller spins on it, so it yields as a busy_poll round does. */
+OP_API int op_loop_poll(struct op_loop *l, int max);
 OP_API void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out);
 /* The earliest deadline of the engines and the backend (UINT64_MAX: none),
  * for a driver that sleeps elsewhere between rounds (hostar's timer thread);
- * op_loop_run_once(l, 0) then serves what is ready without waiting. */
+ * op_loop_serve then serves what is ready. */
 OP_API uint64_t op_loop_next_deadline(const struct op_loop *l);
 
 #endif

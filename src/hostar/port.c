@@ -21,7 +21,6 @@
 #include "offpath/hostar.h"
 #include "offpath/loop.h"
 
-#define PORT_MAX_CLIENTS 256
 #define PORT_IDLE_NS (1 * OP_NS_PER_MS)
 
 struct op_har_client {
@@ -38,8 +37,6 @@ struct op_har_port {
     int tfd;
     bool have_timer, stop;
     atomic_bool busy; /* a call holds mu: the thread leaves the timers to it */
-    struct op_har_client *clients[PORT_MAX_CLIENTS];
-    int n_clients;
     uint64_t foreign;
 };
 
@@ -48,9 +45,11 @@ static void *owner(void *ctx, const struct op_pkt *pkt)
     struct op_har_port *p = ctx;
     uint32_t session;
     if (op_har_session_of(pkt->data, pkt->len, &session))
-        for (int i = 0; i < p->n_clients; i++)
-            if (p->clients[i]->session == session)
-                return p->clients[i];
+        for (int i = 0; i < op_loop_engines(p->loop); i++) {
+            struct op_har_client *c = op_loop_engine(p->loop, i);
+            if (c->session == session)
+                return c;
+        }
     p->foreign++;
     return NULL;
 }
@@ -106,7 +105,7 @@ static void *timer_main(void *arg)
             return NULL;
         }
         if (op_loop_next_deadline(p->loop) <= op_now_ns())
-            op_loop_run_once(p->loop, 0); /* what is due, without waiting */
+            op_loop_serve(p->loop); /* what is due, without waiting */
         arm(p, op_loop_next_deadline(p->loop));
         pthread_mutex_unlock(&p->mu);
     }
@@ -190,13 +189,14 @@ void op_har_port_close(struct op_har_port *p)
     free(p);
 }
 
-void op_har_port_stats(struct op_har_port *p, uint64_t *foreign, struct op_fault_stats *fault)
+void op_har_port_stats(struct op_har_port *p, uint64_t *foreign,
+                       uint64_t fault[OP_FAULT_C_COUNT_])
 {
     pthread_mutex_lock(&p->mu);
     if (foreign != NULL)
         *foreign = p->foreign;
     if (fault != NULL)
-        op_io_fault_stats(p->io, fault);
+        op_io_fault_counters(p->io, fault);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -214,10 +214,7 @@ op_status_t op_har_attach(struct op_har_port *p, const struct op_har_config *cfg
     c->port = p;
     c->session = cfg->session;
     pthread_mutex_lock(&p->mu);
-    if (p->n_clients < PORT_MAX_CLIENTS && op_loop_add(p->loop, &client_ops, c) == OP_OK)
-        p->clients[p->n_clients++] = c;
-    else
-        st = OP_ERR_NOSPACE;
+    st = op_loop_add(p->loop, &client_ops, c);
     pthread_mutex_unlock(&p->mu);
     if (st != OP_OK) {
         op_har_eng_destroy(c->eng);
@@ -273,13 +270,10 @@ void op_har_client_free(struct op_har_client *c)
 {
     if (c == NULL)
         return;
-    struct op_har_port *p = c->port;
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < p->n_clients; i++)
-        if (p->clients[i] == c)
-            p->clients[i] = p->clients[--p->n_clients];
-    op_loop_remove(p->loop, c);
+    /* out of the loop, no thread (the timer's) can reach the engine */
+    pthread_mutex_lock(&c->port->mu);
+    op_loop_remove(c->port->loop, c);
+    pthread_mutex_unlock(&c->port->mu);
     op_har_eng_destroy(c->eng);
-    pthread_mutex_unlock(&p->mu);
     free(c);
 }

@@ -14,13 +14,9 @@
 #include "offpath/inc.h"
 #include "offpath/loop.h"
 
-#define PORT_MAX_CLIENTS 256
-
 struct op_inc_port {
     struct op_io *io;
     struct op_loop *loop; /* runs the clients' engines (offpath/loop.h) */
-    struct op_inc_client *clients[PORT_MAX_CLIENTS];
-    int n_clients;
     pthread_mutex_t lock;
 };
 
@@ -45,21 +41,22 @@ static void *owner(void *ctx, const struct op_pkt *pkt)
 {
     const struct op_inc_port *p = ctx;
     struct op_inc_pkt ip;
-    if (p->n_clients == 1)
-        return p->clients[0];
+    int n = op_loop_engines(p->loop);
+    if (n == 1)
+        return op_loop_engine(p->loop, 0);
     if (op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK)
         return NULL;
     bool ctrl = ip.hdr.kind == OP_INC_KIND_CTRL;
     bool by_key = ctrl && ip.hdr.group_id == 0;
-    for (int i = 0; i < p->n_clients; i++) {
-        const struct op_inc_client *cl = p->clients[i];
+    for (int i = 0; i < n; i++) {
+        struct op_inc_client *cl = op_loop_engine(p->loop, i);
         const struct op_inc_caps *caps = op_inc_eng_caps(cl->eng);
         if (by_key ? names_comm(&ip.ctrl, cl)
                    : ip.hdr.group_id == caps->group_id && ip.hdr.token == caps->token)
-            return p->clients[i];
+            return cl;
         /* a notify carries the new group id: match it by communicator too */
         if (!by_key && ctrl && caps->group_id == 0 && names_comm(&ip.ctrl, cl))
-            return p->clients[i];
+            return cl;
     }
     return NULL;
 }
@@ -77,12 +74,11 @@ op_status_t op_inc_port_open(uint32_t ip, uint16_t udp_port, bool udp_batching,
         struct op_loop_config lc = {.io = p->io, .demux = owner, .demux_ctx = p, .lock = &p->lock};
         st = op_loop_create(&lc, &p->loop);
     }
-    if (st != OP_OK) {
+    if (st == OP_OK)
+        *out = p;
+    else
         op_inc_port_close(p);
-        return st;
-    }
-    *out = p;
-    return OP_OK;
+    return st;
 }
 
 void op_inc_port_close(struct op_inc_port *p)
@@ -175,9 +171,6 @@ void op_inc_client_free(struct op_inc_client *c)
         return;
     struct op_inc_port *p = c->port;
     pthread_mutex_lock(&p->lock);
-    for (int i = 0; i < p->n_clients; i++)
-        if (p->clients[i] == c)
-            p->clients[i] = p->clients[--p->n_clients];
     op_loop_remove(p->loop, c);
     op_inc_eng_destroy(c->eng);
     pthread_mutex_unlock(&p->lock);
@@ -200,18 +193,16 @@ op_status_t op_inc_join_on(struct op_inc_port *p, const struct op_inc_config *cf
         return st;
     }
     pthread_mutex_lock(&p->lock);
-    if (p->n_clients == PORT_MAX_CLIENTS || op_loop_add(p->loop, &client_ops, c) != OP_OK) {
-        st = OP_ERR_NOSPACE;
-    } else {
-        p->clients[p->n_clients++] = c;
+    op_status_t added = op_loop_add(p->loop, &client_ops, c);
+    if (added == OP_OK) {
         st = op_inc_eng_join(c->eng, op_now_ns(), op_loop_txq(p->loop));
         op_loop_flush(p->loop);
     }
     pthread_mutex_unlock(&p->lock);
-    if (st == OP_ERR_NOSPACE) {
+    if (added != OP_OK) {
         op_inc_eng_destroy(c->eng);
         free(c);
-        return st;
+        return added;
     }
     if (st == OP_OK)
         st = run(c);

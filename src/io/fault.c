@@ -30,7 +30,7 @@ struct fault_io {
     struct op_io *inner;
     struct op_fault_cfg cfg;
     struct op_rng rng;
-    struct op_fault_stats st;
+    uint64_t c[OP_FAULT_C_COUNT_];
     struct held *q; /* ring of FAULT_QUEUE descriptors */
     uint32_t q_first, q_n;
     uint8_t *arena;
@@ -96,7 +96,7 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
     long off = f->q_n < FAULT_QUEUE && p->len <= OP_IO_BUF_SIZE ? arena_take(f, p->len) : -1;
 
     if (off < 0) {
-        f->st.dropped++;
+        f->c[OP_FAULT_C_dropped]++;
         f->io.c[OP_IO_C_tx_drops]++;
         f->lost++;
         return;
@@ -105,7 +105,7 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
     f->q[(f->q_first + f->q_n) % FAULT_QUEUE] =
         (struct held){.release = release, .flow = p->flow, .len = p->len, .off = (uint32_t)off};
     f->q_n++;
-    f->st.delayed++;
+    f->c[OP_FAULT_C_delayed]++;
 }
 
 static bool link_down(const struct fault_io *f, const struct op_pkt *p, uint64_t now)
@@ -123,13 +123,13 @@ static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
     f->lost = 0;
     for (int i = 0; i < n; i++) {
         if (link_down(f, &pkts[i], now) || op_rng_unit(&f->rng) < f->cfg.drop) {
-            f->st.dropped++;
+            f->c[OP_FAULT_C_dropped]++;
             continue;
         }
         int copies = 1;
         if (f->cfg.dup > 0.0 && op_rng_unit(&f->rng) < f->cfg.dup) {
             copies = 2;
-            f->st.duplicated++;
+            f->c[OP_FAULT_C_duplicated]++;
         }
         for (int c = 0; c < copies; c++) {
             if (release != 0)
@@ -235,10 +235,17 @@ op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg
     return OP_OK;
 }
 
-void op_io_fault_stats(const struct op_io *io, struct op_fault_stats *out)
+void op_io_fault_counters(const struct op_io *io, uint64_t out[OP_FAULT_C_COUNT_])
 {
     if (io != NULL && io->ops == &fault_ops)
-        *out = ((const struct fault_io *)io)->st;
+        memcpy(out, ((const struct fault_io *)io)->c, OP_FAULT_C_COUNT_ * sizeof(*out));
     else
-        *out = (struct op_fault_stats){0, 0, 0};
+        memset(out, 0, OP_FAULT_C_COUNT_ * sizeof(*out));
+}
+
+static const char *const fault_counter_names[] = {OP_FAULT_COUNTERS(OP_COUNTER_NAME)};
+
+const char *op_fault_counter_name(unsigned c)
+{
+    return op_counter_name(fault_counter_names, OP_FAULT_C_COUNT_, c);
 }

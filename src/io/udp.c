@@ -259,14 +259,20 @@ static void set_tx_msg(struct udp_io *u, int m, const struct op_pkt *pkts, const
     u->weight[m] = count;
     if (count == 1)
         return;
-    uint16_t gso = (uint16_t)first->len;
-    mh->msg_control = u->ctrl[m].buf;
-    mh->msg_controllen = CMSG_SPACE(sizeof gso);
+    op_io_udp_gso(mh, u->ctrl[m].buf, (uint16_t)first->len);
+}
+
+_Static_assert(CMSG_SPACE(sizeof(uint16_t)) <= OP_IO_GSO_CTRL, "OP_IO_GSO_CTRL holds UDP_SEGMENT");
+
+void op_io_udp_gso(struct msghdr *mh, void *ctrl, uint16_t seg)
+{
+    mh->msg_control = ctrl;
+    mh->msg_controllen = CMSG_SPACE(sizeof seg);
     struct cmsghdr *c = CMSG_FIRSTHDR(mh);
     c->cmsg_level = SOL_UDP;
     c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof gso);
-    memcpy(CMSG_DATA(c), &gso, sizeof gso);
+    c->cmsg_len = CMSG_LEN(sizeof seg);
+    memcpy(CMSG_DATA(c), &seg, sizeof seg);
 }
 
 /* The batch that starts at unsent packet `first`: the following unsent

@@ -66,6 +66,7 @@ struct xdp_io {
     struct op_io *kernel; /* the slow path: a UDP socket on our address and port */
     uint32_t empty_polls;
     char ifname[IF_NAMESIZE];
+    const struct op_log *log; /* where setup failures go (not owned) */
     struct op_frame_l2 l2;
     struct xdp_bpf bpf;
     uint8_t *umem;
@@ -338,16 +339,16 @@ static const struct op_io_ops xdp_ops = {
 
 /* ---- setup */
 
-/* The why text for the user, the errno in the status for the caller. */
-static op_status_t fail_with(char *why, size_t len, const char *what, int e)
+/* The step and the kernel's reason to the log, the errno in the status. */
+static op_status_t fail_with(const struct xdp_io *x, const char *what, int e)
 {
-    snprintf(why, len, "%s: %s", what, strerror(e));
+    OP_ERROR(x->log, "AF_XDP on %s: %s: %s", x->ifname, what, strerror(e));
     return op_status_from_errno(e);
 }
 
-static op_status_t fail(char *why, size_t len, const char *what)
+static op_status_t fail(const struct xdp_io *x, const char *what)
 {
-    return fail_with(why, len, what, errno);
+    return fail_with(x, what, errno);
 }
 
 static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offset *o, size_t elem,
@@ -366,24 +367,24 @@ static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offse
     return OP_OK;
 }
 
-static op_status_t make_rings(struct xdp_io *x, char *why, size_t len)
+static op_status_t make_rings(struct xdp_io *x)
 {
     size_t umem_len = (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME;
     x->umem = mmap(NULL, umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (x->umem == MAP_FAILED) {
         x->umem = NULL;
-        return fail(why, len, "UMEM");
+        return fail(x, "UMEM");
     }
     struct xdp_umem_reg reg = {.addr = (uint64_t)(uintptr_t)x->umem, .len = umem_len,
                                .chunk_size = XDP_FRAME};
     unsigned ring = XDP_RING;
     if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) != 0)
-        return fail(why, len, "registering the UMEM");
+        return fail(x, "registering the UMEM");
     if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &ring, sizeof ring) != 0 ||
         setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &ring, sizeof ring) != 0 ||
         setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &ring, sizeof ring) != 0 ||
         setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &ring, sizeof ring) != 0)
-        return fail(why, len, "sizing the rings");
+        return fail(x, "sizing the rings");
     struct xdp_mmap_offsets off;
     socklen_t olen = sizeof off;
     if (getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &olen) != 0 ||
@@ -392,7 +393,7 @@ static op_status_t make_rings(struct xdp_io *x, char *why, size_t len)
             OP_OK ||
         map_ring(x->fd, &x->rx, &off.rx, sizeof(struct xdp_desc), XDP_PGOFF_RX_RING) != OP_OK ||
         map_ring(x->fd, &x->tx, &off.tx, sizeof(struct xdp_desc), XDP_PGOFF_TX_RING) != OP_OK)
-        return fail(why, len, "mapping the rings");
+        return fail(x, "mapping the rings");
     for (uint32_t i = 0; i < XDP_RX_FRAMES; i++)
         *addr_slot(&x->fill, x->fill.head++) = (uint64_t)i * XDP_FRAME;
     store_release(x->fill.prod, x->fill.head);
@@ -401,62 +402,62 @@ static op_status_t make_rings(struct xdp_io *x, char *why, size_t len)
     return OP_OK;
 }
 
-static op_status_t read_link(struct xdp_io *x, char *why, size_t len)
+static op_status_t read_link(struct xdp_io *x)
 {
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", x->ifname);
     if (ioctl(op_io_fd(x->kernel), SIOCGIFHWADDR, &ifr) != 0)
-        return fail(why, len, "reading the interface's MAC");
+        return fail(x, "reading the interface's MAC");
     memcpy(x->l2.src_mac, ifr.ifr_hwaddr.sa_data, 6);
     if ((x->io.link_mtu = io_link_mtu(op_io_fd(x->kernel), x->ifname)) == 0)
-        return fail(why, len, "reading the interface's MTU");
+        return fail(x, "reading the interface's MTU");
     if (x->io.link_mtu > XDP_FRAME_ROOM - OP_ETH_HDR_LEN)
         x->io.link_mtu = XDP_FRAME_ROOM - OP_ETH_HDR_LEN; /* what one frame holds */
     return OP_OK;
 }
 
-static op_status_t open_kernel_path(struct xdp_io *x, char *why, size_t len)
+static op_status_t open_kernel_path(struct xdp_io *x)
 {
     op_status_t st = op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel);
     if (st == OP_OK)
         return OP_OK;
     int e = op_status_errno(st); /* none: its allocation failed */
-    return fail_with(why, len, "binding the UDP port (is another process on it?)",
+    return fail_with(x, "binding the UDP port (is another process on it?)",
                      e != 0 ? e : ENOMEM);
 }
 
-static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue, char *why, size_t len)
+static op_status_t bind_xsk(struct xdp_io *x, uint32_t queue)
 {
     struct sockaddr_xdp sx = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)x->ifindex,
                               .sxdp_queue_id = queue, .sxdp_flags = XDP_COPY};
     if (bind(x->fd, (struct sockaddr *)&sx, sizeof sx) != 0)
-        return fail(why, len, "binding the AF_XDP socket to queue 0");
-    return xdp_bpf_bind_socket(&x->bpf, queue, x->fd, why, len);
+        return fail(x, "binding the AF_XDP socket to queue 0");
+    return xdp_bpf_bind_socket(&x->bpf, queue, x->fd, x->log);
 }
 
-static op_status_t xdp_setup(struct xdp_io *x, char *why, size_t len)
+static op_status_t xdp_setup(struct xdp_io *x)
 {
     op_status_t st;
     if ((x->ifindex = (int)if_nametoindex(x->ifname)) == 0)
-        return fail(why, len, "no such interface");
-    if ((st = open_kernel_path(x, why, len)) != OP_OK || (st = read_link(x, why, len)) != OP_OK)
+        return fail(x, "no such interface");
+    if ((st = open_kernel_path(x)) != OP_OK || (st = read_link(x)) != OP_OK)
         return st;
     x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (x->fd < 0)
-        return fail(why, len, "AF_XDP socket");
-    if ((st = make_rings(x, why, len)) != OP_OK ||
-        (st = xdp_bpf_setup(&x->bpf, x->ifindex, x->io.local_ip, x->io.local_port, why, len)) !=
+        return fail(x, "AF_XDP socket");
+    if ((st = make_rings(x)) != OP_OK ||
+        (st = xdp_bpf_setup(&x->bpf, x->ifindex, x->io.local_ip, x->io.local_port, x->log)) !=
             OP_OK)
         return st;
-    return bind_xsk(x, 0, why, len);
+    return bind_xsk(x, 0);
 }
 
-op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struct op_io **out,
-                           char *why, size_t len)
+op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
+                           const struct op_log *log, struct op_io **out)
 {
     if (ifname == NULL || strlen(ifname) >= IF_NAMESIZE || ip == 0 || port == 0 || out == NULL) {
-        snprintf(why, len, "an interface name, an address and a port are needed");
+        OP_ERROR(log, "AF_XDP: an interface name, an address and a port are needed");
         return OP_ERR_INVAL;
     }
     struct xdp_io *x = calloc(1, sizeof *x);
@@ -468,10 +469,9 @@ op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port, struc
     x->io.ops = &xdp_ops;
     x->io.local_ip = ip;
     x->io.local_port = port;
-    char reason[400];
-    op_status_t st = xdp_setup(x, reason, sizeof reason);
+    x->log = log;
+    op_status_t st = xdp_setup(x);
     if (st != OP_OK) {
-        snprintf(why, len, "AF_XDP on %s: %s", ifname, reason);
         xdp_close(&x->io);
         return st;
     }

@@ -47,7 +47,7 @@ static int32_t wire32(uint32_t v) { return (int32_t)__builtin_bswap32(v); }
 /* Verdict for a frame: redirect to xsks_map[rx_queue] (XDP_PASS when the
  * slot is empty) if it is IPv4 without options, UDP, to ip:port; pass
  * otherwise. Fragments never match: RoCEv2 is sent DF. */
-static int load_program(int map_fd, uint32_t ip, uint16_t port, char *why, size_t len)
+static int load_program(int map_fd, uint32_t ip, uint16_t port, const struct op_log *log)
 {
     enum { PASS = 22 }; /* index of the pass branch */
     const struct bpf_insn prog[] = {
@@ -76,27 +76,27 @@ static int load_program(int map_fd, uint32_t ip, uint16_t port, char *why, size_
         /* 23 */ EXIT(),
     };
     _Static_assert(sizeof prog / sizeof prog[0] == PASS + 2, "PASS is the pass branch");
-    static char log[4096];
+    char verifier[4096];
     union bpf_attr a;
     memset(&a, 0, sizeof a);
     a.prog_type = BPF_PROG_TYPE_XDP;
     a.insns = (uint64_t)(uintptr_t)prog;
     a.insn_cnt = sizeof prog / sizeof prog[0];
     a.license = (uint64_t)(uintptr_t)"Dual MIT/GPL";
-    a.log_buf = (uint64_t)(uintptr_t)log;
-    a.log_size = sizeof log;
+    a.log_buf = (uint64_t)(uintptr_t)verifier;
+    a.log_size = sizeof verifier;
     a.log_level = 1;
-    log[0] = '\0';
+    verifier[0] = '\0';
     int fd = (int)sys_bpf(BPF_PROG_LOAD, &a);
     if (fd < 0) {
         fd = -errno;
-        snprintf(why, len, "loading the XDP program: %s%s%.200s", strerror(-fd),
-                 log[0] ? ": " : "", log);
+        OP_ERROR(log, "AF_XDP: loading the XDP program: %s%s%.200s", strerror(-fd),
+                 verifier[0] ? ": " : "", verifier);
     }
     return fd; /* or -errno */
 }
 
-static int create_map(char *why, size_t len)
+static int create_map(const struct op_log *log)
 {
     union bpf_attr a;
     memset(&a, 0, sizeof a);
@@ -107,7 +107,7 @@ static int create_map(char *why, size_t len)
     int fd = (int)sys_bpf(BPF_MAP_CREATE, &a);
     if (fd < 0) {
         fd = -errno;
-        snprintf(why, len, "creating the XSK map: %s", strerror(-fd));
+        OP_ERROR(log, "AF_XDP: creating the XSK map: %s", strerror(-fd));
     }
     return fd; /* or -errno */
 }
@@ -123,13 +123,13 @@ static int attach(int prog_fd, int ifindex, unsigned flags)
     return (int)sys_bpf(BPF_LINK_CREATE, &a);
 }
 
-op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port, char *why,
-                          size_t len)
+op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port,
+                          const struct op_log *log)
 {
     b->map_fd = b->prog_fd = b->link_fd = -1;
-    if ((b->map_fd = create_map(why, len)) < 0)
+    if ((b->map_fd = create_map(log)) < 0)
         return op_status_from_errno(-b->map_fd);
-    if ((b->prog_fd = load_program(b->map_fd, ip, port, why, len)) < 0)
+    if ((b->prog_fd = load_program(b->map_fd, ip, port, log)) < 0)
         return op_status_from_errno(-b->prog_fd);
     /* Native mode where the driver has it (veth, real NICs); the generic
      * hook otherwise (lo, any device). */
@@ -139,15 +139,15 @@ op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t 
         b->link_fd = attach(b->prog_fd, ifindex, XDP_FLAGS_SKB_MODE);
     if (b->link_fd < 0) {
         int e = errno;
-        snprintf(why, len, "attaching XDP to interface %d: %s%s", ifindex, strerror(e),
+        OP_ERROR(log, "AF_XDP: attaching XDP to interface %d: %s%s", ifindex, strerror(e),
                  e == EBUSY || e == EEXIST ? " (another XDP program is attached)" : "");
         return op_status_from_errno(e);
     }
     return OP_OK;
 }
 
-op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd, char *why,
-                                size_t len)
+op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd,
+                                const struct op_log *log)
 {
     union bpf_attr a;
     memset(&a, 0, sizeof a);
@@ -157,7 +157,7 @@ op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd, c
     if (sys_bpf(BPF_MAP_UPDATE_ELEM, &a) == 0)
         return OP_OK;
     int e = errno;
-    snprintf(why, len, "putting the socket in the XSK map: %s", strerror(e));
+    OP_ERROR(log, "AF_XDP: putting the socket in the XSK map: %s", strerror(e));
     return op_status_from_errno(e);
 }
 

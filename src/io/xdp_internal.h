@@ -16,11 +16,11 @@ struct xdp_bpf {
 };
 
 /* Map, program (steering UDP to ip:port, host order) and link on ifindex;
- * on failure why names the step and the kernel's reason. */
-op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port, char *why,
-                          size_t len);
-op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd, char *why,
-                                size_t len);
+ * a failure logs the step and the kernel's reason (log may be NULL). */
+op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port,
+                          const struct op_log *log);
+op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd,
+                                const struct op_log *log);
 void xdp_bpf_teardown(struct xdp_bpf *b);
 
 #endif

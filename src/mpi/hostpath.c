@@ -148,12 +148,12 @@ void opm_host_finalize(void)
 {
     if (opm.cfg.verbose) {
         uint64_t sum[HOST_C_COUNT_], mine[HOST_C_COUNT_];
-        struct op_fault_stats f = {0, 0, 0};
+        uint64_t f[OP_FAULT_C_COUNT_] = {0};
         if (opm.host_port != NULL)
-            op_har_port_stats(opm.host_port, NULL, &f);
+            op_har_port_stats(opm.host_port, NULL, f);
         for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
             mine[i] = opm.host_c[i];
-        mine[HOST_C_injected_drops] = f.dropped;
+        mine[HOST_C_injected_drops] = f[OP_FAULT_C_dropped];
         PMPI_Reduce(mine, sum, HOST_C_COUNT_, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
         if (opm.world_rank == 0 && sum[OP_HAR_C_allreduces] > 0)
             fprintf(stderr,

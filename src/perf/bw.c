@@ -47,7 +47,7 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
             bool last = q->posted + 1 == s->iters;
             bool signaled = (q->posted + 1) % c->cq_mod == 0 || last;
             wr.send_flags = inline_flag | (signaled ? OP_RDMA_SEND_SIGNALED : 0);
-            op_status_t st = op_rdma_post_send(q->qp, &wr, now, &ep->q);
+            op_status_t st = op_rdma_post_send(q->qp, &wr, now, perf_ep_txq(ep));
             if (st == OP_ERR_NOSPACE)
                 break;
             if (st != OP_OK)
@@ -218,7 +218,7 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
     uint64_t total = s->iters == UINT64_MAX ? UINT64_MAX : s->iters * r->ep.nqp;
     for (uint64_t turn = 0;; turn++) {
         uint64_t now = op_now_ns();
-        int got = perf_ep_progress(&r->ep, now);
+        int got = perf_ep_progress(&r->ep);
         uint64_t posted = s->total_posted;
         op_status_t st = OP_OK;
         if (s->i_send && !s->announced) {

@@ -3,7 +3,6 @@
  * (a capture then decodes as RoCEv2 with no hints) and any port otherwise,
  * which the side channel tells the peer. */
 #include <netinet/in.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +11,9 @@
 #include "perf_int.h"
 
 #define PATTERN_SEED 0x0ff9a7ull
-#define YIELD_EVERY 16 /* empty polls */
 #define LOOPBACK_TRIES 16
+/* the timer scan covers every QP (-q up to 16384); timers are tens of us
+ * or more, so a look every few polls is on time */
 #define TIMER_EVERY 8 /* polls */
 #define PERF_EVENT_WAIT_NS (10 * OP_NS_PER_MS)
 
@@ -26,13 +26,13 @@ op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
     return OP_ERR_INVAL;
 }
 
-static void flush_txq(void *ctx, struct op_txq *q)
+/* The device on the loop (offpath/loop.h); a short send is loss, which RC
+ * resends. */
+static op_status_t open_loop(struct perf_ep *ep)
 {
-    struct perf_ep *ep = ctx;
-    ep->flushes++;
-    if (q->n > 0)
-        (void)op_io_send(ep->io, q->pkts, q->n); /* a short send is loss: RC resends */
-    q->n = 0;
+    struct op_loop_config lc = {.io = ep->io, .timer_every = TIMER_EVERY};
+    op_status_t st = op_loop_create(&lc, &ep->loop);
+    return st == OP_OK ? op_loop_add(ep->loop, &op_rdma_dev_ops, ep->dev) : st;
 }
 
 /* Two ends on one loopback address cannot both have 4791: the second moves
@@ -52,8 +52,12 @@ static op_status_t open_roce_port(uint32_t ip, bool may_move, struct op_io **io)
 static op_status_t open_io(struct perf_ep *ep, uint32_t ip, const char *xdp_ifname,
                           struct op_io **io, char *why, size_t len)
 {
-    if (xdp_ifname != NULL)
-        return op_io_xdp_open(xdp_ifname, ip, OP_ROCE_UDP_PORT, io, why, len);
+    if (xdp_ifname != NULL) {
+        op_status_t st = op_io_xdp_open(xdp_ifname, ip, OP_ROCE_UDP_PORT, &ep->log, io);
+        return st == OP_OK ? st
+                           : perf_refuse(why, len, "--xdp: cannot drive %s through AF_XDP: %s",
+                                         xdp_ifname, op_status_str(st));
+    }
     if (open_roce_port(ip, ep->cfg->device == NULL, io) == OP_OK) {
         op_io_udp_batching(*io, ep->cfg->udp_batching);
         return OP_OK;
@@ -168,9 +172,7 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
     ep->qps = calloc(ep->nqp, sizeof(*ep->qps));
     if (ep->pattern == NULL || ep->qps == NULL || op_rdma_dev_create(&dc, &ep->dev) != OP_OK ||
         op_rdma_cq_create(ep->dev, depth + 16, &ep->scq) != OP_OK ||
-        op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK ||
-        op_pktbuf_init(&ep->rx, OP_IO_BURST) != OP_OK ||
-        op_pktbuf_init(&ep->tx, OP_IO_BURST) != OP_OK)
+        op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK || open_loop(ep) != OP_OK)
         return perf_refuse(why, len, "out of memory setting up the device");
     fill_pattern(ep->pattern, ep->bufsize);
     for (uint32_t i = 0; i < ep->nqp; i++)
@@ -178,7 +180,6 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
             return perf_refuse(why, len,
                                "cannot create QP %u of %u with 2 x %zu bytes of buffer (-q, -s)",
                                i + 1, ep->nqp, ep->bufsize);
-    ep->q = (struct op_txq){.pkts = ep->tx.pkts, .cap = ep->tx.n, .flush = flush_txq, .ctx = ep};
     return OP_OK;
 }
 
@@ -190,8 +191,7 @@ void perf_ep_close(struct perf_ep *ep)
         free(ep->qps[i].buf);
     free(ep->qps);
     free(ep->pattern);
-    op_pktbuf_free(&ep->rx);
-    op_pktbuf_free(&ep->tx);
+    op_loop_destroy(ep->loop);
     if (ep->io != NULL)
         op_io_close(ep->io);
     memset(ep, 0, sizeof(*ep));
@@ -227,11 +227,20 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
     return OP_OK;
 }
 
-void perf_ep_flush(struct perf_ep *ep) { flush_txq(ep, &ep->q); }
+void perf_ep_flush(struct perf_ep *ep) { op_loop_flush(ep->loop); }
+
+struct op_txq *perf_ep_txq(struct perf_ep *ep) { return op_loop_txq(ep->loop); }
+
+uint64_t perf_ep_flushes(const struct perf_ep *ep)
+{
+    struct op_loop_stats st;
+    op_loop_stats(ep->loop, &st);
+    return st.flushes;
+}
 
 void perf_ep_answer_first(struct perf_ep *ep, int acks)
 {
-    struct op_txq *q = &ep->q;
+    struct op_txq *q = perf_ep_txq(ep);
     struct op_pkt held[OP_IO_BURST];
     if (acks <= 0 || acks >= q->n || acks > OP_IO_BURST)
         return;
@@ -242,40 +251,19 @@ void perf_ep_answer_first(struct perf_ep *ep, int acks)
 
 void perf_ep_wait(struct perf_ep *ep, uint64_t now)
 {
-    uint64_t until = now + PERF_EVENT_WAIT_NS, t = op_rdma_dev_next_timer(ep->dev);
-    until = t < until ? t : until;
-    t = op_io_deadline(ep->io);
-    (void)op_io_wait(ep->io, t < until ? t : until);
+    (void)op_loop_wait(ep->loop, now + PERF_EVENT_WAIT_NS);
 }
 
-int perf_ep_progress(struct perf_ep *ep, uint64_t now)
+int perf_ep_progress(struct perf_ep *ep)
 {
-    int n = perf_ep_poll(ep, now);
+    int n = perf_ep_poll(ep);
     perf_ep_flush(ep);
     return n;
 }
 
-int perf_ep_poll(struct perf_ep *ep, uint64_t now) { return perf_ep_poll_some(ep, now, ep->rx.n); }
+int perf_ep_poll(struct perf_ep *ep) { return op_loop_poll(ep->loop, OP_IO_BURST); }
 
-int perf_ep_poll_some(struct perf_ep *ep, uint64_t now, int max)
-{
-    int n = op_io_recv(ep->io, ep->rx.pkts, max < ep->rx.n ? max : ep->rx.n);
-    /* A loop spinning on both cores starves the kernel's deferred network
-     * work (ksoftirqd) until a scheduler tick: 4-8 ms stalls. Yield often. */
-    if (n <= 0 && ++ep->empty_polls % YIELD_EVERY == 0)
-        sched_yield();
-    else if (n > 0)
-        ep->empty_polls = 0;
-    for (int i = 0; i < n; i++)
-        op_rdma_dev_input(ep->dev, &ep->rx.pkts[i], now, &ep->q);
-    /* the scan covers every QP (-q up to 16384); timers are tens of us or
-     * more, so a look every few polls is on time */
-    if (++ep->polls % TIMER_EVERY == 0 && op_rdma_dev_next_timer(ep->dev) <= now)
-        op_rdma_dev_timer(ep->dev, now, &ep->q);
-    if (op_io_deadline(ep->io) <= now)
-        op_io_poll(ep->io, now);
-    return n > 0 ? n : 0;
-}
+int perf_ep_poll_some(struct perf_ep *ep, int max) { return op_loop_poll(ep->loop, max); }
 
 void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],
                       uint64_t *loss_drops)
@@ -286,9 +274,9 @@ void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT
         for (unsigned k = 0; k < OP_RDMA_QP_C_COUNT_; k++)
             sums[k] += c[k];
     }
-    struct op_fault_stats fs;
-    op_io_fault_stats(ep->io, &fs);
-    *loss_drops = fs.dropped;
+    uint64_t fs[OP_FAULT_C_COUNT_];
+    op_io_fault_counters(ep->io, fs);
+    *loss_drops = fs[OP_FAULT_C_dropped];
 }
 
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth)

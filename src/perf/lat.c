@@ -71,7 +71,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     *arrived = false;
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
-        int pkts = perf_ep_poll_some(&s->r->ep, op_now_ns(), 1);
+        int pkts = perf_ep_poll_some(&s->r->ep, 1);
         op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);
@@ -110,20 +110,20 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
     uint64_t flushes;
     int acks;
     for (;;) {
-        flushes = ep->flushes;
-        acks = ep->q.n; /* ACKs queued by the poll that saw the question */
-        op_status_t st = op_rdma_post_send(s->q->qp, &wr, op_now_ns(), &ep->q);
+        flushes = perf_ep_flushes(ep);
+        acks = perf_ep_txq(ep)->n; /* ACKs queued by the poll that saw the question */
+        op_status_t st = op_rdma_post_send(s->q->qp, &wr, op_now_ns(), perf_ep_txq(ep));
         if (st == OP_OK)
             break;
         if (st != OP_ERR_NOSPACE)
             return perf_refuse(s->r->why, sizeof s->r->why, "post_send: %s",
                                op_rdma_qp_error(s->q->qp));
         /* the previous message's ACK is not in yet: tx depth 1 */
-        perf_ep_progress(ep, op_now_ns());
+        perf_ep_progress(ep);
         if ((st = reap_sends(s, NULL)) != OP_OK)
             return st;
     }
-    if (flushes == ep->flushes)
+    if (flushes == perf_ep_flushes(ep))
         perf_ep_answer_first(ep, acks);
     perf_ep_flush(ep);
     return OP_OK;
@@ -179,7 +179,7 @@ static op_status_t await_done(struct lat_state *s)
 {
     while (!s->peer_done) {
         uint64_t now = op_now_ns();
-        if (perf_ep_progress(&s->r->ep, now) == 0 && s->r->cfg->use_event)
+        if (perf_ep_progress(&s->r->ep) == 0 && s->r->cfg->use_event)
             perf_ep_wait(&s->r->ep, now); /* ib_read_lat's server only serves */
         op_status_t st = reap_sends(s, NULL);
         if (st == OP_OK)

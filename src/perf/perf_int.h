@@ -4,6 +4,7 @@
 #define OFFPATH_PERF_INT_H
 
 #include "offpath/io.h"
+#include "offpath/loop.h"
 #include "offpath/perf.h"
 #include "offpath/rdma.h"
 
@@ -63,12 +64,9 @@ struct perf_ep {
     uint32_t link_mtu; /* the io backend's (0: no limit known) */
     uint32_t ip;
     uint16_t port;
-    struct op_pktbuf rx, tx;
-    struct op_txq q;
+    struct op_loop *loop; /* drives dev over io */
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
-    uint64_t empty_polls, polls;
-    uint64_t flushes; /* times the send queue went out */
 };
 
 /* xdp_ifname: drive that interface through AF_XDP; NULL: a UDP socket. */
@@ -79,13 +77,16 @@ void perf_ep_close(struct perf_ep *ep);
 op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);
 /* One pass: received packets into the engine, due timers, queued sends out.
  * Returns the packets taken in. */
-int perf_ep_progress(struct perf_ep *ep, uint64_t now);
+int perf_ep_progress(struct perf_ep *ep);
 void perf_ep_flush(struct perf_ep *ep);
+/* Where posts queue their packets (the loop's), and how often it went out. */
+struct op_txq *perf_ep_txq(struct perf_ep *ep);
+uint64_t perf_ep_flushes(const struct perf_ep *ep);
 /* perf_ep_progress without the sends: a caller about to post its answer
  * flushes the ACKs this queued together with it (one system call). */
-int perf_ep_poll(struct perf_ep *ep, uint64_t now);
+int perf_ep_poll(struct perf_ep *ep);
 /* perf_ep_poll of at most max packets; the rest wait in the socket layer */
-int perf_ep_poll_some(struct perf_ep *ep, uint64_t now, int max);
+int perf_ep_poll_some(struct perf_ep *ep, int max);
 /* -e: sleep until a packet comes, a timer of the engine or the I/O layer is
  * due, or PERF_EVENT_WAIT_NS pass (the caller then looks at the side
  * channel). Call only after a poll found nothing: nothing is held then. */

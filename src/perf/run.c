@@ -81,7 +81,7 @@ op_status_t perf_wait_line(struct perf_run *r, const char *tag, char *rest, size
         if (r->ep.io == NULL) /* before the QPs exist: only the side channel */
             (void)perf_oob_wait_readable(&r->oob, 100);
         else
-            idle = perf_ep_progress(&r->ep, now) > 0 ? 0 : idle + 1;
+            idle = perf_ep_progress(&r->ep) > 0 ? 0 : idle + 1;
         op_status_t st = perf_poll_tag(r, tag, &got, rest, cap);
         if (st != OP_OK || got)
             return st;

@@ -1,14 +1,15 @@
-/* `offpath switch`: the engine over a UDP socket. One thread, one loop (as a
- * DPDK lcore): receive bursts and run them through the engine, run timers,
- * send what they produced; wait in poll on the socket and a signalfd. */
+/* `offpath switch`: the engine over a UDP socket, driven by the one loop
+ * (offpath/loop.h) in one thread (as a DPDK lcore): bursts in, timers, the
+ * wake's results out grouped by destination; signals through a signalfd the
+ * loop watches. */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "offpath/loop.h"
 #include "switch_internal.h"
 
 /* Results wait for the rest of a wake's bursts, up to this many, so that
@@ -22,11 +23,11 @@ struct sw_driver {
     const struct op_sw_run_config *rc;
     struct op_sw *sw;
     struct op_io *io;
-    struct op_pktbuf rx, tx;
-    struct op_txq q;
+    struct op_loop *loop;
     struct op_pkt sorted[SW_TX_QUEUE];
     bool placed[SW_TX_QUEUE];
     int sigfd;
+    bool stop; /* SIGINT or SIGTERM came */
 };
 
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
@@ -57,26 +58,22 @@ static void group_by_dest(struct sw_driver *d, struct op_pkt *p, int n)
     memcpy(p, d->sorted, (size_t)n * sizeof *p);
 }
 
-static void flush(void *ctx, struct op_txq *q)
+static void flush(void *ctx, struct op_io *io, struct op_txq *q)
 {
-    struct sw_driver *d = ctx;
     if (q->n > OP_IO_BURST)
-        group_by_dest(d, q->pkts, q->n);
-    if (q->n > 0)
-        op_io_send(d->io, q->pkts, q->n);
-    q->n = 0;
+        group_by_dest(ctx, q->pkts, q->n);
+    op_io_send(io, q->pkts, q->n);
 }
 
 /* The port's counts (fault layer, io, capture) go beside the engine's in
  * every report: they are the driver's, taken when a report is due. */
 static void port_counters(const struct sw_driver *d, uint64_t port[OP_SW_PORT_C_COUNT_])
 {
-    struct op_fault_stats fs;
-    uint64_t io[OP_IO_C_COUNT_];
-    op_io_fault_stats(d->io, &fs);
+    uint64_t fs[OP_FAULT_C_COUNT_], io[OP_IO_C_COUNT_];
+    op_io_fault_counters(d->io, fs);
     op_io_counters(d->io, io);
-    port[OP_SW_C_injected_drops - OP_SW_C_ENGINE_COUNT_] = fs.dropped;
-    port[OP_SW_C_injected_dups - OP_SW_C_ENGINE_COUNT_] = fs.duplicated;
+    port[OP_SW_C_injected_drops - OP_SW_C_ENGINE_COUNT_] = fs[OP_FAULT_C_dropped];
+    port[OP_SW_C_injected_dups - OP_SW_C_ENGINE_COUNT_] = fs[OP_FAULT_C_duplicated];
     port[OP_SW_C_tx_io_datagrams - OP_SW_C_ENGINE_COUNT_] = io[OP_IO_C_tx_datagrams];
     port[OP_SW_C_tx_io_drops - OP_SW_C_ENGINE_COUNT_] = io[OP_IO_C_tx_drops];
     port[OP_SW_C_captured - OP_SW_C_ENGINE_COUNT_] =
@@ -105,45 +102,18 @@ static void write_stats_json(const struct sw_driver *d)
         rename(tmp, d->rc->stats_json);
 }
 
-/* Returns true when the switch should stop. */
-static bool handle_signals(struct sw_driver *d)
+static void on_signals(void *ctx, int fd)
 {
+    struct sw_driver *d = ctx;
     struct signalfd_siginfo si;
-    bool stop = false;
-    while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGUSR1) {
             print_report(d, stderr, false);
             write_stats_json(d);
         } else {
-            stop = true;
+            d->stop = true;
         }
     }
-    return stop;
-}
-
-static void receive(struct sw_driver *d)
-{
-    for (int burst = 0; burst < 16; burst++) {
-        int n = op_io_recv(d->io, d->rx.pkts, d->rx.n);
-        if (n <= 0)
-            return;
-        uint64_t now = op_now_ns();
-        for (int i = 0; i < n; i++)
-            op_sw_input(d->sw, &d->rx.pkts[i], now, &d->q);
-        if (n < d->rx.n)
-            return;
-    }
-}
-
-static int wait_ms_until(uint64_t deadline, bool busy)
-{
-    if (busy)
-        return 0;
-    uint64_t now = op_now_ns();
-    if (deadline <= now)
-        return 0;
-    uint64_t ms = (deadline - now + OP_NS_PER_MS - 1) / OP_NS_PER_MS;
-    return ms > 1000 ? 1000 : (int)ms;
 }
 
 /* After SIGINT/SIGTERM the switch keeps forwarding for this long, so
@@ -151,30 +121,46 @@ static int wait_ms_until(uint64_t deadline, bool busy)
  * cut off by an orderly stop; SIGKILL is the way to emulate a crash. */
 #define SW_DRAIN_NS (50 * OP_NS_PER_MS)
 
-static void loop(struct sw_driver *d)
+static void serve(struct sw_driver *d)
 {
-    struct pollfd pfd[2] = {{.fd = op_io_fd(d->io), .events = POLLIN},
-                            {.fd = d->sigfd, .events = POLLIN}};
     uint64_t stop_at = UINT64_MAX;
-    for (;;) {
-        uint64_t next = op_sw_next_timer(d->sw);
-        uint64_t io_next = op_io_deadline(d->io);
-        if (io_next < next)
-            next = io_next;
-        if (stop_at < next)
-            next = stop_at;
-        if (poll(pfd, 2, wait_ms_until(next, d->rc->busy_poll)) < 0 && errno != EINTR)
+    while (op_now_ns() < stop_at) {
+        int n = op_loop_run_once(d->loop, stop_at);
+        if (n < 0 && n != -EINTR) {
+            OP_ERROR(d->rc->sw.log, "switch: stopping: %s", strerror(-n));
             return;
-        if ((pfd[1].revents & POLLIN) && handle_signals(d) && stop_at == UINT64_MAX)
+        }
+        if (d->stop && stop_at == UINT64_MAX)
             stop_at = op_now_ns() + SW_DRAIN_NS;
-        receive(d);
-        uint64_t now = op_now_ns();
-        op_io_poll(d->io, now);
-        op_sw_timer(d->sw, now, &d->q);
-        flush(d, &d->q);
-        if (now >= stop_at)
-            return;
     }
+}
+
+/* ---- the switch as the loop's engine */
+
+static void sw_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
+{
+    op_sw_input(eng, pkt, now, out);
+}
+
+static void sw_timer(void *eng, uint64_t now, struct op_txq *out) { op_sw_timer(eng, now, out); }
+
+static uint64_t sw_deadline(const void *eng) { return op_sw_next_timer(eng); }
+
+static const struct op_engine_ops sw_ops = {"switch", sw_input, sw_timer, sw_deadline};
+
+/* Bursts of a wake wait for each other (up to 16), so the grouped flush
+ * sees them all; busy polling when asked (--busy-poll). */
+static op_status_t open_loop(struct sw_driver *d)
+{
+    struct op_loop_config lc = {.io = d->io, .tx_queue = SW_TX_QUEUE, .bursts_per_round = 16,
+                                .flush_per_round = true, .busy_poll = d->rc->busy_poll,
+                                .flush = flush, .flush_ctx = d};
+    op_status_t st = op_loop_create(&lc, &d->loop);
+    if (st == OP_OK)
+        st = op_loop_add(d->loop, &sw_ops, d->sw);
+    if (st == OP_OK)
+        st = op_loop_watch(d->loop, d->sigfd, on_signals, d);
+    return st;
 }
 
 /* The capture sits under the fault layer: it holds what crossed the wire
@@ -208,10 +194,9 @@ static op_status_t open_io(struct sw_driver *d)
 
 static void driver_close(struct sw_driver *d)
 {
+    op_loop_destroy(d->loop);
     op_io_close(d->io);
     op_sw_destroy(d->sw);
-    op_pktbuf_free(&d->rx);
-    op_pktbuf_free(&d->tx);
     if (d->sigfd >= 0)
         close(d->sigfd);
 }
@@ -221,18 +206,15 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     struct sw_driver d = {.rc = rc, .sigfd = -1};
     op_status_t st = op_sw_create(&rc->sw, &d.sw);
     if (st == OP_OK)
-        st = op_pktbuf_init(&d.rx, OP_IO_BURST);
-    if (st == OP_OK)
-        st = op_pktbuf_init(&d.tx, SW_TX_QUEUE);
-    if (st == OP_OK)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = op_io_signalfd_open()) < 0)
         st = op_status_from_errno(errno);
+    if (st == OP_OK)
+        st = open_loop(&d);
     if (st != OP_OK) {
         driver_close(&d);
         return st;
     }
-    d.q = (struct op_txq){.pkts = d.tx.pkts, .cap = d.tx.n, .flush = flush, .ctx = &d};
     const struct op_topo_switch *me = d.sw->me;
     char ip[16];
     op_format_ipv4(me->ip, ip);
@@ -242,7 +224,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
         (void)!write(rc->ready_fd, "ready\n", 6);
         close(rc->ready_fd);
     }
-    loop(&d);
+    serve(&d);
     print_report(&d, stdout, rc->json_exit);
     write_stats_json(&d);
     driver_close(&d);

@@ -140,7 +140,7 @@ static void test_udp_open(void **state)
 {
     struct pair *p = *state;
     struct op_io *dup = NULL;
-    struct op_fault_stats st = {1, 1, 1};
+    uint64_t st[OP_FAULT_C_COUNT_] = {1, 1, 1};
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
 
@@ -154,8 +154,8 @@ static void test_udp_open(void **state)
     assert_int_equal(ntohl(sa.sin_addr.s_addr), IP_A);
     assert_true(op_io_deadline(p->a) == UINT64_MAX);
     op_io_poll(p->a, op_now_ns());
-    op_io_fault_stats(p->a, &st);
-    assert_true(st.dropped == 0 && st.duplicated == 0 && st.delayed == 0);
+    op_io_fault_counters(p->a, st);
+    assert_true(st[OP_FAULT_C_dropped] == 0 && st[OP_FAULT_C_duplicated] == 0 && st[OP_FAULT_C_delayed] == 0);
     /* SO_REUSEADDR is off: the same address cannot be bound twice */
     assert_int_equal(op_io_udp_open(IP_A, op_io_local_port(p->a), &dup),
                      op_status_from_errno(EADDRINUSE));
@@ -365,14 +365,14 @@ static void test_fault_drop_all(void **state)
 {
     struct pair *p = *state;
     struct op_io *f = wrap_a(p, 1.0, 0.0, 0);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     fill_burst(p, OP_IO_BURST, p->b);
     assert_int_equal(op_io_send(f, p->tx.pkts, OP_IO_BURST), OP_IO_BURST);
     assert_int_equal(drain(p, p->b, f, 1, 50), 0);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.dropped, OP_IO_BURST);
-    assert_int_equal(st.duplicated, 0);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_dropped], OP_IO_BURST);
+    assert_int_equal(st[OP_FAULT_C_duplicated], 0);
     assert_int_equal(io_counter(f, OP_IO_C_tx_pkts), 0);
 }
 
@@ -380,16 +380,16 @@ static void test_fault_dup_all(void **state)
 {
     struct pair *p = *state;
     struct op_io *f = wrap_a(p, 0.0, 1.0, 0);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     fill_burst(p, OP_IO_BURST, p->b);
     assert_int_equal(op_io_send(f, p->tx.pkts, OP_IO_BURST), OP_IO_BURST);
     assert_int_equal(drain(p, p->b, f, 2 * OP_IO_BURST, 2000), 2 * OP_IO_BURST);
     for (int i = 0; i < OP_IO_BURST; i++)
         assert_int_equal(p->seen[i], 2);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.duplicated, OP_IO_BURST);
-    assert_int_equal(st.dropped, 0);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_duplicated], OP_IO_BURST);
+    assert_int_equal(st[OP_FAULT_C_dropped], 0);
     assert_int_equal(io_counter(f, OP_IO_C_tx_pkts), 2 * OP_IO_BURST);
     /* the reverse direction goes through recv of the wrapper */
     fill(&p->tx.pkts[0], 77, IP_A, op_io_local_port(f));
@@ -403,19 +403,19 @@ static void test_fault_drop_rate(void **state)
 {
     struct pair *p = *state;
     struct op_io *f = wrap_a(p, 0.3, 0.0, 0);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
     int got = 0;
 
     for (int round = 0; round < 2000 / 100; round++) {
         for (int i = 0; i < 100; i++)
             fill(&p->tx.pkts[i], (uint32_t)(round * 100 + i), IP_B, op_io_local_port(p->b));
         assert_int_equal(op_io_send(f, p->tx.pkts, 100), 100);
-        op_io_fault_stats(f, &st);
-        got += drain(p, p->b, f, round * 100 + 100 - (int)st.dropped - got, 2000);
+        op_io_fault_counters(f, st);
+        got += drain(p, p->b, f, round * 100 + 100 - (int)st[OP_FAULT_C_dropped] - got, 2000);
     }
-    op_io_fault_stats(f, &st);
-    assert_in_range(st.dropped, 450, 750);
-    assert_int_equal(got, 2000 - (int)st.dropped);
+    op_io_fault_counters(f, st);
+    assert_in_range(st[OP_FAULT_C_dropped], 450, 750);
+    assert_int_equal(got, 2000 - (int)st[OP_FAULT_C_dropped]);
     for (int i = 0; i < 2000; i++)
         assert_true(p->seen[i] <= 1);
 }
@@ -424,7 +424,7 @@ static void test_fault_delay(void **state)
 {
     struct pair *p = *state;
     struct op_io *f = wrap_a(p, 0.0, 0.0, 2000);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     fill_burst(p, 8, p->b);
     uint64_t t0 = op_now_ns();
@@ -444,15 +444,15 @@ static void test_fault_delay(void **state)
     assert_int_equal(drain(p, p->b, f, 8, 2000), 8);
     for (int i = 0; i < 8; i++)
         assert_int_equal(p->seen[i], 1);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.delayed, 8);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_delayed], 8);
 }
 
 static void test_fault_delay_dup(void **state)
 {
     struct pair *p = *state;
     struct op_io *f = wrap_a(p, 0.0, 1.0, 1000);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     fill_burst(p, 100, p->b);
     assert_int_equal(op_io_send(f, p->tx.pkts, 100), 100);
@@ -468,9 +468,9 @@ static void test_fault_delay_dup(void **state)
     assert_int_equal(op_io_recv(p->b, p->rx.pkts, 0), 0);
     for (int i = 0; i < 100; i++)
         assert_int_equal(p->seen[i], 2);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.delayed, 200);
-    assert_int_equal(st.duplicated, 100);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_delayed], 200);
+    assert_int_equal(st[OP_FAULT_C_duplicated], 100);
 }
 
 static void test_fault_invalid(void **state)
@@ -550,16 +550,16 @@ static void test_fault_queue_overflow(void **state)
     struct capture *cap;
     struct op_io *f = capture_wrapped(10 * 1000 * 1000, &cap);
     struct op_pkt *many = calloc(5000, sizeof *many);
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     assert_non_null(many);
     fill_len(&p->tx.pkts[0], 0, 8, IP_B, 1);
     for (int i = 0; i < 5000; i++)
         many[i] = p->tx.pkts[0];
     assert_int_equal(op_io_send(f, many, 5000), 4096);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.delayed, 4096);
-    assert_int_equal(st.dropped, 5000 - 4096);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_delayed], 4096);
+    assert_int_equal(st[OP_FAULT_C_dropped], 5000 - 4096);
     assert_int_equal(io_counter(f, OP_IO_C_tx_drops), 5000 - 4096);
     op_io_poll(f, op_io_deadline(f));
     assert_int_equal(cap->n, 4096);
@@ -582,7 +582,7 @@ static void test_fault_arena_wrap(void **state)
     struct capture *cap;
     struct op_io *f = capture_wrapped(1000 * 1000, &cap);
     struct op_pktbuf buf;
-    struct op_fault_stats st;
+    uint64_t st[OP_FAULT_C_COUNT_];
 
     (void)state;
     assert_int_equal(op_pktbuf_init(&buf, 500), OP_OK);
@@ -592,13 +592,13 @@ static void test_fault_arena_wrap(void **state)
     assert_int_equal(cap->n, 500);
     /* C: 132 at the end, the rest from 0 */
     assert_int_equal(send_jumbo(f, &buf, 800, 400), 400);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.dropped, 0);
-    assert_int_equal(st.delayed, 1200);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_dropped], 0);
+    assert_int_equal(st[OP_FAULT_C_delayed], 1200);
     /* D: 231 fit before B's data (the ring keeps a gap so full != empty) */
     assert_int_equal(send_jumbo(f, &buf, 1200, 300), 231);
-    op_io_fault_stats(f, &st);
-    assert_int_equal(st.dropped, 300 - 231);
+    op_io_fault_counters(f, st);
+    assert_int_equal(st[OP_FAULT_C_dropped], 300 - 231);
     op_io_poll(f, UINT64_MAX - 1);
     assert_int_equal(cap->bad, 0);
     assert_int_equal(cap->n, 1431);
@@ -651,6 +651,21 @@ static void test_pktbuf(void **state)
     op_pktbuf_free(NULL);
 }
 
+/* Each counter list names every entry once, and nothing past its end. */
+static void test_counter_names(void **state)
+{
+    (void)state;
+    assert_string_equal(op_io_counter_name(OP_IO_C_tx_datagrams), "tx_datagrams");
+    assert_null(op_io_counter_name(OP_IO_C_COUNT_));
+    assert_string_equal(op_fault_counter_name(OP_FAULT_C_dropped), "dropped");
+    assert_string_equal(op_fault_counter_name(OP_FAULT_C_delayed), "delayed");
+    assert_null(op_fault_counter_name(OP_FAULT_C_COUNT_));
+    uint64_t c[OP_FAULT_C_COUNT_] = {7, 7, 7};
+    op_io_fault_counters(NULL, c); /* no fault layer: nothing injected */
+    for (unsigned i = 0; i < OP_FAULT_C_COUNT_; i++)
+        assert_int_equal(c[i], 0);
+}
+
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
 
 int main(void)
@@ -667,6 +682,7 @@ int main(void)
         PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
         PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
         PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
+        cmocka_unit_test(test_counter_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "offpath/loop.h"
 
@@ -153,16 +155,55 @@ static void *by_id(void *ctx, const struct op_pkt *pkt)
     return NULL;
 }
 
-static void exchange(const struct op_fault_cfg *fault, pthread_mutex_t *lock)
+/* How a run drives the two loops. */
+struct variant {
+    const struct op_fault_cfg *fault;
+    pthread_mutex_t *lock;
+    bool many;  /* one op_loop_run_many over both, not a round each */
+    bool wakes; /* the answerer as the switch runs: capped bursts, output
+                 * held to the round's end through a flush hook, a larger
+                 * queue, busy polling */
+};
+
+/* The switch's kind of flush hook: sees the whole round's output. */
+struct hook {
+    uint64_t calls, pkts;
+};
+
+static void counting_flush(void *ctx, struct op_io *io, struct op_txq *q)
 {
-    struct op_io *cio = open_io(IP_C, fault), *sio = open_io(IP_S, fault);
+    struct hook *h = ctx;
+    h->calls++;
+    h->pkts += (uint64_t)q->n;
+    op_io_send(io, q->pkts, q->n);
+}
+
+static void drive(const struct variant *v, struct op_loop *sl, struct op_loop *cl)
+{
+    if (v->many) {
+        struct op_loop *both[2] = {sl, cl};
+        assert_true(op_loop_run_many(both, 2, op_now_ns() + OP_NS_PER_MS) >= 0);
+        return;
+    }
+    assert_true(op_loop_run_once(sl, op_now_ns() + OP_NS_PER_MS) >= 0);
+    assert_true(op_loop_run_once(cl, op_now_ns() + OP_NS_PER_MS) >= 0);
+}
+
+static void exchange(const struct variant *v)
+{
+    struct op_io *cio = open_io(IP_C, v->fault), *sio = open_io(IP_S, v->fault);
     struct asker *a = calloc(2, sizeof(*a)), *askers[3] = {&a[0], &a[1], NULL};
     struct answerer s = {0};
+    struct hook h = {0};
     a[0].id = 7;
     a[1].id = 9;
     struct op_loop *cl, *sl;
-    struct op_loop_config cc = {.io = cio, .demux = by_id, .demux_ctx = askers, .lock = lock};
+    struct op_loop_config cc = {.io = cio, .demux = by_id, .demux_ctx = askers, .lock = v->lock};
     struct op_loop_config sc = {.io = sio};
+    if (v->wakes)
+        sc = (struct op_loop_config){.io = sio, .burst = 8, .tx_queue = 64, .bursts_per_round = 2,
+                                     .flush_per_round = true, .busy_poll = true,
+                                     .flush = counting_flush, .flush_ctx = &h};
     assert_int_equal(op_loop_create(&cc, &cl), OP_OK);
     assert_int_equal(op_loop_create(&sc, &sl), OP_OK);
     for (int i = 0; i < 2; i++)
@@ -172,23 +213,27 @@ static void exchange(const struct op_fault_cfg *fault, pthread_mutex_t *lock)
         asker_fill(&a[i], op_now_ns(), op_loop_txq(cl));
     op_loop_flush(cl);
     uint64_t give_up = op_now_ns() + 20 * OP_NS_PER_S;
-    while ((a[0].acked < N_REQ || a[1].acked < N_REQ) && op_now_ns() < give_up) {
-        assert_true(op_loop_run_once(sl, op_now_ns() + OP_NS_PER_MS) >= 0);
-        assert_true(op_loop_run_once(cl, op_now_ns() + OP_NS_PER_MS) >= 0);
-    }
+    while ((a[0].acked < N_REQ || a[1].acked < N_REQ) && op_now_ns() < give_up)
+        drive(v, sl, cl);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(a[i].acked, N_REQ); /* each answered, each counted once */
         for (int k = 0; k < N_REQ; k++)
             assert_true(a[i].done[k]);
     }
     assert_true(s.requests >= 2 * N_REQ);
-    struct op_loop_stats st;
+    struct op_loop_stats st, sst;
     op_loop_stats(cl, &st);
+    op_loop_stats(sl, &sst);
     assert_int_equal(st.unclaimed, 0);
     assert_true(st.rx >= 2 * N_REQ);
-    if (fault != NULL) { /* lost requests came back by the engine's own deadline */
+    if (v->fault != NULL) { /* lost requests came back by the engine's own deadline */
         assert_true(a[0].resent + a[1].resent > 0);
         assert_true(s.requests > 2 * N_REQ);
+    }
+    if (v->wakes) { /* every answer went through the hook, at most once a round */
+        assert_int_equal(h.pkts, s.requests);
+        assert_int_equal(h.calls, sst.flushes);
+        assert_true(h.calls <= sst.rounds);
     }
     op_loop_destroy(cl);
     op_loop_destroy(sl);
@@ -200,14 +245,14 @@ static void exchange(const struct op_fault_cfg *fault, pthread_mutex_t *lock)
 static void test_contract_over_udp(void **state)
 {
     (void)state;
-    exchange(NULL, NULL);
+    exchange(&(struct variant){0});
 }
 
 static void test_contract_over_fault_backend(void **state)
 {
     (void)state;
     struct op_fault_cfg f = {.drop = 0.2, .dup = 0.1, .seed = 42};
-    exchange(&f, NULL);
+    exchange(&(struct variant){.fault = &f});
 }
 
 static void test_contract_with_a_lock(void **state)
@@ -215,7 +260,21 @@ static void test_contract_with_a_lock(void **state)
     (void)state;
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     struct op_fault_cfg f = {.drop = 0.05, .seed = 7};
-    exchange(&f, &mu);
+    exchange(&(struct variant){.fault = &f, .lock = &mu});
+}
+
+static void test_contract_many_loops_one_wait(void **state)
+{
+    (void)state;
+    struct op_fault_cfg f = {.drop = 0.1, .dup = 0.05, .seed = 3};
+    exchange(&(struct variant){.fault = &f, .many = true});
+}
+
+static void test_contract_switch_style_rounds(void **state)
+{
+    (void)state;
+    struct op_fault_cfg f = {.drop = 0.1, .seed = 11};
+    exchange(&(struct variant){.fault = &f, .wakes = true});
 }
 
 /* A packet for no engine here is counted, not handed to anyone. */
@@ -260,6 +319,99 @@ static void test_unclaimed_packets_counted(void **state)
     op_io_close(sio);
 }
 
+struct woke {
+    int calls, fd;
+    uint64_t value;
+};
+
+static void on_event(void *ctx, int fd)
+{
+    struct woke *w = ctx;
+    w->calls++;
+    w->fd = fd;
+    assert_int_equal(read(fd, &w->value, sizeof w->value), (ssize_t)sizeof w->value);
+}
+
+/* A watched fd wakes the wait (long before until) and its callback reads
+ * it; a quiet one is not called. */
+static void test_watched_fd(void **state)
+{
+    (void)state;
+    struct op_io *io = open_io(IP_S, NULL);
+    struct op_loop *l;
+    struct op_loop_config c = {.io = io};
+    assert_int_equal(op_loop_create(&c, &l), OP_OK);
+    int ev = eventfd(0, EFD_NONBLOCK), quiet = eventfd(0, EFD_NONBLOCK);
+    struct woke w = {0}, q = {0};
+    assert_int_equal(op_loop_watch(l, ev, on_event, &w), OP_OK);
+    assert_int_equal(op_loop_watch(l, quiet, on_event, &q), OP_OK);
+    assert_int_equal(op_loop_watch(l, -1, on_event, &w), OP_ERR_INVAL);
+    uint64_t one = 5;
+    assert_int_equal(write(ev, &one, sizeof one), (ssize_t)sizeof one);
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_loop_run_once(l, t0 + 5 * OP_NS_PER_S), 0);
+    assert_true(op_now_ns() - t0 < OP_NS_PER_S);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.fd, ev);
+    assert_int_equal(w.value, 5);
+    assert_int_equal(q.calls, 0);
+    op_loop_run_once(l, op_now_ns() + OP_NS_PER_MS); /* read: not called again */
+    assert_int_equal(w.calls, 1);
+    for (int i = 2; i < OP_LOOP_MAX_WATCHES; i++)
+        assert_int_equal(op_loop_watch(l, quiet, on_event, &q), OP_OK);
+    assert_int_equal(op_loop_watch(l, quiet, on_event, &q), OP_ERR_NOSPACE);
+    close(ev);
+    close(quiet);
+    op_loop_destroy(l);
+    op_io_close(io);
+}
+
+/* op_loop_poll hands packets over but keeps the answers queued until the
+ * caller flushes (to leave with its own post); empty spins yield. */
+static void test_poll_holds_answers(void **state)
+{
+    (void)state;
+    struct op_io *cio = open_io(IP_C, NULL), *sio = open_io(IP_S, NULL);
+    struct answerer s = {0};
+    struct op_loop *sl;
+    struct op_loop_config sc = {.io = sio};
+    assert_int_equal(op_loop_create(&sc, &sl), OP_OK);
+    assert_int_equal(op_loop_add(sl, &answerer_ops, &s), OP_OK);
+    struct op_pktbuf b;
+    assert_int_equal(op_pktbuf_init(&b, 4), OP_OK);
+    struct op_txq q = {.pkts = b.pkts, .cap = b.n};
+    for (uint32_t i = 0; i < 3; i++)
+        put(&q, IP_C, IP_S, 7, REQ, i);
+    assert_int_equal(op_io_send(cio, q.pkts, q.n), 3);
+    int got = 0;
+    for (int i = 0; i < 100000 && got < 3; i++)
+        got += op_loop_poll(sl, 2); /* at most 2 a call */
+    assert_int_equal(got, 3);
+    assert_int_equal(s.requests, 3);
+    assert_int_equal(op_loop_txq(sl)->n, 3);
+    struct op_loop_stats st;
+    op_loop_stats(sl, &st);
+    assert_int_equal(st.flushes, 0);
+    op_loop_flush(sl);
+    op_loop_stats(sl, &st);
+    assert_int_equal(st.flushes, 1);
+    assert_int_equal(op_loop_txq(sl)->n, 0);
+    uint64_t yields = st.yields;
+    for (int i = 0; i < 2 * OP_LOOP_YIELD_EVERY; i++)
+        assert_int_equal(op_loop_poll(sl, 64), 0);
+    op_loop_stats(sl, &st);
+    assert_int_equal(st.yields - yields, 2);
+    got = 0;
+    for (int i = 0; i < 1000 && got < 3; i++) /* the answers arrived */
+        if (op_io_wait(cio, op_now_ns() + OP_NS_PER_MS) > 0)
+            got += op_io_recv(cio, b.pkts, b.n);
+    assert_int_equal(got, 3);
+    op_pktbuf_free(&b);
+    op_loop_destroy(sl);
+    op_io_close(cio);
+    op_io_close(sio);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +419,10 @@ int main(void)
         cmocka_unit_test(test_contract_over_fault_backend),
         cmocka_unit_test(test_contract_with_a_lock),
         cmocka_unit_test(test_unclaimed_packets_counted),
+        cmocka_unit_test(test_contract_many_loops_one_wait),
+        cmocka_unit_test(test_contract_switch_style_rounds),
+        cmocka_unit_test(test_watched_fd),
+        cmocka_unit_test(test_poll_holds_answers),
     };
     return cmocka_run_group_tests_name("loop", tests, NULL, NULL);
 }
