@@ -25,7 +25,8 @@ declare -A allowed=(
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common channel"
-    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu channel"
+    [dns]="common wire dns"
+    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu channel dns"
 )
 bad=0
 for dir in src/*/; do

@@ -36,6 +36,7 @@ static const struct tool tools[] = {
     {"secure_channel", cli_secure_channel,
      "DOCA secure_channel over an encrypted, mutually authenticated channel"},
     {"keygen", cli_keygen, "write an X25519 key pair for secure_channel (NAME.key, NAME.pub)"},
+    {"dns", cli_dns, "authoritative DNS server for RFC 1035 zone files (sockets or DPDK)"},
 };
 
 static void usage(FILE *out)
