@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "offpath/channel.h"
 #include "offpath/common.h"
 
 #define OP_A2A_MAX_WORKERS 64
@@ -148,6 +149,67 @@ OP_API int op_ar_handshake_format(uint64_t size, const char *dtype, uint64_t bat
  * OP_ERR_MALFORMED or OP_ERR_INVAL with the field named in why. */
 OP_API op_status_t op_ar_handshake_check(const char *mine, const char *theirs, char *why,
                                          size_t why_len);
+
+/* ---- `offpath allreduce` (DOCA's allreduce application), offloaded mode:
+ * daemons (the DPU's role) reduce for their clients and exchange partials
+ * with RDMA writes (op_a2a); clients reach their daemon over the secure
+ * channel (offpath/channel.h), submit and go on computing.
+ *
+ * Keys: the job's daemons share one key pair (they authenticate each other
+ * with it) and its clients another; a daemon takes --key (the daemons'
+ * secret) and --peer (the clients' public key), a client the other way
+ * round. docs/agent.md. */
+
+enum op_agent_type { OP_AGENT_BYTE, OP_AGENT_INT, OP_AGENT_FLOAT, OP_AGENT_DOUBLE };
+
+struct op_agent_job {
+    uint64_t size;               /* elements a vector (-s) */
+    enum op_agent_type type;     /* -d */
+    unsigned op;                 /* enum op_red_op: SUM or PROD (-o) */
+    uint64_t batch, batches;     /* -b, -i */
+};
+OP_API const char *op_agent_type_name(enum op_agent_type t); /* "float" */
+OP_API unsigned op_agent_red_type(enum op_agent_type t);      /* enum op_red_type */
+
+/* The largest vector a channel message carries, and what a job may ask. */
+OP_API bool op_agent_job_ok(const struct op_agent_job *job);
+
+#define OP_AGENT_MAX_DAEMONS 64
+#define OP_AGENT_MAX_CLIENTS 64 /* a daemon's */
+struct op_agent_daemon_config {
+    struct op_agent_job job;
+    uint32_t ip;          /* this daemon's address (host order) */
+    uint16_t port;        /* -t: clients connect here; daemons at port + 1 */
+    uint32_t clients;     /* -c */
+    uint32_t n_daemons;   /* -a: every daemon in one order, this one among them */
+    uint32_t daemon_ip[OP_AGENT_MAX_DAEMONS];
+    uint16_t daemon_port[OP_AGENT_MAX_DAEMONS];
+    struct op_chan_keypair key;               /* the daemons' */
+    uint8_t clients_pub[OP_CHAN_KEY_BYTES];   /* the clients' */
+    uint64_t timeout_ns;  /* longest wait for a peer at any point */
+    struct op_log *log;
+};
+/* Runs a daemon until every client said goodbye (OP_OK) or something
+ * failed (logged). */
+OP_API op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg);
+
+struct op_agent_client_config {
+    struct op_agent_job job;
+    struct op_chan_addr daemon;
+    struct op_chan_keypair key;               /* the clients' */
+    uint8_t daemon_pub[OP_CHAN_KEY_BYTES];    /* the daemons' */
+    uint64_t timeout_ns;
+    struct op_log *log;
+};
+struct op_agent_client_result {
+    uint32_t rank, clients, daemons;  /* as the daemon assigned */
+    double batch_min_s, batch_max_s, batch_avg_s, total_s;
+    double compute_s, network_s;      /* per batch: the compute loop, and pure network time */
+    double overlap_pct;               /* DOCA's formula */
+    uint64_t results, wrong;          /* operations received, elements off the reference */
+};
+OP_API op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
+                                       struct op_agent_client_result *out);
 
 /* `offpath dpa_all_to_all` (DOCA's dpa_all_to_all, an MPI program): its
  * settings, parsed by src/cli (a2a_args.c, linked into the MPI program of

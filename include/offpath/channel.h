@@ -136,6 +136,10 @@ OP_API op_status_t op_chan_addr_parse(const char *text, struct op_chan_addr *a, 
 struct op_channel_config {
     struct op_chan_addr addr;
     bool listen;            /* agent side: wait for the peer */
+    /* with listen: accept on this op_chan_listen socket (left open for the
+     * next peer) instead of listening for one peer and closing */
+    bool use_listener;
+    int listener;
     uint32_t accept_ipv4;   /* tcp listener: 0 any peer, else its only source address */
     enum op_chan_cipher cipher;
     struct op_chan_keypair local;
@@ -146,6 +150,11 @@ struct op_channel_config {
 };
 
 struct op_channel;
+
+/* A listening socket for a server of several peers (tcp and unix; its
+ * queue holds 64 connecting peers): each op_channel_open with use_listener
+ * takes the next. The caller closes it (close(2)). */
+OP_API op_status_t op_chan_listen(const struct op_chan_addr *a, int *fd, char why[256]);
 
 /* Listens or connects (per cfg->listen), runs the handshake, and returns an
  * established channel. On failure why[] says what went wrong. */

@@ -192,28 +192,42 @@ static op_status_t accept_one(int lfd, const struct op_channel_config *cfg, int 
     }
 }
 
-static op_status_t listen_accept(const struct op_channel_config *cfg, int *out, char why[256])
+op_status_t op_chan_listen(const struct op_chan_addr *a, int *fd, char why[256])
 {
     struct sockaddr_storage ss;
     socklen_t len;
     struct stat sb;
     int one = 1;
-    op_status_t st = resolve(&cfg->addr, &ss, &len, why);
+    if (a->kind == OP_CHAN_SHM) {
+        snprintf(why, 256, "a shm channel has one peer: no listener");
+        return OP_ERR_UNSUPPORTED;
+    }
+    op_status_t st = resolve(a, &ss, &len, why);
     if (st != OP_OK)
         return st;
-    int lfd = new_socket(&cfg->addr);
+    int lfd = new_socket(a);
     if (lfd < 0)
-        return sys_fail("socket for", &cfg->addr, why);
+        return sys_fail("socket for", a, why);
     /* A socket file left by an agent that died would block bind forever. */
-    if (cfg->addr.kind == OP_CHAN_UNIX && stat(cfg->addr.path, &sb) == 0 && S_ISSOCK(sb.st_mode))
-        unlink(cfg->addr.path);
-    if (cfg->addr.kind == OP_CHAN_TCP)
+    if (a->kind == OP_CHAN_UNIX && stat(a->path, &sb) == 0 && S_ISSOCK(sb.st_mode))
+        unlink(a->path);
+    if (a->kind == OP_CHAN_TCP)
         setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, (struct sockaddr *)&ss, len) != 0 || listen(lfd, 4) != 0) {
-        st = sys_fail("cannot listen on", &cfg->addr, why);
+    if (bind(lfd, (struct sockaddr *)&ss, len) != 0 || listen(lfd, 64) != 0) {
+        st = sys_fail("cannot listen on", a, why);
         close(lfd);
         return st;
     }
+    *fd = lfd;
+    return OP_OK;
+}
+
+static op_status_t listen_accept(const struct op_channel_config *cfg, int *out, char why[256])
+{
+    int lfd;
+    op_status_t st = op_chan_listen(&cfg->addr, &lfd, why);
+    if (st != OP_OK)
+        return st;
     st = accept_one(lfd, cfg, out, why);
     close(lfd);
     if (cfg->addr.kind == OP_CHAN_UNIX)
@@ -257,7 +271,9 @@ op_status_t chan_sock_open(const struct op_channel_config *cfg, struct chan_tran
                            char why[256])
 {
     int fd = -1;
-    op_status_t st = cfg->listen ? listen_accept(cfg, &fd, why) : connect_retry(cfg, &fd, why);
+    op_status_t st = !cfg->listen        ? connect_retry(cfg, &fd, why)
+                     : cfg->use_listener ? accept_one(cfg->listener, cfg, &fd, why)
+                                         : listen_accept(cfg, &fd, why);
     if (st != OP_OK)
         return st;
     tune(fd, &cfg->addr);

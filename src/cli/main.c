@@ -24,6 +24,8 @@ static const struct tool tools[] = {
     {"osu_allreduce", cli_osu_allreduce, "OSU-style MPI_Allreduce latency (run it under mpirun)"},
     {"osu_iallreduce", cli_osu_iallreduce,
      "OSU-style MPI_Iallreduce overlap (run it under mpirun)"},
+    {"allreduce", cli_allreduce,
+     "DOCA allreduce: daemons reduce for offloaded clients, RDMA between daemons"},
     {"dpa_all_to_all", cli_dpa_all_to_all,
      "DOCA dpa_all_to_all: all-to-all by worker threads over RoCEv2 (under mpirun)"},
     {"mpirun", cli_mpirun, "run an MPI program on an emulated cluster with in-network allreduce"},

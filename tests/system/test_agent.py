@@ -130,3 +130,144 @@ def test_unmodified_program_alltoall_by_the_workers(mpi, nodes, ppn, threads):
     assert calls == ranks * rounds * 18 and per_rank == threads
     assert own == ranks * rounds * 2  # the strided and the in-place call of each round
     assert workers == calls - own
+
+
+# ---- offpath allreduce: daemons (the DPU's role) reduce for offloaded clients
+
+import itertools  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+
+_ar_ports = itertools.count(24000 + (os.getpid() % 200) * 20, 4)
+
+
+@pytest.fixture(scope="module")
+def ar_keys(tmp_path_factory):
+    d = tmp_path_factory.mktemp("arkeys")
+    for name in ("daemons", "clients"):
+        subprocess.run([BIN, "keygen", str(d / name)], check=True, capture_output=True)
+    return d
+
+
+def job_args(size, dtype, op, batch, batches):
+    return ["-s", str(size), "-d", dtype, "-o", op, "-b", str(batch), "-i", str(batches)]
+
+
+def start(args):
+    return subprocess.Popen([BIN, "allreduce", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stop_all(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=10)
+
+
+def run_job(keys, daemons, per_daemon, job, timeout=240, extra_client=None):
+    """daemons daemons with per_daemon clients each; returns (daemon outputs,
+    client outputs), each (rc, stdout, stderr)."""
+    ports = [next(_ar_ports) for _ in range(daemons)]
+    addrs = ",".join(f"127.0.0.1:{p}" for p in ports)
+    common = ["--timeout", "60", *job]
+    procs = []
+    try:
+        ds = [start(["-r", "daemon", "-t", str(p), "-c", str(per_daemon), "-a", addrs, "--key",
+                     str(keys / "daemons.key"), "--peer", str(keys / "clients.pub"), *common])
+              for p in ports]
+        procs += ds
+        if extra_client is not None:
+            extra_client(ports[0], procs)
+        cs = [start(["-r", "client", "-m", "offloaded", "-a", f"127.0.0.1:{p}", "--key",
+                     str(keys / "clients.key"), "--peer", str(keys / "daemons.pub"), *common])
+              for p in ports for _ in range(per_daemon)]
+        procs += cs
+        outs = [p.communicate(timeout=timeout) for p in ds + cs]
+        res = [(p.returncode, o, e) for p, (o, e) in zip(ds + cs, outs)]
+        return res[:daemons], res[daemons:]
+    finally:
+        stop_all(procs)
+
+
+@pytest.mark.parametrize("daemons,per_daemon,size,dtype,op", [
+    (2, 2, 1000, "float", "sum"), (2, 2, 3, "int", "prod"), (4, 2, 257, "double", "sum"),
+    (4, 2, 64, "byte", "prod"), (1, 3, 1, "float", "prod"), (2, 2, 1 << 20, "float", "sum")])
+def test_offloaded_allreduce_results_equal_the_reference(ar_keys, daemons, per_daemon, size,
+                                                         dtype, op):
+    """4 clients on 2 daemons, 8 on 4, every datatype and both ops, 1 .. 1M
+    elements: every client checks every element of every result against
+    the reference in the daemons' reduction order; DOCA's metrics printed."""
+    batch, batches = (2, 1) if size > 4096 else (4, 3)
+    ds, cs = run_job(ar_keys, daemons, per_daemon, job_args(size, dtype, op, batch, batches))
+    ops = 1 + (3 + batches) * batch  # the barrier, 3 warm-up batches, the measured ones
+    for rc, out, err in ds:
+        assert rc == 0, err
+        assert f"operations reduced for {per_daemon} clients" in err and f": {ops} operations" in err
+    ranks = set()
+    for rc, out, err in cs:
+        assert rc == 0, out + err
+        m = re.search(r"result check: 0 elements wrong \((\d+) results, client (\d+) of (\d+), "
+                      r"(\d+) daemons\)", out)
+        assert m, out + err
+        assert int(m[1]) == ops and int(m[3]) == daemons * per_daemon and int(m[4]) == daemons
+        ranks.add(int(m[2]))
+        assert (f"Allreduce (offloaded/{op}/{dtype}) and matrix multiplication metrics to "
+                f"complete {batches} batches (batch size - {batch}, vector size - {size}):") in out
+        assert re.search(r"Computation and communication overlap - [\d.]+%", out)
+    assert ranks == set(range(daemons * per_daemon))
+
+
+def test_mismatched_configuration_refused_with_the_field(ar_keys):
+    """A client with another -s is refused with the field named (DOCA's
+    handshake); the daemon goes on and serves the right ones."""
+    bad = {}
+
+    def wrong_client(port, procs):
+        p = start(["-r", "client", "-m", "offloaded", "-a", f"127.0.0.1:{port}", "--key",
+                   str(ar_keys / "clients.key"), "--peer", str(ar_keys / "daemons.pub"),
+                   "--timeout", "60", *job_args(999, "float", "sum", 2, 1)])
+        procs.append(p)
+        bad["out"] = p.communicate(timeout=60)
+        bad["rc"] = p.returncode
+
+    ds, cs = run_job(ar_keys, 1, 1, job_args(1000, "float", "sum", 2, 1),
+                     extra_client=wrong_client)
+    assert bad["rc"] != 0
+    assert ("the daemon refused this client: vector size (-s): 1000 here, 999 there"
+            in bad["out"][1]), bad["out"]
+    assert "client refused: configuration mismatch: vector size (-s)" in ds[0][2]
+    assert ds[0][0] == 0 and cs[0][0] == 0
+
+
+def test_daemon_killed_mid_run_clients_fail_in_time(ar_keys):
+    port = next(_ar_ports)
+    common = ["--timeout", "3", *job_args(100000, "float", "sum", 8, 100000)]
+    d = start(["-r", "daemon", "-t", str(port), "-c", "1", "-a", f"127.0.0.1:{port}", "--key",
+               str(ar_keys / "daemons.key"), "--peer", str(ar_keys / "clients.pub"), *common])
+    c = start(["-r", "client", "-m", "offloaded", "-a", f"127.0.0.1:{port}", "--key",
+               str(ar_keys / "clients.key"), "--peer", str(ar_keys / "daemons.pub"), *common])
+    try:
+        time.sleep(1.5)
+        assert c.poll() is None, c.communicate()
+        d.send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = c.communicate(timeout=30)
+        assert c.returncode == 1 and time.monotonic() - t0 < 10, (out, err)
+        assert "offpath allreduce: client:" in err
+    finally:
+        stop_all([d, c])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-r", "client", "-m", "non-offloaded"], "non-offloaded: clients reducing among themselves"),
+    (["-r", "client", "-m", "offloaded", "-d", "half"], "-d (--datatype)"),
+    (["-r", "daemon", "-t", "1", "-c", "1", "-a", "127.0.0.1:1"], "--key and --peer are needed"),
+    (["-r", "daemon", "-c", "1"], "a daemon needs -t (--listen-port) and -c (--num-clients)"),
+    (["-r", "boss"], "-r (--role)"),
+    (["-s", "100"], "-r (--role) is needed"),
+    (["-r", "client", "-m", "offloaded", "-b", "0"], "-b (--batch-size)"),
+])
+def test_allreduce_bad_flags(args, needle):
+    r = subprocess.run([BIN, "allreduce", *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr

@@ -1,0 +1,45 @@
+/* What clients and their daemon say over the secure channel, and what
+ * daemons say to each other while they set up their RDMA. One message a
+ * channel message: a type byte, then fixed little-endian fields. */
+#ifndef OFFPATH_AGENT_PROTO_H
+#define OFFPATH_AGENT_PROTO_H
+
+#include "offpath/agent.h"
+
+enum agent_msg {
+    AGENT_HELLO = 'H',   /* client: DOCA's handshake text */
+    AGENT_WELCOME = 'W', /* daemon: rank, clients, daemons, clients a daemon */
+    AGENT_REFUSED = 'R', /* daemon: why, text */
+    AGENT_VECTOR = 'V',  /* client: operation id, then the vector */
+    AGENT_RESULT = 'S',  /* daemon: operation id, then the result */
+    AGENT_BYE = 'B',     /* client: no more operations */
+    AGENT_PAIR = 'P',    /* daemon to daemon: index, endpoint, the pair's QP */
+};
+
+#define AGENT_ID_HDR 9 /* type + u64 id */
+
+struct agent_welcome {
+    uint32_t rank, clients, daemons, per_daemon;
+};
+
+struct agent_pair {
+    uint32_t index;
+    struct op_a2a_endpoint ep;
+    struct op_a2a_qp_info qp;
+};
+
+size_t agent_put_welcome(uint8_t *buf, const struct agent_welcome *w);
+bool agent_get_welcome(const uint8_t *msg, size_t len, struct agent_welcome *w);
+size_t agent_put_id(uint8_t *buf, enum agent_msg type, uint64_t id);
+/* A VECTOR or RESULT of `bytes` data bytes: its id and data. */
+bool agent_get_id(const uint8_t *msg, size_t len, enum agent_msg type, size_t bytes, uint64_t *id,
+                  const uint8_t **data);
+size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p);
+bool agent_get_pair(const uint8_t *msg, size_t len, struct agent_pair *p);
+
+/* The value client `rank` contributes to operation id at element i: known
+ * to every client, so each checks its results against a reference. */
+void agent_fill(const struct op_agent_job *job, uint32_t rank, uint64_t id, void *vec);
+size_t agent_elem_size(enum op_agent_type t);
+
+#endif

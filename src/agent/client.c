@@ -1,0 +1,299 @@
+/* An offloaded allreduce client (offpath/agent.h), DOCA's measurement: a
+ * barrier, 3 warm-up batches for the pure network time, a matrix-multiply
+ * loop sized to it, then per batch: submit -> compute -> wait. A receiving
+ * thread takes the results as they come (the host computes meanwhile) and
+ * checks each against the reference in the daemons' reduction order. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_proto.h"
+#include "offpath/reduce.h"
+
+#define WARMUP_BATCHES 3
+#define MM_N 48 /* the compute step: one MM_N x MM_N double matrix product */
+
+struct client {
+    const struct op_agent_client_config *cfg;
+    struct op_channel *ch;
+    struct agent_welcome w;
+    size_t bytes;
+    uint8_t *vec, *ref, *tmp; /* a vector, the reference, a partial */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t got;
+    uint64_t results, wrong, expected;
+    op_status_t rx_st;
+    double a[MM_N * MM_N], b[MM_N * MM_N], c[MM_N * MM_N];
+};
+
+/* The result every client must get for operation id: each daemon's
+ * clients folded in order, then the daemons' partials in order. */
+static void reference(struct client *cl, uint64_t id)
+{
+    const struct op_agent_job *job = &cl->cfg->job;
+    unsigned type = op_agent_red_type(job->type);
+    for (uint32_t d = 0; d < cl->w.daemons; d++) {
+        uint8_t *partial = d == 0 ? cl->ref : cl->tmp;
+        agent_fill(job, d * cl->w.per_daemon, id, partial);
+        for (uint32_t k = 1; k < cl->w.per_daemon; k++) {
+            agent_fill(job, d * cl->w.per_daemon + k, id, cl->vec);
+            op_reduce(job->op, type, partial, cl->vec, job->size);
+        }
+        if (d > 0)
+            op_reduce(job->op, type, cl->ref, cl->tmp, job->size);
+    }
+}
+
+static uint64_t differing(const struct client *cl, const uint8_t *got)
+{
+    size_t e = agent_elem_size(cl->cfg->job.type);
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < cl->cfg->job.size; i++)
+        n += memcmp(got + i * e, cl->ref + i * e, e) != 0;
+    return n;
+}
+
+static void *receive(void *arg)
+{
+    struct client *cl = arg;
+    for (;;) {
+        pthread_mutex_lock(&cl->mu);
+        bool done = cl->results >= cl->expected;
+        pthread_mutex_unlock(&cl->mu);
+        if (done)
+            return NULL;
+        const uint8_t *msg, *data;
+        size_t len;
+        uint64_t id;
+        op_status_t st = op_channel_recv(cl->ch, &msg, &len);
+        if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data))
+            st = OP_ERR_MALFORMED;
+        uint64_t wrong = 0;
+        if (st == OP_OK) {
+            reference(cl, id);
+            wrong = differing(cl, data);
+        }
+        pthread_mutex_lock(&cl->mu);
+        cl->rx_st = st;
+        cl->results += st == OP_OK;
+        cl->wrong += wrong;
+        pthread_cond_signal(&cl->got);
+        pthread_mutex_unlock(&cl->mu);
+        if (st != OP_OK)
+            return NULL;
+    }
+}
+
+/* Until `count` results are in (or the receiver failed, or the timeout). */
+static op_status_t wait_results(struct client *cl, uint64_t count)
+{
+    uint64_t deadline = op_now_ns() + cl->cfg->timeout_ns;
+    struct timespec ts = {.tv_sec = (time_t)(deadline / OP_NS_PER_S),
+                          .tv_nsec = (long)(deadline % OP_NS_PER_S)};
+    op_status_t st = OP_OK;
+    pthread_mutex_lock(&cl->mu);
+    while (cl->results < count && cl->rx_st == OP_OK && st == OP_OK)
+        if (pthread_cond_timedwait(&cl->got, &cl->mu, &ts) != 0)
+            st = OP_ERR_TIMEOUT;
+    if (st == OP_OK)
+        st = cl->rx_st;
+    pthread_mutex_unlock(&cl->mu);
+    return st;
+}
+
+static op_status_t submit(struct client *cl, uint64_t first, uint64_t n)
+{
+    uint8_t *msg = malloc(AGENT_ID_HDR + cl->bytes);
+    op_status_t st = msg != NULL ? OP_OK : OP_ERR_NOMEM;
+    for (uint64_t id = first; st == OP_OK && id < first + n; id++) {
+        agent_put_id(msg, AGENT_VECTOR, id);
+        agent_fill(&cl->cfg->job, cl->w.rank, id, msg + AGENT_ID_HDR);
+        st = op_channel_send(cl->ch, msg, AGENT_ID_HDR + cl->bytes,
+                             id + 1 < first + n ? OP_CHAN_MORE : 0);
+    }
+    free(msg);
+    return st;
+}
+
+static void compute(struct client *cl, uint64_t reps)
+{
+    for (uint64_t r = 0; r < reps; r++)
+        for (int i = 0; i < MM_N; i++)
+            for (int j = 0; j < MM_N; j++) {
+                double s = 0;
+                for (int k = 0; k < MM_N; k++)
+                    s += cl->a[i * MM_N + k] * cl->b[k * MM_N + j];
+                cl->c[i * MM_N + j] = s;
+            }
+}
+
+static double seconds_since(uint64_t t0) { return (double)(op_now_ns() - t0) / 1e9; }
+
+/* A batch: its operations submitted, `reps` of compute, its results awaited. */
+static op_status_t batch(struct client *cl, uint64_t *next_id, uint64_t reps, double *secs)
+{
+    uint64_t n = cl->cfg->job.batch, t0 = op_now_ns();
+    op_status_t st = submit(cl, *next_id, n);
+    *next_id += n;
+    compute(cl, reps);
+    if (st == OP_OK)
+        st = wait_results(cl, *next_id);
+    *secs = seconds_since(t0);
+    return st;
+}
+
+/* Warm-up batches with no compute give the pure network time; the compute
+ * loop is sized to it, as DOCA's is. */
+static op_status_t calibrate(struct client *cl, uint64_t *next_id, double *network,
+                             uint64_t *reps, double *compute_s)
+{
+    double sum = 0, s;
+    op_status_t st = OP_OK;
+    for (int k = 0; k < WARMUP_BATCHES && st == OP_OK; k++) {
+        st = batch(cl, next_id, 0, &s);
+        sum += s;
+    }
+    *network = sum / WARMUP_BATCHES;
+    uint64_t t0 = op_now_ns();
+    compute(cl, 4);
+    double one = seconds_since(t0) / 4;
+    *reps = one > 0 ? (uint64_t)llround(*network / one) : 1;
+    *reps = *reps > 0 ? *reps : 1;
+    t0 = op_now_ns();
+    compute(cl, *reps);
+    *compute_s = seconds_since(t0);
+    return st;
+}
+
+static op_status_t hello(struct client *cl)
+{
+    const struct op_agent_job *job = &cl->cfg->job;
+    uint8_t msg[1 + OP_AR_HANDSHAKE_MAX];
+    msg[0] = AGENT_HELLO;
+    int n = op_ar_handshake_format(job->size, op_agent_type_name(job->type), job->batch,
+                                   job->batches, (char *)msg + 1, OP_AR_HANDSHAKE_MAX);
+    op_status_t st = op_channel_send(cl->ch, msg, 1 + (size_t)n, 0);
+    const uint8_t *reply;
+    size_t len;
+    if (st == OP_OK)
+        st = op_channel_recv(cl->ch, &reply, &len);
+    if (st != OP_OK) {
+        OP_ERROR(cl->cfg->log, "no answer to the configuration handshake: %s",
+                 op_channel_error(cl->ch));
+        return st;
+    }
+    if (len >= 1 && reply[0] == AGENT_REFUSED) {
+        OP_ERROR(cl->cfg->log, "the daemon refused this client: %.*s", (int)(len - 1), reply + 1);
+        return OP_ERR_REFUSED;
+    }
+    if (!agent_get_welcome(reply, len, &cl->w)) {
+        OP_ERROR(cl->cfg->log, "malformed answer to the configuration handshake");
+        return OP_ERR_MALFORMED;
+    }
+    return OP_OK;
+}
+
+static void overlap(struct op_agent_client_result *r)
+{
+    double most = r->network_s > r->compute_s ? r->network_s : r->compute_s;
+    double x = most > 0 ? (r->network_s + r->compute_s - r->batch_avg_s) / most : 0;
+    r->overlap_pct = 100 * (x < 0 ? 0 : x > 1 ? 1 : x);
+}
+
+static op_status_t measure(struct client *cl, struct op_agent_client_result *r)
+{
+    uint64_t next = 0, reps;
+    op_status_t st = submit(cl, next++, 1); /* the barrier: every client's first call */
+    if (st == OP_OK)
+        st = wait_results(cl, next);
+    if (st == OP_OK)
+        st = calibrate(cl, &next, &r->network_s, &reps, &r->compute_s);
+    for (uint64_t k = 0; k < cl->cfg->job.batches && st == OP_OK; k++) {
+        double s;
+        st = batch(cl, &next, reps, &s);
+        r->batch_min_s = k == 0 || s < r->batch_min_s ? s : r->batch_min_s;
+        r->batch_max_s = s > r->batch_max_s ? s : r->batch_max_s;
+        r->total_s += s;
+    }
+    r->batch_avg_s = r->total_s / (double)cl->cfg->job.batches;
+    overlap(r);
+    return st;
+}
+
+static op_status_t open_client(struct client *cl)
+{
+    const struct op_agent_client_config *c = cl->cfg;
+    struct op_channel_config cc = {.addr = c->daemon, .local = c->key, .timeout_ns = c->timeout_ns};
+    memcpy(cc.peer_pub, c->daemon_pub, OP_CHAN_KEY_BYTES);
+    cc.max_msg = (uint32_t)(AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : AGENT_ID_HDR + cl->bytes);
+    char why[256];
+    op_status_t st = op_channel_open(&cc, &cl->ch, why);
+    if (st != OP_OK)
+        OP_ERROR(c->log, "cannot reach the daemon: %s", why);
+    return st;
+}
+
+static void init_sync(struct client *cl)
+{
+    pthread_condattr_t ca; /* timed waits on op_now_ns's clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&cl->mu, NULL);
+    pthread_cond_init(&cl->got, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int i = 0; i < MM_N * MM_N; i++) {
+        cl->a[i] = (double)(i % 7) * 0.5;
+        cl->b[i] = (double)(i % 5) * 0.25;
+    }
+}
+
+op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
+                                struct op_agent_client_result *out)
+{
+    if (!op_agent_job_ok(&cfg->job))
+        return OP_ERR_INVAL;
+    struct client *cl = calloc(1, sizeof(*cl));
+    if (cl == NULL)
+        return OP_ERR_NOMEM;
+    cl->cfg = cfg;
+    cl->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
+    cl->expected = 1 + (WARMUP_BATCHES + cfg->job.batches) * cfg->job.batch;
+    init_sync(cl);
+    cl->vec = malloc(cl->bytes);
+    cl->ref = malloc(cl->bytes);
+    cl->tmp = malloc(cl->bytes);
+    op_status_t st = cl->vec && cl->ref && cl->tmp ? open_client(cl) : OP_ERR_NOMEM;
+    if (st == OP_OK)
+        st = hello(cl);
+    bool receiving = st == OP_OK && pthread_create(&cl->thread, NULL, receive, cl) == 0;
+    if (st == OP_OK && !receiving)
+        st = OP_ERR_NOMEM;
+    memset(out, 0, sizeof(*out));
+    if (st == OP_OK)
+        st = measure(cl, out);
+    uint8_t bye = AGENT_BYE;
+    if (st == OP_OK)
+        st = op_channel_send(cl->ch, &bye, 1, 0);
+    if (receiving && st == OP_OK)
+        pthread_join(cl->thread, NULL);
+    else if (receiving)
+        pthread_detach(cl->thread); /* blocked on a dead link until its timeout */
+    out->rank = cl->w.rank;
+    out->clients = cl->w.clients;
+    out->daemons = cl->w.daemons;
+    out->results = cl->results;
+    out->wrong = cl->wrong;
+    if (!receiving || st == OP_OK) {
+        op_channel_close(cl->ch);
+        free(cl->vec);
+        free(cl->ref);
+        free(cl->tmp);
+        pthread_cond_destroy(&cl->got);
+        pthread_mutex_destroy(&cl->mu);
+        free(cl);
+    }
+    return st;
+}

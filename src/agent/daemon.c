@@ -1,0 +1,447 @@
+/* The allreduce daemon (offpath/agent.h): its clients over the secure
+ * channel, the other daemons over RDMA (op_a2a), the reduction by the pure
+ * engine (op_ar). One thread a client reads its vectors into a queue; the
+ * main thread feeds the engine, exchanges each partial with the other
+ * daemons and sends the results back. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_proto.h"
+
+struct item {
+    uint32_t client;
+    enum agent_msg type; /* VECTOR, BYE, or 0: the client is gone (why logged) */
+    uint64_t id;
+    uint8_t *data;
+    struct item *next;
+};
+
+struct daemon;
+
+struct reader {
+    struct daemon *d;
+    uint32_t client;
+    struct op_channel *ch;
+    pthread_t thread;
+    bool started;
+};
+
+struct daemon {
+    const struct op_agent_daemon_config *cfg;
+    uint32_t self;
+    size_t bytes; /* a vector's */
+    struct op_a2a *a2a; /* NULL with one daemon */
+    struct op_ar *ar;
+    struct reader r[OP_AGENT_MAX_CLIENTS];
+    uint32_t n_readers;
+    pthread_mutex_t mu;
+    pthread_cond_t more;
+    struct item *head, *tail;
+    int client_fd, link_fd; /* listening: clients at port, daemons at port + 1 */
+    bool partial_ready;
+    uint64_t partial_id;
+    op_status_t send_st;
+};
+
+/* ---- the queue the readers fill */
+
+static void push(struct daemon *d, struct item *it)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->tail != NULL)
+        d->tail->next = it;
+    else
+        d->head = it;
+    d->tail = it;
+    pthread_cond_signal(&d->more);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static struct item *pop(struct daemon *d, uint64_t deadline)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline / OP_NS_PER_S),
+                          .tv_nsec = (long)(deadline % OP_NS_PER_S)};
+    pthread_mutex_lock(&d->mu);
+    while (d->head == NULL)
+        if (pthread_cond_timedwait(&d->more, &d->mu, &ts) != 0)
+            break;
+    struct item *it = d->head;
+    if (it != NULL && (d->head = it->next) == NULL)
+        d->tail = NULL;
+    pthread_mutex_unlock(&d->mu);
+    return it;
+}
+
+static void *read_client(void *arg)
+{
+    struct reader *r = arg;
+    struct daemon *d = r->d;
+    for (;;) {
+        const uint8_t *msg;
+        size_t len;
+        struct item *it = calloc(1, sizeof(*it));
+        op_status_t st = it != NULL ? op_channel_recv(r->ch, &msg, &len) : OP_ERR_NOMEM;
+        const uint8_t *data;
+        if (st == OP_OK && len == 1 && msg[0] == AGENT_BYE) {
+            it->type = AGENT_BYE;
+        } else if (st == OP_OK && agent_get_id(msg, len, AGENT_VECTOR, d->bytes, &it->id, &data) &&
+                   (it->data = malloc(d->bytes)) != NULL) {
+            it->type = AGENT_VECTOR;
+            memcpy(it->data, data, d->bytes);
+        } else if (it != NULL) {
+            OP_ERROR(d->cfg->log, "client %u: %s", r->client,
+                     st == OP_OK ? "malformed or oversized request, refused" : op_channel_error(r->ch));
+        }
+        if (it == NULL)
+            return NULL;
+        it->client = r->client;
+        enum agent_msg type = it->type;
+        push(d, it);
+        if (type != AGENT_VECTOR)
+            return NULL;
+    }
+}
+
+/* ---- the engine's output */
+
+static void send_all(struct daemon *d, uint64_t id, const void *data)
+{
+    uint8_t *msg = malloc(AGENT_ID_HDR + d->bytes);
+    if (msg == NULL) {
+        d->send_st = OP_ERR_NOMEM;
+        return;
+    }
+    agent_put_id(msg, AGENT_RESULT, id);
+    memcpy(msg + AGENT_ID_HDR, data, d->bytes);
+    for (uint32_t c = 0; c < d->n_readers; c++) {
+        op_status_t st = op_channel_send(d->r[c].ch, msg, AGENT_ID_HDR + d->bytes, 0);
+        if (st != OP_OK && d->send_st == OP_OK) {
+            OP_ERROR(d->cfg->log, "client %u: sending result %llu: %s", c,
+                     (unsigned long long)id, op_channel_error(d->r[c].ch));
+            d->send_st = st;
+        }
+    }
+    free(msg);
+}
+
+static void on_output(void *ctx, const struct op_ar_out *o)
+{
+    struct daemon *d = ctx;
+    if (o->kind == OP_AR_RESULT) {
+        send_all(d, o->id, o->data);
+        return;
+    }
+    /* the exchange runs after op_ar_client returns: not inside the engine */
+    uint8_t *send = op_a2a_sendbuf(d->a2a);
+    for (uint32_t j = 0; j < d->cfg->n_daemons; j++)
+        memcpy(send + j * d->bytes, o->data, d->bytes);
+    d->partial_ready = true;
+    d->partial_id = o->id;
+}
+
+/* Every daemon's partial of the operation, by RDMA write, into the engine. */
+static op_status_t exchange(struct daemon *d)
+{
+    d->partial_ready = false;
+    op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->timeout_ns);
+    if (st != OP_OK) {
+        OP_ERROR(d->cfg->log, "operation %llu: exchange with the other daemons: %s",
+                 (unsigned long long)d->partial_id, op_status_str(st));
+        return st;
+    }
+    const uint8_t *got = op_a2a_recvbuf(d->a2a);
+    for (uint32_t j = 0; j < d->cfg->n_daemons && st == OP_OK; j++)
+        if (j != d->self)
+            st = op_ar_peer(d->ar, j, d->partial_id, got + j * d->bytes, d->bytes);
+    return st;
+}
+
+/* ---- setup */
+
+static op_status_t find_self(struct daemon *d)
+{
+    const struct op_agent_daemon_config *c = d->cfg;
+    for (uint32_t j = 0; j < c->n_daemons; j++)
+        if (c->daemon_ip[j] == c->ip && c->daemon_port[j] == c->port) {
+            d->self = j;
+            return OP_OK;
+        }
+    OP_ERROR(c->log, "this daemon (its address and -t port) is not in the -a list");
+    return OP_ERR_INVAL;
+}
+
+static void tcp_addr(uint32_t ip, uint16_t port, struct op_chan_addr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->kind = OP_CHAN_TCP;
+    op_format_ipv4(ip, a->host);
+    a->port = port;
+}
+
+/* listener: the socket to accept on, or -1 to connect to ip:port */
+static void channel_config(const struct daemon *d, int listener, uint32_t ip, uint16_t port,
+                           const uint8_t *peer, struct op_channel_config *cc)
+{
+    memset(cc, 0, sizeof(*cc));
+    tcp_addr(ip, port, &cc->addr);
+    cc->listen = cc->use_listener = listener >= 0;
+    cc->listener = listener;
+    cc->local = d->cfg->key;
+    memcpy(cc->peer_pub, peer, OP_CHAN_KEY_BYTES);
+    cc->max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes < 4096 ? 4096 : AGENT_ID_HDR + d->bytes);
+    cc->timeout_ns = d->cfg->timeout_ns;
+}
+
+/* One daemon pair's setup: the initiator (the higher index) speaks first. */
+static op_status_t pair_with(struct daemon *d, bool listen, uint32_t j,
+                             struct op_a2a_endpoint *eps, struct op_a2a_qp_info *theirs,
+                             const struct op_a2a_qp_info *mine)
+{
+    const struct op_agent_daemon_config *c = d->cfg;
+    struct op_channel_config cc;
+    struct op_channel *ch;
+    char why[256];
+    channel_config(d, listen ? d->link_fd : -1, listen ? c->ip : c->daemon_ip[j],
+                   (uint16_t)((listen ? c->port : c->daemon_port[j]) + 1), c->key.pub, &cc);
+    op_status_t st = op_channel_open(&cc, &ch, why);
+    if (st != OP_OK) {
+        OP_ERROR(c->log, "daemon link: %s", why);
+        return st;
+    }
+    struct agent_pair me = {.index = d->self}, peer;
+    uint8_t buf[512];
+    const uint8_t *msg;
+    size_t len;
+    op_a2a_endpoint(d->a2a, &me.ep);
+    if (!listen) {
+        me.qp = mine[j];
+        st = op_channel_send(ch, buf, agent_put_pair(buf, &me), 0);
+    }
+    if (st == OP_OK)
+        st = op_channel_recv(ch, &msg, &len);
+    if (st == OP_OK && (!agent_get_pair(msg, len, &peer) || peer.index >= c->n_daemons ||
+                        peer.index == d->self || (!listen && peer.index != j)))
+        st = OP_ERR_MALFORMED;
+    if (st == OP_OK && listen) {
+        me.qp = mine[peer.index];
+        st = op_channel_send(ch, buf, agent_put_pair(buf, &me), 0);
+    }
+    if (st == OP_OK) {
+        eps[peer.index] = peer.ep;
+        theirs[peer.index] = peer.qp;
+    } else {
+        OP_ERROR(c->log, "daemon link: %s", st == OP_ERR_MALFORMED ? "malformed setup message"
+                                                                    : op_channel_error(ch));
+    }
+    op_channel_close(ch);
+    return st;
+}
+
+static op_status_t link_daemons(struct daemon *d)
+{
+    const struct op_agent_daemon_config *c = d->cfg;
+    uint32_t n = c->n_daemons;
+    struct op_a2a_config ac = {.ranks = n, .rank = d->self, .workers = 1, .ip = c->ip,
+                               .chunk = d->bytes, .log = c->log};
+    struct op_a2a_endpoint *eps = calloc(n, sizeof(*eps));
+    struct op_a2a_qp_info *mine = calloc(n, sizeof(*mine)), *theirs = calloc(n, sizeof(*theirs));
+    op_status_t st = eps && mine && theirs ? op_a2a_create(&ac, &d->a2a) : OP_ERR_NOMEM;
+    if (st == OP_OK) {
+        op_a2a_endpoint(d->a2a, &eps[d->self]);
+        op_a2a_qp_infos(d->a2a, mine);
+    }
+    for (uint32_t j = 0; st == OP_OK && j < d->self; j++)
+        st = pair_with(d, false, j, eps, theirs, mine);
+    for (uint32_t k = d->self + 1; st == OP_OK && k < n; k++)
+        st = pair_with(d, true, k, eps, theirs, mine);
+    if (st == OP_OK)
+        st = op_a2a_connect(d->a2a, eps, theirs);
+    free(eps);
+    free(mine);
+    free(theirs);
+    return st;
+}
+
+/* A client: channel, DOCA's handshake, its rank; a mismatch is refused with
+ * the field named, and the daemon waits for the next one. */
+static op_status_t accept_client(struct daemon *d, uint32_t k)
+{
+    const struct op_agent_daemon_config *c = d->cfg;
+    struct op_channel_config cc;
+    char why[256], mine[OP_AR_HANDSHAKE_MAX];
+    channel_config(d, d->client_fd, c->ip, c->port, c->clients_pub, &cc);
+    for (;;) {
+        struct op_channel *ch;
+        op_status_t st = op_channel_open(&cc, &ch, why);
+        if (st != OP_OK) {
+            OP_ERROR(c->log, "client %u: %s", k, why);
+            return st;
+        }
+        const uint8_t *msg;
+        size_t len;
+        char theirs[OP_AR_HANDSHAKE_MAX];
+        op_ar_handshake_format(c->job.size, op_agent_type_name(c->job.type), c->job.batch,
+                               c->job.batches, mine, sizeof mine);
+        st = op_channel_recv(ch, &msg, &len);
+        if (st == OP_OK && (len < 2 || len > sizeof theirs || msg[0] != AGENT_HELLO))
+            st = OP_ERR_MALFORMED;
+        if (st == OP_OK) {
+            memcpy(theirs, msg + 1, len - 1);
+            theirs[len - 1] = '\0';
+            st = op_ar_handshake_check(mine, theirs, why, sizeof why);
+        } else {
+            snprintf(why, sizeof why, "no handshake (%s)", op_channel_error(ch));
+        }
+        uint8_t reply[300];
+        if (st == OP_OK) {
+            struct agent_welcome w = {.rank = d->self * c->clients + k,
+                                      .clients = c->n_daemons * c->clients,
+                                      .daemons = c->n_daemons, .per_daemon = c->clients};
+            st = op_channel_send(ch, reply, agent_put_welcome(reply, &w), 0);
+            d->r[k] = (struct reader){.d = d, .client = k, .ch = ch};
+            return st;
+        }
+        OP_ERROR(c->log, "client refused: configuration mismatch: %s", why);
+        reply[0] = AGENT_REFUSED;
+        size_t n = strlen(why);
+        memcpy(reply + 1, why, n);
+        (void)op_channel_send(ch, reply, 1 + n, 0);
+        op_channel_close(ch);
+    }
+}
+
+/* Both listening sockets first: clients and the other daemons may connect
+ * while this one is still linking with the daemons before it. */
+static op_status_t open_listeners(struct daemon *d)
+{
+    const struct op_agent_daemon_config *c = d->cfg;
+    struct op_chan_addr a;
+    char why[256];
+    tcp_addr(c->ip, c->port, &a);
+    op_status_t st = op_chan_listen(&a, &d->client_fd, why);
+    if (st == OP_OK && c->n_daemons > 1) {
+        tcp_addr(c->ip, (uint16_t)(c->port + 1), &a);
+        st = op_chan_listen(&a, &d->link_fd, why);
+    }
+    if (st != OP_OK)
+        OP_ERROR(c->log, "%s", why);
+    return st;
+}
+
+/* ---- the run */
+
+static op_status_t serve(struct daemon *d)
+{
+    uint32_t byes = 0;
+    op_status_t st = OP_OK;
+    while (st == OP_OK && byes < d->n_readers) {
+        struct item *it = pop(d, op_now_ns() + d->cfg->timeout_ns);
+        if (it == NULL) {
+            OP_ERROR(d->cfg->log, "no request from any client for the timeout: giving up");
+            return OP_ERR_TIMEOUT;
+        }
+        if (it->type == AGENT_BYE)
+            byes++;
+        else if (it->type == AGENT_VECTOR)
+            st = op_ar_client(d->ar, it->client, it->id, it->data, d->bytes);
+        else
+            st = OP_ERR_IO; /* a client is gone: the job cannot finish */
+        if (st != OP_OK && it->type == AGENT_VECTOR)
+            OP_ERROR(d->cfg->log, "client %u: request %llu refused (%s)", it->client,
+                     (unsigned long long)it->id, op_status_str(st));
+        if (st == OP_OK && d->partial_ready)
+            st = exchange(d);
+        if (st == OP_OK)
+            st = d->send_st;
+        free(it->data);
+        free(it);
+    }
+    return st;
+}
+
+static void finish(struct daemon *d)
+{
+    for (uint32_t c = 0; c < d->n_readers; c++) {
+        if (d->r[c].started)
+            pthread_join(d->r[c].thread, NULL);
+        op_channel_close(d->r[c].ch);
+    }
+    for (struct item *it = d->head, *next; it != NULL; it = next) {
+        next = it->next;
+        free(it->data);
+        free(it);
+    }
+    op_ar_destroy(d->ar);
+    op_a2a_destroy(d->a2a);
+    if (d->client_fd >= 0)
+        close(d->client_fd);
+    if (d->link_fd >= 0)
+        close(d->link_fd);
+    pthread_cond_destroy(&d->more);
+    pthread_mutex_destroy(&d->mu);
+}
+
+static op_status_t start_readers(struct daemon *d)
+{
+    for (uint32_t c = 0; c < d->n_readers; c++) {
+        int e = pthread_create(&d->r[c].thread, NULL, read_client, &d->r[c]);
+        if (e != 0)
+            return op_status_from_errno(e);
+        d->r[c].started = true;
+    }
+    return OP_OK;
+}
+
+op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
+{
+    if (!op_agent_job_ok(&cfg->job) || cfg->clients == 0 || cfg->clients > OP_AGENT_MAX_CLIENTS ||
+        cfg->n_daemons == 0 || cfg->n_daemons > OP_AGENT_MAX_DAEMONS)
+        return OP_ERR_INVAL;
+    struct daemon *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return OP_ERR_NOMEM;
+    d->cfg = cfg;
+    d->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
+    d->client_fd = d->link_fd = -1;
+    pthread_condattr_t ca; /* timed waits on op_now_ns's clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->more, &ca);
+    pthread_condattr_destroy(&ca);
+    struct op_ar_config ac = {.daemons = cfg->n_daemons, .clients = cfg->clients,
+                              .count = cfg->job.size, .type = op_agent_red_type(cfg->job.type),
+                              .op = cfg->job.op,
+                              .window = cfg->job.batch < 1024 ? (uint32_t)cfg->job.batch : 1024};
+    op_status_t st = find_self(d);
+    ac.self = d->self;
+    if (st == OP_OK)
+        st = open_listeners(d);
+    if (st == OP_OK)
+        st = op_ar_create(&ac, on_output, d, &d->ar);
+    if (st == OP_OK && cfg->n_daemons > 1)
+        st = link_daemons(d);
+    if (st == OP_OK)
+        OP_INFO(cfg->log, "daemon %u of %u: waiting for %u clients", d->self, cfg->n_daemons,
+                cfg->clients);
+    for (uint32_t k = 0; st == OP_OK && k < cfg->clients; k++) {
+        st = accept_client(d, k);
+        if (d->r[k].ch != NULL)
+            d->n_readers = k + 1;
+    }
+    if (st == OP_OK)
+        st = start_readers(d);
+    if (st == OP_OK)
+        st = serve(d);
+    if (st == OP_OK) {
+        const uint64_t *n = op_ar_counters(d->ar);
+        OP_INFO(cfg->log, "daemon %u: %llu operations reduced for %u clients", d->self,
+                (unsigned long long)n[OP_AR_C_results], cfg->clients);
+    }
+    finish(d);
+    free(d);
+    return st;
+}

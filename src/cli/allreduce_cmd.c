@@ -1,0 +1,286 @@
+/* `offpath allreduce`: DOCA's allreduce application with its flags. A
+ * daemon (the DPU's role) reduces for its clients and exchanges partials
+ * with the other daemons by RDMA; an offloaded client submits, computes and
+ * waits, and prints DOCA's metrics and the overlap (src/agent). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "offpath/agent.h"
+#include "offpath/wire.h"
+
+#define TOOL "allreduce"
+#define DEFAULT_PORT 18515
+
+struct ar_flags {
+    bool daemon, role_set, offloaded;
+    const char *addresses, *key, *peer;
+    uint64_t port, listen_port, clients, timeout_s;
+    uint32_t ip;
+    int log_level;
+    bool json;
+    struct op_agent_job job;
+};
+
+static void usage(void)
+{
+    printf("usage: offpath allreduce -r daemon -t PORT -c CLIENTS -a ADDR:PORT[,...] "
+           "--key DAEMONS.key --peer CLIENTS.pub [job]\n"
+           "       offpath allreduce -r client -m offloaded -a DAEMON[:PORT] "
+           "--key CLIENTS.key --peer DAEMONS.pub [job]\n"
+           "job (the same on every daemon and client, checked by DOCA's handshake):\n"
+           "  -s, --size N          elements a vector (default 65535)\n"
+           "  -d, --datatype T      byte, int, float or double (default float)\n"
+           "  -o, --operation OP    sum or prod (default sum)\n"
+           "  -b, --batch-size N    allreduce operations a batch, 1..1024 (default 16)\n"
+           "  -i, --num-batches N   batches measured (default 16)\n"
+           "daemon:\n"
+           "  -t, --listen-port P   clients connect here, daemons at P + 1\n"
+           "  -c, --num-clients N   this daemon's clients (1..64)\n"
+           "  -a, --address LIST    every daemon as IP:PORT, this one among them, in one\n"
+           "                        order on all daemons (the reduction order)\n"
+           "      --ip ADDR         this daemon's address (default 127.0.0.1)\n"
+           "client:\n"
+           "  -m, --mode M          offloaded (non-offloaded is not available yet)\n"
+           "  -a, --address A       its daemon, IP[:PORT] (port: -p, default 18515)\n"
+           "both:\n"
+           "  -p, --port P          the daemon port an address without one means\n"
+           "      --key FILE        this side's secret key (the daemons share one pair,\n"
+           "                        the clients another: offpath keygen)\n"
+           "      --peer FILE       the other side's public key (pinned)\n"
+           "      --timeout S       longest wait for a peer, seconds (default 30)\n"
+           "  -l, --log-level L     10..70 (default 50)\n"
+           "      --json            the client's metrics as one JSON line too\n");
+}
+
+enum { OPT_KEY = 256, OPT_PEER, OPT_IP, OPT_TIMEOUT, OPT_JSON };
+
+static bool set_job(int opt, const char *v, struct ar_flags *f)
+{
+    uint64_t x;
+    switch (opt) {
+    case 's': return cli_u64(TOOL, "-s (--size)", v, 1, 1u << 22, &f->job.size);
+    case 'b': return cli_u64(TOOL, "-b (--batch-size)", v, 1, 1024, &f->job.batch);
+    case 'i': return cli_u64(TOOL, "-i (--num-batches)", v, 1, 1000000, &f->job.batches);
+    case 'd':
+        for (x = 0; x <= OP_AGENT_DOUBLE; x++)
+            if (strcmp(v, op_agent_type_name((enum op_agent_type)x)) == 0) {
+                f->job.type = (enum op_agent_type)x;
+                return true;
+            }
+        cli_bad(TOOL, "invalid value '%s' for -d (--datatype): byte, int, float or double", v);
+        return false;
+    case 'o':
+        if (strcmp(v, "sum") == 0 || strcmp(v, "prod") == 0) {
+            f->job.op = v[0] == 's' ? OP_RED_SUM : OP_RED_PROD;
+            return true;
+        }
+        cli_bad(TOOL, "invalid value '%s' for -o (--operation): sum or prod", v);
+        return false;
+    }
+    return false;
+}
+
+static bool set_role(int opt, const char *v, struct ar_flags *f)
+{
+    if (opt == 'r' && (strcmp(v, "daemon") == 0 || strcmp(v, "client") == 0)) {
+        f->daemon = v[0] == 'd';
+        f->role_set = true;
+        return true;
+    }
+    if (opt == 'm' && strcmp(v, "offloaded") == 0)
+        return f->offloaded = true;
+    if (opt == 'm' && strcmp(v, "non-offloaded") == 0)
+        cli_bad(TOOL, "-m non-offloaded: clients reducing among themselves is not available yet; "
+                      "use -m offloaded");
+    else
+        cli_bad(TOOL, "invalid value '%s' for %s", v, opt == 'r' ? "-r (--role): daemon or client"
+                                                                 : "-m (--mode): offloaded");
+    return false;
+}
+
+static bool set(int opt, const char *v, void *cfg)
+{
+    struct ar_flags *f = cfg;
+    uint16_t no_port = 0;
+    switch (opt) {
+    case 'r':
+    case 'm': return set_role(opt, v, f);
+    case 's':
+    case 'd':
+    case 'o':
+    case 'b':
+    case 'i': return set_job(opt, v, f);
+    case 'p': return cli_u64(TOOL, "-p (--port)", v, 1, 65534, &f->port);
+    case 't': return cli_u64(TOOL, "-t (--listen-port)", v, 1, 65534, &f->listen_port);
+    case 'c': return cli_u64(TOOL, "-c (--num-clients)", v, 1, OP_AGENT_MAX_CLIENTS, &f->clients);
+    case 'a': f->addresses = v; return true;
+    case OPT_KEY: f->key = v; return true;
+    case OPT_PEER: f->peer = v; return true;
+    case OPT_JSON: f->json = true; return true;
+    case OPT_TIMEOUT: return cli_u64(TOOL, "--timeout", v, 1, 3600, &f->timeout_s);
+    case 'l':
+        if ((f->log_level = op_log_level_parse(v)) >= 0)
+            return true;
+        cli_bad(TOOL, "invalid value '%s' for -l (--log-level): 10..70", v);
+        return false;
+    case OPT_IP:
+        if (op_parse_ipv4(v, &f->ip, &no_port) == OP_OK && no_port == 0)
+            return true;
+        cli_bad(TOOL, "invalid value '%s' for --ip (expected an IPv4 address)", v);
+        return false;
+    }
+    return false;
+}
+
+static bool read_keys(const struct ar_flags *f, struct op_chan_keypair *key, uint8_t *peer)
+{
+    char why[256];
+    if (f->key == NULL || f->peer == NULL) {
+        cli_bad(TOOL, "--key and --peer are needed (offpath keygen makes key pairs)");
+        return false;
+    }
+    if (op_chan_read_secret(f->key, key, why) != OP_OK) {
+        cli_bad(TOOL, "--key %s: %s", f->key, why);
+        return false;
+    }
+    if (op_chan_read_public(f->peer, peer, why) != OP_OK) {
+        cli_bad(TOOL, "--peer %s: %s", f->peer, why);
+        return false;
+    }
+    return true;
+}
+
+/* "IP[:PORT],IP[:PORT],..." into the daemon list. */
+static bool parse_daemons(const struct ar_flags *f, struct op_agent_daemon_config *c)
+{
+    char list[4096];
+    snprintf(list, sizeof list, "%s", f->addresses != NULL ? f->addresses : "");
+    c->n_daemons = 0;
+    for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        uint16_t port = (uint16_t)f->port;
+        if (c->n_daemons == OP_AGENT_MAX_DAEMONS ||
+            op_parse_ipv4(tok, &c->daemon_ip[c->n_daemons], &port) != OP_OK) {
+            cli_bad(TOOL, "invalid value '%s' in -a (--address): IP[:PORT], at most %d", tok,
+                    OP_AGENT_MAX_DAEMONS);
+            return false;
+        }
+        c->daemon_port[c->n_daemons++] = port;
+    }
+    if (c->n_daemons > 0)
+        return true;
+    cli_bad(TOOL, "-a (--address) is needed: every daemon's IP:PORT");
+    return false;
+}
+
+static int run_daemon(const struct ar_flags *f, struct op_log *log)
+{
+    struct op_agent_daemon_config c = {.job = f->job, .ip = f->ip,
+                                       .port = (uint16_t)f->listen_port,
+                                       .clients = (uint32_t)f->clients,
+                                       .timeout_ns = f->timeout_s * OP_NS_PER_S, .log = log};
+    if (f->listen_port == 0 || f->clients == 0) {
+        cli_bad(TOOL, "a daemon needs -t (--listen-port) and -c (--num-clients)");
+        return 2;
+    }
+    if (!parse_daemons(f, &c) || !read_keys(f, &c.key, c.clients_pub))
+        return 2;
+    op_status_t st = op_agent_daemon_run(&c);
+    return st == OP_OK ? 0 : 1;
+}
+
+static void print_metrics(const struct ar_flags *f, const struct op_agent_client_result *r)
+{
+    const char *op = f->job.op == OP_RED_SUM ? "sum" : "prod";
+    printf("Allreduce (offloaded/%s/%s) and matrix multiplication metrics to complete %llu "
+           "batches (batch size - %llu, vector size - %llu):\n",
+           op, op_agent_type_name(f->job.type), (unsigned long long)f->job.batches,
+           (unsigned long long)f->job.batch, (unsigned long long)f->job.size);
+    printf("Min - %.6f seconds\nMax - %.6f seconds\nAvg - %.6f seconds\nTotal - %.6f seconds\n",
+           r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s);
+    printf("Computation time - %.6f seconds\nPure network time - %.6f seconds\n", r->compute_s,
+           r->network_s);
+    printf("Computation and communication overlap - %.2f%%\n", r->overlap_pct);
+    printf("result check: %llu elements wrong (%llu results, client %u of %u, %u daemons)\n",
+           (unsigned long long)r->wrong, (unsigned long long)r->results, r->rank, r->clients,
+           r->daemons);
+    if (f->json)
+        printf("{\"mode\": \"offloaded\", \"op\": \"%s\", \"datatype\": \"%s\", \"size\": %llu, "
+               "\"batch\": %llu, \"batches\": %llu, \"min_s\": %.6f, \"max_s\": %.6f, "
+               "\"avg_s\": %.6f, \"total_s\": %.6f, \"compute_s\": %.6f, \"network_s\": %.6f, "
+               "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu}\n",
+               op, op_agent_type_name(f->job.type), (unsigned long long)f->job.size,
+               (unsigned long long)f->job.batch, (unsigned long long)f->job.batches,
+               r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s, r->compute_s,
+               r->network_s, r->overlap_pct, (unsigned long long)r->wrong,
+               (unsigned long long)r->results);
+    fflush(stdout);
+}
+
+static int run_client(const struct ar_flags *f, struct op_log *log)
+{
+    struct op_agent_client_config c = {.job = f->job, .timeout_ns = f->timeout_s * OP_NS_PER_S,
+                                       .log = log};
+    uint32_t ip;
+    uint16_t port = (uint16_t)f->port;
+    if (!f->offloaded) {
+        cli_bad(TOOL, "a client needs -m (--mode) offloaded");
+        return 2;
+    }
+    if (f->addresses == NULL || op_parse_ipv4(f->addresses, &ip, &port) != OP_OK) {
+        cli_bad(TOOL, "-a (--address) must be the daemon's IP[:PORT]");
+        return 2;
+    }
+    c.daemon.kind = OP_CHAN_TCP;
+    op_format_ipv4(ip, c.daemon.host);
+    c.daemon.port = port;
+    if (!read_keys(f, &c.key, c.daemon_pub))
+        return 2;
+    struct op_agent_client_result r;
+    op_status_t st = op_agent_client_run(&c, &r);
+    if (st != OP_OK) {
+        fprintf(stderr, "offpath allreduce: client: %s\n", op_status_str(st));
+        return 1;
+    }
+    print_metrics(f, &r);
+    return r.wrong == 0 ? 0 : 1;
+}
+
+int cli_allreduce(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"role", required_argument, NULL, 'r'},       {"mode", required_argument, NULL, 'm'},
+        {"port", required_argument, NULL, 'p'},       {"listen-port", required_argument, NULL, 't'},
+        {"address", required_argument, NULL, 'a'},    {"num-clients", required_argument, NULL, 'c'},
+        {"size", required_argument, NULL, 's'},       {"datatype", required_argument, NULL, 'd'},
+        {"operation", required_argument, NULL, 'o'},  {"batch-size", required_argument, NULL, 'b'},
+        {"num-batches", required_argument, NULL, 'i'}, {"log-level", required_argument, NULL, 'l'},
+        {"key", required_argument, NULL, OPT_KEY},    {"peer", required_argument, NULL, OPT_PEER},
+        {"ip", required_argument, NULL, OPT_IP},      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct ar_flags f = {.port = DEFAULT_PORT, .ip = 0x7f000001u, .timeout_s = 30,
+                         .log_level = OP_LOG_INFO,
+                         .job = {.size = 65535, .type = OP_AGENT_FLOAT, .op = OP_RED_SUM,
+                                 .batch = 16, .batches = 16}};
+    int rc = cli_flags(argc, argv, "r:m:p:t:a:c:s:d:o:b:i:l:h", opts, 'h', usage, set, &f);
+    if (rc >= 0)
+        return rc;
+    if (optind < argc || !f.role_set) {
+        cli_bad(TOOL, optind < argc ? "unexpected argument '%s'" : "-r (--role) is needed%s",
+                optind < argc ? argv[optind] : "");
+        return 2;
+    }
+    if (!op_agent_job_ok(&f.job)) {
+        cli_bad(TOOL, "-s (--size) %llu of %s is more than a channel message holds",
+                (unsigned long long)f.job.size, op_agent_type_name(f.job.type));
+        return 2;
+    }
+    struct op_log log;
+    op_log_init(&log, f.daemon ? "allreduce_daemon" : "allreduce_client", f.log_level);
+    log.doca = true;
+    return f.daemon ? run_daemon(&f, &log) : run_client(&f, &log);
+}
