@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/agent/agent_proto.h"
 #include "offpath/agent.h"
 #include "offpath/wire.h"
 
@@ -66,12 +67,39 @@ static void engine(const uint8_t *data, size_t size)
     op_ar_destroy(ar);
 }
 
+/* The messages a daemon or client takes from its peer: what a parser
+ * accepts encodes back to the same bytes (nothing taken that the writer
+ * would not write), and its fields are in range. */
+static void messages(const uint8_t *data, size_t size)
+{
+    struct agent_welcome w;
+    if (agent_get_welcome(data, size, &w)) {
+        uint8_t out[32];
+        require(agent_put_welcome(out, &w) == size && memcmp(out, data, size) == 0);
+        require(w.rank < w.clients && (uint64_t)w.daemons * w.per_daemon == w.clients);
+    }
+    struct agent_pair p;
+    if (agent_get_pair(data, size, &p)) {
+        uint8_t out[512];
+        require(agent_put_pair(out, &p) == size && memcmp(out, data, size) == 0);
+        require(p.ep.workers >= 1 && p.ep.workers <= OP_A2A_MAX_WORKERS);
+    }
+    uint64_t id;
+    const uint8_t *vec;
+    if (size >= AGENT_ID_HDR && agent_get_id(data, size, AGENT_VECTOR, size - AGENT_ID_HDR, &id,
+                                             &vec))
+        require(vec == data + AGENT_ID_HDR);
+    require(!agent_get_id(data, size, AGENT_RESULT, size + 1, &id, &vec));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    if (data[0] & 1)
+    if (data[0] % 3 == 1)
         handshake(data + 1, size - 1);
+    else if (data[0] % 3 == 2)
+        messages(data + 1, size - 1);
     else
         engine(data + 1, size - 1);
     return 0;
