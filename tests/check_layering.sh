@@ -16,14 +16,15 @@ declare -A allowed=(
     [switch]="common wire reduce io loop topo switch"
     [inc]="common wire reduce io loop inc"
     [rdma]="common wire io rdma"
-    [perf]="common wire io loop rdma perf"
+    [gpu]="common wire io rdma gpu"
+    [perf]="common wire io loop rdma gpu perf"
     [hostar]="common wire reduce io loop hostar"
     [rescue]="common wire rescue"
     [fabric]="common wire reduce io topo switch fabric"
     [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
-    [cli]="common wire reduce io topo switch inc rdma perf fabric inctest mode launch osu"
+    [cli]="common wire reduce io topo switch inc rdma gpu perf fabric inctest mode launch osu"
 )
 bad=0
 for dir in src/*/; do
