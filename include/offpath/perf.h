@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "offpath/common.h"
+#include "offpath/gpu.h"
 #include "offpath/rdma.h"
 
 struct op_pcap;
@@ -67,7 +68,17 @@ struct op_perf_config {
     bool progress;        /* progress lines on stderr during long runs */
     FILE *out;            /* the report; NULL: stdout */
     int log_level;        /* engine log (errors with causes) */
+    struct {                 /* gpunetio_write_bw: device code posts the client's writes */
+        uint32_t threads;    /* --threads work-items; 0: the CPU posts (the ib_* tools) */
+        enum op_gpu_mode mode; /* --mode thread|batch */
+        unsigned platform, device; /* --use_opencl=<platform>,<device> */
+        bool bad_rkey;       /* --inject_bad_rkey: the device posts with a key not the peer's */
+    } gpu;
 };
+
+#define OP_PERF_GPU_DEFAULT_THREADS 512
+#define OP_PERF_GPU_DEFAULT_ITERS 10  /* per work-item: 5120 writes with 512 work-items */
+#define OP_PERF_GPU_TARGET_MAX (16u << 20) /* bytes of distinct slots a run writes at most */
 
 /* perftest's defaults for a verb and test kind (flags then override). */
 OP_API void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,

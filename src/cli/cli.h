@@ -13,6 +13,7 @@ int cli_mpirun(int argc, char **argv);
 int cli_osu_allreduce(int argc, char **argv);
 int cli_osu_iallreduce(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
+int cli_gpunetio_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);
 int cli_ib_write_lat(int argc, char **argv);

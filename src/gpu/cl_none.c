@@ -9,8 +9,9 @@ op_status_t op_gpu_cl_open(unsigned platform, unsigned device, struct op_gpu_cl 
     (void)platform;
     (void)device;
     *out = NULL;
-    snprintf(why, why_len, "offpath was built without OpenCL (install ocl-icd-opencl-dev, "
-                           "opencl-c-headers and pocl-opencl-icd, then rebuild)");
+    snprintf(why, why_len, "no OpenCL platform: offpath was built without OpenCL (install "
+                           "ocl-icd-opencl-dev, opencl-c-headers and pocl-opencl-icd, then "
+                           "rebuild)");
     return OP_ERR_UNSUPPORTED;
 }
 

@@ -116,6 +116,7 @@ struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
+    unsigned gpu_threads, gpu_mode; /* gpunetio_write_bw; 0 0 for the ib_* tools */
 };
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
@@ -140,6 +141,9 @@ struct perf_run {
     uint64_t *posted, *completed; /* time stamps of the current size */
     uint64_t stamps_cap;
     uint64_t started_ns, last_progress_ns;
+    struct perf_gpu *gpu; /* gpunetio_write_bw's client: the device and its buffers */
+    double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
+    uint64_t gpu_launches;
 };
 
 /* Wait for the peer's line starting with tag while keeping the engine
@@ -155,6 +159,12 @@ void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64
 
 op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
 op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_result *res);
+/* gpunetio_write_bw (gpunetio.c): distinct slots of size bytes a run
+ * writes in a buffer half of bufsize; the client's device and its run. */
+uint32_t perf_gpu_slots(const struct op_perf_config *c, uint64_t bufsize, uint64_t size);
+op_status_t perf_gpu_open(struct perf_run *r);
+void perf_gpu_close(struct perf_run *r);
+op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
 /* The receiving side's verdict on the bytes that arrived (see run.c). */
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages);
 

@@ -131,6 +131,8 @@ void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
     size_t off = c->type == OP_RDMA_QPT_UD && c->verb == OP_PERF_SEND ? OP_RDMA_UD_GRH_LEN : 0;
     /* latency writes carry a counter in their last byte */
     uint64_t n = c->test == OP_PERF_LAT && c->verb == OP_PERF_WRITE ? size - 1 : size;
+    if (c->gpu.threads) /* every work-item's slot, each with its own bytes */
+        n = size * perf_gpu_slots(c, ep->bufsize, size);
     for (uint32_t i = 0; i < ep->nqp && messages > 0; i++) {
         const uint8_t *got = ep->qps[i].buf + ep->bufsize + off;
         if (memcmp(got, ep->pattern, n) != 0) {
@@ -339,7 +341,10 @@ static op_status_t exchange_check(struct perf_run *r)
 static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct results *res)
 {
     op_status_t st;
-    if (r->cfg->test == OP_PERF_BW)
+    bool device_posts = r->cfg->gpu.threads && !r->is_server;
+    if (device_posts)
+        st = perf_run_gpunetio(r, size, &res->bw[res->n]);
+    else if (r->cfg->test == OP_PERF_BW)
         st = perf_run_bw(r, size, &res->bw[res->n]);
     else
         st = perf_run_lat(r, size, &res->lat[res->n]);
@@ -352,6 +357,9 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
         op_perf_print_bw(r->out, r->cfg, &res->bw[res->n]);
     else
         op_perf_print_lat(r->out, r->cfg, &res->lat[res->n]);
+    if (device_posts && r->cfg->output == OP_PERF_OUT_FULL)
+        fprintf(r->out, " post latency per batch of %u writes: %.2f us (%" PRIu64 " launches)\n",
+                r->cfg->gpu.threads, r->gpu_post_us, r->gpu_launches);
     fflush(r->out);
     res->n++;
     return OP_OK;
@@ -409,9 +417,13 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
     if (c->xdp && !named)
         return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
     op_status_t st = agree(r);
+    if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
+        max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
     if (st == OP_OK)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
+    if (st == OP_OK && c->gpu.threads && !r->is_server)
+        st = perf_gpu_open(r);
     if (st != OP_OK)
         return st;
     *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,
@@ -481,6 +493,7 @@ int op_perf_run(const struct op_perf_config *cfg)
     if (st != OP_OK)
         fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));
     perf_oob_close(&r.oob);
+    perf_gpu_close(&r);
     perf_ep_close(&r.ep);
     free(r.posted);
     free(r.completed);

@@ -1,0 +1,97 @@
+"""gpunetio_write_bw: OpenCL work-items post RDMA WRITEs into a work queue in
+SVM, offpath's engine executes them on an RC QP to a perftest-style server,
+which checks every byte of every work-item's slot. Runs the real kernels on
+PoCL's CPU device (scripts/bootstrap installs it); skips only where the build
+or the machine has no OpenCL platform."""
+import json
+import re
+
+import pytest
+
+from conftest import BIN, check_ok, run_server_client
+
+_port = [46200]
+LINE = "-" * 87
+NO_OPENCL = ("built without OpenCL", "no OpenCL platform")
+
+
+def run_pair(args, client_args=(), timeout=300, cwd=None):
+    _port[0] += 1
+    server = [BIN, "gpunetio_write_bw", "-p", _port[0], *args]
+    server_res, client_res = run_server_client(
+        server, server + list(client_args) + ["127.0.0.1"], timeout=timeout, cwd=cwd)
+    if any(s in client_res[2] for s in NO_OPENCL):
+        pytest.skip(client_res[2].strip())
+    return server_res, client_res
+
+
+def bw_rows(out):
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(" #bytes"))
+    rows = []
+    for l in lines[start + 1:]:
+        if l == LINE:
+            break
+        if l.startswith(" post latency"):
+            continue
+        rows.append(l.split())
+    return rows
+
+
+@pytest.mark.parametrize("threads,mode,size,iters", [
+    (1, "thread", 2, 300),
+    (1, "batch", 65536, 20),
+    (64, "thread", 4096, 20),
+    (64, "batch", 1000, 20),
+    (1024, "batch", 1 << 20, 5),
+])
+def test_device_posted_writes_land(threads, mode, size, iters):
+    server, client = run_pair(["--threads", threads, "--mode", mode, "-s", size, "-n", iters])
+    check_ok(server, "server")
+    check_ok(client, "client")
+    out = client[1]
+    assert re.search(rf"OpenCL device: .+, {threads} work-items, {mode} mode", out), out
+    m = re.search(rf"^ post latency per batch of {threads} writes: ([0-9.]+) us \((\d+) launches\)$",
+                  out, re.M)
+    assert m and float(m.group(1)) > 0 and int(m.group(2)) >= 1, out
+    rows = bw_rows(out)
+    assert len(rows) == 1 and rows[0][0] == str(size) and rows[0][1] == str(iters), rows
+    assert float(rows[0][3]) > 0
+    # the message rate counts every work-item's writes: threads x iters over the run
+    assert float(rows[0][4]) > 0
+    assert bw_rows(server[1]) == rows  # the server shows the client's figures
+
+
+def test_all_sizes_json(tmp_path):
+    out = tmp_path / "client.json"
+    server, client = run_pair(["--threads", 4, "-a", "-n", 5], client_args=["--out_json_file", out])
+    check_ok(server, "server")
+    check_ok(client, "client")
+    rows = bw_rows(client[1])
+    assert [int(r[0]) for r in rows] == [2 ** k for k in range(1, 24)]
+    report = json.loads(out.read_text())
+    assert report["test_info"]["test"] == "RDMA_Write BW Test"
+    assert [r["MsgSize"] for r in report["results"]] == [2 ** k for k in range(1, 24)]
+    assert all(r["n_iterations"] == 5 and r["BW_average"] > 0 for r in report["results"])
+
+
+def test_bad_rkey_gives_remote_access_error():
+    server, client = run_pair(["--threads", 64, "-s", 1000, "-n", 10],
+                              client_args=["--inject_bad_rkey"])
+    assert client[0] == 1, client
+    assert "status 10 (REM_ACCESS_ERR)" in client[2], client[2]
+    assert "remote access error NAK" in client[2], client[2]
+    assert server[0] == 1 and "the peer failed" in server[2], server
+
+
+def test_flags_belong_to_gpunetio():
+    import subprocess
+    r = subprocess.run([BIN, "ib_write_bw", "--threads", "8"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "gpunetio_write_bw's" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--threads", "300"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "multiple of 256" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--mode", "warp"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--mode" in r.stderr, r.stderr
