@@ -134,4 +134,14 @@ struct op_gpu_poster_stats {
 };
 OP_API void op_gpu_poster_stats(const struct op_gpu_poster *po, struct op_gpu_poster_stats *s);
 
+/* Device reads of a whole SVM buffer (perftest's --gpu_touch): a pass is
+ * one launch of a kernel that reads every 32-bit word. */
+struct op_gpu_toucher;
+OP_API op_status_t op_gpu_toucher_create(struct op_gpu_cl *cl, const void *svm, size_t len,
+                                         struct op_gpu_toucher **out);
+/* Non-blocking: starts a pass when none runs; returns the passes finished. */
+OP_API uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t);
+/* Waits for the running pass, then frees. */
+OP_API void op_gpu_toucher_destroy(struct op_gpu_toucher *t);
+
 #endif

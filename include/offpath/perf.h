@@ -72,6 +72,8 @@ struct op_perf_config {
         uint32_t threads;    /* --threads work-items; 0: the CPU posts (the ib_* tools) */
         enum op_gpu_mode mode; /* --mode thread|batch */
         unsigned platform, device; /* --use_opencl=<platform>,<device> */
+        bool use_opencl;     /* ib_* tools: QP buffers in OpenCL SVM */
+        enum op_perf_touch { OP_PERF_TOUCH_NONE, OP_PERF_TOUCH_ONCE, OP_PERF_TOUCH_INFINITE } touch;
         bool bad_rkey;       /* --inject_bad_rkey: the device posts with a key not the peer's */
     } gpu;
 };

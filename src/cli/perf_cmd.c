@@ -16,7 +16,7 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -33,7 +33,7 @@ static const struct option options[] = {
     {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
-    {"inject_bad_rkey", 0, 0, O_BAD_RKEY}, {0, 0, 0, 0}};
+    {"inject_bad_rkey", 0, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -95,6 +95,10 @@ static void help(const struct perf_cli *p)
            "                             (pcap, ns timestamps)\n"
            "      --log-level=<level>    engine log: error (default), warning, info, debug\n"
            "      --no-progress          no progress lines on stderr\n"
+           "      --use_opencl=<p>,<d>   buffers in OpenCL platform p's device d's shared\n"
+           "                             virtual memory (fine-grained buffer SVM)\n"
+           "      --gpu_touch=once|infinite  with --use_opencl: the device reads every\n"
+           "                             buffer before the test, or pass after pass during it\n"
            "%s"
            "  -V, --version              version\n"
            "  -h, --help                 this text\n",
@@ -106,7 +110,6 @@ static void help(const struct perf_cli *p)
                  "                             multiple of 256); -n is iterations per work-item\n"
                  "      --mode=thread|batch    every work-item rings the doorbell, or work-item 0\n"
                  "                             of each work-group after a barrier (default batch)\n"
-                 "      --use_opencl=<p>,<d>   OpenCL platform and device index (default 0,0)\n"
                  "      --inject_bad_rkey      the device posts with a key not the server's: the\n"
                  "                             writes fail with REM_ACCESS_ERR, nothing lands\n");
 }
@@ -202,8 +205,8 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
     static const char *const modes[] = {"thread", "batch"};
     struct op_perf_config *c = &p->cfg;
     if (c->gpu.threads == 0) {
-        cli_bad(p->tool, "device-posted writes (--threads, --mode, --use_opencl, "
-                         "--inject_bad_rkey) are gpunetio_write_bw's");
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_bad_rkey) are "
+                         "gpunetio_write_bw's");
         return false;
     }
     int v;
@@ -214,7 +217,6 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
             return false;
         c->gpu.mode = v ? OP_GPU_MODE_BATCH : OP_GPU_MODE_THREAD;
         return true;
-    case O_USE_OPENCL: return parse_opencl(p, val);
     default: c->gpu.bad_rkey = true; return true;
     }
 }
@@ -251,9 +253,19 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
             return false;
         }
         return true;
+    case O_USE_OPENCL:
+        c->gpu.use_opencl = c->gpu.threads == 0; /* gpunetio: the posting device */
+        return parse_opencl(p, val);
+    case O_GPU_TOUCH: {
+        static const char *const touch[] = {"once", "infinite"};
+        int v;
+        if (!set_choice(p, "--gpu_touch", val, touch, 2, &v))
+            return false;
+        c->gpu.touch = v == 0 ? OP_PERF_TOUCH_ONCE : OP_PERF_TOUCH_INFINITE;
+        return true;
+    }
     case O_THREADS:
     case O_MODE:
-    case O_USE_OPENCL:
     case O_BAD_RKEY: return set_gpu_option(p, opt, val);
     case O_USE_CUDA:
         cli_bad(p->tool, "--use_cuda: this build has no GPU path (no CUDA device or nvcc here)");

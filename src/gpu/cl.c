@@ -309,3 +309,69 @@ void op_gpu_poster_stats(const struct op_gpu_poster *po, struct op_gpu_poster_st
 {
     *s = po->st;
 }
+
+#define TOUCH_ITEMS 64
+
+struct op_gpu_toucher {
+    struct op_gpu_cl *cl;
+    cl_kernel k;
+    uint32_t *sink;
+    cl_event running;
+    uint64_t passes;
+};
+
+op_status_t op_gpu_toucher_create(struct op_gpu_cl *cl, const void *svm, size_t len,
+                                  struct op_gpu_toucher **out)
+{
+    struct op_gpu_toucher *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return OP_ERR_NOMEM;
+    t->cl = cl;
+    cl_int err;
+    cl_uint words = (cl_uint)(len / 4 < UINT32_MAX ? len / 4 : UINT32_MAX);
+    t->k = clCreateKernel(cl->prog, "opg_touch", &err);
+    t->sink = op_gpu_svm_alloc(cl, TOUCH_ITEMS * sizeof(uint32_t));
+    if (err != CL_SUCCESS || t->sink == NULL ||
+        clSetKernelArgSVMPointer(t->k, 0, svm) != CL_SUCCESS ||
+        clSetKernelArg(t->k, 1, sizeof words, &words) != CL_SUCCESS ||
+        clSetKernelArgSVMPointer(t->k, 2, t->sink) != CL_SUCCESS) {
+        op_gpu_toucher_destroy(t);
+        return OP_ERR_INVAL;
+    }
+    *out = t;
+    return OP_OK;
+}
+
+uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t)
+{
+    if (t->running != NULL) {
+        cl_int s = CL_QUEUED;
+        clGetEventInfo(t->running, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, NULL);
+        if (s != CL_COMPLETE && s >= 0)
+            return t->passes;
+        clReleaseEvent(t->running);
+        t->running = NULL;
+        t->passes += s == CL_COMPLETE;
+    }
+    size_t global = TOUCH_ITEMS;
+    if (clEnqueueNDRangeKernel(t->cl->q, t->k, 1, NULL, &global, NULL, 0, NULL, &t->running) ==
+        CL_SUCCESS)
+        clFlush(t->cl->q);
+    else
+        t->running = NULL;
+    return t->passes;
+}
+
+void op_gpu_toucher_destroy(struct op_gpu_toucher *t)
+{
+    if (t == NULL)
+        return;
+    if (t->running != NULL) {
+        clWaitForEvents(1, &t->running);
+        clReleaseEvent(t->running);
+    }
+    op_gpu_svm_free(t->cl, t->sink);
+    if (t->k)
+        clReleaseKernel(t->k);
+    free(t);
+}

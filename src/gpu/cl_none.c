@@ -40,3 +40,15 @@ void op_gpu_poster_stats(const struct op_gpu_poster *po, struct op_gpu_poster_st
     (void)po;
     *s = (struct op_gpu_poster_stats){0};
 }
+
+op_status_t op_gpu_toucher_create(struct op_gpu_cl *cl, const void *svm, size_t len,
+                                  struct op_gpu_toucher **out)
+{
+    (void)cl;
+    (void)svm;
+    (void)len;
+    *out = NULL;
+    return OP_ERR_UNSUPPORTED;
+}
+uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t) { (void)t; return 0; }
+void op_gpu_toucher_destroy(struct op_gpu_toucher *t) { (void)t; }

@@ -106,3 +106,15 @@ __kernel void opg_post_batch(__global struct opg_ctrl *ctrl, __global struct opg
         resume[gid] = i + 1;
     }
 }
+
+/* --gpu_touch: the device reads every word of a buffer (perftest touches
+ * GPU memory the same way, to test accesses during a transfer); the xor
+ * goes to sink so the loads cannot be dropped. */
+__kernel void opg_touch(__global const uint *buf, uint words, __global uint *sink)
+{
+    uint gid = get_global_id(0), n = get_global_size(0);
+    uint acc = 0;
+    for (uint i = gid; i < words; i += n)
+        acc ^= buf[i];
+    sink[gid] = acc;
+}

@@ -67,6 +67,9 @@ struct perf_ep {
     struct op_loop *loop; /* drives dev over io */
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
+    struct op_gpu_cl *cl; /* --use_opencl: QP buffers are its SVM */
+    struct op_gpu_toucher **touch; /* --gpu_touch=infinite: one per QP buffer */
+    uint64_t touch_passes;
 };
 
 /* xdp_ifname: drive that interface through AF_XDP; NULL: a UDP socket. */
@@ -78,6 +81,9 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);
 /* One pass: received packets into the engine, due timers, queued sends out.
  * Returns the packets taken in. */
 int perf_ep_progress(struct perf_ep *ep);
+/* --gpu_touch=infinite: start the next device pass over each QP buffer
+ * where the last one finished (perf_ep_progress does it each call). */
+void perf_ep_touch(struct perf_ep *ep);
 void perf_ep_flush(struct perf_ep *ep);
 /* Where posts queue their packets (the loop's), and how often it went out. */
 struct op_txq *perf_ep_txq(struct perf_ep *ep);

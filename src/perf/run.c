@@ -276,8 +276,8 @@ static const unsigned shown_xdp[] = {
 
 /* The report's tail, names and values side by side for op_counters_print. */
 struct perf_counters {
-    const char *names[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
-    uint64_t vals[N_SHOWN + 2 + N_XDP];
+    const char *names[N_SHOWN + 3 + N_XDP]; /* + loss_injected, captured, gpu_touch_passes */
+    uint64_t vals[N_SHOWN + 3 + N_XDP];
     int n;
 };
 
@@ -295,6 +295,8 @@ static void collect_counters(const struct perf_run *r, struct perf_counters *out
     for (size_t i = 0; i < N_SHOWN; i++)
         add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
     add_counter(out, "loss_injected", lossed);
+    if (r->cfg->gpu.touch != OP_PERF_TOUCH_NONE)
+        add_counter(out, "gpu_touch_passes", r->ep.touch_passes);
     if (r->cfg->pcap != NULL)
         add_counter(out, "captured", op_pcap_count(r->cfg->pcap));
     if (!r->cfg->xdp)
@@ -424,6 +426,9 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
                           sizeof r->why);
     if (st == OP_OK && c->gpu.threads && !r->is_server)
         st = perf_gpu_open(r);
+    if (st == OP_OK && r->ep.cl != NULL && c->output == OP_PERF_OUT_FULL)
+        fprintf(r->out, " OpenCL SVM buffers: %s (%s)\n", op_gpu_cl_device_name(r->ep.cl),
+                op_gpu_cl_platform_name(r->ep.cl));
     if (st != OP_OK)
         return st;
     *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,

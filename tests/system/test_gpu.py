@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import BIN, check_ok, run_server_client
+from conftest import BIN, check_ok, counters, run_server_client
 
 _port = [46200]
 LINE = "-" * 87
@@ -95,3 +95,30 @@ def test_flags_belong_to_gpunetio():
     r = subprocess.run([BIN, "gpunetio_write_bw", "--mode", "warp"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--mode" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw", "ib_send_bw"])
+@pytest.mark.parametrize("touch", ["once", "infinite"])
+def test_use_opencl_buffers(tool, touch):
+    """perftest's --use_opencl: both sides' buffers in OpenCL SVM, registered
+    as memory regions; --gpu_touch has the device read them meanwhile."""
+    _port[0] += 1
+    cmd = [BIN, tool, "-p", _port[0], "--use_opencl=0,0", f"--gpu_touch={touch}", "-s", 65536,
+           "-n", 300]
+    server, client = run_server_client(cmd, cmd + ["127.0.0.1"], timeout=300)
+    if any(s in client[2] for s in NO_OPENCL):
+        pytest.skip(client[2].strip())
+    for side, name in ((server, "server"), (client, "client")):
+        check_ok(side, name)
+        assert " OpenCL SVM buffers: " in side[1], side[1]
+        c = counters(side[1])
+        assert c["gpu_touch_passes"] >= 1, c
+        if touch == "once":
+            assert c["gpu_touch_passes"] == 1, c
+
+
+def test_gpu_touch_needs_use_opencl():
+    import subprocess
+    r = subprocess.run([BIN, "ib_write_bw", "--gpu_touch=once"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--gpu_touch needs --use_opencl" in r.stderr, r.stderr
