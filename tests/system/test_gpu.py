@@ -44,6 +44,8 @@ def bw_rows(out):
     (64, "thread", 4096, 20),
     (64, "batch", 1000, 20),
     (1024, "batch", 1 << 20, 5),
+    (1024, "thread", 2, 1000),  # 1,024,000 writes
+    (1024, "batch", 2, 1000),
 ])
 def test_device_posted_writes_land(threads, mode, size, iters):
     server, client = run_pair(["--threads", threads, "--mode", mode, "-s", size, "-n", iters])
