@@ -74,7 +74,10 @@ struct op_perf_config {
         unsigned platform, device; /* --use_opencl=<platform>,<device> */
         bool use_opencl;     /* ib_* tools: QP buffers in OpenCL SVM */
         enum op_perf_touch { OP_PERF_TOUCH_NONE, OP_PERF_TOUCH_ONCE, OP_PERF_TOUCH_INFINITE } touch;
-        bool bad_rkey;       /* --inject_bad_rkey: the device posts with a key not the peer's */
+        /* --inject_fault: the device posts with a key not the peer's, or to
+         * an address past the peer's region; the run then expects the
+         * remote access error on the client and nothing written at the server */
+        enum op_perf_fault { OP_PERF_FAULT_NONE, OP_PERF_FAULT_RKEY, OP_PERF_FAULT_RANGE } fault;
     } gpu;
 };
 

@@ -33,7 +33,7 @@ static const struct option options[] = {
     {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
-    {"inject_bad_rkey", 0, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH}, {0, 0, 0, 0}};
+    {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -110,8 +110,10 @@ static void help(const struct perf_cli *p)
                  "                             multiple of 256); -n is iterations per work-item\n"
                  "      --mode=thread|batch    every work-item rings the doorbell, or work-item 0\n"
                  "                             of each work-group after a barrier (default batch)\n"
-                 "      --inject_bad_rkey      the device posts with a key not the server's: the\n"
-                 "                             writes fail with REM_ACCESS_ERR, nothing lands\n");
+                 "      --inject_fault=rkey|range  (both sides) the device posts with a key\n"
+                 "                             not the server's, or past its region: the run\n"
+                 "                             checks that the writes complete with\n"
+                 "                             REM_ACCESS_ERR and that nothing lands\n");
 }
 
 static bool parse_size(const struct perf_cli *p, const char *val, uint64_t *out)
@@ -205,7 +207,7 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
     static const char *const modes[] = {"thread", "batch"};
     struct op_perf_config *c = &p->cfg;
     if (c->gpu.threads == 0) {
-        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_bad_rkey) are "
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault) are "
                          "gpunetio_write_bw's");
         return false;
     }
@@ -217,7 +219,13 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
             return false;
         c->gpu.mode = v ? OP_GPU_MODE_BATCH : OP_GPU_MODE_THREAD;
         return true;
-    default: c->gpu.bad_rkey = true; return true;
+    default: {
+        static const char *const faults[] = {"rkey", "range"};
+        if (!set_choice(p, "--inject_fault", val, faults, 2, &v))
+            return false;
+        c->gpu.fault = v == 0 ? OP_PERF_FAULT_RKEY : OP_PERF_FAULT_RANGE;
+        return true;
+    }
     }
 }
 

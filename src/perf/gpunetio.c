@@ -88,6 +88,7 @@ struct gpu_run {
     struct op_gpu_poster *po;
     uint64_t last_move_ns, done_ns;
     uint64_t moved; /* entries taken + completions: progress for the stall watch */
+    bool fault_seen;  /* --inject_fault: the expected error came */
 };
 
 static op_status_t start(struct gpu_run *s, uint64_t size)
@@ -102,11 +103,15 @@ static op_status_t start(struct gpu_run *s, uint64_t size)
                                             .data = g->data, .data_len = r->ep.bufsize};
     if (op_gpu_engine_create(&ec, &s->eng) != OP_OK)
         return perf_refuse(r->why, sizeof r->why, "cannot create the work-queue engine");
-    const struct op_gpu_post_params p = {
+    struct op_gpu_post_params p = {
         .threads = c->gpu.threads, .mode = c->gpu.mode, .iters = (uint32_t)c->iters,
         .size = (uint32_t)size, .slots = perf_gpu_slots(c, r->ep.bufsize, size),
         .remote_addr = q->peer.vaddr + r->ep.bufsize,
-        .rkey = q->peer.rkey ^ (c->gpu.bad_rkey ? 0x10000u : 0)};
+        .rkey = q->peer.rkey};
+    if (c->gpu.fault == OP_PERF_FAULT_RKEY)
+        p.rkey ^= 0x10000u; /* another key of the same slot: never the peer's */
+    else if (c->gpu.fault == OP_PERF_FAULT_RANGE)
+        p.remote_addr = q->peer.vaddr + 2 * r->ep.bufsize; /* just past the peer's region */
     char why[200];
     if (op_gpu_poster_create(g->cl, g->wq, &p, &s->po, why, sizeof why) != OP_OK)
         return perf_refuse(r->why, sizeof r->why, "posting kernel: %s", why);
@@ -144,6 +149,28 @@ static op_status_t device_error(struct gpu_run *s)
                        st, op_rdma_wc_status_str(st), cause ? cause : "", ps.dev_errors);
 }
 
+/* --inject_fault: the writes must fail with the remote access error; the
+ * note says what they completed with (the server checks nothing landed). */
+static bool expected_fault(struct gpu_run *s)
+{
+    struct perf_run *r = s->r;
+    const char *cause = NULL;
+    unsigned st = op_gpu_engine_first_error(s->eng, &cause);
+    if (r->cfg->gpu.fault == OP_PERF_FAULT_NONE || st != OP_RDMA_WC_REM_ACCESS_ERR ||
+        !op_gpu_engine_idle(s->eng))
+        return false;
+    struct op_gpu_poster_stats ps;
+    op_gpu_poster_stats(s->po, &ps);
+    snprintf(r->gpu_note, sizeof r->gpu_note,
+             "injected fault (%s): device-posted writes completed with %s, %" PRIu64
+             " error completions, %u seen by the device code",
+             r->cfg->gpu.fault == OP_PERF_FAULT_RKEY ? "bad rkey" : "address past the region",
+             op_rdma_wc_status_str(st),
+             op_gpu_engine_counters(s->eng)[OP_GPU_C_errors], ps.dev_errors);
+    s->fault_seen = true;
+    return true;
+}
+
 /* One turn: kernel launches, entries to WRs, packets, completions back. */
 static op_status_t turn(struct gpu_run *s, int *kernel_done, uint64_t now)
 {
@@ -177,7 +204,7 @@ static op_status_t drive(struct gpu_run *s)
             op_gpu_poster_stop(s->po); /* then let what is out complete */
             for (uint64_t end = now + DRAIN_NS; !op_gpu_engine_idle(s->eng) && op_now_ns() < end;)
                 st = turn(s, &kernel_done, op_now_ns());
-            return device_error(s);
+            return expected_fault(s) ? OP_OK : device_error(s);
         }
         if (st == OP_OK && n % PEER_CHECK_EVERY == 0) {
             bool got = false;
@@ -188,6 +215,9 @@ static op_status_t drive(struct gpu_run *s)
             return st;
         if (kernel_done && op_gpu_engine_idle(s->eng)) {
             s->done_ns = now;
+            if (r->cfg->gpu.fault != OP_PERF_FAULT_NONE)
+                return perf_refuse(r->why, sizeof r->why,
+                                   "--inject_fault: every device-posted write succeeded");
             return OP_OK;
         }
         if (now > s->last_move_ns + STALL_NS)
@@ -198,24 +228,36 @@ static op_status_t drive(struct gpu_run *s)
     }
 }
 
+/* The figures of a finished run: all threads x iters writes over [first
+ * launch, last completion]; with an injected fault, zeros (nothing moved). */
+static void result(const struct gpu_run *s, uint64_t size, struct op_perf_bw_result *res)
+{
+    struct perf_run *r = s->r;
+    const struct op_perf_config *c = r->cfg;
+    struct op_gpu_poster_stats ps;
+    op_gpu_poster_stats(s->po, &ps);
+    r->gpu_post_us = (double)ps.device_ns / 1e3 / (double)c->iters;
+    r->gpu_launches = ps.launches;
+    *res = (struct op_perf_bw_result){.size = size};
+    if (!s->fault_seen) {
+        uint64_t writes = (uint64_t)c->gpu.threads * c->iters;
+        uint64_t span = s->done_ns > ps.first_launch_ns ? s->done_ns - ps.first_launch_ns : 1;
+        op_perf_bw_rate(size, writes, span, c->report_gbits, res);
+    }
+    res->iters = c->iters;
+}
+
 op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res)
 {
-    const struct op_perf_config *c = r->cfg;
     struct gpu_run s = {.r = r};
+    r->gpu_note[0] = '\0';
     op_status_t st = start(&s, size);
     if (st == OP_OK)
         st = perf_barrier(r, "GO");
     if (st == OP_OK)
         st = drive(&s);
     if (st == OP_OK) {
-        struct op_gpu_poster_stats ps;
-        op_gpu_poster_stats(s.po, &ps);
-        uint64_t writes = (uint64_t)c->gpu.threads * c->iters;
-        uint64_t span = s.done_ns > ps.first_launch_ns ? s.done_ns - ps.first_launch_ns : 1;
-        op_perf_bw_rate(size, writes, span, c->report_gbits, res);
-        res->iters = c->iters;
-        r->gpu_post_us = (double)ps.device_ns / 1e3 / (double)c->iters;
-        r->gpu_launches = ps.launches;
+        result(&s, size, res);
         char text[PERF_LINE_MAX];
         perf_format_bw_done(res, text, sizeof text);
         if (perf_oob_send(&r->oob, "DONE %s", text) != OP_OK)

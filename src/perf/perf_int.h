@@ -122,7 +122,7 @@ struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
-    unsigned gpu_threads, gpu_mode; /* gpunetio_write_bw; 0 0 for the ib_* tools */
+    unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
 };
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
@@ -150,6 +150,7 @@ struct perf_run {
     struct perf_gpu *gpu; /* gpunetio_write_bw's client: the device and its buffers */
     double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
     uint64_t gpu_launches;
+    char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
 };
 
 /* Wait for the peer's line starting with tag while keeping the engine

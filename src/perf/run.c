@@ -124,6 +124,25 @@ op_status_t perf_wc_error(struct perf_run *r, const struct op_rdma_wc *wc)
 
 /* ---- data check: what the receiving side holds must be the sender's bytes */
 
+/* --inject_fault: every write was refused, so the target half must hold
+ * the zeros it started with. */
+static void check_untouched(struct perf_run *r)
+{
+    const struct perf_ep *ep = &r->ep;
+    uint64_t changed = 0;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        for (size_t k = 0; k < ep->bufsize; k++)
+            changed += ep->qps[i].buf[ep->bufsize + k] != 0;
+    if (changed == 0)
+        snprintf(r->check, sizeof r->check, "ok (nothing written)");
+    else {
+        snprintf(r->check, sizeof r->check,
+                 "failed: %" PRIu64 " bytes of the target written despite the injected fault",
+                 changed);
+        r->check_failed = true;
+    }
+}
+
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
 {
     const struct perf_ep *ep = &r->ep;
@@ -133,6 +152,10 @@ void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
     uint64_t n = c->test == OP_PERF_LAT && c->verb == OP_PERF_WRITE ? size - 1 : size;
     if (c->gpu.threads) /* every work-item's slot, each with its own bytes */
         n = size * perf_gpu_slots(c, ep->bufsize, size);
+    if (c->gpu.fault != OP_PERF_FAULT_NONE) {
+        check_untouched(r);
+        return;
+    }
     for (uint32_t i = 0; i < ep->nqp && messages > 0; i++) {
         const uint8_t *got = ep->qps[i].buf + ep->bufsize + off;
         if (memcmp(got, ep->pattern, n) != 0) {
@@ -334,8 +357,8 @@ static op_status_t exchange_check(struct perf_run *r)
     if (strncmp(rest, "failed", 6) == 0) {
         snprintf(r->check, sizeof r->check, "%.100s (at the peer)", rest);
         r->check_failed = true;
-    } else if (strcmp(rest, "ok") == 0 && r->check[0] == '\0') {
-        snprintf(r->check, sizeof r->check, "ok");
+    } else if (strncmp(rest, "ok", 2) == 0 && r->check[0] == '\0') {
+        snprintf(r->check, sizeof r->check, "%.100s", rest); /* "ok" and what it checked */
     }
     return OP_OK;
 }
@@ -362,6 +385,8 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
     if (device_posts && r->cfg->output == OP_PERF_OUT_FULL)
         fprintf(r->out, " post latency per batch of %u writes: %.2f us (%" PRIu64 " launches)\n",
                 r->cfg->gpu.threads, r->gpu_post_us, r->gpu_launches);
+    if (device_posts && r->gpu_note[0])
+        fprintf(r->out, " offpath: %s\n", r->gpu_note);
     fflush(r->out);
     res->n++;
     return OP_OK;

@@ -77,13 +77,23 @@ def test_all_sizes_json(tmp_path):
     assert all(r["n_iterations"] == 5 and r["BW_average"] > 0 for r in report["results"])
 
 
-def test_bad_rkey_gives_remote_access_error():
-    server, client = run_pair(["--threads", 64, "-s", 1000, "-n", 10],
-                              client_args=["--inject_bad_rkey"])
-    assert client[0] == 1, client
-    assert "status 10 (REM_ACCESS_ERR)" in client[2], client[2]
-    assert "remote access error NAK" in client[2], client[2]
-    assert server[0] == 1 and "the peer failed" in server[2], server
+@pytest.mark.parametrize("fault,what", [("rkey", "bad rkey"),
+                                        ("range", "address past the region")])
+@pytest.mark.parametrize("mode", ["thread", "batch"])
+def test_protection_errors_write_nothing(fault, what, mode):
+    """The device posts with a key not the server's, or past its region: the
+    writes complete with the remote access error and the server finds its
+    whole target untouched."""
+    server, client = run_pair(["--threads", 64, "--mode", mode, "-s", 1000, "-n", 10,
+                               f"--inject_fault={fault}"])
+    check_ok(server, "server")
+    check_ok(client, "client")
+    assert " offpath: data check ok (nothing written)" in server[1], server[1]
+    assert " offpath: data check ok (nothing written)" in client[1], client[1]
+    m = re.search(rf"^ offpath: injected fault \({what}\): device-posted writes completed with "
+                  r"REM_ACCESS_ERR, (\d+) error completions, (\d+) seen by the device code$",
+                  client[1], re.M)
+    assert m and int(m.group(1)) >= 1, client[1]
 
 
 def test_flags_belong_to_gpunetio():
