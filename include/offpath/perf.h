@@ -78,6 +78,7 @@ struct op_perf_config {
          * an address past the peer's region; the run then expects the
          * remote access error on the client and nothing written at the server */
         enum op_perf_fault { OP_PERF_FAULT_NONE, OP_PERF_FAULT_RKEY, OP_PERF_FAULT_RANGE } fault;
+        uint64_t cpu_writes; /* --cpu_writes: the host posts these too, on the same QP */
     } gpu;
 };
 

@@ -16,7 +16,7 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -33,7 +33,8 @@ static const struct option options[] = {
     {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
-    {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH}, {0, 0, 0, 0}};
+    {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -113,7 +114,9 @@ static void help(const struct perf_cli *p)
                  "      --inject_fault=rkey|range  (both sides) the device posts with a key\n"
                  "                             not the server's, or past its region: the run\n"
                  "                             checks that the writes complete with\n"
-                 "                             REM_ACCESS_ERR and that nothing lands\n");
+                 "                             REM_ACCESS_ERR and that nothing lands\n"
+                 "      --cpu_writes=<n>       (client) the host also posts n writes of the same\n"
+                 "                             slots on the same QP, between the device's\n");
 }
 
 static bool parse_size(const struct perf_cli *p, const char *val, uint64_t *out)
@@ -207,13 +210,14 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
     static const char *const modes[] = {"thread", "batch"};
     struct op_perf_config *c = &p->cfg;
     if (c->gpu.threads == 0) {
-        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault) are "
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault, --cpu_writes) are "
                          "gpunetio_write_bw's");
         return false;
     }
     int v;
     switch (opt) {
     case O_THREADS: return set_u32(p, "--threads", val, 1, 65536, &c->gpu.threads);
+    case O_CPU_WRITES: return cli_u64(p->tool, "--cpu_writes", val, 0, UINT32_MAX, &c->gpu.cpu_writes);
     case O_MODE:
         if (!set_choice(p, "--mode", val, modes, 2, &v))
             return false;
@@ -274,6 +278,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     }
     case O_THREADS:
     case O_MODE:
+    case O_CPU_WRITES:
     case O_BAD_RKEY: return set_gpu_option(p, opt, val);
     case O_USE_CUDA:
         cli_bad(p->tool, "--use_cuda: this build has no GPU path (no CUDA device or nvcc here)");

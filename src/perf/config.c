@@ -46,6 +46,9 @@ static op_status_t check_gpu(const struct op_perf_config *c, char *why, size_t l
     if (c->gpu.threads > 256 && c->gpu.threads % 256 != 0)
         return perf_refuse(why, len, "--threads %u: above 256, a multiple of 256 (the "
                                      "work-group size)", c->gpu.threads);
+    if (c->gpu.fault != OP_PERF_FAULT_NONE && c->gpu.cpu_writes)
+        return perf_refuse(why, len, "--inject_fault with --cpu_writes: the fault flushes "
+                                     "the host's writes too");
     if (c->gpu.fault != OP_PERF_FAULT_NONE && c->all)
         return perf_refuse(why, len, "--inject_fault with -a: the first size leaves the QP in "
                                      "the error state");

@@ -89,6 +89,8 @@ struct gpu_run {
     uint64_t last_move_ns, done_ns;
     uint64_t moved; /* entries taken + completions: progress for the stall watch */
     bool fault_seen;  /* --inject_fault: the expected error came */
+    uint64_t size;
+    uint64_t cpu_posted, cpu_completed; /* --cpu_writes: the host's own, same QP */
 };
 
 static op_status_t start(struct gpu_run *s, uint64_t size)
@@ -130,8 +132,11 @@ static op_status_t take_completions(struct gpu_run *s)
     int n;
     while ((n = op_rdma_poll_cq(s->r->ep.scq, 32, wc)) > 0)
         for (int i = 0; i < n; i++) {
-            if (!op_gpu_engine_complete(s->eng, &wc[i]))
-                return perf_wc_error(s->r, &wc[i]); /* nothing else posts here */
+            if (!op_gpu_engine_complete(s->eng, &wc[i])) { /* one of the host's writes */
+                if (wc[i].status != OP_RDMA_WC_SUCCESS)
+                    return perf_wc_error(s->r, &wc[i]);
+                s->cpu_completed++;
+            }
             s->moved++;
         }
     return OP_OK;
@@ -171,6 +176,31 @@ static bool expected_fault(struct gpu_run *s)
     return true;
 }
 
+/* --cpu_writes: one host-posted write per turn, between the engine's, of
+ * the same slots (so the server's check covers them too); a full send
+ * queue leaves it for a later turn. */
+static op_status_t post_cpu_write(struct gpu_run *s, uint64_t now)
+{
+    struct perf_run *r = s->r;
+    if (s->cpu_posted >= r->cfg->gpu.cpu_writes)
+        return OP_OK;
+    struct perf_qp *q = &r->ep.qps[0];
+    uint64_t off = (s->cpu_posted % perf_gpu_slots(r->cfg, r->ep.bufsize, s->size)) * s->size;
+    struct op_rdma_sge sge = {(uintptr_t)r->gpu->data + off, (uint32_t)s->size,
+                              op_rdma_mr_lkey(r->gpu->mr)};
+    struct op_rdma_send_wr wr = {.wr_id = s->cpu_posted, .opcode = OP_RDMA_WR_RDMA_WRITE,
+                                 .send_flags = OP_RDMA_SEND_SIGNALED, .sg_list = &sge,
+                                 .num_sge = 1,
+                                 .rdma = {q->peer.vaddr + r->ep.bufsize + off, q->peer.rkey}};
+    op_status_t st = op_rdma_post_send(q->qp, &wr, now, perf_ep_txq(&r->ep));
+    if (st == OP_ERR_NOSPACE)
+        return OP_OK;
+    if (st != OP_OK)
+        return perf_refuse(r->why, sizeof r->why, "post_send: %s", op_rdma_qp_error(q->qp));
+    s->cpu_posted++;
+    return OP_OK;
+}
+
 /* One turn: kernel launches, entries to WRs, packets, completions back. */
 static op_status_t turn(struct gpu_run *s, int *kernel_done, uint64_t now)
 {
@@ -183,8 +213,10 @@ static op_status_t turn(struct gpu_run *s, int *kernel_done, uint64_t now)
     }
     uint64_t before = s->moved;
     s->moved += (uint64_t)op_gpu_engine_poll(s->eng, ENGINE_BUDGET, now, perf_ep_txq(ep));
+    op_status_t st = post_cpu_write(s, now);
     int got = perf_ep_progress(ep);
-    op_status_t st = take_completions(s);
+    if (st == OP_OK)
+        st = take_completions(s);
     if (s->moved != before)
         s->last_move_ns = now;
     else if (got == 0)
@@ -213,7 +245,8 @@ static op_status_t drive(struct gpu_run *s)
         }
         if (st != OP_OK)
             return st;
-        if (kernel_done && op_gpu_engine_idle(s->eng)) {
+        if (kernel_done && op_gpu_engine_idle(s->eng) &&
+            s->cpu_completed == r->cfg->gpu.cpu_writes) {
             s->done_ns = now;
             if (r->cfg->gpu.fault != OP_PERF_FAULT_NONE)
                 return perf_refuse(r->why, sizeof r->why,
@@ -238,9 +271,13 @@ static void result(const struct gpu_run *s, uint64_t size, struct op_perf_bw_res
     op_gpu_poster_stats(s->po, &ps);
     r->gpu_post_us = (double)ps.device_ns / 1e3 / (double)c->iters;
     r->gpu_launches = ps.launches;
+    if (c->gpu.cpu_writes)
+        snprintf(r->gpu_note, sizeof r->gpu_note,
+                 "%" PRIu64 " CPU-posted and %" PRIu64 " device-posted writes completed on the "
+                 "same QP", s->cpu_completed, (uint64_t)c->gpu.threads * c->iters);
     *res = (struct op_perf_bw_result){.size = size};
     if (!s->fault_seen) {
-        uint64_t writes = (uint64_t)c->gpu.threads * c->iters;
+        uint64_t writes = (uint64_t)c->gpu.threads * c->iters + s->cpu_completed;
         uint64_t span = s->done_ns > ps.first_launch_ns ? s->done_ns - ps.first_launch_ns : 1;
         op_perf_bw_rate(size, writes, span, c->report_gbits, res);
     }
@@ -249,7 +286,7 @@ static void result(const struct gpu_run *s, uint64_t size, struct op_perf_bw_res
 
 op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res)
 {
-    struct gpu_run s = {.r = r};
+    struct gpu_run s = {.r = r, .size = size};
     r->gpu_note[0] = '\0';
     op_status_t st = start(&s, size);
     if (st == OP_OK)

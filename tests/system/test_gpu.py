@@ -107,6 +107,12 @@ def test_flags_belong_to_gpunetio():
     r = subprocess.run([BIN, "gpunetio_write_bw", "--mode", "warp"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--mode" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--inject_fault=rkey", "--cpu_writes", "5"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "flushes the host's writes" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--inject_fault=range", "-a"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "error state" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw", "ib_send_bw"])
@@ -134,3 +140,15 @@ def test_gpu_touch_needs_use_opencl():
     r = subprocess.run([BIN, "ib_write_bw", "--gpu_touch=once"], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 2 and "--gpu_touch needs --use_opencl" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("mode", ["thread", "batch"])
+def test_mixed_with_cpu_posted_writes(mode):
+    """The host posts its own writes on the QP the engine feeds, between the
+    device's: each side gets its own completions, every byte lands."""
+    server, client = run_pair(["--threads", 64, "--mode", mode, "-s", 4096, "-n", 50],
+                              client_args=["--cpu_writes", 2000])
+    check_ok(server, "server")
+    check_ok(client, "client")
+    assert (" offpath: 2000 CPU-posted and 3200 device-posted writes completed on the same QP"
+            in client[1]), client[1]
