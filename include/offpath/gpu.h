@@ -86,7 +86,8 @@ OP_API op_status_t op_gpu_cl_open(unsigned platform, unsigned device, struct op_
                                   char *why, size_t why_len);
 OP_API void op_gpu_cl_close(struct op_gpu_cl *cl);
 OP_API const char *op_gpu_cl_device_name(const struct op_gpu_cl *cl); /* "pthread-haswell-..." */
-OP_API const char *op_gpu_cl_platform_name(const struct op_gpu_cl *cl); /* "Portable Computing Language" */
+/* "Portable Computing Language" */
+OP_API const char *op_gpu_cl_platform_name(const struct op_gpu_cl *cl);
 /* Fine-grained buffer SVM with atomics, 64-byte aligned; NULL if none. */
 OP_API void *op_gpu_svm_alloc(struct op_gpu_cl *cl, size_t len);
 OP_API void op_gpu_svm_free(struct op_gpu_cl *cl, void *p);

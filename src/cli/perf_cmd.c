@@ -210,14 +210,15 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
     static const char *const modes[] = {"thread", "batch"};
     struct op_perf_config *c = &p->cfg;
     if (c->gpu.threads == 0) {
-        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault, --cpu_writes) are "
-                         "gpunetio_write_bw's");
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault, "
+                         "--cpu_writes) are gpunetio_write_bw's");
         return false;
     }
     int v;
     switch (opt) {
     case O_THREADS: return set_u32(p, "--threads", val, 1, 65536, &c->gpu.threads);
-    case O_CPU_WRITES: return cli_u64(p->tool, "--cpu_writes", val, 0, UINT32_MAX, &c->gpu.cpu_writes);
+    case O_CPU_WRITES:
+        return cli_u64(p->tool, "--cpu_writes", val, 0, UINT32_MAX, &c->gpu.cpu_writes);
     case O_MODE:
         if (!set_choice(p, "--mode", val, modes, 2, &v))
             return false;

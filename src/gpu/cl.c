@@ -2,6 +2,7 @@
  * (embedded source, compiled at open), and its launches. */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,14 @@ struct op_gpu_poster {
     struct op_gpu_poster_stats st;
 };
 
-static op_status_t refuse(char *why, size_t len, op_status_t st, const char *fmt, const char *a,
-                          int code)
+static op_status_t refuse(char *why, size_t len, op_status_t st, const char *fmt, ...)
+    OP_PRINTF(4, 5);
+static op_status_t refuse(char *why, size_t len, op_status_t st, const char *fmt, ...)
 {
-    snprintf(why, len, fmt, a, code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
     return st;
 }
 
@@ -48,16 +53,17 @@ static op_status_t pick_device(unsigned platform, unsigned device, struct op_gpu
     cl_platform_id plats[MAX_PLATFORMS];
     cl_uint np = 0;
     if (clGetPlatformIDs(MAX_PLATFORMS, plats, &np) != CL_SUCCESS || np == 0)
-        return refuse(why, len, OP_ERR_UNSUPPORTED, "no OpenCL platform%s (%d found)", "", 0);
+        return refuse(why, len, OP_ERR_UNSUPPORTED,
+                      "no OpenCL platform (clGetPlatformIDs found none)");
     if (platform >= np)
-        return refuse(why, len, OP_ERR_INVAL, "OpenCL platform index out of range%s (%d platforms)",
-                      "", (int)np);
+        return refuse(why, len, OP_ERR_INVAL, "OpenCL platform %u: out of range (%u platforms)",
+                      platform, np);
     cl_device_id devs[MAX_DEVICES];
     cl_uint nd = 0;
     if (clGetDeviceIDs(plats[platform], CL_DEVICE_TYPE_ALL, MAX_DEVICES, devs, &nd) != CL_SUCCESS ||
         device >= nd)
-        return refuse(why, len, OP_ERR_INVAL, "OpenCL device index out of range%s (%d devices)", "",
-                      (int)nd);
+        return refuse(why, len, OP_ERR_INVAL, "OpenCL device %u: out of range (%u devices)", device,
+                      nd);
     cl->dev = devs[device];
     clGetPlatformInfo(plats[platform], CL_PLATFORM_NAME, sizeof cl->plat_name, cl->plat_name, NULL);
     clGetDeviceInfo(cl->dev, CL_DEVICE_NAME, sizeof cl->dev_name, cl->dev_name, NULL);
@@ -65,8 +71,8 @@ static op_status_t pick_device(unsigned platform, unsigned device, struct op_gpu
     clGetDeviceInfo(cl->dev, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL);
     if (!(svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) || !(svm & CL_DEVICE_SVM_ATOMICS))
         return refuse(why, len, OP_ERR_UNSUPPORTED,
-                      "OpenCL device %s has no fine-grained buffer SVM with atomics%.0d",
-                      cl->dev_name, 0);
+                      "OpenCL device %s has no fine-grained buffer SVM with atomics",
+                      cl->dev_name);
     return OP_OK;
 }
 
@@ -78,7 +84,7 @@ static op_status_t build(struct op_gpu_cl *cl, char *why, size_t len)
     cl_int err;
     cl->prog = clCreateProgramWithSource(cl->ctx, 1, &src, NULL, &err);
     if (err != CL_SUCCESS)
-        return refuse(why, len, OP_ERR_NOMEM, "clCreateProgramWithSource%s: %d", "", err);
+        return refuse(why, len, OP_ERR_NOMEM, "clCreateProgramWithSource: %d", err);
     err = clBuildProgram(cl->prog, 1, &cl->dev, "-cl-std=CL3.0", NULL, NULL);
     if (err != CL_SUCCESS)
         err = clBuildProgram(cl->prog, 1, &cl->dev, "-cl-std=CL2.0", NULL, NULL);
@@ -104,7 +110,7 @@ op_status_t op_gpu_cl_open(unsigned platform, unsigned device, struct op_gpu_cl 
     if (st == OP_OK && err == CL_SUCCESS)
         cl->q = clCreateCommandQueueWithProperties(cl->ctx, cl->dev, props, &err);
     if (st == OP_OK && err != CL_SUCCESS)
-        st = refuse(why, why_len, OP_ERR_UNSUPPORTED, "OpenCL context or queue%s: %d", "", err);
+        st = refuse(why, why_len, OP_ERR_UNSUPPORTED, "OpenCL context or queue: %d", err);
     if (st == OP_OK)
         st = build(cl, why, why_len);
     if (st != OP_OK) {
@@ -133,8 +139,8 @@ const char *op_gpu_cl_platform_name(const struct op_gpu_cl *cl) { return cl->pla
 
 void *op_gpu_svm_alloc(struct op_gpu_cl *cl, size_t len)
 {
-    return clSVMAlloc(cl->ctx, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
-                      len, 64);
+    cl_svm_mem_flags f = CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS;
+    return clSVMAlloc(cl->ctx, f, len, 64);
 }
 
 void op_gpu_svm_free(struct op_gpu_cl *cl, void *p)
@@ -143,19 +149,18 @@ void op_gpu_svm_free(struct op_gpu_cl *cl, void *p)
         clSVMFree(cl->ctx, p);
 }
 
-const char *op_gpu_mode_str(enum op_gpu_mode m) { return m == OP_GPU_MODE_BATCH ? "batch" : "thread"; }
-
 static op_status_t check_params(const struct op_gpu_post_params *p, uint32_t depth, size_t group,
                                 char *why, size_t len)
 {
     if (p->threads == 0 || p->threads % group != 0)
-        return refuse(why, len, OP_ERR_INVAL, "%s%d work-items: not a multiple of the work-group",
-                      "", (int)p->threads);
+        return refuse(why, len, OP_ERR_INVAL,
+                      "%u work-items: not a multiple of the work-group (%zu)", p->threads, group);
     if (group > depth)
-        return refuse(why, len, OP_ERR_INVAL, "%sa work-group of %d is larger than the queue", "",
-                      (int)group);
+        return refuse(why, len, OP_ERR_INVAL, "a work-group of %zu is larger than the queue (%u)",
+                      group, depth);
     if (p->slots == 0 || p->iters == 0 || (uint64_t)p->iters * p->threads > UINT32_MAX)
-        return refuse(why, len, OP_ERR_INVAL, "%sbad slots or iterations (%d)", "", (int)p->iters);
+        return refuse(why, len, OP_ERR_INVAL, "bad slots (%u) or iterations (%u)", p->slots,
+                      p->iters);
     return OP_OK;
 }
 
@@ -216,13 +221,12 @@ op_status_t op_gpu_poster_create(struct op_gpu_cl *cl, void *wq, const struct op
     po->resume = op_gpu_svm_alloc(cl, (size_t)p->threads * sizeof(uint32_t));
     if (err != CL_SUCCESS || po->resume == NULL || set_args(po) != OP_OK) {
         op_gpu_poster_destroy(po);
-        return refuse(why, why_len, OP_ERR_NOMEM, "cannot set up the posting kernel%s (%d)", "",
-                      err);
+        return refuse(why, why_len, OP_ERR_NOMEM, "cannot set up the posting kernel (%d)", err);
     }
     memset(po->resume, 0, (size_t)p->threads * sizeof(uint32_t));
     if (warm_up(po) != OP_OK) {
         op_gpu_poster_destroy(po);
-        return refuse(why, why_len, OP_ERR_IO, "the posting kernel does not run%s (%d)", "", -1);
+        return refuse(why, why_len, OP_ERR_IO, "the posting kernel does not run");
     }
     *out = po;
     return OP_OK;

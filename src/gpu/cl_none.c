@@ -20,7 +20,6 @@ const char *op_gpu_cl_device_name(const struct op_gpu_cl *cl) { (void)cl; return
 const char *op_gpu_cl_platform_name(const struct op_gpu_cl *cl) { (void)cl; return ""; }
 void *op_gpu_svm_alloc(struct op_gpu_cl *cl, size_t len) { (void)cl; (void)len; return NULL; }
 void op_gpu_svm_free(struct op_gpu_cl *cl, void *p) { (void)cl; (void)p; }
-const char *op_gpu_mode_str(enum op_gpu_mode m) { return m == OP_GPU_MODE_BATCH ? "batch" : "thread"; }
 
 op_status_t op_gpu_poster_create(struct op_gpu_cl *cl, void *wq, const struct op_gpu_post_params *p,
                                  struct op_gpu_poster **out, char *why, size_t why_len)

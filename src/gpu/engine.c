@@ -40,6 +40,11 @@ const char *op_gpu_engine_counter_name(unsigned c)
 
 const uint64_t *op_gpu_engine_counters(const struct op_gpu_engine *eng) { return eng->counters; }
 
+const char *op_gpu_mode_str(enum op_gpu_mode m)
+{
+    return m == OP_GPU_MODE_BATCH ? "batch" : "thread";
+}
+
 static bool depth_ok(uint32_t depth)
 {
     return depth >= 2 && depth <= OP_GPU_MAX_DEPTH && (depth & (depth - 1)) == 0;
@@ -47,7 +52,8 @@ static bool depth_ok(uint32_t depth)
 
 size_t op_gpu_wq_bytes(uint32_t depth)
 {
-    return sizeof(struct opg_ctrl) + (size_t)depth * (sizeof(struct opg_wqe) + sizeof(struct opg_cqe));
+    return sizeof(struct opg_ctrl) +
+           (size_t)depth * (sizeof(struct opg_wqe) + sizeof(struct opg_cqe));
 }
 
 op_status_t op_gpu_wq_format(void *mem, size_t len, uint32_t depth)
@@ -221,7 +227,8 @@ bool op_gpu_engine_complete(struct op_gpu_engine *e, const struct op_rdma_wc *wc
     if (!(wc->wr_id & OP_GPU_WRID_TAG))
         return false;
     uint32_t ticket = (uint32_t)wc->wr_id;
-    write_cqe(e, ticket, wc->status, wc->status == OP_RDMA_WC_SUCCESS ? wc->byte_len : 0, wc->cause);
+    uint32_t len = wc->status == OP_RDMA_WC_SUCCESS ? wc->byte_len : 0;
+    write_cqe(e, ticket, wc->status, len, wc->cause);
     return true;
 }
 
