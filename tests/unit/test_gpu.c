@@ -478,6 +478,36 @@ static void test_kernel_bad_rkey(void **state)
     op_gpu_cl_close(cl);
 }
 
+/* --gpu_touch's kernel: passes over an SVM buffer start and finish while
+ * the host goes on; destroy waits for the one running. */
+static void test_toucher_passes(void **state)
+{
+    (void)state;
+    struct op_gpu_cl *cl = open_cl();
+    if (cl == NULL)
+        skip();
+    size_t len = 1 << 20;
+    uint8_t *buf = op_gpu_svm_alloc(cl, len);
+    assert_non_null(buf);
+    fill(buf, len, 5);
+    struct op_gpu_toucher *t = NULL;
+    assert_int_equal(op_gpu_toucher_create(cl, buf, len, &t), OP_OK);
+    uint64_t end = op_now_ns() + WALL_LIMIT_NS, passes = 0;
+    while (passes < 3 && op_now_ns() < end) {
+        passes = op_gpu_toucher_step(t);
+        sched_yield();
+    }
+    assert_true(passes >= 3);
+    op_gpu_toucher_destroy(t);
+    uint8_t *expect = malloc(len);
+    assert_non_null(expect);
+    fill(expect, len, 5);
+    assert_memory_equal(buf, expect, len); /* read, never written */
+    free(expect);
+    op_gpu_svm_free(cl, buf);
+    op_gpu_cl_close(cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_kernel_posts),
         cmocka_unit_test(test_kernel_stopped_mid_run),
         cmocka_unit_test(test_kernel_bad_rkey),
+        cmocka_unit_test(test_toucher_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
