@@ -15,16 +15,19 @@ declare -A allowed=(
     [loop]="common wire io loop"
     [switch]="common wire reduce io loop topo switch"
     [inc]="common wire reduce io loop inc"
-    [rdma]="common wire io rdma"
-    [gpu]="common wire io rdma gpu"
+    [rdma]="common wire io loop rdma"
+    [gpu]="common wire io loop rdma gpu"
     [perf]="common wire io loop rdma gpu perf"
     [hostar]="common wire reduce io loop hostar"
     [rescue]="common wire rescue"
+    [agent]="common wire reduce io loop rdma agent"
     [fabric]="common wire reduce io topo switch fabric"
-    [mpi]="common wire reduce io topo inc shmcoll hostar rescue osu mode mpi"
+    [mpi]="common wire reduce io topo inc shmcoll hostar rescue agent osu mode mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
-    [cli]="common wire reduce io topo switch inc rdma gpu perf fabric inctest mode launch osu"
+    [channel]="common channel"
+    [dns]="common wire dns"
+    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns"
 )
 bad=0
 for dir in src/*/; do

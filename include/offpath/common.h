@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -71,16 +72,22 @@ struct op_log {
     int level;
     const char *source; /* printed in each line, e.g. "switch" */
     FILE *stream;       /* NULL means stderr */
+    /* DOCA's whole line shape, for the tools that stand in for DOCA's:
+     * [time][pid][DOCA][LVL][file.c:line][source] message */
+    bool doca;
 };
 
 OP_API void op_log_init(struct op_log *log, const char *source, int level);
 OP_API void op_log_write(const struct op_log *log, int level, const char *fmt, ...) OP_PRINTF(3, 4);
+/* op_log_write from a place in the source (the [file:line] of DOCA's lines) */
+OP_API void op_log_write_at(const struct op_log *log, int level, const char *file, int line,
+                            const char *fmt, ...) OP_PRINTF(5, 6);
 OP_API int op_log_level_parse(const char *text); /* name or number; -1 if neither */
 
 #define OP_LOG(log, lvl, ...)                                                                      \
     do {                                                                                           \
         if ((log) != NULL && (lvl) <= (log)->level)                                                \
-            op_log_write((log), (lvl), __VA_ARGS__);                                               \
+            op_log_write_at((log), (lvl), __FILE__, __LINE__, __VA_ARGS__);                        \
     } while (0)
 #define OP_ERROR(log, ...) OP_LOG(log, OP_LOG_ERROR, __VA_ARGS__)
 #define OP_WARN(log, ...) OP_LOG(log, OP_LOG_WARNING, __VA_ARGS__)
@@ -121,6 +128,8 @@ OP_API op_status_t op_parse_double(const char *text, double min, double max, dou
 /* "a.b.c.d" or "a.b.c.d:port" into host-order address and port (port left alone if absent). */
 OP_API op_status_t op_parse_ipv4(const char *text, uint32_t *addr, uint16_t *port);
 OP_API void op_format_ipv4(uint32_t addr, char out[16]);
+/* A hex digit's value (either case), or -1. */
+OP_API int op_hex_digit(char c);
 
 /* A counter list's name table: OP_COUNTER_NAME turns X(n) into "n", so
  *   static const char *const names[] = {LIST(OP_COUNTER_NAME)};

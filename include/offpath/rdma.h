@@ -54,6 +54,10 @@ OP_API void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt,
 OP_API void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out);
 /* The earliest deadline of any QP; UINT64_MAX if none. */
 OP_API uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev);
+/* The three above as the loop's engine contract (offpath/loop.h), the
+ * engine being the device: op_loop_add(loop, &op_rdma_dev_ops, dev). */
+struct op_engine_ops;
+OP_API extern const struct op_engine_ops op_rdma_dev_ops;
 
 #define OP_RDMA_DEV_COUNTERS(X)                                                                    \
     X(pkts_in)                                                                                     \

@@ -12,6 +12,7 @@ int cli_inc_test(int argc, char **argv);
 int cli_mpirun(int argc, char **argv);
 int cli_osu_allreduce(int argc, char **argv);
 int cli_osu_iallreduce(int argc, char **argv);
+int cli_dpa_all_to_all(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
 int cli_gpunetio_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
@@ -19,6 +20,9 @@ int cli_ib_send_bw(int argc, char **argv);
 int cli_ib_write_lat(int argc, char **argv);
 int cli_ib_read_lat(int argc, char **argv);
 int cli_ib_send_lat(int argc, char **argv);
+int cli_secure_channel(int argc, char **argv);
+int cli_keygen(int argc, char **argv);
+int cli_dns(int argc, char **argv);
 
 /* Flag value parsers: on a bad value they print an error naming the flag and
  * return false; the tool then exits with status 2. */

@@ -24,6 +24,8 @@ static const struct tool tools[] = {
     {"osu_allreduce", cli_osu_allreduce, "OSU-style MPI_Allreduce latency (run it under mpirun)"},
     {"osu_iallreduce", cli_osu_iallreduce,
      "OSU-style MPI_Iallreduce overlap (run it under mpirun)"},
+    {"dpa_all_to_all", cli_dpa_all_to_all,
+     "DOCA dpa_all_to_all: all-to-all by worker threads over RoCEv2 (under mpirun)"},
     {"mpirun", cli_mpirun, "run an MPI program on an emulated cluster with in-network allreduce"},
     {"ib_write_bw", cli_ib_write_bw, "perftest RDMA WRITE bandwidth over software RoCEv2"},
     {"ib_read_bw", cli_ib_read_bw, "perftest RDMA READ bandwidth over software RoCEv2"},
@@ -33,6 +35,10 @@ static const struct tool tools[] = {
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
     {"gpunetio_write_bw", cli_gpunetio_write_bw,
      "GPU-initiated RDMA WRITE bandwidth: OpenCL work-items post, the engine executes"},
+    {"secure_channel", cli_secure_channel,
+     "DOCA secure_channel over an encrypted, mutually authenticated channel"},
+    {"keygen", cli_keygen, "write an X25519 key pair for secure_channel (NAME.key, NAME.pub)"},
+    {"dns", cli_dns, "authoritative DNS server for RFC 1035 zone files (sockets or DPDK)"},
 };
 
 static void usage(FILE *out)

@@ -1,6 +1,6 @@
-/* `offpath osu_allreduce`, `offpath osu_iallreduce`: run the MPI build of
- * the benchmark that matches the MPI this rank was started by (it is an MPI
- * program; offpath is not). */
+/* `offpath osu_allreduce`, `offpath osu_iallreduce`, `offpath
+ * dpa_all_to_all`: run the MPI build of the program that matches the MPI
+ * this rank was started by (it is an MPI program; offpath is not). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -55,4 +55,10 @@ int cli_osu_iallreduce(int argc, char **argv)
 {
     (void)argc;
     return run_bench("osu_iallreduce", argv);
+}
+
+int cli_dpa_all_to_all(int argc, char **argv)
+{
+    (void)argc;
+    return run_bench("dpa_all_to_all", argv);
 }

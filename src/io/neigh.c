@@ -10,24 +10,13 @@
 
 #define ATF_COMPLETE 0x2u
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Exactly six two-digit hex groups joined by ':', as the kernel prints. */
 static bool parse_mac(const char *s, uint8_t mac[6])
 {
     if (strlen(s) != 17)
         return false;
     for (int i = 0; i < 6; i++) {
-        int hi = hex_digit(s[3 * i]), lo = hex_digit(s[3 * i + 1]);
+        int hi = op_hex_digit(s[3 * i]), lo = op_hex_digit(s[3 * i + 1]);
         if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
             return false;
         mac[i] = (uint8_t)(hi << 4 | lo);

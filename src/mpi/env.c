@@ -76,6 +76,19 @@ static void env_host(struct opm_config *cfg)
     cfg->host_dup_rate = env_rate("OFFPATH_DUP_RATE");
 }
 
+static void env_alltoall(struct opm_config *cfg)
+{
+    const char *v = getenv("OFFPATH_ALLTOALL");
+    cfg->alltoall_threads = 1;
+    if (v != NULL && strcmp(v, "agent") == 0)
+        cfg->alltoall_agent = true;
+    else if (v != NULL && *v != '\0' && strcmp(v, "mpi") != 0)
+        fprintf(stderr, "offpath: ignoring OFFPATH_ALLTOALL=%s (expected agent or mpi)\n", v);
+    uint64_t t = cfg->alltoall_threads;
+    env_u64("OFFPATH_ALLTOALL_THREADS", 1, OP_A2A_MAX_WORKERS, &t);
+    cfg->alltoall_threads = (uint32_t)t;
+}
+
 static void env_ip(const char *name, uint32_t *out)
 {
     const char *v = getenv(name);
@@ -126,6 +139,7 @@ void opm_config_load(struct opm_config *cfg)
     env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
     cfg->udp_batching = env_batching();
     env_host(cfg);
+    env_alltoall(cfg);
     const char *t = getenv("OFFPATH_TOPOLOGY");
     if (t != NULL)
         snprintf(cfg->topology, sizeof(cfg->topology), "%s", t);

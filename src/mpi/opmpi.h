@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "offpath/agent.h"
 #include "offpath/hostar.h"
 #include "offpath/inc.h"
 #include "offpath/mode.h" /* OP_MODE_HOST: hostpath.c */
@@ -55,6 +56,10 @@ struct opm_config {
      * on what the leaders send, OFFPATH_HOST_RING_BYTES where the ring starts */
     double host_drop_rate, host_dup_rate;
     uint64_t host_ring_bytes;
+    /* OFFPATH_ALLTOALL=agent: MPI_Alltoall by the agent's worker threads
+     * (alltoall.c), OFFPATH_ALLTOALL_THREADS of them a rank */
+    bool alltoall_agent;
+    uint32_t alltoall_threads;
 };
 
 /* A level's nonblocking calls (iallreduce.c). Held by value in opm_comm:
@@ -93,6 +98,9 @@ struct opm_comm {
     size_t input_cap;
     bool input_saved;         /* input holds this call's (else buf was never sent) */
     struct opm_iq iq;    /* its nonblocking calls (iallreduce.c) */
+    struct op_a2a *a2a;  /* MPI_Alltoall's workers, for chunks of a2a_chunk bytes */
+    size_t a2a_chunk;
+    bool a2a_broken;     /* a call failed here: the next calls are the MPI's */
 };
 
 struct opm_state {
@@ -123,6 +131,7 @@ struct opm_state {
      * own; calls redone without the switch, communicators back on the
      * switch and the tries, counted once for all leaders (by the first) */
     uint64_t late_waits, longest_wait_ns, fetched, redone, rejoins, rejoin_tries;
+    uint64_t a2a_calls, a2a_agent; /* MPI_Alltoall calls, and those the workers did */
 };
 
 /* The PMPI interface passes no context, so the library's one state is a
@@ -226,6 +235,8 @@ void opm_iar_drain(MPI_Comm comm);                   /* every request on comm do
 void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees comm */
 void opm_iar_finalize(void);
 void opm_iar_summary(void);
+void opm_a2a_free(struct opm_comm *c);
+void opm_a2a_summary(void); /* collective over COMM_WORLD */
 void opm_iar_sweep(void); /* progress thread, lock held: switch steps that ended */
 
 /* progress.c: the thread, and the lock it shares with iallreduce.c */

@@ -247,6 +247,7 @@ static void free_state(struct opm_comm *c)
     }
     opm_host_free(c);
     opm_node_free(c);
+    opm_a2a_free(c);
     if (c->local != MPI_COMM_NULL)
         PMPI_Comm_free(&c->local);
     if (c->leaders != MPI_COMM_NULL)

@@ -139,6 +139,8 @@ static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra)
     if (!opm.initialized)
         return MPI_SUCCESS;
     opm_iar_finalize(); /* before the groups its requests use go */
+    if (opm.cfg.verbose)
+        opm_a2a_summary(); /* before the world's state goes */
     opm_comm_release_all(); /* the world's and those the program never freed */
     opm_host_finalize();
     if (opm.cfg.verbose && opm.world_rank == 0)

@@ -26,28 +26,13 @@ op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
     return OP_ERR_INVAL;
 }
 
-/* ---- the device as the loop's engine (offpath/loop.h); a short send is
- * loss, which RC resends */
-
-static void dev_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
-{
-    op_rdma_dev_input(eng, pkt, now, out);
-}
-
-static void dev_timer(void *eng, uint64_t now, struct op_txq *out)
-{
-    op_rdma_dev_timer(eng, now, out);
-}
-
-static uint64_t dev_deadline(const void *eng) { return op_rdma_dev_next_timer(eng); }
-
-static const struct op_engine_ops dev_ops = {"rdma", dev_input, dev_timer, dev_deadline};
-
+/* The device on the loop (offpath/loop.h); a short send is loss, which RC
+ * resends. */
 static op_status_t open_loop(struct perf_ep *ep)
 {
     struct op_loop_config lc = {.io = ep->io, .timer_every = TIMER_EVERY};
     op_status_t st = op_loop_create(&lc, &ep->loop);
-    return st == OP_OK ? op_loop_add(ep->loop, &dev_ops, ep->dev) : st;
+    return st == OP_OK ? op_loop_add(ep->loop, &op_rdma_dev_ops, ep->dev) : st;
 }
 
 /* Two ends on one loopback address cannot both have 4791: the second moves

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offpath/loop.h"
 #include "rdma_internal.h"
 
 #define RDMA_OK_ OP_RDMA_QP_C_COUNT_
@@ -234,3 +235,19 @@ int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc)
 }
 
 uint64_t op_rdma_cq_overruns(const struct op_rdma_cq *cq) { return cq->overruns; }
+
+/* ---- the device as the loop's engine */
+
+static void dev_input(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
+{
+    op_rdma_dev_input(eng, pkt, now, out);
+}
+
+static void dev_timer(void *eng, uint64_t now, struct op_txq *out)
+{
+    op_rdma_dev_timer(eng, now, out);
+}
+
+static uint64_t dev_deadline(const void *eng) { return op_rdma_dev_next_timer(eng); }
+
+const struct op_engine_ops op_rdma_dev_ops = {"rdma device", dev_input, dev_timer, dev_deadline};

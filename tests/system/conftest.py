@@ -17,16 +17,22 @@ import pytest
 BIN = os.environ.get("OFFPATH_BIN") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "src", "cli", "offpath")
 
-_net = [100]
+_calls = [0]
 # Two test runs on one machine (two checkouts) collide on addresses and ports
 # unless one of them moves its ports: OFFPATH_TEST_PORT_BASE=41000 does.
 _PORT_BASE = int(os.environ.get("OFFPATH_TEST_PORT_BASE", "40000"))
+# 127.N networks for tests: N, N+1 and N+2 each, from 100 up to 252, then
+# again from 100 (a suite has more tests than 127/8 has such networks).
+_NETS = range(100, 253, 3)
 
 
 def next_net():
-    """A fresh 127.N network (N, N+1, N+2 are used) and port per call."""
-    _net[0] += 3
-    return _net[0], _PORT_BASE + _net[0]
+    """A 127.N network (N, N+1, N+2 are used) and a port never handed out
+    before in this run: a leftover process of an earlier test on the same
+    network listens on another port, so it can never answer."""
+    k = _calls[0]
+    _calls[0] += 1
+    return _NETS[k % len(_NETS)], _PORT_BASE + 100 + 4 * k  # +1, +2: a tool's side ports
 
 
 def offpath(*args, timeout=120, check=False, env=None):

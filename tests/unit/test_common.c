@@ -90,6 +90,39 @@ static void test_log_format(void **state)
     fclose(f);
 }
 
+/* DOCA's own line for the tools that stand in for DOCA's: the [DOCA] tag,
+ * then the level, the source file and line, and the log source. */
+static void test_log_doca_shape(void **state)
+{
+    struct op_log log;
+    regex_t re;
+    char pattern[512];
+    FILE *f = tmpfile();
+
+    (void)state;
+    assert_non_null(f);
+    op_log_init(&log, "dpa_a2a", OP_LOG_TRACE);
+    log.stream = f;
+    log.doca = true;
+    int line = __LINE__ + 1;
+    OP_INFO(&log, "Number of processes = %d", 4);
+    OP_LOG(&log, OP_LOG_TRACE, "t");
+    op_log_write(&log, OP_LOG_WARNING, "no place"); /* not through the macros */
+    char *text = slurp(f);
+    snprintf(pattern, sizeof pattern,
+             "^\\[[0-2][0-9]:[0-5][0-9]:[0-6][0-9]:[0-9]{6}\\]\\[%ld\\]\\[DOCA\\]\\[INF\\]"
+             "\\[test_common\\.c:%d\\]\\[dpa_a2a\\] Number of processes = 4\n"
+             "\\[[^]]*\\]\\[%ld\\]\\[DOCA\\]\\[TRC\\]\\[test_common\\.c:%d\\]\\[dpa_a2a\\] t\n"
+             "\\[[^]]*\\]\\[%ld\\]\\[DOCA\\]\\[WRN\\]\\[\\?:0\\]\\[dpa_a2a\\] no place\n$",
+             (long)getpid(), line, (long)getpid(), line + 1, (long)getpid());
+    assert_int_equal(regcomp(&re, pattern, REG_EXTENDED), 0);
+    if (regexec(&re, text, 0, NULL, 0) != 0)
+        fail_msg("log text does not match:\n%s", text);
+    regfree(&re);
+    free(text);
+    fclose(f);
+}
+
 static void test_log_levels_and_long_line(void **state)
 {
     struct op_log log;
@@ -329,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_status_str),      cmocka_unit_test(test_status_errno),
         cmocka_unit_test(test_log_format),
         cmocka_unit_test(test_log_levels_and_long_line),
+        cmocka_unit_test(test_log_doca_shape),
         cmocka_unit_test(test_log_level_parse), cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_double),   cmocka_unit_test(test_parse_ipv4),
         cmocka_unit_test(test_rng),            cmocka_unit_test(test_samples),

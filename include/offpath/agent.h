@@ -1,0 +1,179 @@
+/* offpath agent: collectives done by worker threads beside (or instead of)
+ * the host, the DPA threads' and the DPU daemon's role in DOCA.
+ *
+ * All-to-all (op_a2a): every rank's send buffer holds one chunk for each
+ * rank; chunk q goes to rank q, into its receive buffer at this rank's
+ * place. W worker threads move the data with RC RDMA WRITE WITH IMMEDIATE
+ * of offpath's RoCEv2 (src/rdma) into the peers' registered receive
+ * buffers, never through the host's calls; the immediate is the peer's
+ * completion signal. Worker w of a rank owns the queue pairs to the ranks
+ * q with q % W == w (each its own UDP socket, device and loop), so the
+ * pairs are spread over the threads and every QP has one thread.
+ *
+ * Setup is two exchanges the caller does (MPI_Allgather and MPI_Alltoall in
+ * `offpath dpa_all_to_all`): every rank's endpoint to all, and each pair's
+ * QP number and PSN to the peer of the pair. docs/agent.md. */
+#ifndef OFFPATH_AGENT_H
+#define OFFPATH_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "offpath/common.h"
+
+#define OP_A2A_MAX_WORKERS 64
+#define OP_A2A_MAX_RANKS 4096
+
+struct op_a2a_config {
+    uint32_t ranks, rank;
+    uint32_t workers; /* 1..OP_A2A_MAX_WORKERS; more than ranks is capped to ranks */
+    uint32_t ip;      /* this rank's address, host order (127.0.0.1 on one machine) */
+    size_t chunk;     /* bytes to each rank: the buffers hold ranks * chunk */
+    uint32_t mtu;     /* path MTU: 256..4096 (0: 1024) */
+    struct op_log *log;
+};
+
+/* What every rank publishes (same bytes on every machine: fixed-width
+ * fields, host order, for an MPI_BYTE gather among like machines). */
+struct op_a2a_endpoint {
+    uint32_t ip, workers;
+    uint64_t recv_addr; /* the receive buffers' address in this rank (two halves) */
+    uint64_t chunk;
+    uint16_t port[OP_A2A_MAX_WORKERS]; /* worker w's UDP port */
+    uint32_t rkey[OP_A2A_MAX_WORKERS]; /* the receive buffer as worker w's region */
+};
+
+/* The pair (me, peer)'s queue pair as the peer must know it. */
+struct op_a2a_qp_info {
+    uint32_t qpn, psn;
+};
+
+struct op_a2a;
+
+OP_API op_status_t op_a2a_create(const struct op_a2a_config *cfg, struct op_a2a **out);
+OP_API void op_a2a_destroy(struct op_a2a *a); /* stops the workers */
+OP_API void op_a2a_endpoint(const struct op_a2a *a, struct op_a2a_endpoint *out);
+/* out[q]: this rank's QP to rank q (zeros for q == rank). */
+OP_API void op_a2a_qp_infos(const struct op_a2a *a, struct op_a2a_qp_info *out);
+/* eps[q]: rank q's endpoint; theirs[q]: rank q's QP to this rank. Refuses
+ * (OP_ERR_INVAL, logged) a peer with another chunk size or worker count. */
+OP_API op_status_t op_a2a_connect(struct op_a2a *a, const struct op_a2a_endpoint *eps,
+                                  const struct op_a2a_qp_info *theirs);
+/* ranks * chunk bytes each, registered with every worker's device; the
+ * receive buffer shown is the last call's (calls alternate between two, so
+ * a peer already in the next call never writes into it). */
+OP_API void *op_a2a_sendbuf(struct op_a2a *a);
+OP_API void *op_a2a_recvbuf(struct op_a2a *a);
+OP_API uint32_t op_a2a_workers(const struct op_a2a *a);
+/* One all-to-all: returns when this rank's chunks were all delivered and
+ * every peer's chunk is in the receive buffer, or at deadline_ns
+ * (OP_ERR_TIMEOUT), or on a QP error (OP_ERR_IO, its cause logged). Calls
+ * need no barrier between them: see op_a2a_recvbuf. */
+OP_API op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns);
+
+/* ---- Allreduce offloaded to daemons (DOCA's allreduce application): the
+ * daemon's engine. Pure: its clients' vectors and the other daemons'
+ * partial results in, partials and results out through emit; the daemon
+ * moves the bytes (the secure channel to clients, RDMA between daemons).
+ *
+ * Reduction order, the same on every daemon (so floats come out equal
+ * everywhere): a daemon's partial is its clients' vectors in client order,
+ * ((v0 op v1) op v2) ...; the result is the daemons' partials in daemon
+ * order, ((P0 op P1) op P2) .... Operations are numbered 0, 1, 2 ... and at
+ * most `window` (DOCA's batch size) are in flight: an operation's slot is
+ * its number modulo the window. Vectors are kept until their operation
+ * completes: (clients + daemons) x count elements a slot. */
+#define OP_AR_COUNTERS(X)                                                                          \
+    X(client_vectors)  /* accepted from this daemon's clients */                                   \
+    X(peer_partials)   /* accepted from the other daemons */                                       \
+    X(partials_sent)   /* this daemon's partial, once an operation */                              \
+    X(results)         /* operations completed */                                                  \
+    X(bad_source)      /* a client or daemon number out of range, or the daemon itself */          \
+    X(bad_size)        /* a vector not count elements long */                                     \
+    X(out_of_window)   /* an operation beyond the window, or one already completed */              \
+    X(duplicate)       /* a second vector from one source for one operation */
+
+enum op_ar_counter {
+#define OP_AR_ENUM_(n) OP_AR_C_##n,
+    OP_AR_COUNTERS(OP_AR_ENUM_)
+#undef OP_AR_ENUM_
+        OP_AR_C_COUNT_
+};
+OP_API const char *op_ar_counter_name(unsigned c);
+
+struct op_ar_config {
+    uint32_t daemons, self; /* daemons in all, and this one's number */
+    uint32_t clients;       /* this daemon's clients (at least 1) */
+    uint64_t count;         /* elements a vector (DOCA's -s) */
+    unsigned type, op;      /* enum op_red_type, enum op_red_op */
+    uint32_t window;        /* operations in flight at most (DOCA's -b) */
+};
+
+enum op_ar_out_kind {
+    OP_AR_PARTIAL, /* to every other daemon */
+    OP_AR_RESULT,  /* to every client of this daemon */
+};
+struct op_ar_out {
+    enum op_ar_out_kind kind;
+    uint64_t id;
+    const void *data; /* count elements, valid during the call */
+    size_t bytes;
+};
+typedef void (*op_ar_emit_fn)(void *ctx, const struct op_ar_out *out);
+
+struct op_ar;
+OP_API op_status_t op_ar_create(const struct op_ar_config *cfg, op_ar_emit_fn emit, void *ctx,
+                                struct op_ar **out);
+OP_API void op_ar_destroy(struct op_ar *ar);
+/* Client c's vector for operation id (count elements, host order). A bad
+ * one is refused (OP_ERR_MALFORMED or OP_ERR_INVAL) and counted, and
+ * changes nothing. May emit a partial, and then a result. */
+OP_API op_status_t op_ar_client(struct op_ar *ar, uint32_t client, uint64_t id, const void *vec,
+                                size_t bytes);
+/* Daemon d's partial for operation id; the same checks. May emit a result. */
+OP_API op_status_t op_ar_peer(struct op_ar *ar, uint32_t daemon, uint64_t id, const void *partial,
+                              size_t bytes);
+/* Operations completed in order from 0: every one below is done. */
+OP_API uint64_t op_ar_done_below(const struct op_ar *ar);
+OP_API const uint64_t *op_ar_counters(const struct op_ar *ar);
+
+/* DOCA's configuration handshake: "-s %zu -d %s -b %zu -i %zu" (vector
+ * size, datatype name, batch size, batches). Peers refuse a mismatch. */
+#define OP_AR_HANDSHAKE_MAX 96
+OP_API int op_ar_handshake_format(uint64_t size, const char *dtype, uint64_t batch,
+                                  uint64_t batches, char *buf, size_t cap);
+/* OP_OK when theirs is well formed and equal to mine; otherwise
+ * OP_ERR_MALFORMED or OP_ERR_INVAL with the field named in why. */
+OP_API op_status_t op_ar_handshake_check(const char *mine, const char *theirs, char *why,
+                                         size_t why_len);
+
+/* `offpath dpa_all_to_all` (DOCA's dpa_all_to_all, an MPI program): its
+ * settings, parsed by src/cli (a2a_args.c, linked into the MPI program of
+ * src/mpi, built once per MPI). */
+#define OP_A2A_BENCH_MAX_LIST 16
+struct op_a2a_bench_config {
+    /* -m: bytes of each rank's send buffer (DOCA's msgsize), each a
+     * multiple of 4; 0: ranks * 4, DOCA's default */
+    uint64_t msgsize[OP_A2A_BENCH_MAX_LIST];
+    int n_msgsize;
+    /* -t: worker threads a rank runs; 0: min(ranks, 8), DOCA's count */
+    uint32_t threads[OP_A2A_BENCH_MAX_LIST];
+    int n_threads;
+    uint32_t iters, warmup; /* timed runs of each (size, threads), and untimed before */
+    uint32_t ip;            /* --ip: the address the workers bind (host order) */
+    /* print the send and receive matrices, as DOCA does: AUTO when a row
+     * has at most 64 values */
+    enum { OP_A2A_MATRIX_AUTO, OP_A2A_MATRIX_ALWAYS, OP_A2A_MATRIX_NEVER } matrices;
+    bool json;              /* one JSON line per measurement too */
+    bool help;
+};
+
+/* OP_OK, or OP_ERR_INVAL with a message naming the flag in err. Checks
+ * what needs the number of ranks later (op_a2a_bench_sizes_ok). */
+op_status_t op_a2a_bench_parse(int argc, char **argv, struct op_a2a_bench_config *cfg, char *err,
+                               size_t err_len);
+void op_a2a_bench_usage(FILE *out);
+
+#endif

@@ -1,0 +1,211 @@
+/* offpath dns: an authoritative DNS server's parts.
+ *
+ * - A zone set loaded from RFC 1035 master files (op_dns_zones_load): an
+ *   immutable value, shared by every thread that answers, replaced whole on
+ *   a reload.
+ * - The responder (op_dns_respond): a pure function, query bytes in and
+ *   answer bytes out, with the caller's counters. Every I/O model (sockets,
+ *   DPDK) and every test calls the same function.
+ * - The socket server (op_dns_serve_*): UDP threads (recvmmsg/sendmmsg,
+ *   SO_REUSEPORT) and a TCP thread (RFC 7766) around the responder. */
+#ifndef OFFPATH_DNS_H
+#define OFFPATH_DNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/common.h"
+
+#define OP_DNS_UDP_MIN 512       /* without EDNS (RFC 1035) */
+#define OP_DNS_UDP_DEFAULT 1232  /* EDNS payload we offer (DNS flag day 2020, Knot's default) */
+#define OP_DNS_MSG_MAX 65535     /* a TCP message */
+
+/* The responder's counters. received = responses + drop_*; the server adds
+ * its own below. Reasons a query gets FORMERR are counted one by one
+ * (formerr_*), and every response's rcode (rcode_*). */
+#define OP_DNS_ENGINE_COUNTERS(X)                                                                  \
+    X(received)                                                                                    \
+    X(responses)                                                                                   \
+    X(drop_short)     /* shorter than a header: nothing to answer to */                            \
+    X(drop_response)  /* QR set: never answer an answer */                                         \
+    X(rcode_noerror)                                                                               \
+    X(rcode_formerr)                                                                               \
+    X(rcode_servfail)                                                                              \
+    X(rcode_nxdomain)                                                                              \
+    X(rcode_notimp)                                                                                \
+    X(rcode_refused)                                                                               \
+    X(rcode_badvers)                                                                               \
+    X(formerr_truncated)                                                                           \
+    X(formerr_label_type)                                                                          \
+    X(formerr_ptr_forward)                                                                         \
+    X(formerr_ptr_loop)                                                                            \
+    X(formerr_name_long)                                                                           \
+    X(formerr_rdata_len)                                                                           \
+    X(formerr_qdcount)   /* not exactly one question */                                           \
+    X(formerr_trailing)  /* bytes after the last record */                                        \
+    X(formerr_opt)       /* OPT twice, not in additional, or not at the root */                   \
+    X(formerr_section)   /* an answer or authority record in a query */                           \
+    X(refused_class)     /* not IN */                                                              \
+    X(refused_zone)      /* no zone of ours holds the name */                                      \
+    X(refused_xfr)       /* AXFR/IXFR: transfers are not served */                                 \
+    X(notimp_opcode)                                                                               \
+    X(truncated)         /* TC set: a section did not fit */                                       \
+    X(edns)                                                                                        \
+    X(do_bit)                                                                                      \
+    X(any_minimal)       /* ANY answered with one RRset (RFC 8482) */                     \
+    X(wildcard)                                                                                    \
+    X(referral)                                                                                    \
+    X(cname_followed)
+
+/* The socket server's own, counted beside the engine's. */
+#define OP_DNS_SERVER_COUNTERS(X)                                                                  \
+    X(udp_rx)                                                                                      \
+    X(udp_tx)                                                                                      \
+    X(tcp_rx)                                                                                      \
+    X(tcp_tx)                                                                                      \
+    X(drop_tx)           /* sendmmsg/write refused it */                                           \
+    X(drop_tcp_closed)   /* the client went away before its answer */                            \
+    X(tcp_conns)                                                                                   \
+    X(tcp_conn_refused)  /* more connections than --tcp-max */                                     \
+    X(tcp_idle_closed)                                                                             \
+    X(reloads)                                                                                     \
+    X(reload_failed)                                                                               \
+    X(frames_rx)         /* DPDK models: every frame the port gave */                              \
+    X(ctl_rx)            /* ARP and ICMP echo requests for our address */                         \
+    X(ctl_tx)                                                                                      \
+    X(drop_tx_ctl)       /* ARP/ICMP replies the TX queue would not take */                       \
+    X(drop_not_ours)     /* not for our address and port, not ARP/ICMP for us */                  \
+    X(drop_frame)        /* a malformed frame (short, bad IPv4 or UDP, a fragment) */              \
+    X(drop_ring_rx)      /* pipeline: the workers' ring was full */                                \
+    X(tx_ring_full)      /* pipeline: answers lost to a full TX ring (in drop_tx) */               \
+    X(tx_retries)        /* TX queue full: paused and tried again */                               \
+    X(port_imissed)      /* DPDK port: frames the NIC/PMD dropped before us (RX ring full) */       \
+    X(port_rx_nombuf)    /* DPDK port: frames dropped for want of an mbuf */                       \
+    X(port_oerrors)      /* DPDK port: frames the NIC/PMD failed to send */
+
+#define OP_DNS_COUNTERS(X) OP_DNS_ENGINE_COUNTERS(X) OP_DNS_SERVER_COUNTERS(X)
+
+enum op_dns_counter {
+#define OP_DNS_ENUM_(n) OP_DNS_C_##n,
+    OP_DNS_COUNTERS(OP_DNS_ENUM_)
+#undef OP_DNS_ENUM_
+        OP_DNS_C_COUNT_
+};
+OP_API const char *op_dns_counter_name(unsigned c);
+/* Every query accounted for: received == sent + every drop; and every frame of the DPDK models: frames_rx = udp_rx + ctl_rx +
+ * drop_not_ours + drop_frame + drop_ring_rx, ctl_rx = ctl_tx + drop_tx_ctl. */
+OP_API bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_]);
+
+/* Why a zone file was refused (the message names file, line and this). */
+#define OP_DNS_ZONE_ERRORS(X)                                                                      \
+    X(ok)                                                                                          \
+    X(open)             /* the file cannot be read */                                              \
+    X(syntax)           /* unbalanced parentheses or quotes, a bad escape */                       \
+    X(bad_name)         /* a label over 63 octets, a name over 255, an empty label */              \
+    X(bad_ttl)                                                                                     \
+    X(bad_type)         /* an unknown type mnemonic */                                             \
+    X(bad_rdata)        /* a field of the record cannot be read */                                 \
+    X(bad_directive)                                                                               \
+    X(include_depth)                                                                               \
+    X(no_origin)        /* a relative name before any $ORIGIN */                                   \
+    X(out_of_zone)      /* an owner outside the zone's origin */                                   \
+    X(no_soa)           /* the apex has no SOA, or it has two */                                   \
+    X(cname_conflict)   /* a CNAME beside other data */                                            \
+    X(duplicate_zone)                                                                              \
+    X(too_big)          /* more records or RRs than the store holds */                             \
+    X(nomem)
+
+enum op_dns_zone_err {
+#define OP_DNS_ZENUM_(n) OP_DNS_Z_##n,
+    OP_DNS_ZONE_ERRORS(OP_DNS_ZENUM_)
+#undef OP_DNS_ZENUM_
+        OP_DNS_Z_COUNT_
+};
+OP_API const char *op_dns_zone_err_name(int e);
+
+struct op_dns_zones;
+
+/* What went wrong in a load: the reason and "file:line: what". */
+struct op_dns_load_err {
+    int reason; /* enum op_dns_zone_err */
+    char msg[320];
+};
+
+/* Load n zone files. The origin of each is its first $ORIGIN, or, without
+ * one, the owner of its SOA. On failure nothing is kept. */
+OP_API op_status_t op_dns_zones_load(const char *const *files, size_t n,
+                                     struct op_dns_zones **out, struct op_dns_load_err *err);
+/* One zone from text in memory (tests and fuzzing); origin may be NULL
+ * (then the text must set $ORIGIN or start with an absolute SOA owner).
+ * $INCLUDE is refused here: memory has no folder to look in. */
+OP_API op_status_t op_dns_zones_parse(const char *text, size_t len, const char *origin,
+                                      struct op_dns_zones **out, struct op_dns_load_err *err);
+OP_API void op_dns_zones_free(struct op_dns_zones *z);
+OP_API size_t op_dns_zones_count(const struct op_dns_zones *z);
+OP_API size_t op_dns_zones_records(const struct op_dns_zones *z);
+
+/* How one query arrived. */
+struct op_dns_query_info {
+    bool tcp;             /* no size limit but the message's */
+    uint16_t udp_max;     /* the largest UDP answer we send (>= 512) */
+};
+
+/* Answer the query of qlen bytes into out (cap bytes, at least 512; 65535
+ * for TCP). Returns the answer's length, or 0 when the query is dropped
+ * (counted in c, OP_DNS_C_COUNT_ values, which the caller owns). */
+OP_API size_t op_dns_respond(const struct op_dns_zones *z, const struct op_dns_query_info *qi,
+                             const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
+                             uint64_t *c);
+
+/* ---- The socket server ---- */
+struct op_dns_server_config {
+    uint32_t addr;       /* host order */
+    uint16_t port;
+    unsigned udp_threads;
+    unsigned burst;      /* datagrams per recvmmsg */
+    unsigned tcp_max;    /* concurrent TCP connections */
+    unsigned tcp_idle_ms;
+    uint16_t udp_max;
+    struct op_log *log;
+};
+OP_API void op_dns_server_config_default(struct op_dns_server_config *cfg);
+
+struct op_dns_server;
+/* Binds UDP and TCP on addr:port and starts the threads; zones stays the
+ * caller's until op_dns_server_reload hands it another set. */
+OP_API op_status_t op_dns_server_start(const struct op_dns_server_config *cfg,
+                                       struct op_dns_zones *zones, struct op_dns_server **out);
+/* Swap in a new zone set without stopping: returns the old one once no
+ * thread can still be reading it (the caller frees it). */
+OP_API struct op_dns_zones *op_dns_server_reload(struct op_dns_server *s,
+                                                 struct op_dns_zones *zones);
+/* Sum of every thread's counters. */
+OP_API void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C_COUNT_]);
+OP_API void op_dns_server_count(struct op_dns_server *s, enum op_dns_counter c);
+/* ---- The DPDK models (only in builds that found libdpdk) ---- */
+struct op_dns_dpdk_config {
+    bool pipeline;        /* false: run-to-completion, one queue per worker lcore */
+    unsigned mbufs, mbuf_cache, ring_size, rx_desc, tx_desc;
+    unsigned tx_retries;  /* tries after a partial tx_burst */
+    unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
+    unsigned idle_sleep_us; /* the longest sleep of an idle lcore (doubling from 1) */
+    int eal_argc;         /* EAL arguments, argv[0] first */
+    char **eal_argv;
+};
+OP_API void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc);
+/* Initialises the EAL, the port (the first one), the pool and rings, and
+ * launches the worker lcores; answers for cfg->addr:cfg->port. On failure
+ * err says why. The op_dns_server_* calls below then work as for sockets. */
+OP_API op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
+                                     const struct op_dns_dpdk_config *dc,
+                                     struct op_dns_zones *zones, struct op_dns_server **out,
+                                     char *err, size_t errlen);
+
+/* Stops the threads (a TCP answer still unsent counts as drop_tcp_closed),
+ * closes the sockets, fills final (if not NULL) with the last counters and
+ * returns the zone set in use. */
+OP_API struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s,
+                                               uint64_t final[OP_DNS_C_COUNT_]);
+
+#endif

@@ -1,0 +1,353 @@
+/* `offpath dns`: an authoritative DNS server. Flags to a server
+ * configuration and zone files; the main thread then waits for signals:
+ * SIGHUP reloads the zones, SIGINT/SIGTERM stop, and every second the
+ * counters go to the log (info) and to --stats-json. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "offpath/dns.h"
+
+static const char *const tool = "dns";
+#define MAX_ZONES 256
+
+static void help(void)
+{
+    printf("usage: offpath dns --zone FILE [--zone FILE]... [options]\n"
+           "\n"
+           "An authoritative DNS server for the zones in RFC 1035 master files\n"
+           "(pre-signed DNSSEC zones answered with RRSIG and NSEC when DO is set).\n"
+           "\n"
+           "  --zone FILE           a zone file (repeatable); its origin is its first\n"
+           "                        $ORIGIN, else the owner of its first record\n"
+           "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53)\n"
+           "  --model M             socket (default): UDP recvmmsg/sendmmsg threads with\n"
+           "                        SO_REUSEPORT and TCP per RFC 7766 through the kernel;\n"
+           "                        rtc: DPDK, one worker lcore per RX/TX queue (RSS);\n"
+           "                        pipeline: DPDK, an RX/TX lcore and worker lcores joined\n"
+           "                        by rte_rings. The DPDK models take EAL arguments after\n"
+           "                        --, e.g. -- --no-huge -m 512 --no-pci -l 0,1\n"
+           "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP and\n"
+           "                        ICMP echo for --listen's address, UDP only. (pipeline\n"
+           "                        over AF_XDP can stall after an overload: docs/dns.md)\n"
+           "  --mbufs N             DPDK: mbuf pool size (default 65535)\n"
+           "  --ring-size N         pipeline: ring size, a power of 2 (default 4096)\n"
+           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 1024)\n"
+           "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
+           "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
+           "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
+           "  --threads N           UDP threads (default 1)\n"
+           "  --burst N             datagrams per recvmmsg or rx_burst, 1..1024, DPDK up to\n"
+           "                        512 (default 64)\n"
+           "  --udp-max-payload N   largest UDP answer with EDNS, 512..4096 (default 1232)\n"
+           "  --tcp-max N           TCP connections at once (default 64)\n"
+           "  --tcp-idle-ms MS      close a silent TCP connection after MS (default 10000)\n"
+           "  --check               load the zones, print what was loaded, exit\n"
+           "  --json                print the exit counters as JSON on stdout\n"
+           "  --stats-json FILE     rewrite FILE with the counters as JSON every second\n"
+           "  --log-level L         10..70 or disable|critical|error|warning|info|debug|trace;\n"
+           "                        at info the counters are logged every second\n"
+           "SIGHUP reloads every zone (a zone that fails keeps the old set serving);\n"
+           "SIGINT/SIGTERM stop; the counters balance: received = sent + every drop.\n");
+}
+
+struct dns_flags {
+    const char *zones[MAX_ZONES];
+    const char *model;
+    struct op_dns_dpdk_config dc;
+    size_t nzones;
+    const char *stats_json;
+    bool check, json;
+    int log_level;
+    struct op_dns_server_config cfg;
+};
+
+enum { O_ZONE = 256, O_LISTEN, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
+       O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE,
+       O_HELP };
+
+static const struct option options[] = {
+    {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
+    {"model", 1, 0, O_MODEL},        {"threads", 1, 0, O_THREADS},
+    {"burst", 1, 0, O_BURST},        {"udp-max-payload", 1, 0, O_UDPMAX},
+    {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
+    {"check", 0, 0, O_CHECK},        {"json", 0, 0, O_JSON},
+    {"stats-json", 1, 0, O_STATS},   {"log-level", 1, 0, O_LOG},
+    {"mbufs", 1, 0, O_MBUFS},        {"ring-size", 1, 0, O_RING},
+    {"rx-desc", 1, 0, O_RXD},        {"tx-desc", 1, 0, O_TXD},
+    {"tx-retries", 1, 0, O_TXR},     {"tx-backoff-us", 1, 0, O_TXB},
+    {"idle-sleep-us", 1, 0, O_IDLE},
+    {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
+
+static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
+{
+    uint64_t v;
+    switch (opt) {
+    case O_MBUFS: if (!cli_u64(tool, "--mbufs", val, 1024, 1u << 24, &v)) return false; d->mbufs = (unsigned)v; return true;
+    case O_RING:
+        if (!cli_u64(tool, "--ring-size", val, 64, 1u << 20, &v)) return false;
+        if (v & (v - 1)) { cli_bad(tool, "invalid value '%s' for --ring-size (not a power of 2)", val); return false; }
+        d->ring_size = (unsigned)v; return true;
+    case O_RXD: if (!cli_u64(tool, "--rx-desc", val, 64, 32768, &v)) return false; d->rx_desc = (unsigned)v; return true;
+    case O_TXD: if (!cli_u64(tool, "--tx-desc", val, 64, 32768, &v)) return false; d->tx_desc = (unsigned)v; return true;
+    case O_TXR: if (!cli_u64(tool, "--tx-retries", val, 0, 1000, &v)) return false; d->tx_retries = (unsigned)v; return true;
+    case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
+    case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->idle_sleep_us = (unsigned)v; return true;
+    default: return false;
+    }
+}
+
+static bool set_num(int opt, const char *val, struct dns_flags *f)
+{
+    uint64_t v;
+    struct op_dns_server_config *c = &f->cfg;
+    switch (opt) {
+    case O_THREADS: if (!cli_u64(tool, "--threads", val, 1, 64, &v)) return false; c->udp_threads = (unsigned)v; return true;
+    case O_BURST: if (!cli_u64(tool, "--burst", val, 1, 1024, &v)) return false; c->burst = (unsigned)v; return true;
+    case O_UDPMAX: if (!cli_u64(tool, "--udp-max-payload", val, 512, 4096, &v)) return false; c->udp_max = (uint16_t)v; return true;
+    case O_TCPMAX: if (!cli_u64(tool, "--tcp-max", val, 1, 4096, &v)) return false; c->tcp_max = (unsigned)v; return true;
+    case O_TCPIDLE: if (!cli_u64(tool, "--tcp-idle-ms", val, 1, 3600000, &v)) return false; c->tcp_idle_ms = (unsigned)v; return true;
+    default: return set_dpdk(opt, val, &f->dc);
+    }
+}
+
+static bool set(int opt, const char *val, void *arg)
+{
+    struct dns_flags *f = arg;
+    switch (opt) {
+    case O_ZONE:
+        if (f->nzones == MAX_ZONES) {
+            cli_bad(tool, "too many --zone (at most %d)", MAX_ZONES);
+            return false;
+        }
+        f->zones[f->nzones++] = val;
+        return true;
+    case O_LISTEN:
+        f->cfg.port = 0;
+        if (op_parse_ipv4(val, &f->cfg.addr, &f->cfg.port) != OP_OK || f->cfg.port == 0) {
+            cli_bad(tool, "invalid value '%s' for --listen (expected ADDR:PORT, port 1..65535)", val);
+            return false;
+        }
+        return true;
+    case O_MODEL:
+        if (strcmp(val, "socket") != 0 && strcmp(val, "rtc") != 0 && strcmp(val, "pipeline") != 0) {
+            cli_bad(tool, "invalid value '%s' for --model (expected socket, rtc or pipeline)", val);
+            return false;
+        }
+#ifndef OP_HAVE_DPDK
+        if (strcmp(val, "socket") != 0) {
+            cli_bad(tool, "--model %s: this build has no DPDK (install libdpdk-dev, rebuild)", val);
+            return false;
+        }
+#endif
+        f->model = val;
+        return true;
+    case O_CHECK: f->check = true; return true;
+    case O_JSON: f->json = true; return true;
+    case O_STATS: f->stats_json = val; return true;
+    case O_LOG:
+        f->log_level = op_log_level_parse(val);
+        if (f->log_level < 0) {
+            cli_bad(tool, "invalid value '%s' for --log-level", val);
+            return false;
+        }
+        return true;
+    default: return set_num(opt, val, f);
+    }
+}
+
+static void print_json(FILE *out, const uint64_t *c, const struct op_dns_zones *z)
+{
+    const char *names[OP_DNS_C_COUNT_];
+    for (unsigned i = 0; i < OP_DNS_C_COUNT_; i++)
+        names[i] = op_dns_counter_name(i);
+    fprintf(out, "{\"tool\": \"dns\", \"zones\": %zu, \"records\": %zu, \"balanced\": %s, ",
+            op_dns_zones_count(z), op_dns_zones_records(z),
+            op_dns_counters_balanced(c) ? "true" : "false");
+    op_counters_print(out, names, c, OP_DNS_C_COUNT_, OP_COUNTERS_JSON);
+    fprintf(out, "}\n");
+}
+
+/* Written beside and renamed over, so a reader never sees half a file. */
+static void write_stats(const char *path, const uint64_t *c, const struct op_dns_zones *z)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return;
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return;
+    print_json(f, c, z);
+    if (fclose(f) == 0)
+        rename(tmp, path);
+}
+
+static void log_stats(const struct op_log *log, const uint64_t *c, const uint64_t *prev)
+{
+    OP_INFO(log, "qps %llu received %llu sent %llu drops %llu truncated %llu formerr %llu "
+            "nxdomain %llu refused %llu",
+            (unsigned long long)(c[OP_DNS_C_received] - prev[OP_DNS_C_received]),
+            (unsigned long long)c[OP_DNS_C_received],
+            (unsigned long long)(c[OP_DNS_C_udp_tx] + c[OP_DNS_C_tcp_tx]),
+            (unsigned long long)(c[OP_DNS_C_drop_short] + c[OP_DNS_C_drop_response] +
+                                 c[OP_DNS_C_drop_tx] + c[OP_DNS_C_drop_tcp_closed]),
+            (unsigned long long)c[OP_DNS_C_truncated],
+            (unsigned long long)c[OP_DNS_C_rcode_formerr],
+            (unsigned long long)c[OP_DNS_C_rcode_nxdomain],
+            (unsigned long long)c[OP_DNS_C_rcode_refused]);
+}
+
+static struct op_dns_zones *load(const struct dns_flags *f, const struct op_log *log)
+{
+    struct op_dns_zones *z = NULL;
+    struct op_dns_load_err err;
+    if (op_dns_zones_load(f->zones, f->nzones, &z, &err) != OP_OK) {
+        OP_ERROR(log, "zone load failed: %s", err.msg);
+        return NULL;
+    }
+    return z;
+}
+
+static void reload(struct op_dns_server *s, const struct dns_flags *f, const struct op_log *log,
+                   struct op_dns_zones **current)
+{
+    struct op_dns_zones *z = load(f, log);
+    if (z == NULL) {
+        op_dns_server_count(s, OP_DNS_C_reload_failed);
+        return;
+    }
+    op_dns_zones_free(op_dns_server_reload(s, z));
+    *current = z;
+    op_dns_server_count(s, OP_DNS_C_reloads);
+    OP_INFO(log, "reloaded %zu zones, %zu records", op_dns_zones_count(z),
+            op_dns_zones_records(z));
+}
+
+/* The socket model, or a DPDK one with the EAL arguments after "--"
+ * (getopt leaves them from optind; EAL wants a program name first). */
+static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zones *z,
+                  struct op_dns_server **s)
+{
+    if (strcmp(f->model, "socket") == 0) {
+        op_status_t st = op_dns_server_start(&f->cfg, z, s);
+        if (st != OP_OK)
+            cli_bad(tool, "cannot serve on --listen: %s", op_status_str(st));
+        return st == OP_OK;
+    }
+#ifdef OP_HAVE_DPDK
+    char *eal[130];
+    char name[] = "offpath-dns";
+    if (nrest > 128) {
+        cli_bad(tool, "too many EAL arguments");
+        return false;
+    }
+    eal[0] = name;
+    for (int i = 0; i < nrest; i++)
+        eal[1 + i] = rest[i];
+    eal[1 + nrest] = NULL;
+    f->dc.eal_argc = 1 + nrest;
+    f->dc.eal_argv = eal;
+    f->dc.pipeline = strcmp(f->model, "pipeline") == 0;
+    char err[256];
+    op_status_t st = op_dns_dpdk_start(&f->cfg, &f->dc, z, s, err, sizeof(err));
+    if (st != OP_OK)
+        cli_bad(tool, "--model %s: %s", f->model, err);
+    return st == OP_OK;
+#else
+    (void)nrest;
+    (void)rest;
+    (void)z;
+    (void)s;
+    return false;
+#endif
+}
+
+/* Signals arrive here, in sigtimedwait: no handler, no global state. */
+static int serve(struct op_dns_server *s, const struct dns_flags *f, const struct op_log *log,
+                 struct op_dns_zones *z, const sigset_t *sigs)
+{
+    uint64_t c[OP_DNS_C_COUNT_] = {0}, prev[OP_DNS_C_COUNT_] = {0};
+    for (;;) {
+        struct timespec ts = {1, 0};
+        int sig = sigtimedwait(sigs, NULL, &ts);
+        if (sig == SIGHUP)
+            reload(s, f, log, &z);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        op_dns_server_counters(s, c);
+        if (sig < 0 && errno == EAGAIN) {
+            log_stats(log, c, prev);
+            memcpy(prev, c, sizeof(c));
+        }
+        if (f->stats_json != NULL)
+            write_stats(f->stats_json, c, z);
+    }
+    z = op_dns_server_stop(s, c);
+    if (f->stats_json != NULL)
+        write_stats(f->stats_json, c, z);
+    if (f->json) {
+        print_json(stdout, c, z);
+    } else {
+        const char *names[OP_DNS_C_COUNT_];
+        for (unsigned i = 0; i < OP_DNS_C_COUNT_; i++)
+            names[i] = op_dns_counter_name(i);
+        printf("offpath dns: stopped, counters %s:\n",
+               op_dns_counters_balanced(c) ? "balanced" : "NOT balanced");
+        op_counters_print(stdout, names, c, OP_DNS_C_COUNT_, OP_COUNTERS_TABLE);
+    }
+    op_dns_zones_free(z);
+    return op_dns_counters_balanced(c) ? 0 : 1;
+}
+
+int cli_dns(int argc, char **argv)
+{
+    struct dns_flags f = {.log_level = OP_LOG_WARNING, .model = "socket"};
+    op_dns_server_config_default(&f.cfg);
+#ifdef OP_HAVE_DPDK
+    op_dns_dpdk_config_default(&f.dc);
+#endif
+    int r = cli_flags(argc, argv, "h", options, O_HELP, help, set, &f);
+    if (r >= 0)
+        return r;
+    bool dpdk = strcmp(f.model, "socket") != 0;
+    if (optind < argc && !dpdk) {
+        cli_bad(tool, "unexpected argument '%s' (EAL arguments go with --model rtc|pipeline)",
+                argv[optind]);
+        return 2;
+    }
+    if (f.nzones == 0) {
+        cli_bad(tool, "give at least one --zone FILE (see --help)");
+        return 2;
+    }
+    struct op_log log;
+    op_log_init(&log, "dns", f.log_level);
+    f.cfg.log = &log;
+    struct op_dns_zones *z = load(&f, &log);
+    if (z == NULL)
+        return 1;
+    if (f.check) {
+        printf("offpath dns: %zu zones, %zu records\n", op_dns_zones_count(z),
+               op_dns_zones_records(z));
+        op_dns_zones_free(z);
+        return 0;
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* the server's threads inherit it */
+    struct op_dns_server *s;
+    if (!start(&f, argc - optind, argv + optind, z, &s)) {
+        op_dns_zones_free(z);
+        return 1;
+    }
+    fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, model %s\n",
+            op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.model);
+    return serve(s, &f, &log, z, &sigs);
+}

@@ -1,0 +1,162 @@
+/* Internal to src/dns: the zone store's layout and the helpers its parts
+ * share (names, the record types, the store's search functions).
+ *
+ * A zone is three flat arrays built once: records sorted by owner (in
+ * DNSSEC canonical order, RFC 4034 section 6.1), then type; rrsets (runs of
+ * one type at one owner); nodes (runs of one owner). Owners are stored in
+ * lower case, so a lookup lower-cases the question once and compares bytes. */
+#ifndef OFFPATH_DNS_INTERNAL_H
+#define OFFPATH_DNS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offpath/dns.h"
+#include "offpath/wire.h"
+
+enum dns_type {
+    T_A = 1,
+    T_NS = 2,
+    T_CNAME = 5,
+    T_SOA = 6,
+    T_PTR = 12,
+    T_HINFO = 13,
+    T_MX = 15,
+    T_TXT = 16,
+    T_AAAA = 28,
+    T_SRV = 33,
+    T_DNAME = 39,
+    T_OPT = 41,
+    T_DS = 43,
+    T_RRSIG = 46,
+    T_NSEC = 47,
+    T_DNSKEY = 48,
+    T_NSEC3 = 50,
+    T_NSEC3PARAM = 51,
+    T_IXFR = 251,
+    T_AXFR = 252,
+    T_ANY = 255,
+    T_CAA = 257,
+};
+#define C_IN 1
+
+struct dns_rec {
+    uint32_t owner_off, rd_off; /* into the zone's arena */
+    uint32_t ttl;
+    uint16_t type, rdlen;
+    uint8_t owner_len;
+};
+
+struct dns_rrset {
+    uint16_t type;
+    uint32_t ttl;  /* of the first record: an RRset has one TTL */
+    uint32_t first, count; /* records */
+};
+
+struct dns_node {
+    const uint8_t *name;
+    uint8_t name_len, labels;
+    uint32_t set_first, set_count;
+};
+
+struct dns_zone {
+    uint8_t origin[OP_DNS_NAME_MAX];
+    uint8_t origin_len, origin_labels;
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+    struct dns_rec *recs;
+    size_t nrecs, recs_cap;
+    struct dns_rrset *sets;
+    size_t nsets;
+    struct dns_node *nodes;
+    size_t nnodes;
+    size_t apex; /* node index of the origin */
+};
+
+struct op_dns_zones {
+    struct dns_zone *z;
+    size_t n;
+};
+
+/* ---- names (wire form, uncompressed) ---- */
+unsigned dns_name_labels(const uint8_t *name);
+void dns_name_lower(uint8_t *name, size_t len);
+/* DNSSEC canonical order of two lower-case names: <0, 0, >0. */
+int dns_name_cmp(const uint8_t *a, const uint8_t *b);
+bool dns_name_eq(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
+/* Is name (of name_labels labels) at or below parent? */
+bool dns_name_under(const uint8_t *name, unsigned name_labels, const uint8_t *parent,
+                    unsigned parent_labels);
+/* The suffix of name that drops its first skip labels. */
+const uint8_t *dns_name_skip(const uint8_t *name, unsigned skip);
+size_t dns_name_len(const uint8_t *name);
+/* Lower-case ASCII letters only (DNS compares case-insensitively, RFC 4343). */
+static inline uint8_t dns_lc(uint8_t c) { return c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : c; }
+
+/* ---- the store ---- */
+void dns_zone_free(struct dns_zone *z);
+/* Sort, group and check a parsed zone; err filled on failure. */
+bool dns_zone_build(struct dns_zone *z, const char *file, struct op_dns_load_err *err);
+/* Node index of name (lower case), or -1; *ins is where it would go. */
+long dns_zone_find(const struct dns_zone *z, const uint8_t *name, size_t *ins);
+const struct dns_rrset *dns_node_rrset(const struct dns_zone *z, const struct dns_node *n,
+                                       uint16_t type);
+static inline const uint8_t *dns_rec_rdata(const struct dns_zone *z, const struct dns_rec *r)
+{
+    return z->arena + r->rd_off;
+}
+/* The zone whose origin is the longest suffix of name, or NULL. */
+const struct dns_zone *dns_zones_match(const struct op_dns_zones *zs, const uint8_t *name,
+                                       unsigned labels);
+
+/* ---- the zone-file reader ---- */
+/* Parse the text of one zone file (with its $INCLUDEs) into z. */
+bool dns_zone_read(struct dns_zone *z, const char *file, const char *text, size_t len,
+                   const uint8_t *origin, size_t origin_len, bool allow_include,
+                   struct op_dns_load_err *err);
+/* The type's number from its mnemonic ("A", "TYPE65534"), or -1. */
+int dns_type_parse(const char *s, size_t n);
+
+/* ---- the servers' shared parts (server.c) ---- */
+/* One thread (socket model) or lcore (DPDK models): its counters, written
+ * by it alone and published for the stats reader, and the zone set it is
+ * reading (a hazard pointer: a reload frees a set no thread announces). */
+struct dns_worker {
+    struct op_dns_server *s;
+    pthread_t th;
+    bool started;
+    int fd;
+    unsigned index;
+    uint64_t c[OP_DNS_C_COUNT_];
+    _Alignas(64) _Atomic uint64_t pub[OP_DNS_C_COUNT_];
+    _Atomic(const struct op_dns_zones *) hazard;
+};
+
+struct op_dns_server {
+    struct op_dns_server_config cfg;
+    _Atomic(struct op_dns_zones *) zones;
+    atomic_bool stop;
+    struct dns_worker *w;
+    unsigned nw;
+    _Atomic uint64_t ctl[OP_DNS_C_COUNT_]; /* counted by the caller's thread (reloads) */
+    /* stop the model's threads, close its I/O; the device's last counters
+     * go into final (if not NULL) before it closes */
+    void (*halt)(struct op_dns_server *s, uint64_t *final);
+    void (*port_stats)(const struct op_dns_server *s, uint64_t *c); /* the device's drops */
+    void *priv;                            /* the model's own state */
+};
+
+struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
+                                       struct op_dns_zones *zones, unsigned nw);
+bool dns_server_stopping(const struct op_dns_server *s);
+void dns_publish(struct dns_worker *w);
+const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);
+void dns_zones_leave(struct dns_worker *w);
+
+void dns_load_fail(struct op_dns_load_err *err, int reason, const char *file, unsigned line,
+                   const char *fmt, ...) OP_PRINTF(5, 6);
+
+#endif

@@ -1,0 +1,417 @@
+/* The DPDK models (built only when pkg-config finds libdpdk, into the
+ * offpath binary alone: the library, the MPI shim and the socket model
+ * never link DPDK).
+ *
+ * rtc: every worker lcore owns one RX/TX queue pair of the port (RSS
+ * spreads the flows) and runs to completion: receive a burst, answer each
+ * frame in its own mbuf, send the burst.
+ * pipeline: the first worker lcore owns the port's queue (RX and TX on one
+ * lcore: AF_XDP stalls otherwise, reference/dns-dpdk.md); it hands frames
+ * to the other worker lcores through a multi-producer/multi-consumer
+ * rte_ring and sends what they put on the return ring.
+ *
+ * Every frame is accounted for: answered (DNS, ARP, ICMP echo) or dropped
+ * under a named counter; a full TX queue is retried with a doubling pause
+ * (bounded), then the rest is counted and freed. An lcore with nothing to
+ * do sleeps, doubling up to --idle-sleep-us, so an idle server costs a few
+ * wake-ups a millisecond, not a core. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "dns_internal.h"
+
+#define MAX_BURST 512
+
+struct dpdk_state {
+    struct op_dns_dpdk_config dc;
+    uint16_t port;
+    uint8_t mac[6];
+    struct rte_mempool *pool;
+    struct rte_ring *to_workers, *to_tx;
+    bool port_started, eal_up;
+};
+
+/* One frame: answered in place (true: send it) or dropped and counted. */
+static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
+                         const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
+                         bool *is_dns)
+{
+    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+    size_t len = rte_pktmbuf_data_len(m), n;
+    uint32_t ip = w->s->cfg.addr;
+    *is_dns = false;
+    w->c[OP_DNS_C_frames_rx]++;
+    if (m->nb_segs != 1) {
+        w->c[OP_DNS_C_drop_frame]++;
+        return false;
+    }
+    if ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
+        (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0) {
+        w->c[OP_DNS_C_ctl_rx]++;
+        m->data_len = m->pkt_len = (uint32_t)n;
+        return true;
+    }
+    struct op_flow flow;
+    uint8_t src_mac[6];
+    size_t off, plen;
+    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != w->s->cfg.port) {
+        w->c[v == OP_FRAME_OK || v == OP_FRAME_NOT_IPV4 || v == OP_FRAME_NOT_UDP
+                 ? OP_DNS_C_drop_not_ours
+                 : OP_DNS_C_drop_frame]++;
+        return false;
+    }
+    w->c[OP_DNS_C_udp_rx]++;
+    size_t room = m->buf_len - rte_pktmbuf_headroom(m) - OP_UDP_FRAME_HDR_LEN;
+    struct op_dns_query_info qi = {.tcp = false,
+                                   .udp_max = (uint16_t)(room < w->s->cfg.udp_max
+                                                             ? room : w->s->cfg.udp_max)};
+    size_t alen = op_dns_respond(z, &qi, f + off, plen, scratch, 4096, w->c);
+    if (alen == 0)
+        return false;
+    struct op_flow back = {ip, flow.src_ip, flow.dst_port, flow.src_port};
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, d->mac, 6);
+    memcpy(l2.dst_mac, src_mac, 6);
+    memcpy(f + OP_UDP_FRAME_HDR_LEN, scratch, alen);
+    n = op_udp_frame_headers(f, &back, &l2, alen);
+    m->data_len = m->pkt_len = (uint32_t)n;
+    *is_dns = true;
+    return true;
+}
+
+/* An ARP or ICMP reply (the workers of the pipeline send both kinds). */
+static bool frame_is_ctl(const struct rte_mbuf *m)
+{
+    const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+    uint16_t type = (uint16_t)(f[12] << 8 | f[13]);
+    return type == 0x0806 || (type == 0x0800 && rte_pktmbuf_data_len(m) > 23 && f[23] == 1);
+}
+
+/* Send n frames on queue q: retry a full queue with a doubling pause up
+ * to the configured bound, then free and count what is left. */
+static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
+                       struct rte_mbuf **m, const bool *is_dns, unsigned n)
+{
+    unsigned sent = 0, tries = 0, pause_us = 1;
+    while (sent < n) {
+        sent += rte_eth_tx_burst(d->port, q, m + sent, (uint16_t)(n - sent));
+        if (sent == n || tries++ >= d->dc.tx_retries)
+            break;
+        w->c[OP_DNS_C_tx_retries]++;
+        rte_delay_us_block(pause_us);
+        pause_us = pause_us * 2 > d->dc.tx_backoff_us ? d->dc.tx_backoff_us : pause_us * 2;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        bool ok = i < sent;
+        if (!ok)
+            rte_pktmbuf_free(m[i]);
+        w->c[is_dns[i] ? (ok ? OP_DNS_C_udp_tx : OP_DNS_C_drop_tx)
+                       : (ok ? OP_DNS_C_ctl_tx : OP_DNS_C_drop_tx_ctl)]++;
+    }
+}
+
+/* Answer a burst in place; the frames to send are moved to the front.
+ * With keep_dropped (pipeline workers) a dropped frame is not freed here but
+ * emptied (data_len 0) and kept after them, for the port's lcore to free:
+ * over AF_XDP, mbufs freed on another lcore than the one refilling RX
+ * stalled the port after an overload (reference/dns-dpdk.md saw the same). */
+static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
+                             struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch,
+                             bool keep_dropped, unsigned *dropped)
+{
+    struct rte_mbuf *gone[MAX_BURST];
+    unsigned keep = 0, ngone = 0;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    for (unsigned i = 0; i < n; i++) {
+        bool dns;
+        if (handle_frame(w, d, z, m[i], scratch, &dns)) {
+            is_dns[keep] = dns;
+            m[keep++] = m[i];
+        } else if (keep_dropped) {
+            m[i]->data_len = m[i]->pkt_len = 0;
+            gone[ngone++] = m[i];
+        } else {
+            rte_pktmbuf_free(m[i]);
+        }
+    }
+    dns_zones_leave(w);
+    for (unsigned i = 0; i < ngone; i++)
+        m[keep + i] = gone[i];
+    *dropped = ngone;
+    return keep;
+}
+
+/* Nothing came: sleep a little longer each time, up to the bound. */
+static void idle_wait(const struct dpdk_state *d, unsigned *sleep_us, unsigned *empty)
+{
+    if (++*empty < 64)
+        return;
+    struct timespec ts = {0, (long)*sleep_us * 1000};
+    nanosleep(&ts, NULL);
+    *sleep_us = *sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : *sleep_us * 2;
+}
+
+static int rtc_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    const struct dpdk_state *d = w->s->priv;
+    struct rte_mbuf *m[MAX_BURST];
+    bool is_dns[MAX_BURST];
+    uint8_t scratch[4096];
+    unsigned sleep_us = 1, empty = 0;
+    uint16_t q = (uint16_t)w->index;
+    while (!dns_server_stopping(w->s)) {
+        unsigned n = rte_eth_rx_burst(d->port, q, m, (uint16_t)w->s->cfg.burst);
+        if (n == 0) {
+            idle_wait(d, &sleep_us, &empty);
+            continue;
+        }
+        sleep_us = 1;
+        empty = 0;
+        unsigned none;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
+        send_burst(w, d, q, m, is_dns, k);
+        dns_publish(w);
+    }
+    dns_publish(w);
+    return 0;
+}
+
+/* Pipeline, the port's lcore: RX to the workers' ring, their answers out. */
+static int io_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    const struct dpdk_state *d = w->s->priv;
+    struct rte_mbuf *m[MAX_BURST];
+    bool is_dns[MAX_BURST];
+    unsigned sleep_us = 1, empty = 0, burst = w->s->cfg.burst;
+    while (!dns_server_stopping(w->s)) {
+        unsigned n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)burst);
+        unsigned q = n ? rte_ring_enqueue_burst(d->to_workers, (void **)m, n, NULL) : 0;
+        for (unsigned i = q; i < n; i++) {
+            w->c[OP_DNS_C_frames_rx]++;
+            w->c[OP_DNS_C_drop_ring_rx]++;
+            rte_pktmbuf_free(m[i]);
+        }
+        unsigned got = rte_ring_dequeue_burst(d->to_tx, (void **)m, burst, NULL), k = 0;
+        for (unsigned i = 0; i < got; i++) {
+            if (rte_pktmbuf_data_len(m[i]) == 0) { /* dropped by a worker (counted there) */
+                rte_pktmbuf_free(m[i]);
+                continue;
+            }
+            is_dns[k] = !frame_is_ctl(m[i]);
+            m[k++] = m[i];
+        }
+        if (k > 0)
+            send_burst(w, d, 0, m, is_dns, k);
+        if (n == 0 && got == 0) {
+            idle_wait(d, &sleep_us, &empty);
+            continue;
+        }
+        sleep_us = 1;
+        empty = 0;
+        dns_publish(w);
+    }
+    dns_publish(w);
+    return 0;
+}
+
+/* Pipeline, a worker: frames from the ring, answers to the other ring. */
+static int worker_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    const struct dpdk_state *d = w->s->priv;
+    struct rte_mbuf *m[MAX_BURST];
+    bool is_dns[MAX_BURST];
+    uint8_t scratch[4096];
+    unsigned sleep_us = 1, empty = 0;
+    while (!dns_server_stopping(w->s)) {
+        unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
+        if (n == 0) {
+            idle_wait(d, &sleep_us, &empty);
+            continue;
+        }
+        sleep_us = 1;
+        empty = 0;
+        unsigned dropped;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
+        unsigned q = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
+        for (unsigned i = q; i < k + dropped; i++) { /* a full ring: only now freed here */
+            if (i < k) {
+                w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
+                w->c[OP_DNS_C_tx_ring_full]++;
+            }
+            rte_pktmbuf_free(m[i]);
+        }
+        dns_publish(w);
+    }
+    dns_publish(w);
+    return 0;
+}
+
+/* ---- setup ---- */
+#define FAIL_IF(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            snprintf(err, errlen, __VA_ARGS__);                                                    \
+            return OP_ERR_INVAL;                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static op_status_t port_setup(struct dpdk_state *d, unsigned nq, char *err, size_t errlen)
+{
+    struct rte_eth_dev_info info;
+    FAIL_IF(rte_eth_dev_info_get(d->port, &info) != 0, "port %u: no device info", d->port);
+    FAIL_IF(nq > info.max_rx_queues || nq > info.max_tx_queues,
+            "port %u has %u RX/%u TX queues, %u needed (af_xdp: queue_count=N, af_packet: "
+            "qpairs=N)", d->port, info.max_rx_queues, info.max_tx_queues, nq);
+    struct rte_eth_conf conf;
+    memset(&conf, 0, sizeof(conf));
+    if (nq > 1) { /* RSS: a flow stays on one queue, so one lcore */
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf =
+            (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+    }
+    FAIL_IF(rte_eth_dev_configure(d->port, (uint16_t)nq, (uint16_t)nq, &conf) != 0,
+            "port %u: configure with %u queues failed", d->port, nq);
+    uint16_t rxd = (uint16_t)d->dc.rx_desc, txd = (uint16_t)d->dc.tx_desc;
+    FAIL_IF(rte_eth_dev_adjust_nb_rx_tx_desc(d->port, &rxd, &txd) != 0, "descriptor counts");
+    int sock = rte_eth_dev_socket_id(d->port);
+    for (unsigned q = 0; q < nq; q++) {
+        FAIL_IF(rte_eth_rx_queue_setup(d->port, (uint16_t)q, rxd, (unsigned)sock, NULL,
+                                       d->pool) != 0, "RX queue %u setup failed", q);
+        FAIL_IF(rte_eth_tx_queue_setup(d->port, (uint16_t)q, txd, (unsigned)sock, NULL) != 0,
+                "TX queue %u setup failed", q);
+    }
+    FAIL_IF(rte_eth_dev_start(d->port) != 0, "port %u: start failed", d->port);
+    d->port_started = true;
+    struct rte_ether_addr mac;
+    FAIL_IF(rte_eth_macaddr_get(d->port, &mac) != 0, "port %u: no MAC address", d->port);
+    memcpy(d->mac, mac.addr_bytes, 6);
+    return OP_OK;
+}
+
+static op_status_t pools_setup(struct dpdk_state *d, unsigned nq, char *err, size_t errlen)
+{
+    d->pool = rte_pktmbuf_pool_create("ofdns_mbufs", d->dc.mbufs, d->dc.mbuf_cache, 0,
+                                      RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+    FAIL_IF(d->pool == NULL, "mbuf pool of %u: %s", d->dc.mbufs, rte_strerror(rte_errno));
+    if (!d->dc.pipeline)
+        return port_setup(d, nq, err, errlen);
+    d->to_workers = rte_ring_create("ofdns_rx", d->dc.ring_size, (int)rte_socket_id(), 0);
+    d->to_tx = rte_ring_create("ofdns_tx", d->dc.ring_size, (int)rte_socket_id(), 0);
+    FAIL_IF(d->to_workers == NULL || d->to_tx == NULL, "rings of %u: %s", d->dc.ring_size,
+            rte_strerror(rte_errno));
+    return port_setup(d, 1, err, errlen);
+}
+
+static void port_stats(const struct op_dns_server *s, uint64_t *c)
+{
+    const struct dpdk_state *d = s->priv;
+    struct rte_eth_stats st;
+    if (d == NULL || !d->port_started || rte_eth_stats_get(d->port, &st) != 0)
+        return;
+    c[OP_DNS_C_port_imissed] += st.imissed;
+    c[OP_DNS_C_port_rx_nombuf] += st.rx_nombuf;
+    c[OP_DNS_C_port_oerrors] += st.oerrors;
+}
+
+static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
+{
+    struct dpdk_state *d = s->priv;
+    if (d == NULL)
+        return;
+    rte_eal_mp_wait_lcore();
+    if (final != NULL)
+        port_stats(s, final);
+    if (d->port_started) {
+        rte_eth_dev_stop(d->port);
+        rte_eth_dev_close(d->port); /* af_xdp detaches its XDP program here */
+    }
+    rte_ring_free(d->to_workers);
+    rte_ring_free(d->to_tx);
+    rte_mempool_free(d->pool);
+    if (d->eal_up)
+        rte_eal_cleanup();
+    free(d);
+    s->priv = NULL;
+}
+
+void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
+{
+    *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
+                                      .ring_size = 4096, .rx_desc = 1024, .tx_desc = 1024,
+                                      .tx_retries = 16, .tx_backoff_us = 100,
+                                      .idle_sleep_us = 1000};
+}
+
+static op_status_t launch(struct op_dns_server *s)
+{
+    unsigned i = 0, lcore;
+    RTE_LCORE_FOREACH_WORKER(lcore)
+    {
+        struct dpdk_state *d = s->priv;
+        lcore_function_t *fn = !d->dc.pipeline ? rtc_main : i == 0 ? io_main : worker_main;
+        if (rte_eal_remote_launch(fn, &s->w[i], lcore) != 0)
+            return OP_ERR_STATE;
+        s->w[i++].started = true;
+    }
+    return OP_OK;
+}
+
+op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
+                              const struct op_dns_dpdk_config *dc, struct op_dns_zones *zones,
+                              struct op_dns_server **out, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "ok");
+    FAIL_IF(cfg->burst < 1 || cfg->burst > MAX_BURST, "--burst must be 1..%d", MAX_BURST);
+    int r = rte_eal_init(dc->eal_argc, dc->eal_argv);
+    FAIL_IF(r < 0, "EAL: %s", rte_strerror(rte_errno));
+    unsigned workers = rte_lcore_count() - 1;
+    if (workers < (dc->pipeline ? 2u : 1u) || rte_eth_dev_count_avail() < 1) {
+        snprintf(err, errlen, "%s needs %s worker lcore(s) (-l) and a port (--vdev): got %u "
+                 "and %u", dc->pipeline ? "pipeline" : "rtc", dc->pipeline ? "2+" : "1+",
+                 workers, rte_eth_dev_count_avail());
+        rte_eal_cleanup();
+        return OP_ERR_INVAL;
+    }
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers);
+    struct dpdk_state *d = calloc(1, sizeof(*d));
+    if (s == NULL || d == NULL) {
+        free(d);
+        if (s != NULL)
+            op_dns_server_stop(s, NULL);
+        rte_eal_cleanup();
+        return OP_ERR_NOMEM;
+    }
+    d->dc = *dc;
+    d->eal_up = true;
+    s->priv = d;
+    s->halt = dpdk_halt;
+    s->port_stats = port_stats;
+    uint16_t pid;
+    RTE_ETH_FOREACH_DEV(pid)
+    {
+        d->port = pid;
+        break;
+    }
+    op_status_t st = pools_setup(d, workers, err, errlen);
+    if (st == OP_OK)
+        st = launch(s);
+    if (st != OP_OK) {
+        op_dns_server_stop(s, NULL);
+        return st;
+    }
+    *out = s;
+    return OP_OK;
+}

@@ -1,0 +1,692 @@
+/* The responder: one query's bytes in, the answer's bytes out.
+ *
+ * Three steps: parse the query (header, one question, OPT) counting every
+ * reason for FORMERR; plan the answer as lists of RRsets per section
+ * (RFC 1034 section 4.3.2, RFC 4592 wildcards, RFC 4035 section 3.1 for
+ * DNSSEC); write the plan with name compression, stopping with TC set when
+ * the answer or authority section does not fit. */
+#include <string.h>
+
+#include "dns_internal.h"
+
+#define MAX_ITEMS 48
+#define MAX_CHAIN 16 /* CNAMEs followed inside a zone */
+#define OPT_LEN 11   /* an OPT record without options */
+
+#define RC_NOERROR 0
+#define RC_FORMERR 1
+#define RC_NXDOMAIN 3
+#define RC_NOTIMP 4
+#define RC_REFUSED 5
+#define RC_BADVERS 16
+
+#define F_QR 0x8000
+#define F_AA 0x0400
+#define F_TC 0x0200
+#define F_RD 0x0100
+#define F_CD 0x0010
+#define EDNS_DO 0x8000
+
+struct query {
+    struct op_dns_hdr h;
+    struct op_dns_rr q;        /* the question, name as sent */
+    uint8_t lname[OP_DNS_NAME_MAX]; /* the question's name in lower case */
+    unsigned labels;
+    bool has_q, edns, dnssec;
+    uint16_t edns_size;
+};
+
+/* One RRset to write: owner is where it is written (the question's name
+ * for a wildcard's records); sigs adds its RRSIGs from the node. */
+struct item {
+    const struct dns_zone *z;
+    const struct dns_node *node;
+    const struct dns_rrset *set;
+    const uint8_t *owner;
+    uint32_t ttl;
+    bool sigs;
+};
+
+struct plan {
+    struct item sec[3][MAX_ITEMS];
+    unsigned n[3];
+    int rcode;
+    bool aa;
+    uint8_t names[MAX_CHAIN + 1][OP_DNS_NAME_MAX]; /* owners the chain went through */
+};
+
+enum { S_AN, S_NS, S_AR };
+
+/* ---- parsing ---- */
+static void count_werr(uint64_t *c, int e)
+{
+    static const enum op_dns_counter map[OP_DNS_W_ERRS_] = {
+        [OP_DNS_W_TRUNCATED] = OP_DNS_C_formerr_truncated,
+        [OP_DNS_W_LABEL_TYPE] = OP_DNS_C_formerr_label_type,
+        [OP_DNS_W_PTR_FORWARD] = OP_DNS_C_formerr_ptr_forward,
+        [OP_DNS_W_PTR_LOOP] = OP_DNS_C_formerr_ptr_loop,
+        [OP_DNS_W_NAME_LONG] = OP_DNS_C_formerr_name_long,
+        [OP_DNS_W_RDATA_LEN] = OP_DNS_C_formerr_rdata_len,
+    };
+    if (e > OP_DNS_W_OK && e < OP_DNS_W_ERRS_)
+        c[map[e]]++;
+}
+
+/* OPT (RFC 6891 section 6.1): at the root, once, in the additional
+ * section, its options framed inside its RDATA. */
+static int take_opt(struct query *qr, const uint8_t *msg, const struct op_dns_rr *rr, uint64_t *c)
+{
+    if (qr->edns || rr->name_len != 1) {
+        c[OP_DNS_C_formerr_opt]++;
+        return RC_FORMERR;
+    }
+    for (size_t at = 0; at < rr->rdlen;) {
+        if (rr->rdlen - at < 4) {
+            c[OP_DNS_C_formerr_opt]++;
+            return RC_FORMERR;
+        }
+        size_t olen = (size_t)msg[rr->rdata_off + at + 2] << 8 | msg[rr->rdata_off + at + 3];
+        at += 4 + olen;
+        if (at > rr->rdlen) {
+            c[OP_DNS_C_formerr_opt]++;
+            return RC_FORMERR;
+        }
+    }
+    qr->edns = true;
+    qr->edns_size = rr->cls < OP_DNS_UDP_MIN ? OP_DNS_UDP_MIN : rr->cls;
+    qr->dnssec = (rr->ttl & EDNS_DO) != 0;
+    c[OP_DNS_C_edns]++;
+    if (qr->dnssec)
+        c[OP_DNS_C_do_bit]++;
+    if ((rr->ttl >> 16 & 0xff) != 0)
+        return RC_BADVERS;
+    return RC_NOERROR;
+}
+
+/* The records after the question: only OPT matters to a query, but all of
+ * them must be well formed, and nothing may follow them. */
+static int parse_records(struct query *qr, const uint8_t *msg, size_t len, size_t off,
+                         uint64_t *c)
+{
+    unsigned counts[3] = {qr->h.ancount, qr->h.nscount, qr->h.arcount};
+    int rc = RC_NOERROR;
+    for (int s = 0; s < 3; s++) {
+        for (unsigned i = 0; i < counts[s]; i++) {
+            struct op_dns_rr rr;
+            int e = op_dns_rr_decode(msg, len, &off, &rr);
+            if (e != OP_DNS_W_OK) {
+                count_werr(c, e);
+                return RC_FORMERR;
+            }
+            if (rr.type == T_OPT && s != S_AR) {
+                c[OP_DNS_C_formerr_opt]++;
+                return RC_FORMERR;
+            }
+            if (s != S_AR) {
+                c[OP_DNS_C_formerr_section]++;
+                return RC_FORMERR;
+            }
+            if (rr.type == T_OPT) {
+                int r = take_opt(qr, msg, &rr, c);
+                if (r == RC_FORMERR)
+                    return r;
+                if (r != RC_NOERROR)
+                    rc = r;
+            }
+        }
+    }
+    if (off != len) {
+        c[OP_DNS_C_formerr_trailing]++;
+        return RC_FORMERR;
+    }
+    return rc;
+}
+
+static int parse_query(struct query *qr, const uint8_t *msg, size_t len, uint64_t *c)
+{
+    if (qr->h.qdcount != 1) {
+        c[OP_DNS_C_formerr_qdcount]++;
+        return RC_FORMERR;
+    }
+    size_t off = OP_DNS_HDR_LEN;
+    int e = op_dns_question_decode(msg, len, &off, &qr->q);
+    if (e != OP_DNS_W_OK) {
+        count_werr(c, e);
+        return RC_FORMERR;
+    }
+    qr->has_q = true;
+    memcpy(qr->lname, qr->q.name, qr->q.name_len);
+    dns_name_lower(qr->lname, qr->q.name_len);
+    qr->labels = dns_name_labels(qr->lname);
+    int rc = parse_records(qr, msg, len, off, c);
+    if (rc == RC_NOERROR && (qr->h.flags >> 11 & 0xf) != 0) {
+        c[OP_DNS_C_notimp_opcode]++;
+        return RC_NOTIMP;
+    }
+    return rc;
+}
+
+/* ---- planning ---- */
+/* Each RRset once: in its own section once per owner, and not again in a
+ * later section at all (a wildcard's NSEC asked for by type is not repeated
+ * as its proof; an address in the answer is not repeated as additional). */
+static bool plan_has(const struct plan *p, int s, const struct dns_rrset *set,
+                     const uint8_t *owner)
+{
+    for (int k = S_AN; k <= s; k++)
+        for (unsigned i = 0; i < p->n[k]; i++)
+            if (p->sec[k][i].set == set &&
+                (k != s || dns_name_eq(p->sec[k][i].owner, dns_name_len(p->sec[k][i].owner),
+                                       owner, dns_name_len(owner))))
+                return true;
+    return false;
+}
+
+static bool plan_add(struct plan *p, int s, const struct dns_zone *z, const struct dns_node *nd,
+                     const struct dns_rrset *set, const uint8_t *owner, bool sigs)
+{
+    if (set == NULL || p->n[s] >= MAX_ITEMS)
+        return false;
+    if (plan_has(p, s, set, owner))
+        return true;
+    p->sec[s][p->n[s]++] = (struct item){z, nd, set, owner, set->ttl, sigs};
+    return true;
+}
+
+static const struct dns_node *node_of(const struct dns_zone *z, const uint8_t *name)
+{
+    size_t ins;
+    long i = dns_zone_find(z, name, &ins);
+    return i >= 0 ? &z->nodes[i] : NULL;
+}
+
+/* Does any name exist at or below name (an empty non-terminal does)? */
+static bool name_exists(const struct dns_zone *z, const uint8_t *name, unsigned labels)
+{
+    size_t ins;
+    if (dns_zone_find(z, name, &ins) >= 0)
+        return true;
+    return ins < z->nnodes &&
+           dns_name_under(z->nodes[ins].name, z->nodes[ins].labels, name, labels);
+}
+
+/* The zone cut (a node with NS below the apex) at or above name, or NULL.
+ * at_name_ok: a cut at the name itself does not count (DS is the parent's). */
+static const struct dns_node *find_cut(const struct dns_zone *z, const uint8_t *name,
+                                       unsigned labels, bool skip_own)
+{
+    for (unsigned l = z->origin_labels + 1; l <= labels; l++) {
+        if (skip_own && l == labels)
+            break;
+        const struct dns_node *nd = node_of(z, dns_name_skip(name, labels - l));
+        if (nd != NULL && dns_node_rrset(z, nd, T_NS) != NULL)
+            return nd;
+    }
+    return NULL;
+}
+
+/* The NSEC at the name before name in canonical order: it covers name. */
+static const struct dns_node *covering_nsec(const struct dns_zone *z, const uint8_t *name)
+{
+    size_t ins;
+    long i = dns_zone_find(z, name, &ins);
+    size_t k = i >= 0 ? (size_t)i : ins;
+    while (k > 0) {
+        k--;
+        if (dns_node_rrset(z, &z->nodes[k], T_NSEC) != NULL)
+            return &z->nodes[k];
+    }
+    return NULL;
+}
+
+static void add_nsec(struct plan *p, const struct dns_zone *z, const struct dns_node *nd)
+{
+    if (nd != NULL)
+        plan_add(p, S_NS, z, nd, dns_node_rrset(z, nd, T_NSEC), nd->name, true);
+}
+
+/* A and AAAA of a name the answer points to (NS, MX, SRV targets; glue). */
+static void add_addresses(struct plan *p, const struct dns_zone *z, const uint8_t *name,
+                          bool dnssec)
+{
+    uint8_t lname[OP_DNS_NAME_MAX];
+    size_t len = dns_name_len(name);
+    memcpy(lname, name, len);
+    dns_name_lower(lname, len);
+    unsigned labels = dns_name_labels(lname);
+    if (!dns_name_under(lname, labels, z->origin, z->origin_labels))
+        return;
+    const struct dns_node *nd = node_of(z, lname);
+    if (nd == NULL)
+        return;
+    bool sigs = dnssec && find_cut(z, lname, labels, false) == NULL; /* glue is unsigned */
+    plan_add(p, S_AR, z, nd, dns_node_rrset(z, nd, T_A), nd->name, sigs);
+    plan_add(p, S_AR, z, nd, dns_node_rrset(z, nd, T_AAAA), nd->name, sigs);
+}
+
+/* Where the name sits in a record of type NS, MX or SRV (0: no name). */
+static size_t target_offset(uint16_t type)
+{
+    return type == T_NS ? 0 : type == T_MX ? 2 : type == T_SRV ? 6 : SIZE_MAX;
+}
+
+static void add_additionals(struct plan *p, const struct dns_zone *z, const struct dns_rrset *set,
+                            bool dnssec)
+{
+    size_t off = target_offset(set->type);
+    if (off == SIZE_MAX)
+        return;
+    for (uint32_t i = 0; i < set->count; i++) {
+        const struct dns_rec *r = &z->recs[set->first + i];
+        add_addresses(p, z, dns_rec_rdata(z, r) + off, dnssec);
+    }
+}
+
+static void add_soa(struct plan *p, const struct dns_zone *z, bool dnssec)
+{
+    const struct dns_node *apex = &z->nodes[z->apex];
+    const struct dns_rrset *soa = dns_node_rrset(z, apex, T_SOA);
+    if (!plan_add(p, S_NS, z, apex, soa, apex->name, dnssec))
+        return;
+    /* RFC 2308 section 3: a negative answer lives min(SOA TTL, MINIMUM). */
+    const uint8_t *rd = dns_rec_rdata(z, &z->recs[soa->first]);
+    size_t off = dns_name_len(rd);
+    off += dns_name_len(rd + off) + 16;
+    uint32_t min = (uint32_t)rd[off] << 24 | (uint32_t)rd[off + 1] << 16 |
+                   (uint32_t)rd[off + 2] << 8 | rd[off + 3];
+    struct item *it = &p->sec[S_NS][p->n[S_NS] - 1];
+    if (it->set == soa && min < it->ttl)
+        it->ttl = min;
+}
+
+static void referral(struct plan *p, const struct dns_zone *z, const struct dns_node *cut,
+                     bool dnssec, uint64_t *c)
+{
+    const struct dns_rrset *ns = dns_node_rrset(z, cut, T_NS);
+    plan_add(p, S_NS, z, cut, ns, cut->name, false);
+    if (dnssec) {
+        const struct dns_rrset *ds = dns_node_rrset(z, cut, T_DS);
+        if (ds != NULL)
+            plan_add(p, S_NS, z, cut, ds, cut->name, true);
+        else
+            add_nsec(p, z, cut);
+    }
+    add_additionals(p, z, ns, dnssec);
+    if (p->n[S_AN] == 0)
+        p->aa = false;
+    c[OP_DNS_C_referral]++;
+}
+
+/* ANY: one RRset, the first by type, on every transport (RFC 8482 section
+ * 4.1, as Knot does); its RRSIGs ride along when DO is set. */
+static void answer_any(struct plan *p, const struct dns_zone *z, const struct dns_node *nd,
+                       const uint8_t *owner, bool dnssec, uint64_t *c)
+{
+    for (uint32_t k = 0; k < nd->set_count; k++) {
+        const struct dns_rrset *set = &z->sets[nd->set_first + k];
+        if (set->type != T_RRSIG) {
+            plan_add(p, S_AN, z, nd, set, owner, dnssec);
+            add_additionals(p, z, set, dnssec);
+            c[OP_DNS_C_any_minimal]++;
+            return;
+        }
+    }
+}
+
+/* The data at a node (found, or the wildcard standing in for the name):
+ * returns the CNAME's target to follow, or NULL when the answer is done. */
+static const uint8_t *answer_node(struct plan *p, const struct dns_zone *z,
+                                  const struct dns_node *nd, const uint8_t *owner,
+                                  uint16_t qtype, const struct query *qr, uint64_t *c)
+{
+    const struct dns_rrset *cname = dns_node_rrset(z, nd, T_CNAME);
+    /* the types that live beside a CNAME are answered, not followed */
+    if (cname != NULL && qtype != T_CNAME && qtype != T_ANY && qtype != T_RRSIG &&
+        qtype != T_NSEC) {
+        plan_add(p, S_AN, z, nd, cname, owner, qr->dnssec);
+        return dns_rec_rdata(z, &z->recs[cname->first]);
+    }
+    if (qtype == T_ANY) {
+        answer_any(p, z, nd, owner, qr->dnssec, c);
+        return NULL;
+    }
+    const struct dns_rrset *set = dns_node_rrset(z, nd, qtype);
+    if (set != NULL) {
+        plan_add(p, S_AN, z, nd, set, owner, qr->dnssec && qtype != T_RRSIG);
+        add_additionals(p, z, set, qr->dnssec);
+        return NULL;
+    }
+    add_soa(p, z, qr->dnssec); /* NODATA */
+    if (qr->dnssec)
+        add_nsec(p, z, nd);
+    return NULL;
+}
+
+/* A name with no node: an empty non-terminal (NODATA), a wildcard's
+ * synthesis, or NXDOMAIN. */
+static const uint8_t *answer_missing(struct plan *p, const struct dns_zone *z,
+                                     const uint8_t *name, unsigned labels, uint16_t qtype,
+                                     const struct query *qr, uint64_t *c)
+{
+    if (name_exists(z, name, labels)) {
+        add_soa(p, z, qr->dnssec);
+        if (qr->dnssec)
+            add_nsec(p, z, covering_nsec(z, name));
+        return NULL;
+    }
+    unsigned ce = labels - 1;
+    while (ce > z->origin_labels && !name_exists(z, dns_name_skip(name, labels - ce), ce))
+        ce--;
+    uint8_t wild[OP_DNS_NAME_MAX];
+    const uint8_t *encloser = dns_name_skip(name, labels - ce);
+    size_t elen = dns_name_len(encloser);
+    wild[0] = 1;
+    wild[1] = '*';
+    memcpy(wild + 2, encloser, elen);
+    const struct dns_node *wn = node_of(z, wild);
+    if (wn != NULL) {
+        c[OP_DNS_C_wildcard]++;
+        const uint8_t *next = answer_node(p, z, wn, name, qtype, qr, c);
+        if (qr->dnssec) /* RFC 4035 section 3.1.3.3: no closer match exists */
+            add_nsec(p, z, covering_nsec(z, name));
+        return next;
+    }
+    p->rcode = RC_NXDOMAIN;
+    add_soa(p, z, qr->dnssec);
+    if (qr->dnssec) {
+        add_nsec(p, z, covering_nsec(z, name));
+        add_nsec(p, z, covering_nsec(z, wild));
+    }
+    return NULL;
+}
+
+static void plan_answer(struct plan *p, const struct op_dns_zones *zs, const struct query *qr,
+                        uint64_t *c)
+{
+    uint16_t qtype = qr->q.type;
+    const struct dns_zone *z = dns_zones_match(zs, qr->lname, qr->labels);
+    if (z == NULL) {
+        c[OP_DNS_C_refused_zone]++;
+        p->rcode = RC_REFUSED;
+        return;
+    }
+    p->aa = true;
+    memcpy(p->names[0], qr->lname, qr->q.name_len);
+    for (unsigned hop = 0;; hop++) {
+        const uint8_t *name = p->names[hop];
+        unsigned labels = dns_name_labels(name);
+        const struct dns_node *cut = find_cut(z, name, labels, qtype == T_DS);
+        if (cut != NULL) {
+            referral(p, z, cut, qr->dnssec, c);
+            return;
+        }
+        const struct dns_node *nd = node_of(z, name);
+        const uint8_t *next = nd != NULL ? answer_node(p, z, nd, name, qtype, qr, c)
+                                         : answer_missing(p, z, name, labels, qtype, qr, c);
+        if (next == NULL || hop + 1 > MAX_CHAIN)
+            return;
+        size_t len = dns_name_len(next);
+        memcpy(p->names[hop + 1], next, len);
+        dns_name_lower(p->names[hop + 1], len);
+        unsigned nl = dns_name_labels(p->names[hop + 1]);
+        if (!dns_name_under(p->names[hop + 1], nl, z->origin, z->origin_labels))
+            return; /* out of the zone: the client follows it */
+        for (unsigned k = 0; k <= hop; k++)
+            if (dns_name_eq(p->names[k], dns_name_len(p->names[k]), p->names[hop + 1], len))
+                return; /* a loop: what we have is the answer */
+        c[OP_DNS_C_cname_followed]++;
+    }
+}
+
+/* ---- writing ---- */
+struct writer {
+    uint8_t *buf;
+    size_t cap, len;
+    uint16_t count[3];
+    uint16_t comp[64]; /* offsets of names written, for compression */
+    unsigned ncomp;
+};
+
+/* Is the (possibly compressed) name at off in buf equal to name? */
+static bool name_at_eq(const uint8_t *buf, size_t off, const uint8_t *name)
+{
+    for (unsigned guard = 0; guard < 128; guard++) {
+        while ((buf[off] & 0xc0) == 0xc0)
+            off = (size_t)(buf[off] & 0x3f) << 8 | buf[off + 1];
+        uint8_t l = buf[off];
+        if (l != *name)
+            return false;
+        if (l == 0)
+            return true;
+        for (uint8_t i = 1; i <= l; i++)
+            if (dns_lc(buf[off + i]) != dns_lc(name[i]))
+                return false;
+        off += 1 + (size_t)l;
+        name += 1 + l;
+    }
+    return false;
+}
+
+static bool w_bytes(struct writer *w, const void *p, size_t n)
+{
+    if (w->len + n > w->cap)
+        return false;
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+    return true;
+}
+
+static bool w_be(struct writer *w, uint32_t v, size_t n)
+{
+    uint8_t b[4];
+    for (size_t i = n; i > 0; i--) {
+        b[i - 1] = (uint8_t)v;
+        v >>= 8;
+    }
+    return w_bytes(w, b, n);
+}
+
+/* A name, its longest suffix already written replaced by a pointer. */
+static bool w_name(struct writer *w, const uint8_t *name, bool compress)
+{
+    for (const uint8_t *s = name; *s != 0; s += 1 + *s) {
+        for (unsigned i = 0; compress && i < w->ncomp; i++)
+            if (name_at_eq(w->buf, w->comp[i], s))
+                return w_bytes(w, name, (size_t)(s - name)) && w_be(w, 0xc000u | w->comp[i], 2);
+    }
+    size_t start = w->len;
+    if (!w_bytes(w, name, dns_name_len(name)))
+        return false;
+    for (const uint8_t *s = name; *s != 0 && w->ncomp < 64; s += 1 + *s)
+        if (start + (size_t)(s - name) < 0x4000)
+            w->comp[w->ncomp++] = (uint16_t)(start + (size_t)(s - name));
+    return true;
+}
+
+/* RDATA with its names compressed where RFC 3597 section 4 allows it. */
+static bool w_rdata(struct writer *w, uint16_t type, const uint8_t *rd, uint16_t rdlen)
+{
+    switch (type) {
+    case T_NS:
+    case T_CNAME:
+    case T_PTR:
+        return w_name(w, rd, true);
+    case T_MX:
+        return w_bytes(w, rd, 2) && w_name(w, rd + 2, true);
+    case T_SOA: {
+        size_t m = dns_name_len(rd), r = dns_name_len(rd + m);
+        return w_name(w, rd, true) && w_name(w, rd + m, true) && w_bytes(w, rd + m + r, 20);
+    }
+    default:
+        return w_bytes(w, rd, rdlen);
+    }
+}
+
+static bool w_rr(struct writer *w, const uint8_t *owner, uint16_t type, uint32_t ttl,
+                 const uint8_t *rd, uint16_t rdlen)
+{
+    if (!w_name(w, owner, true) || !w_be(w, type, 2) || !w_be(w, C_IN, 2) || !w_be(w, ttl, 4))
+        return false;
+    size_t at = w->len;
+    if (!w_be(w, 0, 2) || !w_rdata(w, type, rd, rdlen))
+        return false;
+    size_t n = w->len - at - 2;
+    w->buf[at] = (uint8_t)(n >> 8);
+    w->buf[at + 1] = (uint8_t)n;
+    return true;
+}
+
+/* An RRset and, if asked, the RRSIGs covering it: all or nothing. */
+static bool w_item(struct writer *w, int s, const struct item *it)
+{
+    size_t len = w->len;
+    unsigned ncomp = w->ncomp, n = 0;
+    bool ok = true;
+    for (uint32_t i = 0; ok && i < it->set->count; i++, n++) {
+        const struct dns_rec *r = &it->z->recs[it->set->first + i];
+        ok = w_rr(w, it->owner, r->type, it->ttl, dns_rec_rdata(it->z, r), r->rdlen);
+    }
+    const struct dns_rrset *sigs = it->sigs ? dns_node_rrset(it->z, it->node, T_RRSIG) : NULL;
+    for (uint32_t i = 0; ok && sigs != NULL && i < sigs->count; i++) {
+        const struct dns_rec *r = &it->z->recs[sigs->first + i];
+        const uint8_t *rd = dns_rec_rdata(it->z, r);
+        if (r->rdlen < 2 || ((uint16_t)(rd[0] << 8 | rd[1])) != it->set->type)
+            continue;
+        ok = w_rr(w, it->owner, T_RRSIG, it->ttl < r->ttl ? it->ttl : r->ttl, rd, r->rdlen);
+        n++;
+    }
+    if (!ok) {
+        w->len = len;
+        w->ncomp = ncomp;
+        return false;
+    }
+    w->count[s] = (uint16_t)(w->count[s] + n);
+    return true;
+}
+
+/* Answer and authority whole, or TC; additional records only if they fit. */
+static bool write_sections(struct writer *w, const struct plan *p)
+{
+    for (int s = S_AN; s <= S_AR; s++)
+        for (unsigned i = 0; i < p->n[s]; i++)
+            if (!w_item(w, s, &p->sec[s][i]) && s != S_AR)
+                return false;
+    return true;
+}
+
+static size_t finish(struct writer *w, const struct query *qr, int rcode, bool aa, bool tc,
+                     uint16_t edns_max)
+{
+    struct op_dns_hdr h = {
+        .id = qr->h.id,
+        .flags = (uint16_t)(F_QR | (qr->h.flags & (0x7800 | F_RD | F_CD)) | (aa ? F_AA : 0) |
+                            (tc ? F_TC : 0) | (rcode & 0xf)),
+        .qdcount = qr->has_q ? 1 : 0,
+        .ancount = w->count[S_AN],
+        .nscount = w->count[S_NS],
+        .arcount = (uint16_t)(w->count[S_AR] + (qr->edns ? 1 : 0)),
+    };
+    op_dns_hdr_encode(&h, w->buf);
+    if (qr->edns) { /* room for it was kept */
+        uint32_t ttl = (uint32_t)(rcode >> 4) << 24 | (qr->dnssec ? EDNS_DO : 0);
+        w->cap += OPT_LEN;
+        w_be(w, 0, 1);
+        w_be(w, T_OPT, 2);
+        w_be(w, edns_max, 2);
+        w_be(w, ttl, 4);
+        w_be(w, 0, 2);
+    }
+    return w->len;
+}
+
+static void count_rcode(uint64_t *c, int rcode)
+{
+    static const enum op_dns_counter map[] = {
+        [RC_NOERROR] = OP_DNS_C_rcode_noerror, [RC_FORMERR] = OP_DNS_C_rcode_formerr,
+        [2] = OP_DNS_C_rcode_servfail,         [RC_NXDOMAIN] = OP_DNS_C_rcode_nxdomain,
+        [RC_NOTIMP] = OP_DNS_C_rcode_notimp,   [RC_REFUSED] = OP_DNS_C_rcode_refused,
+    };
+    c[rcode == RC_BADVERS ? OP_DNS_C_rcode_badvers : map[rcode]]++;
+}
+
+/* The rcode for the query as parsed, before any lookup. */
+static int precheck(const struct query *qr, uint64_t *c)
+{
+    if (qr->q.cls != C_IN) {
+        c[OP_DNS_C_refused_class]++;
+        return RC_REFUSED;
+    }
+    if (qr->q.type == T_AXFR || qr->q.type == T_IXFR) {
+        c[OP_DNS_C_refused_xfr]++;
+        return RC_REFUSED;
+    }
+    return RC_NOERROR;
+}
+
+size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_info *qi,
+                      const uint8_t *q, size_t qlen, uint8_t *out, size_t cap, uint64_t *c)
+{
+    struct query qr = {0};
+    c[OP_DNS_C_received]++;
+    if (op_dns_hdr_decode(q, qlen, &qr.h) != OP_OK || cap < OP_DNS_UDP_MIN) {
+        c[OP_DNS_C_drop_short]++;
+        return 0;
+    }
+    if (qr.h.flags & F_QR) {
+        c[OP_DNS_C_drop_response]++;
+        return 0;
+    }
+    int rcode = parse_query(&qr, q, qlen, c);
+    if (rcode == RC_FORMERR)
+        qr.edns = false; /* nothing of the query is trusted */
+    size_t limit = qi->tcp ? OP_DNS_MSG_MAX
+                           : !qr.edns ? OP_DNS_UDP_MIN
+                                      : (qr.edns_size < qi->udp_max ? qr.edns_size : qi->udp_max);
+    if (limit < OP_DNS_UDP_MIN)
+        limit = OP_DNS_UDP_MIN;
+    struct writer w = {.buf = out, .cap = (limit < cap ? limit : cap) - (qr.edns ? OPT_LEN : 0),
+                       .len = OP_DNS_HDR_LEN};
+    bool tc = false, aa = false;
+    if (qr.has_q && !w_name(&w, qr.q.name, true))
+        qr.has_q = false;
+    if (qr.has_q)
+        w_be(&w, qr.q.type, 2), w_be(&w, qr.q.cls, 2);
+    if (rcode == RC_NOERROR)
+        rcode = precheck(&qr, c);
+    if (rcode == RC_NOERROR) {
+        struct plan p;
+        memset(&p, 0, offsetof(struct plan, names)); /* names are written as used */
+        plan_answer(&p, zs, &qr, c);
+        rcode = p.rcode;
+        aa = p.aa;
+        tc = !write_sections(&w, &p);
+    }
+    if (tc)
+        c[OP_DNS_C_truncated]++;
+    count_rcode(c, rcode);
+    c[OP_DNS_C_responses]++;
+    return finish(&w, &qr, rcode, aa, tc, qi->udp_max);
+}
+
+static const char *const counter_names[] = {OP_DNS_COUNTERS(OP_COUNTER_NAME)};
+
+const char *op_dns_counter_name(unsigned c)
+{
+    return op_counter_name(counter_names, OP_DNS_C_COUNT_, c);
+}
+
+bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_])
+{
+    uint64_t rx = c[OP_DNS_C_received];
+    uint64_t out = c[OP_DNS_C_responses] + c[OP_DNS_C_drop_short] + c[OP_DNS_C_drop_response];
+    uint64_t sent = c[OP_DNS_C_udp_tx] + c[OP_DNS_C_tcp_tx] + c[OP_DNS_C_drop_tx] +
+                    c[OP_DNS_C_drop_tcp_closed];
+    bool io = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == 0 ||
+              (c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == rx && sent == c[OP_DNS_C_responses]);
+    uint64_t frames = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_ctl_rx] + c[OP_DNS_C_drop_not_ours] +
+                      c[OP_DNS_C_drop_frame] + c[OP_DNS_C_drop_ring_rx];
+    bool l2 = c[OP_DNS_C_frames_rx] == 0 ||
+              (c[OP_DNS_C_frames_rx] == frames &&
+               c[OP_DNS_C_ctl_rx] == c[OP_DNS_C_ctl_tx] + c[OP_DNS_C_drop_tx_ctl]);
+    return rx == out && io && l2;
+}

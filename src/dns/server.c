@@ -1,0 +1,425 @@
+/* The socket model: UDP threads, each with its own SO_REUSEPORT socket
+ * (the kernel spreads the clients across them), answering bursts with
+ * recvmmsg/sendmmsg, and one TCP thread (RFC 7766: 2-byte length framing,
+ * pipelined queries answered in order, idle connections closed).
+ *
+ * Threads block in poll when there is nothing to do, so an idle server
+ * costs nothing. Each thread owns its counters and publishes them after
+ * every burst (relaxed atomics, one writer). The zone set is swapped on
+ * reload; a thread announces the set it is reading (a hazard pointer), and
+ * the old set is handed back only when no thread announces it. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dns_internal.h"
+
+#define UDP_BUF 4096
+#define POLL_MS 100 /* how soon a blocked thread sees stop */
+
+void dns_publish(struct dns_worker *w)
+{
+    for (int i = 0; i < OP_DNS_C_COUNT_; i++)
+        atomic_store_explicit(&w->pub[i], w->c[i], memory_order_relaxed);
+}
+
+const struct op_dns_zones *dns_zones_enter(struct dns_worker *w)
+{
+    const struct op_dns_zones *z;
+    do {
+        z = atomic_load(&w->s->zones);
+        atomic_store(&w->hazard, z);
+    } while (z != atomic_load(&w->s->zones));
+    return z;
+}
+
+void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
+
+/* ---- UDP ---- */
+struct udp_bufs {
+    struct mmsghdr in[1024], out[1024];
+    struct iovec iin[1024], iout[1024];
+    struct sockaddr_in from[1024];
+    uint8_t (*rx)[UDP_BUF];
+    uint8_t (*tx)[UDP_BUF];
+};
+
+static void udp_burst(struct dns_worker *w, struct udp_bufs *b, unsigned n)
+{
+    struct op_dns_query_info qi = {.tcp = false, .udp_max = w->s->cfg.udp_max};
+    unsigned m = 0;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = op_dns_respond(z, &qi, b->rx[i], b->in[i].msg_len, b->tx[m], UDP_BUF, w->c);
+        if (len == 0)
+            continue;
+        b->iout[m] = (struct iovec){b->tx[m], len};
+        b->out[m].msg_hdr = (struct msghdr){.msg_name = &b->from[i],
+                                            .msg_namelen = b->in[i].msg_hdr.msg_namelen,
+                                            .msg_iov = &b->iout[m], .msg_iovlen = 1};
+        m++;
+    }
+    dns_zones_leave(w);
+    for (unsigned sent = 0; sent < m;) {
+        int r = sendmmsg(w->fd, b->out + sent, m - sent, 0);
+        if (r > 0) {
+            sent += (unsigned)r;
+            w->c[OP_DNS_C_udp_tx] += (unsigned)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else { /* the first of the rest cannot go: count it, try the others */
+            w->c[OP_DNS_C_drop_tx]++;
+            sent++;
+        }
+    }
+}
+
+static void *udp_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    unsigned burst = w->s->cfg.burst;
+    struct udp_bufs *b = calloc(1, sizeof(*b));
+    uint8_t(*rx)[UDP_BUF] = malloc((size_t)burst * UDP_BUF);
+    uint8_t(*tx)[UDP_BUF] = malloc((size_t)burst * UDP_BUF);
+    if (b == NULL || rx == NULL || tx == NULL) {
+        OP_ERROR(w->s->cfg.log, "dns: udp thread: out of memory");
+        goto out;
+    }
+    b->rx = rx;
+    b->tx = tx;
+    while (!dns_server_stopping(w->s)) {
+        struct pollfd pfd = {w->fd, POLLIN, 0};
+        if (poll(&pfd, 1, POLL_MS) <= 0)
+            continue;
+        for (unsigned i = 0; i < burst; i++) {
+            b->iin[i] = (struct iovec){b->rx[i], UDP_BUF};
+            b->in[i].msg_hdr = (struct msghdr){.msg_name = &b->from[i],
+                                               .msg_namelen = sizeof(b->from[i]),
+                                               .msg_iov = &b->iin[i], .msg_iovlen = 1};
+        }
+        int n = recvmmsg(w->fd, b->in, burst, MSG_DONTWAIT, NULL);
+        if (n <= 0)
+            continue;
+        w->c[OP_DNS_C_udp_rx] += (unsigned)n;
+        udp_burst(w, b, (unsigned)n);
+        dns_publish(w);
+    }
+out:
+    free(b);
+    free(rx);
+    free(tx);
+    return NULL;
+}
+
+/* ---- TCP ---- */
+struct conn {
+    int fd;
+    uint8_t in[2 + OP_DNS_MSG_MAX];
+    size_t inlen;
+    uint8_t out[2 + OP_DNS_MSG_MAX];
+    size_t outlen, outoff;
+    uint64_t last_ns;
+};
+
+static void conn_close(struct dns_worker *w, struct conn **cp)
+{
+    struct conn *c = *cp;
+    if (c->outlen > c->outoff)
+        w->c[OP_DNS_C_drop_tcp_closed]++;
+    close(c->fd);
+    free(c);
+    *cp = NULL;
+}
+
+/* Send what is pending; false when the connection is gone. */
+static bool conn_flush(struct dns_worker *w, struct conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t r = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+            c->outoff += (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        }
+    }
+    if (c->outlen > 0)
+        w->c[OP_DNS_C_tcp_tx]++;
+    c->outlen = c->outoff = 0;
+    return true;
+}
+
+/* Answer the first whole message of the input, if there is one and no
+ * answer is still on its way (answers go out in the order asked). */
+static bool conn_answer(struct dns_worker *w, struct conn *c)
+{
+    if (c->outlen > 0 || c->inlen < 2)
+        return false;
+    size_t mlen = (size_t)c->in[0] << 8 | c->in[1];
+    if (c->inlen < 2 + mlen)
+        return false;
+    struct op_dns_query_info qi = {.tcp = true, .udp_max = w->s->cfg.udp_max};
+    w->c[OP_DNS_C_tcp_rx]++;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    size_t len = op_dns_respond(z, &qi, c->in + 2, mlen, c->out + 2, OP_DNS_MSG_MAX, w->c);
+    dns_zones_leave(w);
+    memmove(c->in, c->in + 2 + mlen, c->inlen - 2 - mlen);
+    c->inlen -= 2 + mlen;
+    if (len > 0) {
+        c->out[0] = (uint8_t)(len >> 8);
+        c->out[1] = (uint8_t)len;
+        c->outlen = 2 + len;
+    }
+    return true;
+}
+
+/* Read, answer, write, until the connection would block; false to close. */
+static bool conn_serve(struct dns_worker *w, struct conn *c, short revents, uint64_t now)
+{
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+            return false;
+        if (r > 0) {
+            c->inlen += (size_t)r;
+            c->last_ns = now;
+        }
+    }
+    do {
+        if (!conn_flush(w, c))
+            return false;
+    } while (conn_answer(w, c));
+    return conn_flush(w, c);
+}
+
+static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (unsigned i = 0; i < max; i++) {
+        if (conns[i] != NULL)
+            continue;
+        conns[i] = calloc(1, sizeof(struct conn));
+        if (conns[i] == NULL)
+            break;
+        conns[i]->fd = fd;
+        conns[i]->last_ns = now;
+        w->c[OP_DNS_C_tcp_conns]++;
+        return;
+    }
+    w->c[OP_DNS_C_tcp_conn_refused]++;
+    close(fd);
+}
+
+static void tcp_round(struct dns_worker *w, struct pollfd *pfd, struct conn **conns, unsigned max)
+{
+    uint64_t now = op_now_ns(), idle = (uint64_t)w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
+    pfd[0] = (struct pollfd){w->fd, POLLIN, 0};
+    for (unsigned i = 0; i < max; i++)
+        pfd[1 + i] = (struct pollfd){conns[i] ? conns[i]->fd : -1,
+                                     (short)(conns[i] && conns[i]->outlen ? POLLOUT : POLLIN), 0};
+    if (poll(pfd, 1 + max, POLL_MS) < 0)
+        return;
+    now = op_now_ns();
+    for (unsigned i = 0; i < max; i++) {
+        if (conns[i] == NULL)
+            continue;
+        if (pfd[1 + i].revents != 0 && !conn_serve(w, conns[i], pfd[1 + i].revents, now)) {
+            conn_close(w, &conns[i]);
+        } else if (now - conns[i]->last_ns > idle) {
+            w->c[OP_DNS_C_tcp_idle_closed]++;
+            conn_close(w, &conns[i]);
+        }
+    }
+    if (pfd[0].revents & POLLIN)
+        tcp_accept(w, w->fd, conns, max, now);
+    dns_publish(w);
+}
+
+static void *tcp_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    unsigned max = w->s->cfg.tcp_max;
+    struct conn **conns = calloc(max, sizeof(*conns));
+    struct pollfd *pfd = calloc(1 + max, sizeof(*pfd));
+    if (conns == NULL || pfd == NULL) {
+        OP_ERROR(w->s->cfg.log, "dns: tcp thread: out of memory");
+    } else {
+        while (!dns_server_stopping(w->s))
+            tcp_round(w, pfd, conns, max);
+        for (unsigned i = 0; i < max; i++)
+            if (conns[i] != NULL)
+                conn_close(w, &conns[i]);
+        dns_publish(w);
+    }
+    free(conns);
+    free(pfd);
+    return NULL;
+}
+
+/* ---- setup ---- */
+static op_status_t open_socket(const struct op_dns_server_config *cfg, int type, int *out)
+{
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC | (type == SOCK_STREAM ? SOCK_NONBLOCK : 0), 0);
+    if (fd < 0)
+        return op_status_from_errno(errno);
+    int one = 1, rcvbuf = 4 << 20;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port),
+                             .sin_addr.s_addr = htonl(cfg->addr)};
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (type == SOCK_DGRAM) /* a bigger queue absorbs bursts; best effort */
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (type == SOCK_STREAM && listen(fd, 128) != 0)) {
+        op_status_t st = op_status_from_errno(errno);
+        close(fd);
+        return st;
+    }
+    *out = fd;
+    return OP_OK;
+}
+
+void op_dns_server_config_default(struct op_dns_server_config *cfg)
+{
+    *cfg = (struct op_dns_server_config){
+        .addr = 0x7f000001u, .port = 53, .udp_threads = 1, .burst = 64, .tcp_max = 64,
+        .tcp_idle_ms = 10000, .udp_max = OP_DNS_UDP_DEFAULT, .log = NULL};
+}
+
+struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
+                                       struct op_dns_zones *zones, unsigned nw)
+{
+    struct op_dns_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->cfg = *cfg;
+    s->nw = nw;
+    size_t size = (nw * sizeof(struct dns_worker) + 63) / 64 * 64;
+    s->w = aligned_alloc(64, size);
+    if (s->w == NULL) {
+        free(s);
+        return NULL;
+    }
+    memset(s->w, 0, size);
+    for (unsigned i = 0; i < nw; i++) {
+        s->w[i].s = s;
+        s->w[i].fd = -1;
+        s->w[i].index = i;
+    }
+    atomic_store(&s->zones, zones);
+    return s;
+}
+
+bool dns_server_stopping(const struct op_dns_server *s)
+{
+    return atomic_load_explicit(&s->stop, memory_order_relaxed);
+}
+
+/* The socket model's end: join the threads, close the sockets. */
+static void socket_halt(struct op_dns_server *s, uint64_t *final)
+{
+    (void)final;
+    for (unsigned i = 0; i < s->nw; i++)
+        if (s->w[i].started)
+            pthread_join(s->w[i].th, NULL);
+    for (unsigned i = 0; i < s->nw; i++)
+        if (s->w[i].fd >= 0)
+            close(s->w[i].fd);
+}
+
+static op_status_t start_threads(struct op_dns_server *s)
+{
+    for (unsigned i = 0; i < s->nw; i++) {
+        struct dns_worker *w = &s->w[i];
+        bool tcp = i == s->nw - 1;
+        if (pthread_create(&w->th, NULL, tcp ? tcp_main : udp_main, w) != 0)
+            return OP_ERR_NOMEM;
+        w->started = true;
+    }
+    return OP_OK;
+}
+
+op_status_t op_dns_server_start(const struct op_dns_server_config *cfg,
+                                struct op_dns_zones *zones, struct op_dns_server **out)
+{
+    if (cfg->udp_threads < 1 || cfg->udp_threads > 64 || cfg->burst < 1 || cfg->burst > 1024 ||
+        cfg->tcp_max < 1 || cfg->udp_max < OP_DNS_UDP_MIN || cfg->udp_max > UDP_BUF)
+        return OP_ERR_INVAL;
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, cfg->udp_threads + 1);
+    if (s == NULL)
+        return OP_ERR_NOMEM;
+    s->halt = socket_halt;
+    op_status_t st = OP_OK;
+    for (unsigned i = 0; i < s->nw && st == OP_OK; i++)
+        st = open_socket(cfg, i == s->nw - 1 ? SOCK_STREAM : SOCK_DGRAM, &s->w[i].fd);
+    if (st == OP_OK)
+        st = start_threads(s);
+    if (st != OP_OK) {
+        op_dns_server_stop(s, NULL);
+        return st;
+    }
+    *out = s;
+    return OP_OK;
+}
+
+struct op_dns_zones *op_dns_server_reload(struct op_dns_server *s, struct op_dns_zones *zones)
+{
+    struct op_dns_zones *old = atomic_exchange(&s->zones, zones);
+    for (unsigned i = 0; i < s->nw; i++) {
+        /* A thread holds a set for one burst or one TCP message: short. */
+        while (atomic_load(&s->w[i].hazard) == old) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return old;
+}
+
+void op_dns_server_count(struct op_dns_server *s, enum op_dns_counter c)
+{
+    if ((unsigned)c < OP_DNS_C_COUNT_)
+        atomic_fetch_add_explicit(&s->ctl[c], 1, memory_order_relaxed);
+}
+
+void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C_COUNT_])
+{
+    for (int k = 0; k < OP_DNS_C_COUNT_; k++) {
+        out[k] = atomic_load_explicit(&s->ctl[k], memory_order_relaxed);
+        for (unsigned i = 0; i < s->nw; i++)
+            out[k] += atomic_load_explicit(&s->w[i].pub[k], memory_order_relaxed);
+    }
+    if (s->port_stats != NULL)
+        s->port_stats(s, out);
+}
+
+struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s, uint64_t final[OP_DNS_C_COUNT_])
+{
+    atomic_store(&s->stop, true);
+    if (final != NULL) /* the device's counters go with the device */
+        memset(final, 0, OP_DNS_C_COUNT_ * sizeof(*final));
+    if (s->halt != NULL)
+        s->halt(s, final);
+    struct op_dns_zones *z = atomic_load(&s->zones);
+    if (final != NULL) {
+        uint64_t port[OP_DNS_C_COUNT_];
+        memcpy(port, final, sizeof(port));
+        s->port_stats = NULL;
+        op_dns_server_counters(s, final);
+        for (int k = 0; k < OP_DNS_C_COUNT_; k++)
+            final[k] += port[k];
+    }
+    free(s->w);
+    free(s);
+    return z;
+}

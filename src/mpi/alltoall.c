@@ -1,0 +1,167 @@
+/* MPI_Alltoall by the agent's worker threads (offpath/agent.h), when
+ * OFFPATH_ALLTOALL=agent: an unmodified MPI program's all-to-all moves as
+ * RDMA writes over offpath's RoCEv2 instead of the MPI's own path. Each
+ * communicator gets its workers at its first call of a chunk size (a
+ * collective setup over PMPI); every call first agrees over PMPI that all
+ * ranks take this path with the same chunk, so a rank that cannot (an odd
+ * datatype, MPI_IN_PLACE, a broken worker) sends all of them to the MPI's
+ * own MPI_Alltoall instead of leaving the others waiting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opmpi.h"
+
+#define A2A_CALL_NS (30 * OP_NS_PER_S)
+
+/* Bytes a rank sends each rank, when the buffers are plain bytes: a
+ * contiguous type whose extent is its size; 0 otherwise. */
+static size_t plain_chunk(const void *sendbuf, int scount, MPI_Datatype stype, int rcount,
+                          MPI_Datatype rtype)
+{
+    int ssize, rsize;
+    MPI_Aint slb, sext, rlb, rext;
+    if (sendbuf == MPI_IN_PLACE || scount <= 0 || PMPI_Type_size(stype, &ssize) != MPI_SUCCESS ||
+        PMPI_Type_size(rtype, &rsize) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(stype, &slb, &sext) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(rtype, &rlb, &rext) != MPI_SUCCESS)
+        return 0;
+    if (slb != 0 || rlb != 0 || sext != ssize || rext != rsize ||
+        (int64_t)scount * ssize != (int64_t)rcount * rsize)
+        return 0;
+    return (size_t)scount * (size_t)ssize;
+}
+
+/* Every rank's chunk, or 0 for all when any rank has 0 or another size. */
+static size_t agreed_chunk(MPI_Comm comm, size_t chunk)
+{
+    long long mine[2] = {(long long)chunk, -(long long)chunk}, all[2];
+    PMPI_Allreduce(mine, all, 2, MPI_LONG_LONG, MPI_MIN, comm);
+    return all[0] > 0 && all[0] == -all[1] ? (size_t)all[0] : 0;
+}
+
+struct setup {
+    struct op_a2a_endpoint *eps;
+    struct op_a2a_qp_info *mine, *theirs;
+};
+
+static bool setup_alloc(struct setup *s, int ranks)
+{
+    s->eps = calloc((size_t)ranks, sizeof(*s->eps));
+    s->mine = calloc((size_t)ranks, sizeof(*s->mine));
+    s->theirs = calloc((size_t)ranks, sizeof(*s->theirs));
+    return s->eps && s->mine && s->theirs;
+}
+
+static void setup_free(struct setup *s)
+{
+    free(s->eps);
+    free(s->mine);
+    free(s->theirs);
+}
+
+/* Every rank's verdict: true only if all are. */
+static bool all_of(MPI_Comm comm, bool ok)
+{
+    int mine = ok, all;
+    PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, comm);
+    return all != 0;
+}
+
+/* Endpoints to all, each pair's QP to its peer (collective). */
+static op_status_t connect_workers(MPI_Comm comm, struct op_a2a *a, struct setup *s)
+{
+    struct op_a2a_endpoint me;
+    op_a2a_endpoint(a, &me);
+    op_a2a_qp_infos(a, s->mine);
+    PMPI_Allgather(&me, sizeof me, MPI_BYTE, s->eps, sizeof me, MPI_BYTE, comm);
+    PMPI_Alltoall(s->mine, sizeof *s->mine, MPI_BYTE, s->theirs, sizeof *s->mine, MPI_BYTE,
+                  comm);
+    return op_a2a_connect(a, s->eps, s->theirs);
+}
+
+/* Workers for chunks of `chunk` bytes on every rank of comm, or on none. */
+static bool open_workers(MPI_Comm comm, struct opm_comm *c, size_t chunk)
+{
+    int rank, ranks;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &ranks);
+    opm_a2a_free(c);
+    struct op_a2a_config cfg = {.ranks = (uint32_t)ranks, .rank = (uint32_t)rank,
+                                .workers = opm.cfg.alltoall_threads, .ip = opm.my_ip,
+                                .chunk = chunk};
+    struct setup s;
+    op_status_t st = setup_alloc(&s, ranks) ? op_a2a_create(&cfg, &c->a2a) : OP_ERR_NOMEM;
+    bool ok = all_of(comm, st == OP_OK);
+    if (ok)
+        st = connect_workers(comm, c->a2a, &s);
+    ok = ok && all_of(comm, st == OP_OK);
+    setup_free(&s);
+    if (ok) {
+        c->a2a_chunk = chunk;
+        return true;
+    }
+    if (opm.cfg.verbose && st != OP_OK)
+        fprintf(stderr, "offpath: rank %d: all-to-all workers: %s\n", opm.world_rank,
+                op_status_str(st));
+    opm_a2a_free(c);
+    c->a2a_broken = true; /* every rank: the calls are the MPI's */
+    return false;
+}
+
+static int by_workers(struct opm_comm *c, const void *sendbuf, void *recvbuf, size_t chunk,
+                      MPI_Comm comm)
+{
+    int ranks;
+    PMPI_Comm_size(comm, &ranks);
+    memcpy(op_a2a_sendbuf(c->a2a), sendbuf, (size_t)ranks * chunk);
+    op_status_t st = op_a2a_run(c->a2a, op_now_ns() + A2A_CALL_NS);
+    if (st != OP_OK) {
+        /* the others may have their data; this rank has not: the call
+         * fails here, and the next one agrees to go the MPI's way */
+        fprintf(stderr, "offpath: rank %d: MPI_Alltoall by the workers: %s\n", opm.world_rank,
+                op_status_str(st));
+        c->a2a_broken = true;
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    memcpy(recvbuf, op_a2a_recvbuf(c->a2a), (size_t)ranks * chunk);
+    opm.a2a_agent++;
+    return MPI_SUCCESS;
+}
+
+OP_API int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
+                        int rcount, MPI_Datatype rtype, MPI_Comm comm)
+{
+    struct opm_comm *c = opm.initialized && opm.cfg.alltoall_agent ? opm_comm_get(comm) : NULL;
+    int inter = 0;
+    if (c != NULL)
+        PMPI_Comm_test_inter(comm, &inter);
+    if (c == NULL || inter)
+        return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    opm.a2a_calls++;
+    size_t mine = c->a2a_broken ? 0 : plain_chunk(sendbuf, scount, stype, rcount, rtype);
+    size_t chunk = agreed_chunk(comm, mine);
+    if (chunk == 0 || (chunk != c->a2a_chunk && !open_workers(comm, c, chunk)))
+        return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+    return by_workers(c, sendbuf, recvbuf, chunk, comm);
+}
+
+void opm_a2a_free(struct opm_comm *c)
+{
+    op_a2a_destroy(c->a2a);
+    c->a2a = NULL;
+    c->a2a_chunk = 0;
+}
+
+void opm_a2a_summary(void)
+{
+    uint64_t mine[2] = {opm.a2a_calls, opm.a2a_agent}, sum[2];
+    PMPI_Reduce(mine, sum, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (opm.world_rank == 0 && opm.cfg.alltoall_agent)
+        fprintf(stderr,
+                "offpath: alltoall: %llu rank calls, %llu by the agent's workers (%u a rank), "
+                "%llu the MPI's own\n",
+                (unsigned long long)sum[0], (unsigned long long)sum[1],
+                opm.cfg.alltoall_threads, (unsigned long long)(sum[0] - sum[1]));
+}

@@ -1,0 +1,778 @@
+/* The DNS codec, zone-file reader and responder, driven with plain buffers:
+ * malformed names and messages (each rejected with its counter, never a
+ * crash), malformed zone files (file:line: reason), and the answers'
+ * sections record by record. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "offpath/dns.h"
+#include "offpath/wire.h"
+
+#define T_A 1
+#define T_NS 2
+#define T_CNAME 5
+#define T_SOA 6
+#define T_MX 15
+#define T_TXT 16
+#define T_AAAA 28
+#define T_OPT 41
+#define T_DS 43
+#define T_RRSIG 46
+#define T_NSEC 47
+#define T_ANY 255
+
+static const char zone_text[] =
+    "$ORIGIN example.test.\n"
+    "$TTL 3600\n"
+    "@ SOA ns1 hostmaster ( 1 7200 3600 1209600\n"
+    "      300 ) ; minimum\n"
+    "@ NS ns1\n"
+    "@ MX 10 mail\n"
+    "ns1 A 192.0.2.53\n"
+    "mail A 192.0.2.25\n"
+    "www CNAME web\n"
+    "web A 192.0.2.80\n"
+    "web A 192.0.2.81\n"
+    "c1 CNAME c2\n"
+    "c2 CNAME www\n"
+    "loop CNAME loop\n"
+    "*.wild TXT \"wild\"\n"
+    "a.b.ent A 192.0.2.7\n"
+    "sub NS ns.sub\n"
+    "ns.sub A 192.0.2.200\n"
+    "big TXT \"" /* 3 x 200 bytes: more than 512 */
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n"
+    "big TXT \""
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"\n"
+    "big TXT \""
+    "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+    "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\"\n";
+
+/* ---- a small message builder and reader ---- */
+struct msg {
+    uint8_t b[4096];
+    size_t n;
+};
+
+static void put16(struct msg *m, unsigned v)
+{
+    m->b[m->n++] = (uint8_t)(v >> 8);
+    m->b[m->n++] = (uint8_t)v;
+}
+
+static void put_name(struct msg *m, const char *dotted)
+{
+    while (*dotted != 0) {
+        const char *dot = strchr(dotted, '.');
+        size_t l = dot ? (size_t)(dot - dotted) : strlen(dotted);
+        m->b[m->n++] = (uint8_t)l;
+        memcpy(m->b + m->n, dotted, l);
+        m->n += l;
+        dotted += l + (dot ? 1 : 0);
+    }
+    m->b[m->n++] = 0;
+}
+
+static void put_query(struct msg *m, uint16_t flags, const char *name, uint16_t type)
+{
+    m->n = 0;
+    put16(m, 0x1234);
+    put16(m, flags);
+    put16(m, 1);
+    put16(m, 0);
+    put16(m, 0);
+    put16(m, 0);
+    put_name(m, name);
+    put16(m, type);
+    put16(m, 1);
+}
+
+/* Appends an OPT (arcount +1): payload size, version, DO. */
+static void put_opt(struct msg *m, unsigned size, unsigned version, int dnssec)
+{
+    m->b[11]++;
+    m->b[m->n++] = 0;
+    put16(m, T_OPT);
+    put16(m, size);
+    put16(m, version & 0xff); /* ext rcode 0, version */
+    put16(m, dnssec ? 0x8000 : 0);
+    put16(m, 0);
+}
+
+struct rr {
+    char name[300];
+    uint16_t type;
+    uint32_t ttl;
+    uint8_t rd[512];
+    size_t rdlen;
+    size_t rdata_off;
+};
+
+struct ans {
+    struct op_dns_hdr h;
+    struct rr rr[3][32];
+    unsigned n[3];
+    uint8_t raw[OP_DNS_MSG_MAX];
+    size_t len;
+};
+
+static void name_text(const uint8_t *w, char *out)
+{
+    size_t o = 0;
+    if (*w == 0)
+        strcpy(out, ".");
+    for (; *w != 0; w += 1 + *w) {
+        memcpy(out + o, w + 1, *w);
+        o += *w;
+        out[o++] = '.';
+        out[o] = 0;
+    }
+}
+
+/* Every section record by record; fails the test on any malformed part. */
+static void parse_answer(struct ans *a)
+{
+    assert_int_equal(op_dns_hdr_decode(a->raw, a->len, &a->h), OP_OK);
+    size_t off = OP_DNS_HDR_LEN;
+    struct op_dns_rr rr;
+    for (unsigned i = 0; i < a->h.qdcount; i++)
+        assert_int_equal(op_dns_question_decode(a->raw, a->len, &off, &rr), OP_DNS_W_OK);
+    unsigned counts[3] = {a->h.ancount, a->h.nscount, a->h.arcount};
+    for (int s = 0; s < 3; s++) {
+        a->n[s] = counts[s];
+        for (unsigned i = 0; i < counts[s]; i++) {
+            assert_int_equal(op_dns_rr_decode(a->raw, a->len, &off, &rr), OP_DNS_W_OK);
+            struct rr *x = &a->rr[s][i];
+            name_text(rr.name, x->name);
+            x->type = rr.type;
+            x->ttl = rr.ttl;
+            x->rdlen = rr.rdlen;
+            x->rdata_off = rr.rdata_off;
+            memcpy(x->rd, a->raw + rr.rdata_off, rr.rdlen < 512 ? rr.rdlen : 512);
+        }
+    }
+    assert_int_equal(off, a->len);
+}
+
+struct fixture {
+    struct op_dns_zones *z;
+    uint64_t c[OP_DNS_C_COUNT_];
+};
+
+static struct fixture *fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    struct op_dns_load_err err;
+    fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    assert_int_equal(op_dns_zones_parse(zone_text, strlen(zone_text), NULL, &fx->z, &err), OP_OK);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    op_dns_zones_free(fx->z);
+    free(fx);
+    return 0;
+}
+
+/* Ask; 0-length answers are drops. */
+static size_t ask(const struct msg *q, bool tcp, struct ans *a)
+{
+    struct op_dns_query_info qi = {.tcp = tcp, .udp_max = OP_DNS_UDP_DEFAULT};
+    a->len = op_dns_respond(fx->z, &qi, q->b, q->n, a->raw, sizeof(a->raw), fx->c);
+    if (a->len > 0)
+        parse_answer(a);
+    return a->len;
+}
+
+static struct ans *query(const char *name, uint16_t type)
+{
+    static struct ans a;
+    struct msg q;
+    put_query(&q, 0x0100, name, type);
+    assert_true(ask(&q, false, &a) > 0);
+    return &a;
+}
+
+#define RCODE(a) ((a)->h.flags & 0xf)
+#define AA(a) (((a)->h.flags & 0x0400) != 0)
+#define TC(a) (((a)->h.flags & 0x0200) != 0)
+
+/* ---- names ---- */
+static void test_name_compression(void **state)
+{
+    (void)state;
+    /* "a.b." at 0, then "c" + pointer to 0 at 5 */
+    const uint8_t m[] = {1, 'a', 1, 'b', 0, 1, 'c', 0xc0, 0x00};
+    uint8_t name[OP_DNS_NAME_MAX];
+    size_t len, off = 5;
+    assert_int_equal(op_dns_name_decode(m, sizeof(m), &off, name, &len), OP_DNS_W_OK);
+    const uint8_t want[] = {1, 'c', 1, 'a', 1, 'b', 0};
+    assert_int_equal(len, sizeof(want));
+    assert_memory_equal(name, want, sizeof(want));
+    assert_int_equal(off, 9);
+}
+
+static void test_name_malformed(void **state)
+{
+    (void)state;
+    uint8_t name[OP_DNS_NAME_MAX];
+    size_t len, off;
+    const uint8_t self[] = {0xc0, 0x00};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(self, 2, &off, name, &len), OP_DNS_W_PTR_FORWARD);
+    const uint8_t fwd[] = {0xc0, 0x02, 1, 'a', 0};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(fwd, 5, &off, name, &len), OP_DNS_W_PTR_FORWARD);
+    /* label at 0, pointer at 2 back to 0: reading from 0 would come back */
+    const uint8_t loop[] = {1, 'a', 0xc0, 0x00};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(loop, 4, &off, name, &len), OP_DNS_W_PTR_LOOP);
+    /* two names pointing at each other: 0 -> 4 is forward */
+    const uint8_t pair[] = {1, 'a', 0xc0, 0x04, 1, 'b', 0xc0, 0x00};
+    off = 4;
+    assert_int_equal(op_dns_name_decode(pair, 8, &off, name, &len), OP_DNS_W_PTR_FORWARD);
+    const uint8_t big_label[] = {64, 'a'};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(big_label, 2, &off, name, &len), OP_DNS_W_LABEL_TYPE);
+    const uint8_t ext[] = {0x80, 0};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(ext, 2, &off, name, &len), OP_DNS_W_LABEL_TYPE);
+    const uint8_t cut[] = {3, 'a', 'b'};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(cut, 3, &off, name, &len), OP_DNS_W_TRUNCATED);
+    const uint8_t no_root[] = {1, 'a'};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(no_root, 2, &off, name, &len), OP_DNS_W_TRUNCATED);
+    const uint8_t half_ptr[] = {0xc0};
+    off = 0;
+    assert_int_equal(op_dns_name_decode(half_ptr, 1, &off, name, &len), OP_DNS_W_TRUNCATED);
+    /* 5 labels of 63 = 320 octets: too long */
+    uint8_t longn[400];
+    size_t n = 0;
+    for (int i = 0; i < 5; i++) {
+        longn[n++] = 63;
+        memset(longn + n, 'x', 63);
+        n += 63;
+    }
+    longn[n++] = 0;
+    off = 0;
+    assert_int_equal(op_dns_name_decode(longn, n, &off, name, &len), OP_DNS_W_NAME_LONG);
+    /* 4 labels of 63 = 256 + root: one octet too many */
+    n = 0;
+    for (int i = 0; i < 4; i++) {
+        longn[n++] = 63;
+        memset(longn + n, 'x', 63);
+        n += 63;
+    }
+    longn[n++] = 0;
+    off = 0;
+    assert_int_equal(op_dns_name_decode(longn, n, &off, name, &len), OP_DNS_W_NAME_LONG);
+    /* 3 x 63 + 61 + root = 255: the longest name */
+    longn[3 * 64] = 61;
+    longn[3 * 64 + 62] = 0;
+    off = 0;
+    assert_int_equal(op_dns_name_decode(longn, 3 * 64 + 63, &off, name, &len), OP_DNS_W_OK);
+    assert_int_equal(len, 255);
+}
+
+/* ---- malformed queries: a drop or FORMERR, counted by reason ---- */
+static void expect_formerr(struct msg *q, enum op_dns_counter reason)
+{
+    struct ans a;
+    uint64_t before = fx->c[reason], fe = fx->c[OP_DNS_C_rcode_formerr];
+    assert_true(ask(q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 1);
+    assert_int_equal(a.h.id, 0x1234);
+    assert_true(a.h.flags & 0x8000);
+    assert_int_equal(a.h.ancount + a.h.nscount + a.h.arcount, 0);
+    assert_int_equal(fx->c[reason], before + 1);
+    assert_int_equal(fx->c[OP_DNS_C_rcode_formerr], fe + 1);
+}
+
+static void test_malformed_queries(void **state)
+{
+    (void)state;
+    struct msg q;
+    struct ans a;
+    put_query(&q, 0, "www.example.test", T_A);
+    q.n = 11;
+    assert_int_equal(ask(&q, false, &a), 0);
+    assert_int_equal(fx->c[OP_DNS_C_drop_short], 1);
+    put_query(&q, 0x8000, "www.example.test", T_A);
+    assert_int_equal(ask(&q, false, &a), 0);
+    assert_int_equal(fx->c[OP_DNS_C_drop_response], 1);
+
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[5] = 0; /* qdcount 0 */
+    expect_formerr(&q, OP_DNS_C_formerr_qdcount);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[5] = 2;
+    expect_formerr(&q, OP_DNS_C_formerr_qdcount);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.n -= 3; /* the question's class cut */
+    expect_formerr(&q, OP_DNS_C_formerr_truncated);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[q.n++] = 0; /* a byte after the question */
+    expect_formerr(&q, OP_DNS_C_formerr_trailing);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[7] = 1; /* an answer record claimed, none there */
+    expect_formerr(&q, OP_DNS_C_formerr_truncated);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[12] = 0xc0; /* the question's name points at itself */
+    q.b[13] = 12;
+    expect_formerr(&q, OP_DNS_C_formerr_ptr_forward);
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[12] = 0x41;
+    expect_formerr(&q, OP_DNS_C_formerr_label_type);
+    put_query(&q, 0, "www.example.test", T_A);
+    put_opt(&q, 1232, 0, 0);
+    put_opt(&q, 1232, 0, 0);
+    expect_formerr(&q, OP_DNS_C_formerr_opt);
+    put_query(&q, 0, "www.example.test", T_A);
+    put_opt(&q, 1232, 0, 0);
+    q.b[q.n - 1] = 4; /* RDLENGTH 4 with nothing after it */
+    expect_formerr(&q, OP_DNS_C_formerr_rdata_len);
+    put_query(&q, 0, "www.example.test", T_A);
+    put_opt(&q, 1232, 0, 0);
+    q.b[q.n - 1] = 3; /* an option header cut short */
+    q.b[q.n++] = 0;
+    q.b[q.n++] = 1;
+    q.b[q.n++] = 0;
+    expect_formerr(&q, OP_DNS_C_formerr_opt);
+    /* an answer record in a query */
+    put_query(&q, 0, "www.example.test", T_A);
+    q.b[7] = 1;
+    put_name(&q, "x");
+    put16(&q, T_A);
+    put16(&q, 1);
+    put16(&q, 0);
+    put16(&q, 0);
+    put16(&q, 0);
+    expect_formerr(&q, OP_DNS_C_formerr_section);
+    assert_true(op_dns_counters_balanced(fx->c));
+}
+
+static void test_refused_notimp_badvers(void **state)
+{
+    (void)state;
+    struct msg q;
+    struct ans a;
+    put_query(&q, 0x0100, "www.example.org", T_A);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 5);
+    assert_false(AA(&a));
+    assert_int_equal(fx->c[OP_DNS_C_refused_zone], 1);
+    put_query(&q, 0x0100, "www.example.test", T_A);
+    q.b[q.n - 1] = 3; /* class CH */
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 5);
+    assert_int_equal(fx->c[OP_DNS_C_refused_class], 1);
+    put_query(&q, 0x0100 | 2 << 11, "www.example.test", T_A); /* opcode STATUS */
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 4);
+    assert_int_equal(a.h.flags & 0x7800, 2 << 11);
+    put_query(&q, 0x0100, "www.example.test", T_A);
+    put_opt(&q, 1232, 1, 0);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 0);
+    assert_int_equal(a.n[0], 0);
+    assert_int_equal(a.n[2], 1);
+    assert_int_equal(a.rr[2][0].type, T_OPT);
+    assert_int_equal(a.rr[2][0].ttl >> 24, 1); /* BADVERS = 16: upper 8 bits 1 */
+    assert_int_equal(fx->c[OP_DNS_C_rcode_badvers], 1);
+}
+
+/* ---- answers ---- */
+static void test_exact_and_additional(void **state)
+{
+    (void)state;
+    struct ans *a = query("Web.Example.Test", T_A);
+    assert_int_equal(RCODE(a), 0);
+    assert_true(AA(a));
+    assert_int_equal(a->n[0], 2);
+    /* the owner is compressed to the question, so it has the question's case */
+    assert_string_equal(a->rr[0][0].name, "Web.Example.Test.");
+    const uint8_t w80[] = {192, 0, 2, 80}, w81[] = {192, 0, 2, 81};
+    assert_memory_equal(a->rr[0][0].rd, w80, 4);
+    assert_memory_equal(a->rr[0][1].rd, w81, 4);
+    assert_int_equal(a->n[1] + a->n[2], 0);
+    a = query("example.test", T_MX);
+    assert_int_equal(a->n[0], 1);
+    assert_int_equal(a->n[2], 1); /* mail's A */
+    assert_string_equal(a->rr[2][0].name, "mail.example.test.");
+    assert_int_equal(a->rr[2][0].type, T_A);
+    /* the MX's exchange was compressed: 2 bytes of preference + 7 + pointer */
+    assert_int_equal(a->rr[0][0].rdlen, 2 + 5 + 2);
+}
+
+static void test_negative(void **state)
+{
+    (void)state;
+    struct ans *a = query("nothere.example.test", T_A);
+    assert_int_equal(RCODE(a), 3);
+    assert_true(AA(a));
+    assert_int_equal(a->n[0], 0);
+    assert_int_equal(a->n[1], 1);
+    assert_int_equal(a->rr[1][0].type, T_SOA);
+    assert_int_equal(a->rr[1][0].ttl, 300); /* min(SOA TTL, MINIMUM) */
+    a = query("www.example.test", T_MX); /* CNAME then NODATA at web */
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 1);
+    assert_int_equal(a->rr[0][0].type, T_CNAME);
+    assert_int_equal(a->rr[1][0].type, T_SOA);
+    a = query("b.ent.example.test", T_A); /* empty non-terminal: NODATA */
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 0);
+    assert_int_equal(a->n[1], 1);
+    a = query("x.b.ent.example.test", T_A);
+    assert_int_equal(RCODE(a), 3);
+}
+
+static void test_wildcard_cname(void **state)
+{
+    (void)state;
+    struct ans *a = query("anything.wild.example.test", T_TXT);
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 1);
+    assert_string_equal(a->rr[0][0].name, "anything.wild.example.test.");
+    assert_int_equal(a->rr[0][0].rdlen, 5);
+    a = query("x.y.wild.example.test", T_A); /* wildcard NODATA */
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 0);
+    assert_int_equal(a->rr[1][0].type, T_SOA);
+    uint64_t followed = fx->c[OP_DNS_C_cname_followed];
+    a = query("c1.example.test", T_A);
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 5); /* c1 -> c2 -> www -> web (2 A) */
+    assert_string_equal(a->rr[0][0].name, "c1.example.test.");
+    assert_string_equal(a->rr[0][2].name, "www.example.test.");
+    assert_int_equal(a->rr[0][3].type, T_A);
+    a = query("loop.example.test", T_A);
+    assert_int_equal(a->n[0], 1);
+    assert_int_equal(fx->c[OP_DNS_C_cname_followed], followed + 3); /* the loop: none */
+}
+
+static void test_referral(void **state)
+{
+    (void)state;
+    struct ans *a = query("host.sub.example.test", T_A);
+    assert_int_equal(RCODE(a), 0);
+    assert_false(AA(a));
+    assert_int_equal(a->n[0], 0);
+    assert_int_equal(a->n[1], 1);
+    assert_int_equal(a->rr[1][0].type, T_NS);
+    assert_string_equal(a->rr[1][0].name, "sub.example.test.");
+    assert_int_equal(a->n[2], 1);
+    assert_string_equal(a->rr[2][0].name, "ns.sub.example.test.");
+    a = query("sub.example.test", T_DS); /* the parent's: NODATA, not a referral */
+    assert_true(AA(a));
+    assert_int_equal(a->rr[1][0].type, T_SOA);
+}
+
+static void test_truncation_and_edns(void **state)
+{
+    (void)state;
+    struct msg q;
+    struct ans a;
+    put_query(&q, 0, "big.example.test", T_TXT);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_true(TC(&a));
+    assert_int_equal(a.n[0], 0); /* the RRset did not fit whole */
+    assert_true(a.len <= 512);
+    put_opt(&q, 4096, 0, 0);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_false(TC(&a));
+    assert_int_equal(a.n[0], 3);
+    assert_int_equal(a.rr[2][0].type, T_OPT);
+    assert_int_equal(a.rr[2][0].rdlen, 0);
+    put_query(&q, 0, "big.example.test", T_TXT);
+    assert_true(ask(&q, true, &a) > 0); /* TCP: no limit */
+    assert_false(TC(&a));
+    assert_int_equal(a.n[0], 3);
+    put_query(&q, 0, "example.test", T_ANY);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(a.n[0], 1); /* RFC 8482: one RRset */
+    assert_int_equal(a.rr[0][0].type, T_NS);
+}
+
+/* ---- DNSSEC: the committed pre-signed zone ---- */
+static struct op_dns_zones *load_signed(void)
+{
+    const char *files[] = {OP_DNS_TEST_DIR "/signed.zone.signed"};
+    struct op_dns_zones *z;
+    struct op_dns_load_err err;
+    assert_int_equal(op_dns_zones_load(files, 1, &z, &err), OP_OK);
+    return z;
+}
+
+static size_t count_type(const struct ans *a, int s, uint16_t type)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < a->n[s]; i++)
+        n += a->rr[s][i].type == type;
+    return n;
+}
+
+static void test_dnssec(void **state)
+{
+    (void)state;
+    struct op_dns_zones *keep = fx->z;
+    fx->z = load_signed();
+    struct msg q;
+    struct ans a;
+    put_query(&q, 0, "www.signed.test", T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(count_type(&a, 0, T_A), 1);
+    assert_int_equal(count_type(&a, 0, T_RRSIG), 1);
+    put_query(&q, 0, "www.signed.test", T_A); /* no DO: no signatures */
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(a.n[0], 1);
+    put_query(&q, 0, "nothere.signed.test", T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 3);
+    assert_int_equal(count_type(&a, 1, T_SOA), 1);
+    assert_int_equal(count_type(&a, 1, T_NSEC), 2); /* the name's and the wildcard's */
+    assert_int_equal(count_type(&a, 1, T_RRSIG), 3);
+    put_query(&q, 0, "x.wild.signed.test", T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(count_type(&a, 0, T_RRSIG), 1);
+    assert_int_equal(a.rr[0][1].rd[3], 3); /* RRSIG labels: *.wild.signed.test has 3 */
+    assert_int_equal(count_type(&a, 1, T_NSEC), 1); /* no closer match */
+    put_query(&q, 0, "x.secure.signed.test", T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(count_type(&a, 1, T_NS), 1);
+    assert_int_equal(count_type(&a, 1, T_DS), 1);
+    assert_int_equal(count_type(&a, 1, T_RRSIG), 1);
+    assert_int_equal(count_type(&a, 2, T_A), 1); /* glue, unsigned */
+    assert_int_equal(count_type(&a, 2, T_RRSIG), 0);
+    op_dns_zones_free(fx->z);
+    fx->z = keep;
+}
+
+/* ---- zone files ---- */
+static void expect_zone_error(const char *text, int reason, const char *where)
+{
+    struct op_dns_zones *z = NULL;
+    struct op_dns_load_err err;
+    assert_int_not_equal(op_dns_zones_parse(text, strlen(text), "example.test.", &z, &err), OP_OK);
+    assert_null(z);
+    if (err.reason != reason || strstr(err.msg, where) == NULL)
+        fail_msg("want %s at '%s', got: %s", op_dns_zone_err_name(reason), where, err.msg);
+}
+
+static void test_zone_errors(void **state)
+{
+    (void)state;
+    const char *soa = "@ 60 SOA ns hm 1 2 3 4 5\n";
+    char text[1024];
+    snprintf(text, sizeof(text), "%s"
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 60 A 1.2.3.4\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_name, "<text>:2: bad_name: label longer than 63");
+    snprintf(text, sizeof(text), "%s\nx 60 A 1.2.3\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:3: bad_rdata: A: field 1");
+    snprintf(text, sizeof(text), "%sx 60 BOGUS 1\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_type, "<text>:2: bad_type");
+    snprintf(text, sizeof(text), "%sx 60 TXT ( \"a\"\n", soa);
+    expect_zone_error(text, OP_DNS_Z_syntax, "<text>:2: syntax");
+    snprintf(text, sizeof(text), "%sx 60 TXT \"unterminated\n", soa);
+    expect_zone_error(text, OP_DNS_Z_syntax, "<text>:2: syntax");
+    snprintf(text, sizeof(text), "%sx 60 A 1.2.3.4\nx 60 CNAME y\n", soa);
+    expect_zone_error(text, OP_DNS_Z_cname_conflict, "cname_conflict");
+    expect_zone_error("x 60 A 1.2.3.4\n", OP_DNS_Z_no_soa, "no_soa");
+    snprintf(text, sizeof(text), "%swww.other.test. 60 A 1.2.3.4\n", soa);
+    expect_zone_error(text, OP_DNS_Z_out_of_zone, "<text>:2: out_of_zone");
+    snprintf(text, sizeof(text), "%sx 99999999999 A 1.2.3.4\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_ttl, "<text>:2: bad_ttl");
+    snprintf(text, sizeof(text), "%s$INCLUDE other.zone\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_directive, "<text>:2: bad_directive");
+    snprintf(text, sizeof(text), "%s$FOO bar\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_directive, "<text>:2: bad_directive: unknown directive '$FOO'");
+    snprintf(text, sizeof(text), "%sx 60 MX 10\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: MX: field 2");
+    snprintf(text, sizeof(text), "%sx 60 A 1.2.3.4 5\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: A: 1 fields too many");
+    snprintf(text, sizeof(text), "%sx..y 60 A 1.2.3.4\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_name, "<text>:2: bad_name: empty label");
+    snprintf(text, sizeof(text), "%sx 60 TYPE9 \\# 3 0a0b\n", soa);
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: bad generic");
+    struct op_dns_zones *z;
+    struct op_dns_load_err err;
+    assert_int_not_equal(op_dns_zones_parse("x 60 A 1.2.3.4\n", 15, NULL, &z, &err), OP_OK);
+    assert_int_equal(err.reason, OP_DNS_Z_no_origin);
+    const char *files[] = {OP_DNS_TEST_DIR "/does-not-exist.zone"};
+    assert_int_not_equal(op_dns_zones_load(files, 1, &z, &err), OP_OK);
+    assert_int_equal(err.reason, OP_DNS_Z_open);
+    assert_non_null(strstr(err.msg, "does-not-exist.zone: open: No such file"));
+}
+
+static void test_zone_files(void **state)
+{
+    (void)state;
+    const char *files[] = {OP_DNS_TEST_DIR "/example.zone", OP_DNS_TEST_DIR "/second.zone"};
+    struct op_dns_zones *z;
+    struct op_dns_load_err err;
+    assert_int_equal(op_dns_zones_load(files, 2, &z, &err), OP_OK);
+    assert_int_equal(op_dns_zones_count(z), 2);
+    assert_int_equal(op_dns_zones_records(z), 68); /* 62 + 2 included; 4 in second */
+    const char *twice[] = {files[0], files[0]};
+    struct op_dns_zones *z2;
+    assert_int_not_equal(op_dns_zones_load(twice, 2, &z2, &err), OP_OK);
+    assert_int_equal(err.reason, OP_DNS_Z_duplicate_zone);
+    struct op_dns_zones *keep = fx->z;
+    fx->z = z;
+    struct ans *a = query("inc2.example.test", T_TXT); /* from $INCLUDE */
+    assert_int_equal(a->n[0], 1);
+    a = query("escaped.example.test", T_TXT);
+    const char want[] = "quote \" backslash \\ byte A semi;colon";
+    assert_int_equal(a->rr[0][0].rd[0], strlen(want));
+    assert_memory_equal(a->rr[0][0].rd + 1, want, strlen(want));
+    a = query("txtmulti.example.test", T_TXT); /* two strings over two lines */
+    assert_int_equal(a->rr[0][0].rdlen, 9 + 9);
+    a = query("web.example.test", T_A); /* TTL and class in either order */
+    assert_int_equal(a->rr[0][0].ttl, 300);
+    a = query("host.second.test", T_A);
+    assert_int_equal(a->n[0], 1);
+    fx->z = keep;
+    op_dns_zones_free(z);
+}
+
+/* ---- ARP and ICMP echo for the DPDK models (src/wire/frame_ctl.c) ---- */
+static const uint8_t our_mac[6] = {2, 0, 0, 0, 0, 1}, their_mac[6] = {2, 0, 0, 0, 0, 2};
+#define OUR_IP 0xc6120001u   /* 198.18.0.1 */
+#define THEIR_IP 0xc6120002u /* 198.18.0.2 */
+
+static uint16_t sum16(const uint8_t *p, size_t n)
+{
+    uint32_t s = 0;
+    for (size_t i = 0; i + 1 < n; i += 2)
+        s += (uint32_t)p[i] << 8 | p[i + 1];
+    if (n & 1)
+        s += (uint32_t)p[n - 1] << 8;
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~s;
+}
+
+static size_t arp_request(uint8_t *f, uint32_t target)
+{
+    static const uint8_t head[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 2,
+                                   0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1};
+    memcpy(f, head, sizeof(head));
+    memcpy(f + 22, their_mac, 6);
+    const uint8_t spa[4] = {198, 18, 0, 2}, tpa[4] = {(uint8_t)(target >> 24),
+                                                      (uint8_t)(target >> 16),
+                                                      (uint8_t)(target >> 8), (uint8_t)target};
+    memcpy(f + 28, spa, 4);
+    memset(f + 32, 0, 6);
+    memcpy(f + 38, tpa, 4);
+    memset(f + 42, 0, 18); /* Ethernet padding */
+    return 60;
+}
+
+static void test_arp_reply(void **state)
+{
+    (void)state;
+    uint8_t f[64];
+    size_t n = arp_request(f, OUR_IP);
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 42);
+    assert_memory_equal(f, their_mac, 6);
+    assert_memory_equal(f + 6, our_mac, 6);
+    assert_int_equal(f[21], 2); /* reply */
+    assert_memory_equal(f + 22, our_mac, 6);
+    const uint8_t ours[4] = {198, 18, 0, 1}, theirs[4] = {198, 18, 0, 2};
+    assert_memory_equal(f + 28, ours, 4);
+    assert_memory_equal(f + 32, their_mac, 6);
+    assert_memory_equal(f + 38, theirs, 4);
+    n = arp_request(f, THEIR_IP + 1); /* someone else's address */
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = arp_request(f, OUR_IP);
+    f[21] = 2; /* a reply is not answered */
+    assert_int_equal(op_arp_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = arp_request(f, OUR_IP);
+    assert_int_equal(op_arp_reply_in_place(f, 41, OUR_IP, our_mac), 0); /* cut */
+}
+
+static size_t echo_request(uint8_t *f, uint32_t dst)
+{
+    memcpy(f, our_mac, 6);
+    memcpy(f + 6, their_mac, 6);
+    f[12] = 0x08;
+    f[13] = 0;
+    uint8_t *ip = f + 14;
+    const uint8_t iph[20] = {0x45, 0, 0, 20 + 8 + 4, 0, 1, 0x40, 0, 64, 1, 0, 0, 198, 18, 0, 2,
+                             (uint8_t)(dst >> 24), (uint8_t)(dst >> 16), (uint8_t)(dst >> 8),
+                             (uint8_t)dst};
+    memcpy(ip, iph, 20);
+    uint16_t c = sum16(ip, 20);
+    ip[10] = (uint8_t)(c >> 8);
+    ip[11] = (uint8_t)c;
+    uint8_t *icmp = ip + 20;
+    const uint8_t body[12] = {8, 0, 0, 0, 0x15, 0x15, 0, 7, 'p', 'i', 'n', 'g'};
+    memcpy(icmp, body, 12);
+    c = sum16(icmp, 12);
+    icmp[2] = (uint8_t)(c >> 8);
+    icmp[3] = (uint8_t)c;
+    return 14 + 32;
+}
+
+static void test_icmp_echo_reply(void **state)
+{
+    (void)state;
+    uint8_t f[64] = {0};
+    size_t n = echo_request(f, OUR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n + 14, OUR_IP, our_mac), n); /* padding cut */
+    assert_memory_equal(f, their_mac, 6);
+    const uint8_t src[4] = {198, 18, 0, 1}, dst[4] = {198, 18, 0, 2};
+    assert_memory_equal(f + 26, src, 4);
+    assert_memory_equal(f + 30, dst, 4);
+    assert_int_equal(f[34], 0); /* echo reply */
+    assert_int_equal(sum16(f + 14, 20), 0);  /* both checksums valid */
+    assert_int_equal(sum16(f + 34, 12), 0);
+    assert_memory_equal(f + 42, "ping", 4);
+    n = echo_request(f, THEIR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = echo_request(f, OUR_IP);
+    f[45] ^= 1; /* a bad ICMP checksum */
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n, OUR_IP, our_mac), 0);
+    n = echo_request(f, OUR_IP);
+    assert_int_equal(op_icmp_echo_reply_in_place(f, n - 1, OUR_IP, our_mac), 0); /* cut */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_name_compression),
+        cmocka_unit_test(test_name_malformed),
+        cmocka_unit_test(test_malformed_queries),
+        cmocka_unit_test(test_refused_notimp_badvers),
+        cmocka_unit_test(test_exact_and_additional),
+        cmocka_unit_test(test_negative),
+        cmocka_unit_test(test_wildcard_cname),
+        cmocka_unit_test(test_referral),
+        cmocka_unit_test(test_truncation_and_edns),
+        cmocka_unit_test(test_dnssec),
+        cmocka_unit_test(test_zone_errors),
+        cmocka_unit_test(test_zone_files),
+        cmocka_unit_test(test_arp_reply),
+        cmocka_unit_test(test_icmp_echo_reply),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
