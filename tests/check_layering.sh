@@ -16,7 +16,8 @@ declare -A allowed=(
     [switch]="common wire reduce io loop topo switch"
     [inc]="common wire reduce io loop inc"
     [rdma]="common wire io loop rdma"
-    [perf]="common wire io loop rdma perf"
+    [gpu]="common wire io loop rdma gpu"
+    [perf]="common wire io loop rdma gpu perf"
     [hostar]="common wire reduce io loop hostar"
     [rescue]="common wire rescue"
     [agent]="common wire reduce io loop rdma channel agent"
@@ -26,7 +27,7 @@ declare -A allowed=(
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common channel"
     [dns]="common wire dns"
-    [cli]="common wire reduce io topo switch inc rdma perf agent fabric inctest mode launch osu channel dns"
+    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns"
 )
 bad=0
 for dir in src/*/; do

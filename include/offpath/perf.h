@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "offpath/common.h"
+#include "offpath/gpu.h"
 #include "offpath/rdma.h"
 
 struct op_pcap;
@@ -67,7 +68,23 @@ struct op_perf_config {
     bool progress;        /* progress lines on stderr during long runs */
     FILE *out;            /* the report; NULL: stdout */
     int log_level;        /* engine log (errors with causes) */
+    struct {                 /* gpunetio_write_bw: device code posts the client's writes */
+        uint32_t threads;    /* --threads work-items; 0: the CPU posts (the ib_* tools) */
+        enum op_gpu_mode mode; /* --mode thread|batch */
+        unsigned platform, device; /* --use_opencl=<platform>,<device> */
+        bool use_opencl;     /* ib_* tools: QP buffers in OpenCL SVM */
+        enum op_perf_touch { OP_PERF_TOUCH_NONE, OP_PERF_TOUCH_ONCE, OP_PERF_TOUCH_INFINITE } touch;
+        /* --inject_fault: the device posts with a key not the peer's, or to
+         * an address past the peer's region; the run then expects the
+         * remote access error on the client and nothing written at the server */
+        enum op_perf_fault { OP_PERF_FAULT_NONE, OP_PERF_FAULT_RKEY, OP_PERF_FAULT_RANGE } fault;
+        uint64_t cpu_writes; /* --cpu_writes: the host posts these too, on the same QP */
+    } gpu;
 };
+
+#define OP_PERF_GPU_DEFAULT_THREADS 512
+#define OP_PERF_GPU_DEFAULT_ITERS 10  /* per work-item: 5120 writes with 512 work-items */
+#define OP_PERF_GPU_TARGET_MAX (16u << 20) /* bytes of distinct slots a run writes at most */
 
 /* perftest's defaults for a verb and test kind (flags then override). */
 OP_API void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,

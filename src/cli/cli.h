@@ -15,6 +15,7 @@ int cli_osu_iallreduce(int argc, char **argv);
 int cli_dpa_all_to_all(int argc, char **argv);
 int cli_allreduce(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
+int cli_gpunetio_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);
 int cli_ib_write_lat(int argc, char **argv);

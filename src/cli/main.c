@@ -35,6 +35,8 @@ static const struct tool tools[] = {
     {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
+    {"gpunetio_write_bw", cli_gpunetio_write_bw,
+     "GPU-initiated RDMA WRITE bandwidth: OpenCL work-items post, the engine executes"},
     {"secure_channel", cli_secure_channel,
      "DOCA secure_channel over an encrypted, mutually authenticated channel"},
     {"keygen", cli_keygen, "write an X25519 key pair for secure_channel (NAME.key, NAME.pub)"},

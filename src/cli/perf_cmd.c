@@ -15,7 +15,8 @@ struct perf_cli {
 };
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
-       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP };
+       O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -30,7 +31,10 @@ static const struct option options[] = {
     {"output", 1, 0, O_OUTPUT}, {"use_cuda", 1, 0, O_USE_CUDA}, {"loss", 1, 0, O_LOSS},
     {"loss_seed", 1, 0, O_LOSS_SEED}, {"retry_count", 1, 0, O_RETRY},
     {"log-level", 1, 0, O_LOG_LEVEL}, {"no-progress", 0, 0, O_NO_PROGRESS},
-    {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {0, 0, 0, 0}};
+    {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
+    {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
+    {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -92,9 +96,27 @@ static void help(const struct perf_cli *p)
            "                             (pcap, ns timestamps)\n"
            "      --log-level=<level>    engine log: error (default), warning, info, debug\n"
            "      --no-progress          no progress lines on stderr\n"
+           "      --use_opencl=<p>,<d>   buffers in OpenCL platform p's device d's shared\n"
+           "                             virtual memory (fine-grained buffer SVM)\n"
+           "      --gpu_touch=once|infinite  with --use_opencl: the device reads every\n"
+           "                             buffer before the test, or pass after pass during it\n"
+           "%s"
            "  -V, --version              version\n"
            "  -h, --help                 this text\n",
-           c->tx_depth);
+           c->tx_depth,
+           c->gpu.threads == 0
+               ? ""
+               : "      --threads=<n>          work-items of the posting kernel, each posting one\n"
+                 "                             write per iteration (default 512; above 256 a\n"
+                 "                             multiple of 256); -n is iterations per work-item\n"
+                 "      --mode=thread|batch    every work-item rings the doorbell, or work-item 0\n"
+                 "                             of each work-group after a barrier (default batch)\n"
+                 "      --inject_fault=rkey|range  (both sides) the device posts with a key\n"
+                 "                             not the server's, or past its region: the run\n"
+                 "                             checks that the writes complete with\n"
+                 "                             REM_ACCESS_ERR and that nothing lands\n"
+                 "      --cpu_writes=<n>       (client) the host also posts n writes of the same\n"
+                 "                             slots on the same QP, between the device's\n");
 }
 
 static bool parse_size(const struct perf_cli *p, const char *val, uint64_t *out)
@@ -168,6 +190,50 @@ static bool set_numeric(struct perf_cli *p, int opt, const char *val)
     }
 }
 
+/* "<platform>,<device>", perftest's --use_opencl */
+static bool parse_opencl(struct perf_cli *p, const char *val)
+{
+    unsigned a = 0, b = 0;
+    int used = -1;
+    if (sscanf(val, "%u,%u%n", &a, &b, &used) != 2 || val[used] != '\0' || a > 15 || b > 15) {
+        cli_bad(p->tool, "invalid value '%s' for --use_opencl (<platform>,<device>, 0..15 each)",
+                val);
+        return false;
+    }
+    p->cfg.gpu.platform = a;
+    p->cfg.gpu.device = b;
+    return true;
+}
+
+static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
+{
+    static const char *const modes[] = {"thread", "batch"};
+    struct op_perf_config *c = &p->cfg;
+    if (c->gpu.threads == 0) {
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault, "
+                         "--cpu_writes) are gpunetio_write_bw's");
+        return false;
+    }
+    int v;
+    switch (opt) {
+    case O_THREADS: return set_u32(p, "--threads", val, 1, 65536, &c->gpu.threads);
+    case O_CPU_WRITES:
+        return cli_u64(p->tool, "--cpu_writes", val, 0, UINT32_MAX, &c->gpu.cpu_writes);
+    case O_MODE:
+        if (!set_choice(p, "--mode", val, modes, 2, &v))
+            return false;
+        c->gpu.mode = v ? OP_GPU_MODE_BATCH : OP_GPU_MODE_THREAD;
+        return true;
+    default: {
+        static const char *const faults[] = {"rkey", "range"};
+        if (!set_choice(p, "--inject_fault", val, faults, 2, &v))
+            return false;
+        c->gpu.fault = v == 0 ? OP_PERF_FAULT_RKEY : OP_PERF_FAULT_RANGE;
+        return true;
+    }
+    }
+}
+
 static bool set_option(struct perf_cli *p, int opt, const char *val)
 {
     static const char *const types[] = {"RC", "UC", "UD"};
@@ -200,6 +266,21 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
             return false;
         }
         return true;
+    case O_USE_OPENCL:
+        c->gpu.use_opencl = c->gpu.threads == 0; /* gpunetio: the posting device */
+        return parse_opencl(p, val);
+    case O_GPU_TOUCH: {
+        static const char *const touch[] = {"once", "infinite"};
+        int v;
+        if (!set_choice(p, "--gpu_touch", val, touch, 2, &v))
+            return false;
+        c->gpu.touch = v == 0 ? OP_PERF_TOUCH_ONCE : OP_PERF_TOUCH_INFINITE;
+        return true;
+    }
+    case O_THREADS:
+    case O_MODE:
+    case O_CPU_WRITES:
+    case O_BAD_RKEY: return set_gpu_option(p, opt, val);
     case O_USE_CUDA:
         cli_bad(p->tool, "--use_cuda: this build has no GPU path (no CUDA device or nvcc here)");
         return false;
@@ -264,6 +345,11 @@ static int perf_main(const char *tool, enum op_perf_verb verb, enum op_perf_test
 {
     struct perf_cli p = {.tool = tool};
     op_perf_config_defaults(&p.cfg, verb, test);
+    if (strcmp(tool, "gpunetio_write_bw") == 0) { /* the seed's experiment */
+        p.cfg.gpu.threads = OP_PERF_GPU_DEFAULT_THREADS;
+        p.cfg.gpu.mode = OP_GPU_MODE_BATCH;
+        p.cfg.iters = OP_PERF_GPU_DEFAULT_ITERS;
+    }
     p.cfg.udp_batching = cli_udp_batching();
     int rc = parse(&p, argc, argv);
     if (rc >= 0)
@@ -274,6 +360,11 @@ static int perf_main(const char *tool, enum op_perf_verb verb, enum op_perf_test
     if (!cli_pcap_close(tool, p.pcap, p.cfg.pcap) && rc == 0)
         rc = 1;
     return rc;
+}
+
+int cli_gpunetio_write_bw(int argc, char **argv)
+{
+    return perf_main("gpunetio_write_bw", OP_PERF_WRITE, OP_PERF_BW, argc, argv);
 }
 
 int cli_ib_write_bw(int argc, char **argv)

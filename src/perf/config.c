@@ -34,6 +34,31 @@ static bool mtu_valid(uint32_t mtu)
     return mtu == 0 || mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
 }
 
+/* gpunetio_write_bw: one RC QP that device code feeds, a count of writes
+ * the queue's 32-bit tickets hold, work-groups of up to 256. */
+static op_status_t check_gpu(const struct op_perf_config *c, char *why, size_t len)
+{
+    if (c->verb != OP_PERF_WRITE || c->test != OP_PERF_BW)
+        return perf_refuse(why, len, "--threads: device-posted writes are gpunetio_write_bw's");
+    if (c->qps != 1 || c->bidirectional || c->duration_s || c->type != OP_RDMA_QPT_RC)
+        return perf_refuse(why, len, "gpunetio_write_bw: one RC QP, one direction, -n "
+                                     "iterations (no -q, -b, -D or -c)");
+    if (c->gpu.threads > 256 && c->gpu.threads % 256 != 0)
+        return perf_refuse(why, len, "--threads %u: above 256, a multiple of 256 (the "
+                                     "work-group size)", c->gpu.threads);
+    if (c->gpu.fault != OP_PERF_FAULT_NONE && c->gpu.cpu_writes)
+        return perf_refuse(why, len, "--inject_fault with --cpu_writes: the fault flushes "
+                                     "the host's writes too");
+    if (c->gpu.fault != OP_PERF_FAULT_NONE && c->all)
+        return perf_refuse(why, len, "--inject_fault with -a: the first size leaves the QP in "
+                                     "the error state");
+    if (c->iters * c->gpu.threads > UINT32_MAX)
+        return perf_refuse(why, len, "-n x --threads: at most 2^32 - 1 writes in a run");
+    if (c->size > (1u << 30) || (c->all && OP_PERF_ALL_MAX_LOG2 > 30))
+        return perf_refuse(why, len, "-s: at most 1 GiB per device-posted write");
+    return OP_OK;
+}
+
 static op_status_t check_combinations(const struct op_perf_config *c, char *why, size_t len)
 {
     bool lat = c->test == OP_PERF_LAT;
@@ -66,6 +91,13 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--xdp needs -d (--ib-dev): the interface to drive");
     if (c->xdp && c->tclass >= 0)
         return perf_refuse(why, len, "--tclass with --xdp: not supported yet (UDP sockets only)");
+    if (c->gpu.touch != OP_PERF_TOUCH_NONE && !c->gpu.use_opencl)
+        return perf_refuse(why, len, "--gpu_touch needs --use_opencl (the buffers it reads)");
+    if (c->gpu.threads) {
+        op_status_t st = check_gpu(c, why, len);
+        if (st != OP_OK)
+            return st;
+    }
     if (c->inline_size > OP_RDMA_MAX_INLINE)
         return perf_refuse(why, len, "-I (--inline_size) %u: at most %d bytes", c->inline_size,
                            OP_RDMA_MAX_INLINE);
@@ -80,7 +112,7 @@ op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len
     if (c->duration_s && c->margin_s == 0)
         c->margin_s = c->duration_s / 4;
     if (!c->duration_s) { /* perftest's adjustments */
-        if (c->tx_depth > c->iters)
+        if (c->tx_depth > c->iters * (c->gpu.threads ? c->gpu.threads : 1))
             c->tx_depth = (uint32_t)c->iters;
         if (c->verb == OP_PERF_SEND && c->test == OP_PERF_BW && c->rx_depth > c->iters)
             c->rx_depth = (uint32_t)c->iters;

@@ -129,6 +129,56 @@ static void fill_pattern(uint8_t *p, size_t n)
     }
 }
 
+/* --use_opencl: every QP buffer in the device's fine-grained SVM, which
+ * the engine registers and reads and writes like host memory. */
+static op_status_t open_opencl(struct perf_ep *ep, char *why, size_t len)
+{
+    char cause[200];
+    const struct op_perf_config *c = ep->cfg;
+    if (op_gpu_cl_open(c->gpu.platform, c->gpu.device, &ep->cl, cause, sizeof cause) != OP_OK)
+        return perf_refuse(why, len, "--use_opencl=%u,%u: %s", c->gpu.platform, c->gpu.device,
+                           cause);
+    return OP_OK;
+}
+
+static void stop_touch(struct perf_ep *ep);
+
+/* --gpu_touch: the device reads every QP buffer; once before the test, or
+ * a pass after a pass while it runs (perf_ep_progress). */
+static op_status_t start_touch(struct perf_ep *ep, char *why, size_t len)
+{
+    ep->touch = calloc(ep->nqp, sizeof(*ep->touch));
+    if (ep->touch == NULL)
+        return perf_refuse(why, len, "out of memory for --gpu_touch");
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        if (op_gpu_toucher_create(ep->cl, ep->qps[i].buf, 2 * ep->bufsize, &ep->touch[i]) != OP_OK)
+            return perf_refuse(why, len, "--gpu_touch: cannot set up the touch kernel");
+    perf_ep_touch(ep);
+    if (ep->cfg->gpu.touch == OP_PERF_TOUCH_ONCE) {
+        stop_touch(ep); /* waits for each buffer's pass */
+        ep->touch_passes = ep->nqp;
+    }
+    return OP_OK;
+}
+
+static void stop_touch(struct perf_ep *ep)
+{
+    for (uint32_t i = 0; ep->touch != NULL && i < ep->nqp; i++)
+        op_gpu_toucher_destroy(ep->touch[i]); /* waits for its pass */
+    free(ep->touch);
+    ep->touch = NULL;
+}
+
+void perf_ep_touch(struct perf_ep *ep)
+{
+    if (ep->touch == NULL)
+        return;
+    uint64_t passes = 0;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        passes += op_gpu_toucher_step(ep->touch[i]);
+    ep->touch_passes = passes;
+}
+
 static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
 {
     const struct op_perf_config *c = ep->cfg;
@@ -136,7 +186,8 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
         .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
         .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1,
         .max_inline_data = c->inline_size};
-    q->buf = aligned_alloc(4096, (2 * ep->bufsize + 4095) / 4096 * 4096);
+    size_t len = (2 * ep->bufsize + 4095) / 4096 * 4096;
+    q->buf = ep->cl ? op_gpu_svm_alloc(ep->cl, len) : aligned_alloc(4096, len);
     if (q->buf == NULL)
         return OP_ERR_NOMEM;
     memcpy(q->buf, ep->pattern, ep->bufsize);
@@ -175,20 +226,28 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
         op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK || open_loop(ep) != OP_OK)
         return perf_refuse(why, len, "out of memory setting up the device");
     fill_pattern(ep->pattern, ep->bufsize);
+    if (cfg->gpu.use_opencl && (st = open_opencl(ep, why, len)) != OP_OK)
+        return st;
     for (uint32_t i = 0; i < ep->nqp; i++)
         if (open_qp(ep, &ep->qps[i], seed + i * 7919) != OP_OK)
             return perf_refuse(why, len,
                                "cannot create QP %u of %u with 2 x %zu bytes of buffer (-q, -s)",
                                i + 1, ep->nqp, ep->bufsize);
-    return OP_OK;
+    return cfg->gpu.touch != OP_PERF_TOUCH_NONE ? start_touch(ep, why, len) : OP_OK;
 }
 
 void perf_ep_close(struct perf_ep *ep)
 {
+    stop_touch(ep);
     if (ep->dev != NULL)
         op_rdma_dev_destroy(ep->dev); /* its QPs, CQs and MRs too */
-    for (uint32_t i = 0; ep->qps != NULL && i < ep->nqp; i++)
-        free(ep->qps[i].buf);
+    for (uint32_t i = 0; ep->qps != NULL && i < ep->nqp; i++) {
+        if (ep->cl != NULL)
+            op_gpu_svm_free(ep->cl, ep->qps[i].buf);
+        else
+            free(ep->qps[i].buf);
+    }
+    op_gpu_cl_close(ep->cl);
     free(ep->qps);
     free(ep->pattern);
     op_loop_destroy(ep->loop);
@@ -256,6 +315,7 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now)
 
 int perf_ep_progress(struct perf_ep *ep)
 {
+    perf_ep_touch(ep);
     int n = perf_ep_poll(ep);
     perf_ep_flush(ep);
     return n;

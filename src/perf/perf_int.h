@@ -67,6 +67,9 @@ struct perf_ep {
     struct op_loop *loop; /* drives dev over io */
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
+    struct op_gpu_cl *cl; /* --use_opencl: QP buffers are its SVM */
+    struct op_gpu_toucher **touch; /* --gpu_touch=infinite: one per QP buffer */
+    uint64_t touch_passes;
 };
 
 /* xdp_ifname: drive that interface through AF_XDP; NULL: a UDP socket. */
@@ -78,6 +81,9 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len);
 /* One pass: received packets into the engine, due timers, queued sends out.
  * Returns the packets taken in. */
 int perf_ep_progress(struct perf_ep *ep);
+/* --gpu_touch=infinite: start the next device pass over each QP buffer
+ * where the last one finished (perf_ep_progress does it each call). */
+void perf_ep_touch(struct perf_ep *ep);
 void perf_ep_flush(struct perf_ep *ep);
 /* Where posts queue their packets (the loop's), and how often it went out. */
 struct op_txq *perf_ep_txq(struct perf_ep *ep);
@@ -116,6 +122,7 @@ struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
+    unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
 };
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
@@ -140,6 +147,10 @@ struct perf_run {
     uint64_t *posted, *completed; /* time stamps of the current size */
     uint64_t stamps_cap;
     uint64_t started_ns, last_progress_ns;
+    struct perf_gpu *gpu; /* gpunetio_write_bw's client: the device and its buffers */
+    double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
+    uint64_t gpu_launches;
+    char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
 };
 
 /* Wait for the peer's line starting with tag while keeping the engine
@@ -155,6 +166,12 @@ void perf_progress_note(struct perf_run *r, uint64_t size, uint64_t done, uint64
 
 op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
 op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_result *res);
+/* gpunetio_write_bw (gpunetio.c): distinct slots of size bytes a run
+ * writes in a buffer half of bufsize; the client's device and its run. */
+uint32_t perf_gpu_slots(const struct op_perf_config *c, uint64_t bufsize, uint64_t size);
+op_status_t perf_gpu_open(struct perf_run *r);
+void perf_gpu_close(struct perf_run *r);
+op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
 /* The receiving side's verdict on the bytes that arrived (see run.c). */
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages);
 

@@ -8,8 +8,8 @@
 
 #include "perf_int.h"
 
-#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d"
-#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d%n"
+#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d %u %u %u"
+#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d %u %u %u%n"
 #define MAX_FIGURE 1e15 /* no rate, time or count of a real run is near this */
 
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
@@ -17,20 +17,24 @@ void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
     *p = (struct perf_params){.verb = (int)c->verb, .test = (int)c->test, .size = c->size,
                               .all = c->all, .iters = c->iters, .duration_s = c->duration_s,
                               .qps = c->qps, .type = (int)c->type,
-                              .mtu = c->mtu ? c->mtu : 4096, .bidir = c->bidirectional};
+                              .mtu = c->mtu ? c->mtu : 4096, .bidir = c->bidirectional,
+                              .gpu_threads = c->gpu.threads, .gpu_mode = (unsigned)c->gpu.mode,
+                              .gpu_fault = (unsigned)c->gpu.fault};
 }
 
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, PARAMS_FMT, p->verb, p->test, p->size, p->all, p->iters,
-                    p->duration_s, p->qps, p->type, p->mtu, p->bidir);
+                    p->duration_s, p->qps, p->type, p->mtu, p->bidir, p->gpu_threads,
+                    p->gpu_mode, p->gpu_fault);
 }
 
 op_status_t perf_parse_params(const char *text, struct perf_params *p)
 {
     int used = -1;
     if (sscanf(text, PARAMS_SCAN, &p->verb, &p->test, &p->size, &p->all, &p->iters,
-               &p->duration_s, &p->qps, &p->type, &p->mtu, &p->bidir, &used) != 10 ||
+               &p->duration_s, &p->qps, &p->type, &p->mtu, &p->bidir, &p->gpu_threads,
+               &p->gpu_mode, &p->gpu_fault, &used) != 13 ||
         text[used] != '\0')
         return OP_ERR_MALFORMED;
     return OP_OK;
@@ -49,6 +53,9 @@ const char *perf_params_mismatch(const struct perf_params *a, const struct perf_
            : a->type != b->type                     ? "-c (connection type)"
            : a->mtu != b->mtu                       ? "-m (--mtu)"
            : a->bidir != b->bidir                   ? "-b (--bidirectional)"
+           : a->gpu_threads != b->gpu_threads       ? "--threads"
+           : a->gpu_mode != b->gpu_mode             ? "--mode"
+           : a->gpu_fault != b->gpu_fault           ? "--inject_fault"
                                                     : NULL;
 }
 

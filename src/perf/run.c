@@ -124,6 +124,25 @@ op_status_t perf_wc_error(struct perf_run *r, const struct op_rdma_wc *wc)
 
 /* ---- data check: what the receiving side holds must be the sender's bytes */
 
+/* --inject_fault: every write was refused, so the target half must hold
+ * the zeros it started with. */
+static void check_untouched(struct perf_run *r)
+{
+    const struct perf_ep *ep = &r->ep;
+    uint64_t changed = 0;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        for (size_t k = 0; k < ep->bufsize; k++)
+            changed += ep->qps[i].buf[ep->bufsize + k] != 0;
+    if (changed == 0)
+        snprintf(r->check, sizeof r->check, "ok (nothing written)");
+    else {
+        snprintf(r->check, sizeof r->check,
+                 "failed: %" PRIu64 " bytes of the target written despite the injected fault",
+                 changed);
+        r->check_failed = true;
+    }
+}
+
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
 {
     const struct perf_ep *ep = &r->ep;
@@ -131,6 +150,12 @@ void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
     size_t off = c->type == OP_RDMA_QPT_UD && c->verb == OP_PERF_SEND ? OP_RDMA_UD_GRH_LEN : 0;
     /* latency writes carry a counter in their last byte */
     uint64_t n = c->test == OP_PERF_LAT && c->verb == OP_PERF_WRITE ? size - 1 : size;
+    if (c->gpu.threads) /* every work-item's slot, each with its own bytes */
+        n = size * perf_gpu_slots(c, ep->bufsize, size);
+    if (c->gpu.fault != OP_PERF_FAULT_NONE) {
+        check_untouched(r);
+        return;
+    }
     for (uint32_t i = 0; i < ep->nqp && messages > 0; i++) {
         const uint8_t *got = ep->qps[i].buf + ep->bufsize + off;
         if (memcmp(got, ep->pattern, n) != 0) {
@@ -274,8 +299,8 @@ static const unsigned shown_xdp[] = {
 
 /* The report's tail, names and values side by side for op_counters_print. */
 struct perf_counters {
-    const char *names[N_SHOWN + 2 + N_XDP]; /* + loss_injected, captured */
-    uint64_t vals[N_SHOWN + 2 + N_XDP];
+    const char *names[N_SHOWN + 3 + N_XDP]; /* + loss_injected, captured, gpu_touch_passes */
+    uint64_t vals[N_SHOWN + 3 + N_XDP];
     int n;
 };
 
@@ -293,6 +318,8 @@ static void collect_counters(const struct perf_run *r, struct perf_counters *out
     for (size_t i = 0; i < N_SHOWN; i++)
         add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
     add_counter(out, "loss_injected", lossed);
+    if (r->cfg->gpu.touch != OP_PERF_TOUCH_NONE)
+        add_counter(out, "gpu_touch_passes", r->ep.touch_passes);
     if (r->cfg->pcap != NULL)
         add_counter(out, "captured", op_pcap_count(r->cfg->pcap));
     if (!r->cfg->xdp)
@@ -330,8 +357,8 @@ static op_status_t exchange_check(struct perf_run *r)
     if (strncmp(rest, "failed", 6) == 0) {
         snprintf(r->check, sizeof r->check, "%.100s (at the peer)", rest);
         r->check_failed = true;
-    } else if (strcmp(rest, "ok") == 0 && r->check[0] == '\0') {
-        snprintf(r->check, sizeof r->check, "ok");
+    } else if (strncmp(rest, "ok", 2) == 0 && r->check[0] == '\0') {
+        snprintf(r->check, sizeof r->check, "%.100s", rest); /* "ok" and what it checked */
     }
     return OP_OK;
 }
@@ -339,7 +366,10 @@ static op_status_t exchange_check(struct perf_run *r)
 static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct results *res)
 {
     op_status_t st;
-    if (r->cfg->test == OP_PERF_BW)
+    bool device_posts = r->cfg->gpu.threads && !r->is_server;
+    if (device_posts)
+        st = perf_run_gpunetio(r, size, &res->bw[res->n]);
+    else if (r->cfg->test == OP_PERF_BW)
         st = perf_run_bw(r, size, &res->bw[res->n]);
     else
         st = perf_run_lat(r, size, &res->lat[res->n]);
@@ -352,6 +382,11 @@ static op_status_t run_one_size(struct perf_run *r, uint64_t size, struct result
         op_perf_print_bw(r->out, r->cfg, &res->bw[res->n]);
     else
         op_perf_print_lat(r->out, r->cfg, &res->lat[res->n]);
+    if (device_posts && r->cfg->output == OP_PERF_OUT_FULL)
+        fprintf(r->out, " post latency per batch of %u writes: %.2f us (%" PRIu64 " launches)\n",
+                r->cfg->gpu.threads, r->gpu_post_us, r->gpu_launches);
+    if (device_posts && r->gpu_note[0])
+        fprintf(r->out, " offpath: %s\n", r->gpu_note);
     fflush(r->out);
     res->n++;
     return OP_OK;
@@ -409,9 +444,16 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
     if (c->xdp && !named)
         return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
     op_status_t st = agree(r);
+    if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
+        max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
     if (st == OP_OK)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
+    if (st == OP_OK && c->gpu.threads && !r->is_server)
+        st = perf_gpu_open(r);
+    if (st == OP_OK && r->ep.cl != NULL && c->output == OP_PERF_OUT_FULL)
+        fprintf(r->out, " OpenCL SVM buffers: %s (%s)\n", op_gpu_cl_device_name(r->ep.cl),
+                op_gpu_cl_platform_name(r->ep.cl));
     if (st != OP_OK)
         return st;
     *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,
@@ -481,6 +523,7 @@ int op_perf_run(const struct op_perf_config *cfg)
     if (st != OP_OK)
         fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));
     perf_oob_close(&r.oob);
+    perf_gpu_close(&r);
     perf_ep_close(&r.ep);
     free(r.posted);
     free(r.completed);

@@ -278,8 +278,21 @@ static void test_params_roundtrip_and_mismatch(void **state)
     b = a;
     b.qps = 3;
     assert_string_equal(perf_params_mismatch(&a, &b), "-q (--qp)");
-    const char *bad[] = {"", "1 1", "1 1 65536 0 5000 0 1 0 4096 0 extra", "x 1 2 3 4 5 6 7 8 9",
-                         "1 1 65536 0 5000 0 1 0 4096"};
+    b = a;
+    b.gpu_threads = 64;
+    assert_string_equal(perf_params_mismatch(&a, &b), "--threads");
+    b = a;
+    b.gpu_mode = 1;
+    assert_string_equal(perf_params_mismatch(&a, &b), "--mode");
+    b = a;
+    b.gpu_fault = 2;
+    assert_string_equal(perf_params_mismatch(&a, &b), "--inject_fault");
+    assert_int_equal(perf_parse_params("1 1 65536 0 5000 0 1 0 4096 0 512 1 2", &b), OP_OK);
+    assert_int_equal(b.gpu_threads, 512);
+    assert_int_equal(b.gpu_mode, 1);
+    assert_int_equal(b.gpu_fault, 2);
+    const char *bad[] = {"", "1 1", "1 1 65536 0 5000 0 1 0 4096 0 0 0 0 extra",
+                         "x 1 2 3 4 5 6 7 8 9 10 11 12", "1 1 65536 0 5000 0 1 0 4096 0 0 0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(perf_parse_params(bad[i], &b), OP_ERR_MALFORMED);
 }
