@@ -4,6 +4,9 @@
 #ifndef OFFPATH_AGENT_PROTO_H
 #define OFFPATH_AGENT_PROTO_H
 
+#include <pthread.h>
+#include <time.h>
+
 #include "offpath/agent.h"
 
 enum agent_msg {
@@ -41,5 +44,10 @@ bool agent_get_pair(const uint8_t *msg, size_t len, struct agent_pair *p);
  * to every client, so each checks its results against a reference. */
 void agent_fill(const struct op_agent_job *job, uint32_t rank, uint64_t id, void *vec);
 size_t agent_elem_size(enum op_agent_type t);
+
+/* A mutex and a condition whose timed waits take op_now_ns deadlines
+ * (agent_abstime). */
+void agent_sync_init(pthread_mutex_t *mu, pthread_cond_t *cond);
+struct timespec agent_abstime(uint64_t deadline_ns);
 
 #endif

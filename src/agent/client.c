@@ -90,9 +90,7 @@ static void *receive(void *arg)
 /* Until `count` results are in (or the receiver failed, or the timeout). */
 static op_status_t wait_results(struct client *cl, uint64_t count)
 {
-    uint64_t deadline = op_now_ns() + cl->cfg->timeout_ns;
-    struct timespec ts = {.tv_sec = (time_t)(deadline / OP_NS_PER_S),
-                          .tv_nsec = (long)(deadline % OP_NS_PER_S)};
+    struct timespec ts = agent_abstime(op_now_ns() + cl->cfg->timeout_ns);
     op_status_t st = OP_OK;
     pthread_mutex_lock(&cl->mu);
     while (cl->results < count && cl->rx_st == OP_OK && st == OP_OK)
@@ -238,12 +236,7 @@ static op_status_t open_client(struct client *cl)
 
 static void init_sync(struct client *cl)
 {
-    pthread_condattr_t ca; /* timed waits on op_now_ns's clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&cl->mu, NULL);
-    pthread_cond_init(&cl->got, &ca);
-    pthread_condattr_destroy(&ca);
+    agent_sync_init(&cl->mu, &cl->got);
     for (int i = 0; i < MM_N * MM_N; i++) {
         cl->a[i] = (double)(i % 7) * 0.5;
         cl->b[i] = (double)(i % 5) * 0.25;

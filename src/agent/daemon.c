@@ -62,8 +62,7 @@ static void push(struct daemon *d, struct item *it)
 
 static struct item *pop(struct daemon *d, uint64_t deadline)
 {
-    struct timespec ts = {.tv_sec = (time_t)(deadline / OP_NS_PER_S),
-                          .tv_nsec = (long)(deadline % OP_NS_PER_S)};
+    struct timespec ts = agent_abstime(deadline);
     pthread_mutex_lock(&d->mu);
     while (d->head == NULL)
         if (pthread_cond_timedwait(&d->more, &d->mu, &ts) != 0)
@@ -406,12 +405,7 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
     d->cfg = cfg;
     d->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
     d->client_fd = d->link_fd = -1;
-    pthread_condattr_t ca; /* timed waits on op_now_ns's clock */
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->more, &ca);
-    pthread_condattr_destroy(&ca);
+    agent_sync_init(&d->mu, &d->more);
     struct op_ar_config ac = {.daemons = cfg->n_daemons, .clients = cfg->clients,
                               .count = cfg->job.size, .type = op_agent_red_type(cfg->job.type),
                               .op = cfg->job.op,

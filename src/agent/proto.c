@@ -144,3 +144,19 @@ bool op_agent_job_ok(const struct op_agent_job *job)
            job->batch <= 1024 && job->batches > 0 && job->batches <= 1000000 &&
            job->size <= (OP_CHAN_LIMIT_MAX_MSG - AGENT_ID_HDR) / agent_elem_size(job->type);
 }
+
+void agent_sync_init(pthread_mutex_t *mu, pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* op_now_ns's clock */
+    pthread_mutex_init(mu, NULL);
+    pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+struct timespec agent_abstime(uint64_t deadline_ns)
+{
+    return (struct timespec){.tv_sec = (time_t)(deadline_ns / OP_NS_PER_S),
+                             .tv_nsec = (long)(deadline_ns % OP_NS_PER_S)};
+}
