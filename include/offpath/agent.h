@@ -195,9 +195,17 @@ OP_API op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
 
 struct op_agent_client_config {
     struct op_agent_job job;
+    /* offloaded: its daemon; non-offloaded (mesh): every client, this one
+     * among them at ip:port, one order on all (the reduction order) */
+    bool mesh;
     struct op_chan_addr daemon;
-    struct op_chan_keypair key;               /* the clients' */
-    uint8_t daemon_pub[OP_CHAN_KEY_BYTES];    /* the daemons' */
+    uint32_t ip;
+    uint16_t port;
+    uint32_t n_clients;
+    uint32_t client_ip[OP_AGENT_MAX_CLIENTS];
+    uint16_t client_port[OP_AGENT_MAX_CLIENTS];
+    struct op_chan_keypair key;             /* the clients' */
+    uint8_t peer_pub[OP_CHAN_KEY_BYTES];    /* the daemons' (mesh: the clients') */
     uint64_t timeout_ns;
     struct op_log *log;
 };

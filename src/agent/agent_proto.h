@@ -17,6 +17,7 @@ enum agent_msg {
     AGENT_RESULT = 'S',  /* daemon: operation id, then the result */
     AGENT_BYE = 'B',     /* client: no more operations */
     AGENT_PAIR = 'P',    /* daemon to daemon: index, endpoint, the pair's QP */
+    AGENT_MESH = 'M',    /* non-offloaded client to client: its rank, DOCA's handshake text */
 };
 
 #define AGENT_ID_HDR 9 /* type + u64 id */
@@ -37,6 +38,9 @@ size_t agent_put_id(uint8_t *buf, enum agent_msg type, uint64_t id);
 /* A VECTOR or RESULT of `bytes` data bytes: its id and data. */
 bool agent_get_id(const uint8_t *msg, size_t len, enum agent_msg type, size_t bytes, uint64_t *id,
                   const uint8_t **data);
+/* MESH: rank, then the handshake text (at most OP_AR_HANDSHAKE_MAX - 1). */
+size_t agent_put_mesh(uint8_t *buf, uint32_t rank, const char *text);
+bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP_AR_HANDSHAKE_MAX]);
 size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p);
 bool agent_get_pair(const uint8_t *msg, size_t len, struct agent_pair *p);
 

@@ -60,6 +60,26 @@ bool agent_get_id(const uint8_t *msg, size_t len, enum agent_msg type, size_t by
     return true;
 }
 
+size_t agent_put_mesh(uint8_t *buf, uint32_t rank, const char *text)
+{
+    size_t n = strnlen(text, OP_AR_HANDSHAKE_MAX - 1);
+    buf[0] = AGENT_MESH;
+    put32(buf + 1, rank);
+    memcpy(buf + 5, text, n);
+    return 5 + n;
+}
+
+bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP_AR_HANDSHAKE_MAX])
+{
+    if (len < 6 || len - 5 >= OP_AR_HANDSHAKE_MAX || msg[0] != AGENT_MESH ||
+        memchr(msg + 5, '\0', len - 5) != NULL)
+        return false;
+    *rank = get32(msg + 1);
+    memcpy(text, msg + 5, len - 5);
+    text[len - 5] = '\0';
+    return true;
+}
+
 #define PAIR_LEN (1 + 4 + 4 + 4 + 8 + 8 + OP_A2A_MAX_WORKERS * (2 + 4) + 8)
 
 size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p)

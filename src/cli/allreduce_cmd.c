@@ -15,7 +15,7 @@
 #define DEFAULT_PORT 18515
 
 struct ar_flags {
-    bool daemon, role_set, offloaded;
+    bool daemon, role_set, offloaded, mesh;
     const char *addresses, *key, *peer;
     uint64_t port, listen_port, clients, timeout_s;
     uint32_t ip;
@@ -30,6 +30,8 @@ static void usage(void)
            "--key DAEMONS.key --peer CLIENTS.pub [job]\n"
            "       offpath allreduce -r client -m offloaded -a DAEMON[:PORT] "
            "--key CLIENTS.key --peer DAEMONS.pub [job]\n"
+           "       offpath allreduce -r client -m non-offloaded -t PORT -a ADDR:PORT[,...] "
+           "--key CLIENTS.key --peer CLIENTS.pub [job]\n"
            "job (the same on every daemon and client, checked by DOCA's handshake):\n"
            "  -s, --size N          elements a vector (default 65535)\n"
            "  -d, --datatype T      byte, int, float or double (default float)\n"
@@ -43,8 +45,10 @@ static void usage(void)
            "                        order on all daemons (the reduction order)\n"
            "      --ip ADDR         this daemon's address (default 127.0.0.1)\n"
            "client:\n"
-           "  -m, --mode M          offloaded (non-offloaded is not available yet)\n"
-           "  -a, --address A       its daemon, IP[:PORT] (port: -p, default 18515)\n"
+           "  -m, --mode M          offloaded: through its daemon; non-offloaded: the clients\n"
+           "                        reduce among themselves (a full mesh, -t and -a as a\n"
+           "                        daemon's: every client's IP:PORT, one order on all)\n"
+           "  -a, --address A       offloaded: its daemon, IP[:PORT] (port: -p, default 18515)\n"
            "both:\n"
            "  -p, --port P          the daemon port an address without one means\n"
            "      --key FILE        this side's secret key (the daemons share one pair,\n"
@@ -90,14 +94,14 @@ static bool set_role(int opt, const char *v, struct ar_flags *f)
         f->role_set = true;
         return true;
     }
-    if (opt == 'm' && strcmp(v, "offloaded") == 0)
-        return f->offloaded = true;
-    if (opt == 'm' && strcmp(v, "non-offloaded") == 0)
-        cli_bad(TOOL, "-m non-offloaded: clients reducing among themselves is not available yet; "
-                      "use -m offloaded");
-    else
-        cli_bad(TOOL, "invalid value '%s' for %s", v, opt == 'r' ? "-r (--role): daemon or client"
-                                                                 : "-m (--mode): offloaded");
+    if (opt == 'm' && (strcmp(v, "offloaded") == 0 || strcmp(v, "non-offloaded") == 0)) {
+        f->offloaded = v[0] == 'o';
+        f->mesh = !f->offloaded;
+        return true;
+    }
+    cli_bad(TOOL, "invalid value '%s' for %s", v,
+            opt == 'r' ? "-r (--role): daemon or client"
+                       : "-m (--mode): offloaded or non-offloaded");
     return false;
 }
 
@@ -153,26 +157,30 @@ static bool read_keys(const struct ar_flags *f, struct op_chan_keypair *key, uin
     return true;
 }
 
-/* "IP[:PORT],IP[:PORT],..." into the daemon list. */
-static bool parse_daemons(const struct ar_flags *f, struct op_agent_daemon_config *c)
+/* "IP[:PORT],IP[:PORT],..." (every daemon, or every non-offloaded client). */
+static bool parse_list(const struct ar_flags *f, uint32_t max, uint32_t *ip, uint16_t *port,
+                       uint32_t *n)
 {
     char list[4096];
     snprintf(list, sizeof list, "%s", f->addresses != NULL ? f->addresses : "");
-    c->n_daemons = 0;
+    *n = 0;
     for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        uint16_t port = (uint16_t)f->port;
-        if (c->n_daemons == OP_AGENT_MAX_DAEMONS ||
-            op_parse_ipv4(tok, &c->daemon_ip[c->n_daemons], &port) != OP_OK) {
-            cli_bad(TOOL, "invalid value '%s' in -a (--address): IP[:PORT], at most %d", tok,
-                    OP_AGENT_MAX_DAEMONS);
+        port[*n] = (uint16_t)f->port;
+        if (*n == max || op_parse_ipv4(tok, &ip[*n], &port[*n]) != OP_OK) {
+            cli_bad(TOOL, "invalid value '%s' in -a (--address): IP[:PORT], at most %u", tok, max);
             return false;
         }
-        c->daemon_port[c->n_daemons++] = port;
+        (*n)++;
     }
-    if (c->n_daemons > 0)
+    if (*n > 0)
         return true;
-    cli_bad(TOOL, "-a (--address) is needed: every daemon's IP:PORT");
+    cli_bad(TOOL, "-a (--address) is needed: every %s's IP:PORT", f->daemon ? "daemon" : "client");
     return false;
+}
+
+static bool parse_daemons(const struct ar_flags *f, struct op_agent_daemon_config *c)
+{
+    return parse_list(f, OP_AGENT_MAX_DAEMONS, c->daemon_ip, c->daemon_port, &c->n_daemons);
 }
 
 static int run_daemon(const struct ar_flags *f, struct op_log *log)
@@ -194,29 +202,60 @@ static int run_daemon(const struct ar_flags *f, struct op_log *log)
 static void print_metrics(const struct ar_flags *f, const struct op_agent_client_result *r)
 {
     const char *op = f->job.op == OP_RED_SUM ? "sum" : "prod";
-    printf("Allreduce (offloaded/%s/%s) and matrix multiplication metrics to complete %llu "
+    const char *mode = f->mesh ? "non-offloaded" : "offloaded";
+    printf("Allreduce (%s/%s/%s) and matrix multiplication metrics to complete %llu "
            "batches (batch size - %llu, vector size - %llu):\n",
-           op, op_agent_type_name(f->job.type), (unsigned long long)f->job.batches,
+           mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.batches,
            (unsigned long long)f->job.batch, (unsigned long long)f->job.size);
     printf("Min - %.6f seconds\nMax - %.6f seconds\nAvg - %.6f seconds\nTotal - %.6f seconds\n",
            r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s);
     printf("Computation time - %.6f seconds\nPure network time - %.6f seconds\n", r->compute_s,
            r->network_s);
     printf("Computation and communication overlap - %.2f%%\n", r->overlap_pct);
-    printf("result check: %llu elements wrong (%llu results, client %u of %u, %u daemons)\n",
-           (unsigned long long)r->wrong, (unsigned long long)r->results, r->rank, r->clients,
-           r->daemons);
+    printf("result check: %llu elements wrong (%llu results, client %u of %u",
+           (unsigned long long)r->wrong, (unsigned long long)r->results, r->rank, r->clients);
+    if (f->mesh)
+        printf(", reduced among the clients)\n");
+    else
+        printf(", %u daemons)\n", r->daemons);
     if (f->json)
-        printf("{\"mode\": \"offloaded\", \"op\": \"%s\", \"datatype\": \"%s\", \"size\": %llu, "
+        printf("{\"mode\": \"%s\", \"op\": \"%s\", \"datatype\": \"%s\", \"size\": %llu, "
                "\"batch\": %llu, \"batches\": %llu, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"avg_s\": %.6f, \"total_s\": %.6f, \"compute_s\": %.6f, \"network_s\": %.6f, "
                "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu}\n",
-               op, op_agent_type_name(f->job.type), (unsigned long long)f->job.size,
+               mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.size,
                (unsigned long long)f->job.batch, (unsigned long long)f->job.batches,
                r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s, r->compute_s,
                r->network_s, r->overlap_pct, (unsigned long long)r->wrong,
                (unsigned long long)r->results);
     fflush(stdout);
+}
+
+static int report(const struct ar_flags *f, const struct op_agent_client_config *c)
+{
+    struct op_agent_client_result r;
+    op_status_t st = op_agent_client_run(c, &r);
+    if (st != OP_OK) {
+        fprintf(stderr, "offpath allreduce: client: %s\n", op_status_str(st));
+        return 1;
+    }
+    print_metrics(f, &r);
+    return r.wrong == 0 ? 0 : 1;
+}
+
+static int run_mesh_client(const struct ar_flags *f, struct op_agent_client_config *c)
+{
+    if (f->listen_port == 0) {
+        cli_bad(TOOL, "a non-offloaded client needs -t (--listen-port)");
+        return 2;
+    }
+    c->mesh = true;
+    c->ip = f->ip;
+    c->port = (uint16_t)f->listen_port;
+    if (!parse_list(f, OP_AGENT_MAX_CLIENTS, c->client_ip, c->client_port, &c->n_clients) ||
+        !read_keys(f, &c->key, c->peer_pub))
+        return 2;
+    return report(f, c);
 }
 
 static int run_client(const struct ar_flags *f, struct op_log *log)
@@ -225,10 +264,12 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
                                        .log = log};
     uint32_t ip;
     uint16_t port = (uint16_t)f->port;
-    if (!f->offloaded) {
-        cli_bad(TOOL, "a client needs -m (--mode) offloaded");
+    if (!f->offloaded && !f->mesh) {
+        cli_bad(TOOL, "a client needs -m (--mode) offloaded or non-offloaded");
         return 2;
     }
+    if (f->mesh)
+        return run_mesh_client(f, &c);
     if (f->addresses == NULL || op_parse_ipv4(f->addresses, &ip, &port) != OP_OK) {
         cli_bad(TOOL, "-a (--address) must be the daemon's IP[:PORT]");
         return 2;
@@ -236,16 +277,9 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
     c.daemon.kind = OP_CHAN_TCP;
     op_format_ipv4(ip, c.daemon.host);
     c.daemon.port = port;
-    if (!read_keys(f, &c.key, c.daemon_pub))
+    if (!read_keys(f, &c.key, c.peer_pub))
         return 2;
-    struct op_agent_client_result r;
-    op_status_t st = op_agent_client_run(&c, &r);
-    if (st != OP_OK) {
-        fprintf(stderr, "offpath allreduce: client: %s\n", op_status_str(st));
-        return 1;
-    }
-    print_metrics(f, &r);
-    return r.wrong == 0 ? 0 : 1;
+    return report(f, &c);
 }
 
 int cli_allreduce(int argc, char **argv)

@@ -260,7 +260,8 @@ def test_daemon_killed_mid_run_clients_fail_in_time(ar_keys):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["-r", "client", "-m", "non-offloaded"], "non-offloaded: clients reducing among themselves"),
+    (["-r", "client", "-m", "non-offloaded"], "a non-offloaded client needs -t (--listen-port)"),
+    (["-r", "client", "-m", "fast"], "-m (--mode): offloaded or non-offloaded"),
     (["-r", "client", "-m", "offloaded", "-d", "half"], "-d (--datatype)"),
     (["-r", "daemon", "-t", "1", "-c", "1", "-a", "127.0.0.1:1"], "--key and --peer are needed"),
     (["-r", "daemon", "-c", "1"], "a daemon needs -t (--listen-port) and -c (--num-clients)"),
@@ -271,3 +272,49 @@ def test_daemon_killed_mid_run_clients_fail_in_time(ar_keys):
 def test_allreduce_bad_flags(args, needle):
     r = subprocess.run([BIN, "allreduce", *args], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and needle in r.stderr, r.stderr
+
+
+def run_mesh(keys, n, job, timeout=240, bad_job=None, wait_s=20):
+    ports = [next(_ar_ports) for _ in range(n)]
+    addrs = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs = []
+    try:
+        for i, p in enumerate(ports):
+            j = bad_job if bad_job is not None and i == n - 1 else job
+            procs.append(start(["-r", "client", "-m", "non-offloaded", "-t", str(p), "-a", addrs,
+                                "--key", str(keys / "clients.key"), "--peer",
+                                str(keys / "clients.pub"), "--timeout", str(wait_s), *j]))
+        outs = [p.communicate(timeout=timeout) for p in procs]
+        return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs)]
+    finally:
+        stop_all(procs)
+
+
+@pytest.mark.parametrize("n,size,dtype,op", [(3, 1000, "float", "sum"), (4, 33, "int", "prod"),
+                                             (2, 1, "double", "sum")])
+def test_non_offloaded_clients_reduce_among_themselves(ar_keys, n, size, dtype, op):
+    """-m non-offloaded: the clients form a full mesh over the secure channel
+    and reduce on the host, in rank order; every element checked."""
+    batch, batches = 4, 3
+    res = run_mesh(ar_keys, n, job_args(size, dtype, op, batch, batches))
+    ops = 1 + (3 + batches) * batch
+    ranks = set()
+    for rc, out, err in res:
+        assert rc == 0, out + err
+        m = re.search(r"result check: 0 elements wrong \((\d+) results, client (\d+) of (\d+), "
+                      r"reduced among the clients\)", out)
+        assert m and int(m[1]) == ops and int(m[3]) == n, out + err
+        ranks.add(int(m[2]))
+        assert f"Allreduce (non-offloaded/{op}/{dtype})" in out
+    assert ranks == set(range(n))
+
+
+def test_non_offloaded_mismatch_refused(ar_keys):
+    """The client with another -b is refused by rank 0 with the field named
+    (it reports it too), and rank 0, left without its peer, gives up at its
+    timeout."""
+    res = run_mesh(ar_keys, 2, job_args(100, "float", "sum", 2, 1),
+                   bad_job=job_args(100, "float", "sum", 3, 1), timeout=60, wait_s=3)
+    assert all(rc != 0 for rc, _, _ in res)
+    assert "a client refused: batch size (-b): 2 here, 3 there" in res[0][2], res[0][2]
+    assert "client 0 refused this client: batch size (-b): 2 here, 3 there" in res[1][2], res[1][2]
