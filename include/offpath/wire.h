@@ -494,4 +494,15 @@ OP_API int op_dns_question_decode(const uint8_t *msg, size_t len, size_t *off,
 OP_API int op_dns_rr_decode(const uint8_t *msg, size_t len, size_t *off, struct op_dns_rr *rr);
 
 
+/* A bounded output buffer for encoders: an append that would pass cap
+ * fails and writes nothing, so a caller can try a record and fall back
+ * (DNS truncation) with the buffer as it was. */
+struct op_wbuf {
+    uint8_t *buf;
+    size_t len, cap;
+};
+OP_API bool op_wbuf_put(struct op_wbuf *w, const void *p, size_t n);
+/* v's low n bytes (1..8), big-endian */
+OP_API bool op_wbuf_put_be(struct op_wbuf *w, uint64_t v, size_t n);
+
 #endif

@@ -440,8 +440,7 @@ static void plan_answer(struct plan *p, const struct op_dns_zones *zs, const str
 
 /* ---- writing ---- */
 struct writer {
-    uint8_t *buf;
-    size_t cap, len;
+    struct op_wbuf out;
     uint16_t count[3];
     uint16_t comp[64]; /* offsets of names written, for compression */
     unsigned ncomp;
@@ -469,32 +468,20 @@ static bool name_at_eq(const uint8_t *buf, size_t off, const uint8_t *name)
 
 static bool w_bytes(struct writer *w, const void *p, size_t n)
 {
-    if (w->len + n > w->cap)
-        return false;
-    memcpy(w->buf + w->len, p, n);
-    w->len += n;
-    return true;
+    return op_wbuf_put(&w->out, p, n);
 }
 
-static bool w_be(struct writer *w, uint32_t v, size_t n)
-{
-    uint8_t b[4];
-    for (size_t i = n; i > 0; i--) {
-        b[i - 1] = (uint8_t)v;
-        v >>= 8;
-    }
-    return w_bytes(w, b, n);
-}
+static bool w_be(struct writer *w, uint32_t v, size_t n) { return op_wbuf_put_be(&w->out, v, n); }
 
 /* A name, its longest suffix already written replaced by a pointer. */
 static bool w_name(struct writer *w, const uint8_t *name, bool compress)
 {
     for (const uint8_t *s = name; *s != 0; s += 1 + *s) {
         for (unsigned i = 0; compress && i < w->ncomp; i++)
-            if (name_at_eq(w->buf, w->comp[i], s))
+            if (name_at_eq(w->out.buf, w->comp[i], s))
                 return w_bytes(w, name, (size_t)(s - name)) && w_be(w, 0xc000u | w->comp[i], 2);
     }
-    size_t start = w->len;
+    size_t start = w->out.len;
     if (!w_bytes(w, name, dns_name_len(name)))
         return false;
     for (const uint8_t *s = name; *s != 0 && w->ncomp < 64; s += 1 + *s)
@@ -527,19 +514,19 @@ static bool w_rr(struct writer *w, const uint8_t *owner, uint16_t type, uint32_t
 {
     if (!w_name(w, owner, true) || !w_be(w, type, 2) || !w_be(w, C_IN, 2) || !w_be(w, ttl, 4))
         return false;
-    size_t at = w->len;
+    size_t at = w->out.len;
     if (!w_be(w, 0, 2) || !w_rdata(w, type, rd, rdlen))
         return false;
-    size_t n = w->len - at - 2;
-    w->buf[at] = (uint8_t)(n >> 8);
-    w->buf[at + 1] = (uint8_t)n;
+    size_t n = w->out.len - at - 2;
+    w->out.buf[at] = (uint8_t)(n >> 8);
+    w->out.buf[at + 1] = (uint8_t)n;
     return true;
 }
 
 /* An RRset and, if asked, the RRSIGs covering it: all or nothing. */
 static bool w_item(struct writer *w, int s, const struct item *it)
 {
-    size_t len = w->len;
+    size_t len = w->out.len;
     unsigned ncomp = w->ncomp, n = 0;
     bool ok = true;
     for (uint32_t i = 0; ok && i < it->set->count; i++, n++) {
@@ -556,7 +543,7 @@ static bool w_item(struct writer *w, int s, const struct item *it)
         n++;
     }
     if (!ok) {
-        w->len = len;
+        w->out.len = len;
         w->ncomp = ncomp;
         return false;
     }
@@ -586,17 +573,17 @@ static size_t finish(struct writer *w, const struct query *qr, int rcode, bool a
         .nscount = w->count[S_NS],
         .arcount = (uint16_t)(w->count[S_AR] + (qr->edns ? 1 : 0)),
     };
-    op_dns_hdr_encode(&h, w->buf);
+    op_dns_hdr_encode(&h, w->out.buf);
     if (qr->edns) { /* room for it was kept */
         uint32_t ttl = (uint32_t)(rcode >> 4) << 24 | (qr->dnssec ? EDNS_DO : 0);
-        w->cap += OPT_LEN;
+        w->out.cap += OPT_LEN;
         w_be(w, 0, 1);
         w_be(w, T_OPT, 2);
         w_be(w, edns_max, 2);
         w_be(w, ttl, 4);
         w_be(w, 0, 2);
     }
-    return w->len;
+    return w->out.len;
 }
 
 static void count_rcode(uint64_t *c, int rcode)
@@ -644,8 +631,9 @@ size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_i
                                       : (qr.edns_size < qi->udp_max ? qr.edns_size : qi->udp_max);
     if (limit < OP_DNS_UDP_MIN)
         limit = OP_DNS_UDP_MIN;
-    struct writer w = {.buf = out, .cap = (limit < cap ? limit : cap) - (qr.edns ? OPT_LEN : 0),
-                       .len = OP_DNS_HDR_LEN};
+    struct writer w = {.out = {.buf = out,
+                               .cap = (limit < cap ? limit : cap) - (qr.edns ? OPT_LEN : 0),
+                               .len = OP_DNS_HDR_LEN}};
     bool tc = false, aa = false;
     if (qr.has_q && !w_name(&w, qr.q.name, true))
         qr.has_q = false;

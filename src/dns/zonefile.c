@@ -33,8 +33,7 @@ struct reader {
     uint32_t ttl_default, ttl_last;
     bool has_ttl_default, has_ttl_last, allow_include;
     int depth;
-    uint8_t *rd; /* RDATA being built, 65535 bytes */
-    size_t rdn;
+    struct op_wbuf rd_out; /* RDATA being built: at most 65535 bytes */
     struct tok *toks;
     struct op_dns_load_err *err;
 };
@@ -267,21 +266,12 @@ static bool parse_ttl(const struct tok *t, uint32_t *ttl)
 
 static bool put(struct reader *rd, const void *p, size_t n)
 {
-    if (rd->rdn + n > 65535)
-        return false;
-    memcpy(rd->rd + rd->rdn, p, n);
-    rd->rdn += n;
-    return true;
+    return op_wbuf_put(&rd->rd_out, p, n);
 }
 
 static bool put_be(struct reader *rd, uint64_t v, size_t n)
 {
-    uint8_t b[8];
-    for (size_t i = n; i > 0; i--) {
-        b[i - 1] = (uint8_t)v;
-        v >>= 8;
-    }
-    return put(rd, b, n);
+    return op_wbuf_put_be(&rd->rd_out, v, n);
 }
 
 static bool put_charstr(struct reader *rd, const struct tok *t)
@@ -540,12 +530,12 @@ static bool put_generic(struct reader *rd, const struct tok *t, size_t n)
         return false;
     if (len == 0)
         return n == 2;
-    return put_hex(rd, t + 2, n - 2) && rd->rdn == len;
+    return put_hex(rd, t + 2, n - 2) && rd->rd_out.len == len;
 }
 
 static bool read_rdata(struct reader *rd, uint16_t type, const struct tok *t, size_t n)
 {
-    rd->rdn = 0;
+    rd->rd_out.len = 0;
     if (n > 0 && t[0].n == 2 && memcmp(t[0].p, "\\#", 2) == 0 && !t[0].quoted) {
         if (!put_generic(rd, t, n))
             return FAIL(rd, bad_rdata, "bad generic (\\#) RDATA");
@@ -607,12 +597,12 @@ static bool add_record(struct reader *rd, uint16_t type, uint32_t ttl)
     dns_name_lower(owner, rd->owner_len);
     struct dns_rec *r = &z->recs[z->nrecs];
     if (!arena_put(z, owner, rd->owner_len, &r->owner_off) ||
-        !arena_put(z, rd->rd, rd->rdn, &r->rd_off))
+        !arena_put(z, rd->rd_out.buf, rd->rd_out.len, &r->rd_off))
         return FAIL(rd, nomem, "out of memory");
     r->owner_len = (uint8_t)rd->owner_len;
     r->type = type;
     r->ttl = ttl;
-    r->rdlen = (uint16_t)rd->rdn;
+    r->rdlen = (uint16_t)rd->rd_out.len;
     z->nrecs++;
     return true;
 }
@@ -790,9 +780,9 @@ bool dns_zone_read(struct dns_zone *z, const char *file, const char *text, size_
 {
     struct reader rd = {.z = z, .file = file, .line = 1, .allow_include = allow_include,
                         .err = err};
-    rd.rd = malloc(65536);
+    rd.rd_out = (struct op_wbuf){.buf = malloc(65535), .cap = 65535};
     rd.toks = malloc(MAX_TOKENS * sizeof(*rd.toks));
-    bool ok = rd.rd != NULL && rd.toks != NULL;
+    bool ok = rd.rd_out.buf != NULL && rd.toks != NULL;
     if (!ok)
         dns_load_fail(err, OP_DNS_Z_nomem, file, 0, "out of memory");
     if (ok && origin_len > 0) {
@@ -804,7 +794,7 @@ bool dns_zone_read(struct dns_zone *z, const char *file, const char *text, size_
         z->origin_labels = (uint8_t)dns_name_labels(z->origin);
     }
     ok = ok && read_text(&rd, text, len);
-    free(rd.rd);
+    free(rd.rd_out.buf);
     free(rd.toks);
     return ok;
 }

@@ -1010,9 +1010,27 @@ static void test_inc_encode_cap(void **state)
     assert_int_equal(pkt[11], 0x56);
 }
 
+/* The bounded writer: an append that does not fit writes nothing. */
+static void test_wbuf(void **state)
+{
+    (void)state;
+    uint8_t buf[6] = {0};
+    struct op_wbuf w = {.buf = buf, .cap = sizeof buf};
+    assert_true(op_wbuf_put_be(&w, 0x0102, 2));
+    assert_true(op_wbuf_put(&w, "abc", 3));
+    assert_false(op_wbuf_put_be(&w, 0x0304, 2)); /* 7 > 6: nothing written */
+    assert_int_equal(w.len, 5);
+    assert_true(op_wbuf_put_be(&w, 0xff, 1));
+    assert_false(op_wbuf_put(&w, "x", 1));
+    assert_false(op_wbuf_put_be(&w, 1, 0));
+    assert_false(op_wbuf_put_be(&w, 1, 9));
+    assert_memory_equal(buf, "\x01\x02" "abc" "\xff", 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wbuf),
         cmocka_unit_test(test_crc32_check_value),
         cmocka_unit_test(test_crc32_matches_reference),
         cmocka_unit_test(test_crc32_engines),
