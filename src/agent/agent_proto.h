@@ -44,6 +44,11 @@ bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP
 size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p);
 bool agent_get_pair(const uint8_t *msg, size_t len, struct agent_pair *p);
 
+/* DOCA's handshake text of a job. */
+void agent_handshake_text(const struct op_agent_job *job, char text[OP_AR_HANDSHAKE_MAX]);
+/* Tells the peer why it is refused (REFUSED, the reason) and closes. */
+void agent_refuse(struct op_channel *ch, const char *why);
+
 /* The value client `rank` contributes to operation id at element i: known
  * to every client, so each checks its results against a reference. */
 void agent_fill(const struct op_agent_job *job, uint32_t rank, uint64_t id, void *vec);

@@ -305,12 +305,10 @@ static op_status_t calibrate(struct client *cl, uint64_t *next_id, double *netwo
 
 static op_status_t hello(struct client *cl)
 {
-    const struct op_agent_job *job = &cl->cfg->job;
     uint8_t msg[1 + OP_AR_HANDSHAKE_MAX];
     msg[0] = AGENT_HELLO;
-    int n = op_ar_handshake_format(job->size, op_agent_type_name(job->type), job->batch,
-                                   job->batches, (char *)msg + 1, OP_AR_HANDSHAKE_MAX);
-    op_status_t st = op_channel_send(cl->ch, msg, 1 + (size_t)n, 0);
+    agent_handshake_text(&cl->cfg->job, (char *)msg + 1);
+    op_status_t st = op_channel_send(cl->ch, msg, 1 + strlen((char *)msg + 1), 0);
     const uint8_t *reply;
     size_t len;
     if (st == OP_OK)
@@ -387,13 +385,6 @@ static void mesh_channel(const struct client *cl, uint32_t r, struct op_channel_
     cc->timeout_ns = c->timeout_ns;
 }
 
-static void handshake_text(const struct client *cl, char text[OP_AR_HANDSHAKE_MAX])
-{
-    const struct op_agent_job *job = &cl->cfg->job;
-    op_ar_handshake_format(job->size, op_agent_type_name(job->type), job->batch, job->batches,
-                           text, OP_AR_HANDSHAKE_MAX);
-}
-
 /* A lower rank's side: connect, say who this is, hear it accepted. */
 static op_status_t mesh_connect(struct client *cl, uint32_t r)
 {
@@ -409,7 +400,7 @@ static op_status_t mesh_connect(struct client *cl, uint32_t r)
         OP_ERROR(cl->cfg->log, "client %u: %s", r, why);
         return st;
     }
-    handshake_text(cl, text);
+    agent_handshake_text(&cl->cfg->job, text);
     st = op_channel_send(cl->peers[r].ch, msg, agent_put_mesh(msg, cl->w.rank, text), 0);
     if (st == OP_OK)
         st = op_channel_recv(cl->peers[r].ch, &reply, &len);
@@ -430,7 +421,7 @@ static op_status_t mesh_connect(struct client *cl, uint32_t r)
 static op_status_t mesh_accept(struct client *cl)
 {
     char why[256], mine[OP_AR_HANDSHAKE_MAX], theirs[OP_AR_HANDSHAKE_MAX];
-    handshake_text(cl, mine);
+    agent_handshake_text(&cl->cfg->job, mine);
     for (;;) {
         struct op_channel_config cc;
         struct op_channel *ch;
@@ -455,11 +446,7 @@ static op_status_t mesh_accept(struct client *cl)
             return op_channel_send(ch, reply, agent_put_welcome(reply, &w), 0);
         }
         OP_ERROR(cl->cfg->log, "a client refused: %s", why);
-        uint8_t reply[300] = {AGENT_REFUSED};
-        size_t n = strlen(why);
-        memcpy(reply + 1, why, n);
-        (void)op_channel_send(ch, reply, 1 + n, 0);
-        op_channel_close(ch);
+        agent_refuse(ch, why);
     }
 }
 

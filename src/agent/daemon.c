@@ -282,8 +282,7 @@ static op_status_t accept_client(struct daemon *d, uint32_t k)
         const uint8_t *msg;
         size_t len;
         char theirs[OP_AR_HANDSHAKE_MAX];
-        op_ar_handshake_format(c->job.size, op_agent_type_name(c->job.type), c->job.batch,
-                               c->job.batches, mine, sizeof mine);
+        agent_handshake_text(&c->job, mine);
         st = op_channel_recv(ch, &msg, &len);
         if (st == OP_OK && (len < 2 || len > sizeof theirs || msg[0] != AGENT_HELLO))
             st = OP_ERR_MALFORMED;
@@ -294,8 +293,8 @@ static op_status_t accept_client(struct daemon *d, uint32_t k)
         } else {
             snprintf(why, sizeof why, "no handshake (%s)", op_channel_error(ch));
         }
-        uint8_t reply[300];
         if (st == OP_OK) {
+            uint8_t reply[32];
             struct agent_welcome w = {.rank = d->self * c->clients + k,
                                       .clients = c->n_daemons * c->clients,
                                       .daemons = c->n_daemons, .per_daemon = c->clients};
@@ -304,11 +303,7 @@ static op_status_t accept_client(struct daemon *d, uint32_t k)
             return st;
         }
         OP_ERROR(c->log, "client refused: configuration mismatch: %s", why);
-        reply[0] = AGENT_REFUSED;
-        size_t n = strlen(why);
-        memcpy(reply + 1, why, n);
-        (void)op_channel_send(ch, reply, 1 + n, 0);
-        op_channel_close(ch);
+        agent_refuse(ch, why);
     }
 }
 

@@ -180,3 +180,18 @@ struct timespec agent_abstime(uint64_t deadline_ns)
     return (struct timespec){.tv_sec = (time_t)(deadline_ns / OP_NS_PER_S),
                              .tv_nsec = (long)(deadline_ns % OP_NS_PER_S)};
 }
+
+void agent_handshake_text(const struct op_agent_job *job, char text[OP_AR_HANDSHAKE_MAX])
+{
+    op_ar_handshake_format(job->size, op_agent_type_name(job->type), job->batch, job->batches,
+                           text, OP_AR_HANDSHAKE_MAX);
+}
+
+void agent_refuse(struct op_channel *ch, const char *why)
+{
+    uint8_t reply[1 + 256] = {AGENT_REFUSED};
+    size_t n = strnlen(why, sizeof reply - 1);
+    memcpy(reply + 1, why, n);
+    (void)op_channel_send(ch, reply, 1 + n, 0);
+    op_channel_close(ch);
+}
