@@ -207,6 +207,25 @@ void op_a2a_qp_infos(const struct op_a2a *a, struct op_a2a_qp_info *out)
                                                             first_psn(a->qp[q])};
 }
 
+/* The half of call k: the one op_a2a_recvbuf shows after it. */
+static uint8_t *half(const struct op_a2a *a, uint64_t call)
+{
+    return a->recvbuf + (call % 2) * (size_t)a->cfg.ranks * a->cfg.chunk;
+}
+
+/* The receive rank q's write of call `call` completes, into that call's
+ * half. Posted a call ahead (the half is the one before last, read by
+ * now), so a peer that enters the call first is never refused (RNR) and
+ * made to wait. */
+static op_status_t post_receive(struct op_a2a *a, uint32_t q, uint64_t call)
+{
+    size_t chunk = a->cfg.chunk;
+    struct op_rdma_sge rs = {(uintptr_t)(half(a, call) + q * chunk), (uint32_t)chunk,
+                             op_rdma_mr_lkey(a->w[owner_of(a, q)].recv_mr)};
+    struct op_rdma_recv_wr rwr = {.wr_id = q, .sg_list = &rs, .num_sge = 1};
+    return op_rdma_post_recv(a->qp[q], &rwr);
+}
+
 static op_status_t connect_pair(struct op_a2a *a, uint32_t q, const struct op_a2a_qp_info *peer)
 {
     const struct op_a2a_endpoint *e = &a->eps[q];
@@ -245,6 +264,8 @@ op_status_t op_a2a_connect(struct op_a2a *a, const struct op_a2a_endpoint *eps,
         if (!peer_agrees(a, q, &eps[q]))
             return OP_ERR_INVAL;
         op_status_t st = connect_pair(a, q, &theirs[q]);
+        if (st == OP_OK)
+            st = post_receive(a, q, 1); /* the first call's */
         if (st != OP_OK)
             return st;
     }
@@ -252,12 +273,6 @@ op_status_t op_a2a_connect(struct op_a2a *a, const struct op_a2a_endpoint *eps,
 }
 
 void *op_a2a_sendbuf(struct op_a2a *a) { return a->sendbuf; }
-/* The half of call k: the one op_a2a_recvbuf shows after it. */
-static uint8_t *half(const struct op_a2a *a, uint64_t call)
-{
-    return a->recvbuf + (call % 2) * (size_t)a->cfg.ranks * a->cfg.chunk;
-}
-
 void *op_a2a_recvbuf(struct op_a2a *a) { return half(a, a->calls); }
 uint32_t op_a2a_workers(const struct op_a2a *a) { return a->cfg.workers; }
 
@@ -267,12 +282,6 @@ static op_status_t post_pair(struct worker *w, uint32_t q)
 {
     struct op_a2a *a = w->a;
     size_t chunk = a->cfg.chunk;
-    struct op_rdma_sge rs = {(uintptr_t)(half(a, a->calls) + q * chunk), (uint32_t)chunk,
-                             op_rdma_mr_lkey(w->recv_mr)};
-    struct op_rdma_recv_wr rwr = {.wr_id = q, .sg_list = &rs, .num_sge = 1};
-    op_status_t st = op_rdma_post_recv(a->qp[q], &rwr);
-    if (st != OP_OK)
-        return st;
     struct op_rdma_sge ss = {(uintptr_t)(a->sendbuf + q * chunk), (uint32_t)chunk,
                              op_rdma_mr_lkey(w->send_mr)};
     const struct op_a2a_endpoint *e = &a->eps[q];
@@ -326,6 +335,9 @@ static op_status_t worker_call(struct worker *w)
         int r = op_loop_run_once(w->loop, until);
         st = r < 0 ? op_status_from_errno(-r) : reap(w, &left);
     }
+    for (uint32_t q = w->idx; st == OP_OK && q < a->cfg.ranks; q += a->cfg.workers)
+        if (q != a->cfg.rank)
+            st = post_receive(a, q, a->calls + 1);
     return st;
 }
 
