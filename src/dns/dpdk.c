@@ -151,14 +151,25 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     return keep;
 }
 
-/* Nothing came: sleep a little longer each time, up to the bound. */
-static void idle_wait(const struct dpdk_state *d, unsigned *sleep_us, unsigned *empty)
+/* An lcore's adaptive polling: after 64 empty polls in a row it sleeps,
+ * a little longer each time up to the bound; any work starts over. */
+struct idle {
+    unsigned sleep_us, empty;
+};
+
+/* Returns busy, so a loop reads `if (!polled(...)) continue;`. */
+static bool polled(const struct dpdk_state *d, struct idle *i, bool busy)
 {
-    if (++*empty < 64)
-        return;
-    struct timespec ts = {0, (long)*sleep_us * 1000};
+    if (busy) {
+        *i = (struct idle){1, 0};
+        return true;
+    }
+    if (++i->empty < 64)
+        return false;
+    struct timespec ts = {0, (long)i->sleep_us * 1000};
     nanosleep(&ts, NULL);
-    *sleep_us = *sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : *sleep_us * 2;
+    i->sleep_us = i->sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : i->sleep_us * 2;
+    return false;
 }
 
 static int rtc_main(void *arg)
@@ -168,16 +179,12 @@ static int rtc_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    unsigned sleep_us = 1, empty = 0;
+    struct idle idle = {1, 0};
     uint16_t q = (uint16_t)w->index;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, q, m, (uint16_t)w->s->cfg.burst);
-        if (n == 0) {
-            idle_wait(d, &sleep_us, &empty);
+        if (!polled(d, &idle, n > 0))
             continue;
-        }
-        sleep_us = 1;
-        empty = 0;
         unsigned none;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
         send_burst(w, d, q, m, is_dns, k);
@@ -194,7 +201,8 @@ static int io_main(void *arg)
     const struct dpdk_state *d = w->s->priv;
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
-    unsigned sleep_us = 1, empty = 0, burst = w->s->cfg.burst;
+    struct idle idle = {1, 0};
+    unsigned burst = w->s->cfg.burst;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)burst);
         unsigned q = n ? rte_ring_enqueue_burst(d->to_workers, (void **)m, n, NULL) : 0;
@@ -214,12 +222,8 @@ static int io_main(void *arg)
         }
         if (k > 0)
             send_burst(w, d, 0, m, is_dns, k);
-        if (n == 0 && got == 0) {
-            idle_wait(d, &sleep_us, &empty);
+        if (!polled(d, &idle, n > 0 || got > 0))
             continue;
-        }
-        sleep_us = 1;
-        empty = 0;
         dns_publish(w);
     }
     dns_publish(w);
@@ -234,15 +238,11 @@ static int worker_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    unsigned sleep_us = 1, empty = 0;
+    struct idle idle = {1, 0};
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
-        if (n == 0) {
-            idle_wait(d, &sleep_us, &empty);
+        if (!polled(d, &idle, n > 0))
             continue;
-        }
-        sleep_us = 1;
-        empty = 0;
         unsigned dropped;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
         unsigned q = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
