@@ -13,28 +13,26 @@ const char *op_dns_werr_str(int e)
     return e >= 0 && e < OP_DNS_W_ERRS_ ? werr_names[e] : "unknown";
 }
 
+/* RFC 1035 4.1.1: one table for the decoder and the encoder */
+static const struct wire_field dns_hdr_layout[] = {
+    WIRE_FIELD(struct op_dns_hdr, id),      WIRE_FIELD(struct op_dns_hdr, flags),
+    WIRE_FIELD(struct op_dns_hdr, qdcount), WIRE_FIELD(struct op_dns_hdr, ancount),
+    WIRE_FIELD(struct op_dns_hdr, nscount), WIRE_FIELD(struct op_dns_hdr, arcount),
+};
+#define DNS_HDR_FIELDS (sizeof dns_hdr_layout / sizeof dns_hdr_layout[0])
+
 op_status_t op_dns_hdr_decode(const uint8_t *msg, size_t len, struct op_dns_hdr *h)
 {
     struct wire_cur c;
     struct op_dns_hdr v;
     wc_init(&c, msg, len);
-    v.id = wc_u16(&c);
-    v.flags = wc_u16(&c);
-    v.qdcount = wc_u16(&c);
-    v.ancount = wc_u16(&c);
-    v.nscount = wc_u16(&c);
-    v.arcount = wc_u16(&c);
+    wc_fields(&c, &v, dns_hdr_layout, DNS_HDR_FIELDS);
     return wc_publish(&c, h, &v, sizeof(v));
 }
 
 void op_dns_hdr_encode(const struct op_dns_hdr *h, uint8_t out[OP_DNS_HDR_LEN])
 {
-    uint8_t *p = wp_u16(out, h->id);
-    p = wp_u16(p, h->flags);
-    p = wp_u16(p, h->qdcount);
-    p = wp_u16(p, h->ancount);
-    p = wp_u16(p, h->nscount);
-    wp_u16(p, h->arcount);
+    wp_fields(out, h, dns_hdr_layout, DNS_HDR_FIELDS);
 }
 
 /* Where a pointer may go: before the pointer itself (else forward) and
