@@ -32,6 +32,7 @@ int main(void)
         enum chan_gcm_impl impl;
     } impls[] = {{"aes256gcm-libsodium", OP_CHAN_CIPHER_AESGCM, CHAN_GCM_SODIUM},
                  {"aes256gcm-openssl", OP_CHAN_CIPHER_AESGCM, CHAN_GCM_OPENSSL},
+                 {"aes256gcm-vaes", OP_CHAN_CIPHER_AESGCM, CHAN_GCM_VAES},
                  {"xchacha20poly1305", OP_CHAN_CIPHER_XCHACHA, CHAN_GCM_AUTO}};
     uint8_t key[32] = {1};
     uint8_t *m = calloc(1, 65536), *c = malloc(65536 + 16);
@@ -40,7 +41,8 @@ int main(void)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++) {
             struct chan_aead a;
-            if (impls[i].cipher == OP_CHAN_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available())
+            if ((impls[i].cipher == OP_CHAN_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) ||
+                (impls[i].impl == CHAN_GCM_VAES && !chan_vaes_available()))
                 continue;
             if (chan_aead_init(&a, impls[i].cipher, key) != OP_OK)
                 return 1;

@@ -15,13 +15,15 @@
  * returns OP_OK with *got > 0, or OP_ERR_IO with *got 0 at a clean end. */
 /* One direction's frame cipher (aead.c). impl is for tests: AUTO picks the
  * cheaper AES-GCM implementation for each record's length. */
-enum chan_gcm_impl { CHAN_GCM_AUTO, CHAN_GCM_SODIUM, CHAN_GCM_OPENSSL };
+enum chan_gcm_impl { CHAN_GCM_AUTO, CHAN_GCM_SODIUM, CHAN_GCM_OPENSSL, CHAN_GCM_VAES };
+struct chan_vaes;
 struct chan_aead {
     enum op_chan_cipher cipher;
     enum chan_gcm_impl impl;
     uint8_t key[32];
     crypto_aead_aes256gcm_state *aes; /* 16-byte aligned, AES-GCM only */
     EVP_CIPHER_CTX *evp;              /* AES-GCM only */
+    struct chan_vaes *vaes;           /* AES-GCM on CPUs with VAES (gcm_vaes.c) */
 };
 /* A counter as a nonce: little-endian, zero-padded to 24 bytes (XChaCha's
  * size; AES-GCM reads the first 12). */
@@ -36,6 +38,17 @@ bool chan_aead_seal(struct chan_aead *a, uint64_t seq, const uint8_t *ad, size_t
  * authenticate, and then nothing of it is left in c as plaintext. */
 bool chan_aead_open(struct chan_aead *a, uint64_t seq, const uint8_t *ad, size_t ad_len,
                     uint8_t *c, size_t clen);
+
+/* AES-256-GCM on 512-bit VAES/VPCLMULQDQ (gcm_vaes.c): 12-byte nonce,
+ * 16-byte tag after the ciphertext; in place allowed. open wipes c on a bad
+ * tag. Only where chan_vaes_available(). */
+bool chan_vaes_available(void);
+op_status_t chan_vaes_new(const uint8_t key[32], struct chan_vaes **out);
+void chan_vaes_free(struct chan_vaes *g);
+void chan_vaes_seal(const struct chan_vaes *g, const uint8_t iv[12], const uint8_t *ad,
+                    size_t ad_len, const uint8_t *m, size_t len, uint8_t *c);
+bool chan_vaes_open(const struct chan_vaes *g, const uint8_t iv[12], const uint8_t *ad,
+                    size_t ad_len, uint8_t *c, size_t len);
 
 struct chan_transport;
 struct chan_transport_ops {
