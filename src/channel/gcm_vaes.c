@@ -14,6 +14,7 @@
  *
  * Every instruction used is constant-time in its data (AES rounds and
  * carry-less multiplies; no table lookups), as with AES-NI. */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +42,22 @@ struct chan_vaes {
     __m128i pow[32];
 };
 
+/* CPUID and XCR0 rather than __builtin_cpu_supports, which older clangs
+ * (Debian 12's 14, the fuzz build's) do not know "vaes" for. */
 bool chan_vaes_available(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return false;
+    bool aes = c & (1u << 25), pclmul = c & (1u << 1), osxsave = c & (1u << 27);
+    if (!aes || !pclmul || !osxsave || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    bool avx512 = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)); /* F, BW, VL */
+    bool vaes = (c & (1u << 9)) && (c & (1u << 10));                        /* VAES, VPCLMULQDQ */
+    if (!avx512 || !vaes)
+        return false;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0xe6u) == 0xe6u; /* the OS saves SSE, AVX and all of AVX-512's state */
 }
 
 /* ---- AES-256 ---- */
