@@ -13,16 +13,17 @@
  * shared-memory ring pair. Each call waits at most until deadline_ns
  * (op_now_ns time); write returns OP_OK after writing all len bytes, read
  * returns OP_OK with *got > 0, or OP_ERR_IO with *got 0 at a clean end. */
-/* One direction's frame cipher (aead.c). impl is for tests: AUTO picks the
- * cheaper AES-GCM implementation for each record's length. */
-enum chan_gcm_impl { CHAN_GCM_AUTO, CHAN_GCM_SODIUM, CHAN_GCM_OPENSSL, CHAN_GCM_VAES };
+/* One direction's frame cipher (aead.c). impl is for tests and
+ * bench/aead_cost: AUTO picks the cheapest implementation for each
+ * record's length. */
+enum chan_aead_impl { CHAN_AEAD_AUTO, CHAN_AEAD_SODIUM, CHAN_AEAD_OPENSSL, CHAN_AEAD_VAES };
 struct chan_vaes;
 struct chan_aead {
     enum op_chan_cipher cipher;
-    enum chan_gcm_impl impl;
+    enum chan_aead_impl impl;
     uint8_t key[32];
     crypto_aead_aes256gcm_state *aes; /* 16-byte aligned, AES-GCM only */
-    EVP_CIPHER_CTX *evp;              /* AES-GCM only */
+    EVP_CIPHER_CTX *evp;              /* OpenSSL's, either cipher */
     struct chan_vaes *vaes;           /* AES-GCM on CPUs with VAES (gcm_vaes.c) */
 };
 /* A counter as a nonce: little-endian, zero-padded to 24 bytes (XChaCha's
