@@ -90,7 +90,7 @@ static void *read_client(void *arg)
             it->type = AGENT_VECTOR;
             memcpy(it->data, data, d->bytes);
         } else if (it != NULL) {
-            OP_ERROR(d->cfg->log, "client %u: %s", r->client,
+            OP_ERROR(d->cfg->net.log, "client %u: %s", r->client,
                      st == OP_OK ? "malformed or oversized request, refused" : op_channel_error(r->ch));
         }
         if (it == NULL)
@@ -117,7 +117,7 @@ static void send_all(struct daemon *d, uint64_t id, const void *data)
     for (uint32_t c = 0; c < d->n_readers; c++) {
         op_status_t st = op_channel_send(d->r[c].ch, msg, AGENT_ID_HDR + d->bytes, 0);
         if (st != OP_OK && d->send_st == OP_OK) {
-            OP_ERROR(d->cfg->log, "client %u: sending result %llu: %s", c,
+            OP_ERROR(d->cfg->net.log, "client %u: sending result %llu: %s", c,
                      (unsigned long long)id, op_channel_error(d->r[c].ch));
             d->send_st = st;
         }
@@ -134,7 +134,7 @@ static void on_output(void *ctx, const struct op_ar_out *o)
     }
     /* the exchange runs after op_ar_client returns: not inside the engine */
     uint8_t *send = op_a2a_sendbuf(d->a2a);
-    for (uint32_t j = 0; j < d->cfg->n_daemons; j++)
+    for (uint32_t j = 0; j < d->cfg->net.n_daemons; j++)
         memcpy(send + j * d->bytes, o->data, d->bytes);
     d->partial_ready = true;
     d->partial_id = o->id;
@@ -144,14 +144,14 @@ static void on_output(void *ctx, const struct op_ar_out *o)
 static op_status_t exchange(struct daemon *d)
 {
     d->partial_ready = false;
-    op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->timeout_ns);
+    op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->net.timeout_ns);
     if (st != OP_OK) {
-        OP_ERROR(d->cfg->log, "operation %llu: exchange with the other daemons: %s",
+        OP_ERROR(d->cfg->net.log, "operation %llu: exchange with the other daemons: %s",
                  (unsigned long long)d->partial_id, op_status_str(st));
         return st;
     }
     const uint8_t *got = op_a2a_recvbuf(d->a2a);
-    for (uint32_t j = 0; j < d->cfg->n_daemons && st == OP_OK; j++)
+    for (uint32_t j = 0; j < d->cfg->net.n_daemons && st == OP_OK; j++)
         if (j != d->p.self)
             st = op_ar_peer(d->ar, j, d->partial_id, got + j * d->bytes, d->bytes);
     return st;
@@ -174,9 +174,9 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
     theirs[len - 1] = '\0';
     agent_handshake_text(&c->job, mine);
     op_status_t st = op_ar_handshake_check(mine, theirs, why, why_len);
-    struct agent_welcome w = {.rank = d->p.self * c->clients + d->n_readers,
-                              .clients = c->n_daemons * c->clients, .daemons = c->n_daemons,
-                              .per_daemon = c->clients};
+    struct agent_welcome w = {.rank = d->p.self * c->net.clients + d->n_readers,
+                              .clients = c->net.n_daemons * c->net.clients, .daemons = c->net.n_daemons,
+                              .per_daemon = c->net.clients};
     *reply_len = agent_put_welcome(reply, &w);
     return st;
 }
@@ -184,8 +184,8 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
 static op_status_t link_daemons(struct daemon *d)
 {
     const struct op_agent_daemon_config *c = d->cfg;
-    struct op_a2a_config ac = {.ranks = c->n_daemons, .rank = d->p.self, .workers = 1,
-                               .ip = c->ip, .chunk = d->bytes, .log = c->log};
+    struct op_a2a_config ac = {.ranks = c->net.n_daemons, .rank = d->p.self, .workers = 1,
+                               .ip = c->net.ip, .chunk = d->bytes, .log = c->net.log};
     op_status_t st = op_a2a_create(&ac, &d->a2a);
     return st == OP_OK ? agent_plumb_link(&d->p, &d->a2a, 1) : st;
 }
@@ -197,9 +197,9 @@ static op_status_t serve(struct daemon *d)
     uint32_t byes = 0;
     op_status_t st = OP_OK;
     while (st == OP_OK && byes < d->n_readers) {
-        struct item *it = pop(d, op_now_ns() + d->cfg->timeout_ns);
+        struct item *it = pop(d, op_now_ns() + d->cfg->net.timeout_ns);
         if (it == NULL) {
-            OP_ERROR(d->cfg->log, "no request from any client for the timeout: giving up");
+            OP_ERROR(d->cfg->net.log, "no request from any client for the timeout: giving up");
             return OP_ERR_TIMEOUT;
         }
         if (it->type == AGENT_BYE)
@@ -209,7 +209,7 @@ static op_status_t serve(struct daemon *d)
         else
             st = OP_ERR_IO; /* a client is gone: the job cannot finish */
         if (st != OP_OK && it->type == AGENT_VECTOR)
-            OP_ERROR(d->cfg->log, "client %u: request %llu refused (%s)", it->client,
+            OP_ERROR(d->cfg->net.log, "client %u: request %llu refused (%s)", it->client,
                      (unsigned long long)it->id, op_status_str(st));
         if (st == OP_OK && d->partial_ready)
             st = exchange(d);
@@ -253,21 +253,17 @@ static op_status_t start_readers(struct daemon *d)
 
 op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
 {
-    if (!op_agent_job_ok(&cfg->job) || cfg->clients == 0 || cfg->clients > OP_AGENT_MAX_CLIENTS ||
-        cfg->n_daemons == 0 || cfg->n_daemons > OP_AGENT_MAX_DAEMONS)
+    if (!op_agent_job_ok(&cfg->job) || cfg->net.clients == 0 || cfg->net.clients > OP_AGENT_MAX_CLIENTS ||
+        cfg->net.n_daemons == 0 || cfg->net.n_daemons > OP_AGENT_MAX_DAEMONS)
         return OP_ERR_INVAL;
     struct daemon *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return OP_ERR_NOMEM;
     d->cfg = cfg;
     d->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
-    d->p = (struct agent_plumb){.ip = cfg->ip, .port = cfg->port, .n_daemons = cfg->n_daemons,
-                                .daemon_ip = cfg->daemon_ip, .daemon_port = cfg->daemon_port,
-                                .key = &cfg->key, .clients_pub = cfg->clients_pub,
-                                .max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes),
-                                .timeout_ns = cfg->timeout_ns, .log = cfg->log};
+    d->p = (struct agent_plumb){.net = &cfg->net, .max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes)};
     agent_sync_init(&d->mu, &d->more);
-    struct op_ar_config ac = {.daemons = cfg->n_daemons, .clients = cfg->clients,
+    struct op_ar_config ac = {.daemons = cfg->net.n_daemons, .clients = cfg->net.clients,
                               .count = cfg->job.size, .type = op_agent_red_type(cfg->job.type),
                               .op = cfg->job.op,
                               .window = cfg->job.batch < 1024 ? (uint32_t)cfg->job.batch : 1024};
@@ -275,12 +271,12 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
     ac.self = d->p.self;
     if (st == OP_OK)
         st = op_ar_create(&ac, on_output, d, &d->ar);
-    if (st == OP_OK && cfg->n_daemons > 1)
+    if (st == OP_OK && cfg->net.n_daemons > 1)
         st = link_daemons(d);
     if (st == OP_OK)
-        OP_INFO(cfg->log, "daemon %u of %u: waiting for %u clients", d->p.self, cfg->n_daemons,
-                cfg->clients);
-    for (uint32_t k = 0; st == OP_OK && k < cfg->clients; k++) {
+        OP_INFO(cfg->net.log, "daemon %u of %u: waiting for %u clients", d->p.self, cfg->net.n_daemons,
+                cfg->net.clients);
+    for (uint32_t k = 0; st == OP_OK && k < cfg->net.clients; k++) {
         struct op_channel *ch = NULL;
         st = agent_plumb_accept(&d->p, greet, d, &ch);
         if (ch != NULL)
@@ -292,8 +288,8 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
         st = serve(d);
     if (st == OP_OK) {
         const uint64_t *n = op_ar_counters(d->ar);
-        OP_INFO(cfg->log, "daemon %u: %llu operations reduced for %u clients", d->p.self,
-                (unsigned long long)n[OP_AR_C_results], cfg->clients);
+        OP_INFO(cfg->net.log, "daemon %u: %llu operations reduced for %u clients", d->p.self,
+                (unsigned long long)n[OP_AR_C_results], cfg->net.clients);
     }
     finish(d);
     free(d);

@@ -8,12 +8,12 @@
 
 static op_status_t find_self(struct agent_plumb *p)
 {
-    for (uint32_t j = 0; j < p->n_daemons; j++)
-        if (p->daemon_ip[j] == p->ip && p->daemon_port[j] == p->port) {
+    for (uint32_t j = 0; j < p->net->n_daemons; j++)
+        if (p->net->daemon_ip[j] == p->net->ip && p->net->daemon_port[j] == p->net->port) {
             p->self = j;
             return OP_OK;
         }
-    OP_ERROR(p->log, "this daemon (its address and -t port) is not in the -a list");
+    OP_ERROR(p->net->log, "this daemon (its address and -t port) is not in the -a list");
     return OP_ERR_INVAL;
 }
 
@@ -33,14 +33,14 @@ op_status_t agent_plumb_open(struct agent_plumb *p)
     op_status_t st = find_self(p);
     if (st != OP_OK)
         return st;
-    tcp_addr(p->ip, p->port, &a);
+    tcp_addr(p->net->ip, p->net->port, &a);
     st = op_chan_listen(&a, &p->client_fd, why);
-    if (st == OP_OK && p->n_daemons > 1) {
-        tcp_addr(p->ip, (uint16_t)(p->port + 1), &a);
+    if (st == OP_OK && p->net->n_daemons > 1) {
+        tcp_addr(p->net->ip, (uint16_t)(p->net->port + 1), &a);
         st = op_chan_listen(&a, &p->link_fd, why);
     }
     if (st != OP_OK)
-        OP_ERROR(p->log, "%s", why);
+        OP_ERROR(p->net->log, "%s", why);
     return st;
 }
 
@@ -61,10 +61,10 @@ static void channel_config(const struct agent_plumb *p, int listener, uint32_t i
     tcp_addr(ip, port, &cc->addr);
     cc->listen = cc->use_listener = listener >= 0;
     cc->listener = listener;
-    cc->local = *p->key;
+    cc->local = p->net->key;
     memcpy(cc->peer_pub, peer, OP_CHAN_KEY_BYTES);
     cc->max_msg = p->max_msg < 4096 ? 4096 : p->max_msg;
-    cc->timeout_ns = p->timeout_ns;
+    cc->timeout_ns = p->net->timeout_ns;
 }
 
 op_status_t agent_plumb_accept(struct agent_plumb *p, agent_greet_fn greet, void *ctx,
@@ -72,12 +72,16 @@ op_status_t agent_plumb_accept(struct agent_plumb *p, agent_greet_fn greet, void
 {
     struct op_channel_config cc;
     char why[256];
-    channel_config(p, p->client_fd, p->ip, p->port, p->clients_pub, &cc);
+    channel_config(p, p->client_fd, p->net->ip, p->net->port, p->net->clients_pub, &cc);
     for (;;) {
         struct op_channel *ch;
         op_status_t st = op_channel_open(&cc, &ch, why);
+        if (st != OP_OK && p->idle && st == OP_ERR_TIMEOUT) {
+            OP_DEBUG(p->net->log, "no client yet: %s", why);
+            return st;
+        }
         if (st != OP_OK) {
-            OP_ERROR(p->log, "waiting for a client: %s", why);
+            OP_ERROR(p->net->log, "waiting for a client: %s", why);
             return st;
         }
         const uint8_t *msg;
@@ -93,7 +97,7 @@ op_status_t agent_plumb_accept(struct agent_plumb *p, agent_greet_fn greet, void
             return op_channel_send(ch, reply, reply_len, 0);
         }
         p->refused++;
-        OP_ERROR(p->log, "client refused: configuration mismatch: %s", why);
+        OP_ERROR(p->net->log, "client refused: configuration mismatch: %s", why);
         agent_refuse(ch, why);
     }
 }
@@ -158,12 +162,12 @@ static op_status_t pair_with(struct agent_plumb *p, bool listen, uint32_t j, str
     struct op_channel_config cc;
     struct op_channel *ch;
     char why[256];
-    channel_config(p, listen ? p->link_fd : -1, listen ? p->ip : p->daemon_ip[j],
-                   (uint16_t)((listen ? p->port : p->daemon_port[j]) + 1), p->key->pub, &cc);
+    channel_config(p, listen ? p->link_fd : -1, listen ? p->net->ip : p->net->daemon_ip[j],
+                   (uint16_t)((listen ? p->net->port : p->net->daemon_port[j]) + 1), p->net->key.pub, &cc);
     cc.max_msg = 4096;
     op_status_t st = op_channel_open(&cc, &ch, why);
     if (st != OP_OK) {
-        OP_ERROR(p->log, "daemon link: %s", why);
+        OP_ERROR(p->net->log, "daemon link: %s", why);
         return st;
     }
     uint32_t peer = listen ? UINT32_MAX : j;
@@ -174,7 +178,7 @@ static op_status_t pair_with(struct agent_plumb *p, bool listen, uint32_t j, str
     if (st == OP_OK && listen)
         st = send_pairs(p, ch, peer, l);
     if (st != OP_OK)
-        OP_ERROR(p->log, "daemon link: %s", st == OP_ERR_MALFORMED ? "malformed setup message"
+        OP_ERROR(p->net->log, "daemon link: %s", st == OP_ERR_MALFORMED ? "malformed setup message"
                                                                     : op_channel_error(ch));
     op_channel_close(ch);
     return st;
@@ -196,7 +200,7 @@ static void own_ranks(const struct agent_plumb *p, struct link *l)
 
 op_status_t agent_plumb_link(struct agent_plumb *p, struct op_a2a *const *local, uint32_t per)
 {
-    struct link l = {.per = per, .ranks = p->n_daemons * per, .local = local};
+    struct link l = {.per = per, .ranks = p->net->n_daemons * per, .local = local};
     l.eps = calloc(l.ranks, sizeof(*l.eps));
     l.mine = calloc((size_t)per * l.ranks, sizeof(*l.mine));
     l.theirs = calloc((size_t)per * l.ranks, sizeof(*l.theirs));
@@ -205,7 +209,7 @@ op_status_t agent_plumb_link(struct agent_plumb *p, struct op_a2a *const *local,
         own_ranks(p, &l);
     for (uint32_t j = 0; st == OP_OK && j < p->self; j++)
         st = pair_with(p, false, j, &l);
-    for (uint32_t k = p->self + 1; st == OP_OK && k < p->n_daemons; k++)
+    for (uint32_t k = p->self + 1; st == OP_OK && k < p->net->n_daemons; k++)
         st = pair_with(p, true, k, &l);
     for (uint32_t i = 0; st == OP_OK && i < per; i++)
         st = op_a2a_connect(local[i], l.eps, &l.theirs[(size_t)i * l.ranks]);

@@ -9,20 +9,13 @@
 #include "agent_proto.h"
 
 struct agent_plumb {
-    uint32_t ip;   /* this daemon's address (host order) */
-    uint16_t port; /* clients connect here; daemons at port + 1 */
-    uint32_t n_daemons;
-    const uint32_t *daemon_ip;
-    const uint16_t *daemon_port;
-    const struct op_chan_keypair *key; /* the daemons' */
-    const uint8_t *clients_pub;
+    const struct op_agent_daemon_net *net;
     uint32_t max_msg; /* the largest channel message a client may send */
-    uint64_t timeout_ns;
-    struct op_log *log;
-    /* set by agent_plumb_open */
+/* set by agent_plumb_open */
     uint32_t self;
     int client_fd, link_fd;
     uint64_t refused; /* clients turned away at their greeting */
+    bool idle;        /* no client within the timeout is no error (logged at debug) */
 };
 
 /* This daemon's index in the -a list, then both listening sockets (so

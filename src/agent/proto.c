@@ -80,6 +80,27 @@ bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP
     return true;
 }
 
+size_t agent_put_a2a_hello(uint8_t *buf, const struct agent_a2a_hello *h)
+{
+    buf[0] = AGENT_A2A;
+    put32(buf + 1, h->rank);
+    put32(buf + 5, h->ranks);
+    put32(buf + 9, h->workers);
+    put64(buf + 13, h->chunk);
+    return AGENT_A2A_HELLO_LEN;
+}
+
+bool agent_get_a2a_hello(const uint8_t *msg, size_t len, struct agent_a2a_hello *h)
+{
+    if (len != AGENT_A2A_HELLO_LEN || msg[0] != AGENT_A2A)
+        return false;
+    *h = (struct agent_a2a_hello){.rank = get32(msg + 1), .ranks = get32(msg + 5),
+                                  .workers = get32(msg + 9), .chunk = get64(msg + 13)};
+    return h->ranks > 0 && h->ranks <= OP_A2A_MAX_RANKS && h->rank < h->ranks &&
+           h->workers >= 1 && h->workers <= OP_A2A_MAX_WORKERS && h->chunk > 0 &&
+           h->chunk <= (OP_CHAN_LIMIT_MAX_MSG - AGENT_ID_HDR) / h->ranks;
+}
+
 #define PAIR_LEN (1 + 4 + 4 + 4 + 8 + 8 + OP_A2A_MAX_WORKERS * (2 + 4) + 8)
 
 size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p)

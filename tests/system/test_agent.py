@@ -85,7 +85,8 @@ def test_mpich_two_ranks():
     (["-m", "30"], "-m (--msgsize)"),
     (["-m", "8"], "-m (--msgsize) 8 is less than 4 bytes for each of the 4 ranks"),
     (["-t", "0"], "-t (--threads)"),
-    (["-d", "mlx5_0"], "-d (--devices) mlx5_0: offloading to agent daemons is not available yet"),
+    (["-d", "mlx5_0"], "invalid value 'mlx5_0' for -d (--devices)"),
+    (["-d", "127.0.0.1:1"], "-d (--devices) needs --key and --peer"),
     (["--ip", "1.2.3"], "--ip"),
     (["--bogus"], "unknown flag"),
 ])
@@ -318,3 +319,78 @@ def test_non_offloaded_mismatch_refused(ar_keys):
     assert all(rc != 0 for rc, _, _ in res)
     assert "a client refused: batch size (-b): 2 here, 3 there" in res[0][2], res[0][2]
     assert "client 0 refused this client: batch size (-b): 2 here, 3 there" in res[1][2], res[1][2]
+
+
+# ---- dpa_all_to_all -d: the all-to-all offloaded to agent daemons
+
+def start_a2a_daemons(keys, n, per, *extra):
+    ports = [next(_ar_ports) for _ in range(n)]
+    addrs = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs = [subprocess.Popen([BIN, "dpa_all_to_all", "-r", "daemon", "-t", str(p), "-c", str(per),
+                               "-a", addrs, "--key", str(keys / "daemons.key"), "--peer",
+                               str(keys / "clients.pub"), *map(str, extra)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p in ports]
+    return procs, addrs
+
+
+def a2a_ranks(keys, ranks, addrs, *args, **kw):
+    return a2a(ranks, "-d", addrs, "--key", keys / "clients.key", "--peer", keys / "daemons.pub",
+               *args, **kw)
+
+
+def counters(err):
+    """The daemon's last counters line as a dict."""
+    lines = re.findall(r"counters:((?: \w+=\d+)+)", err)
+    assert lines, err
+    return {k: int(v) for k, v in (kv.split("=") for kv in lines[-1].split())}
+
+
+@pytest.mark.parametrize("ranks,msgsize,threads", [(4, 32, "1,2"), (8, 4096, "2")])
+def test_all_to_all_offloaded_to_two_daemons(ar_keys, ranks, msgsize, threads):
+    """4 and 8 ranks through 2 daemons: each daemon hosts its ranks' workers,
+    the chunks move between daemons as RDMA writes; every received element
+    checked (by the program, and the printed matrices here); each daemon
+    serves one session a (size, threads) and the show run, then exits."""
+    need("openmpi")
+    sessions = 1 + len(threads.split(","))
+    ds, addrs = start_a2a_daemons(ar_keys, 2, ranks // 2, "--sessions", sessions, "--timeout", 20)
+    try:
+        r = a2a_ranks(ar_keys, ranks, addrs, "-m", msgsize, "-t", threads, "-n", 3, "-w", 1,
+                      "--matrix")
+        outs = [d.communicate(timeout=60) for d in ds]
+    finally:
+        stop_all(ds)
+    assert r.returncode == 0, r.stdout + r.stderr
+    check_transpose(r.stdout, ranks, msgsize // 4 // ranks)
+    assert "offpath: data check ok" in r.stdout
+    runs = 1 + (1 + 3) * len(threads.split(","))  # the show run, then warm-up and timed ones
+    for d, (out, err) in zip(ds, outs):
+        assert d.returncode == 0, err
+        n = counters(err)
+        assert n["sessions"] == sessions and n["calls"] == runs * ranks // 2, err
+        assert n["failed_calls"] == n["malformed"] == n["clients_gone"] == 0, err
+
+
+def test_all_to_all_daemon_killed_ranks_fail_in_time(ar_keys):
+    """A daemon killed mid-run: its ranks lose their channel, the other
+    daemon's ranks get its refusal when its RDMA exchange times out; every
+    rank ends with the reason, well within the deadline."""
+    need("openmpi")
+    ds, addrs = start_a2a_daemons(ar_keys, 2, 2, "--timeout", 3)
+    try:
+        p = subprocess.Popen(LAUNCH["openmpi"] + [
+            "-np", "4", BIN, "dpa_all_to_all", "-d", addrs, "--key", str(ar_keys / "clients.key"),
+            "--peer", str(ar_keys / "daemons.pub"), "--timeout", "3", "-m", "4096", "-t", "1",
+            "-n", "1000000", "-w", "0", "--no-matrix"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ROOT_OK)
+        time.sleep(3)
+        assert p.poll() is None, p.communicate()
+        ds[1].send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode != 0 and time.monotonic() - t0 < 15, (out, err)
+        assert re.search(r"rank \d: (waiting for the daemon|the daemon: all-to-all between the "
+                         r"daemons failed)", err), err
+    finally:
+        stop_all(ds + [p])
