@@ -33,6 +33,10 @@ struct op_a2a_config {
     uint32_t ip;      /* this rank's address, host order (127.0.0.1 on one machine) */
     size_t chunk;     /* bytes to each rank: the buffers hold ranks * chunk */
     uint32_t mtu;     /* path MTU: 256..4096 (0: 1024) */
+    /* every worker a thread, worker 0 too: a call started moves on while
+     * the caller does something else (op_a2a_start); otherwise worker 0 is
+     * the caller's thread inside op_a2a_wait (one wake-up less a call) */
+    bool progress;
     struct op_log *log;
 };
 
@@ -73,6 +77,13 @@ OP_API uint32_t op_a2a_workers(const struct op_a2a *a);
  * (OP_ERR_TIMEOUT), or on a QP error (OP_ERR_IO, its cause logged). Calls
  * need no barrier between them: see op_a2a_recvbuf. */
 OP_API op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns);
+/* op_a2a_run in halves, for a call that overlaps the caller's work (with
+ * cfg.progress): start returns at once; done says whether the workers have
+ * finished (always false without cfg.progress); wait ends the call and is
+ * op_a2a_run's result. One call at a time. */
+OP_API void op_a2a_start(struct op_a2a *a, uint64_t deadline_ns);
+OP_API bool op_a2a_done(struct op_a2a *a);
+OP_API op_status_t op_a2a_wait(struct op_a2a *a);
 
 /* ---- Allreduce offloaded to daemons (DOCA's allreduce application): the
  * daemon's engine. Pure: its clients' vectors and the other daemons'

@@ -31,7 +31,8 @@ static uint8_t byte_of(uint32_t from, uint32_t to, size_t i, uint32_t call)
     return (uint8_t)(from * 31 + to * 7 + i + call * 13);
 }
 
-static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
+static void setup_with(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk,
+                       bool progress)
 {
     memset(j, 0, sizeof(*j));
     j->ranks = ranks;
@@ -39,7 +40,7 @@ static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
     struct op_a2a_endpoint eps[MAX_RANKS];
     for (uint32_t r = 0; r < ranks; r++) {
         struct op_a2a_config c = {.ranks = ranks, .rank = r, .workers = workers,
-                                  .ip = LOOPBACK, .chunk = chunk};
+                                  .ip = LOOPBACK, .chunk = chunk, .progress = progress};
         assert_int_equal(op_a2a_create(&c, &j->a[r]), OP_OK);
         op_a2a_endpoint(j->a[r], &eps[r]);
     }
@@ -51,6 +52,11 @@ static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
             theirs[q] = info[q][r];
         assert_int_equal(op_a2a_connect(j->a[r], eps, theirs), OP_OK);
     }
+}
+
+static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
+{
+    setup_with(j, ranks, workers, chunk, false);
 }
 
 static void teardown(struct job *j)
@@ -197,6 +203,34 @@ static void test_calls_back_to_back(void **state)
     (void)state;
     streaming(24);
     streaming(3000); /* chunks of several packets: placed as they come */
+}
+
+/* cfg.progress: every worker a thread, so one thread can start every
+ * rank's call, go on with something else, see them done and end them. */
+static void test_started_calls_move_on_their_own(void **state)
+{
+    (void)state;
+    for (uint32_t workers = 1; workers <= 2; workers++) {
+        struct job j;
+        setup_with(&j, 4, workers, 2000, true);
+        for (uint32_t call = 0; call < 3; call++) {
+            fill(&j, call);
+            for (uint32_t r = 0; r < 4; r++)
+                op_a2a_start(j.a[r], op_now_ns() + 10 * OP_NS_PER_S);
+            uint64_t t0 = op_now_ns();
+            uint32_t done = 0;
+            while (done < 4 && op_now_ns() - t0 < 10 * OP_NS_PER_S) {
+                done = 0;
+                for (uint32_t r = 0; r < 4; r++)
+                    done += op_a2a_done(j.a[r]);
+            }
+            assert_int_equal(done, 4);
+            for (uint32_t r = 0; r < 4; r++)
+                j.st[r] = op_a2a_wait(j.a[r]);
+            check(&j, call);
+        }
+        teardown(&j);
+    }
 }
 
 /* A rank that never calls: the others end at their deadline, not later,
@@ -461,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_one_worker_many_ranks),
         cmocka_unit_test(test_a_single_rank_copies_to_itself),
         cmocka_unit_test(test_calls_back_to_back),
+        cmocka_unit_test(test_started_calls_move_on_their_own),
         cmocka_unit_test(test_absent_rank_times_out),
         cmocka_unit_test(test_mismatched_peer_refused),
         cmocka_unit_test(test_ar_results_in_the_documented_order),
