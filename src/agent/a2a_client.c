@@ -56,9 +56,10 @@ op_status_t op_a2a_client_open(const struct op_a2a_client_config *cfg, struct op
     c->bytes = (size_t)cfg->ranks * cfg->chunk;
     c->req = calloc(1, AGENT_ID_HDR + c->bytes);
     c->result = calloc(1, c->bytes);
+    /* room for a refusal's reason too, whatever the size of the buffers */
+    size_t max = AGENT_ID_HDR + c->bytes < 4096 ? 4096 : AGENT_ID_HDR + c->bytes;
     struct op_channel_config cc = {.addr = cfg->daemon, .local = cfg->key,
-                                   .timeout_ns = cfg->timeout_ns,
-                                   .max_msg = (uint32_t)(AGENT_ID_HDR + c->bytes)};
+                                   .timeout_ns = cfg->timeout_ns, .max_msg = (uint32_t)max};
     memcpy(cc.peer_pub, cfg->peer_pub, OP_CHAN_KEY_BYTES);
     char why[256];
     op_status_t st = c->req && c->result ? op_channel_open(&cc, &c->ch, why) : OP_ERR_NOMEM;

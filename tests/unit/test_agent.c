@@ -12,6 +12,9 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
+#include "../../src/agent/agent_proto.h"
 #include "offpath/agent.h"
 #include "offpath/wire.h"
 
@@ -487,6 +490,134 @@ static void test_ar_handshake(void **state)
         assert_int_equal(op_ar_handshake_check(mine, bad[i], why, sizeof why), OP_ERR_MALFORMED);
 }
 
+/* ---- the all-to-all daemon's faults: one daemon, two ranks a session */
+
+struct fault_env {
+    struct op_a2a_daemon_config d;
+    struct op_chan_keypair clients;
+    uint64_t counters[OP_A2A_D_COUNT_];
+    op_status_t st;
+};
+
+static void *daemon_main(void *arg)
+{
+    struct fault_env *e = arg;
+    e->st = op_a2a_daemon_run(&e->d, e->counters);
+    return NULL;
+}
+
+static struct op_channel *raw_client(const struct fault_env *e)
+{
+    struct op_channel_config cc = {.addr = {.kind = OP_CHAN_TCP, .host = "127.0.0.1",
+                                            .port = e->d.net.port},
+                                   .local = e->clients, .max_msg = 4096,
+                                   .timeout_ns = 3 * OP_NS_PER_S};
+    memcpy(cc.peer_pub, e->d.net.key.pub, OP_CHAN_KEY_BYTES);
+    struct op_channel *ch;
+    char why[256];
+    assert_int_equal(op_channel_open(&cc, &ch, why), OP_OK);
+    return ch;
+}
+
+/* A greeting (rank of 2, 8-byte chunks); the welcome expected, or a
+ * refusal whose reason holds `refused`. */
+static struct op_channel *greeted(const struct fault_env *e, uint32_t rank, uint32_t ranks,
+                                  const char *refused)
+{
+    struct op_channel *ch = raw_client(e);
+    struct agent_a2a_hello h = {.rank = rank, .ranks = ranks, .workers = 1, .chunk = 8};
+    uint8_t buf[64];
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_send(ch, buf, agent_put_a2a_hello(buf, &h), 0), OP_OK);
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    if (refused == NULL) {
+        assert_int_equal(msg[0], AGENT_WELCOME);
+        return ch;
+    }
+    char text[300] = "";
+    memcpy(text, msg + 1, len - 1 < sizeof text - 1 ? len - 1 : sizeof text - 1);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    if (strstr(text, refused) == NULL)
+        fail_msg("refusal \"%s\" does not say \"%s\"", text, refused);
+    op_channel_close(ch);
+    return NULL;
+}
+
+static struct op_a2a_client *proper_client(const struct fault_env *e, uint32_t rank)
+{
+    struct op_a2a_client_config c = {.daemon = {.kind = OP_CHAN_TCP, .host = "127.0.0.1",
+                                                .port = e->d.net.port},
+                                     .key = e->clients, .ranks = 2, .rank = rank, .workers = 1,
+                                     .chunk = 8, .timeout_ns = 3 * OP_NS_PER_S};
+    memcpy(c.peer_pub, e->d.net.key.pub, OP_CHAN_KEY_BYTES);
+    struct op_a2a_client *cl;
+    assert_int_equal(op_a2a_client_open(&c, &cl), OP_OK);
+    return cl;
+}
+
+/* Session 1: a greeting for another job size refused; a rank's malformed
+ * request refused with the reason (its peer's call then fails, told why).
+ * Session 2: a rank vanishes after its welcome (its resources freed,
+ * counted). Session 3: the daemon still serves: a full call, every byte. */
+static void test_a2a_daemon_refuses_counts_and_goes_on(void **state)
+{
+    (void)state;
+    struct fault_env e = {.d = {.net = {.ip = LOOPBACK, .clients = 2, .n_daemons = 1,
+                                        .timeout_ns = OP_NS_PER_S},
+                                .sessions = 3}};
+    e.d.net.port = e.d.net.daemon_port[0] = (uint16_t)(21000 + getpid() % 20000);
+    e.d.net.daemon_ip[0] = LOOPBACK;
+    assert_int_equal(op_chan_keypair_generate(&e.d.net.key), OP_OK);
+    assert_int_equal(op_chan_keypair_generate(&e.clients), OP_OK);
+    memcpy(e.d.net.clients_pub, e.clients.pub, OP_CHAN_KEY_BYTES);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, daemon_main, &e), 0);
+
+    greeted(&e, 0, 3, "ranks: 3 there, 2 here");
+    struct op_a2a_client *a = proper_client(&e, 0);
+    struct op_channel *b = greeted(&e, 1, 2, NULL);
+    uint8_t bad[AGENT_ID_HDR + 4] = {AGENT_VECTOR};
+    assert_int_equal(op_channel_send(b, bad, sizeof bad, 0), OP_OK);
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_recv(b, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    op_channel_close(b);
+    assert_int_equal(op_a2a_client_start(a), OP_OK);
+    assert_int_equal(op_a2a_client_wait(a), OP_ERR_REFUSED); /* its peer never came */
+    op_a2a_client_close(a);
+
+    a = proper_client(&e, 0);
+    op_channel_close(greeted(&e, 1, 2, NULL)); /* gone without a goodbye */
+    op_a2a_client_close(a);
+
+    a = proper_client(&e, 0);
+    struct op_a2a_client *c = proper_client(&e, 1);
+    struct op_a2a_client *cl[2] = {a, c};
+    for (uint32_t r = 0; r < 2; r++)
+        for (int i = 0; i < 16; i++)
+            ((uint8_t *)op_a2a_client_sendbuf(cl[r]))[i] = byte_of(r, (uint32_t)i / 8, i % 8, 0);
+    for (uint32_t r = 0; r < 2; r++)
+        assert_int_equal(op_a2a_client_start(cl[r]), OP_OK);
+    for (uint32_t r = 0; r < 2; r++) {
+        assert_int_equal(op_a2a_client_wait(cl[r]), OP_OK);
+        const uint8_t *got = op_a2a_client_recvbuf(cl[r]);
+        for (int i = 0; i < 16; i++)
+            assert_int_equal(got[i], byte_of((uint32_t)i / 8, r, i % 8, 0));
+    }
+    op_a2a_client_close(a);
+    op_a2a_client_close(c);
+    pthread_join(t, NULL);
+    assert_int_equal(e.st, OP_OK);
+    assert_int_equal(e.counters[OP_A2A_D_sessions], 3);
+    assert_int_equal(e.counters[OP_A2A_D_refused], 1);
+    assert_int_equal(e.counters[OP_A2A_D_malformed], 1);
+    assert_int_equal(e.counters[OP_A2A_D_failed_calls], 1);
+    assert_int_equal(e.counters[OP_A2A_D_clients_gone], 1);
+    assert_int_equal(e.counters[OP_A2A_D_calls], 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_ar_results_in_the_documented_order),
         cmocka_unit_test(test_ar_window_and_bad_input),
         cmocka_unit_test(test_ar_handshake),
+        cmocka_unit_test(test_a2a_daemon_refuses_counts_and_goes_on),
     };
     return cmocka_run_group_tests_name("agent", tests, NULL, NULL);
 }
