@@ -94,8 +94,12 @@ static void *receive(void *arg)
         size_t len;
         uint64_t id;
         op_status_t st = op_channel_recv(cl->ch, &msg, &len);
-        if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data))
+        if (st == OP_OK && len >= 1 && msg[0] == AGENT_REFUSED) {
+            OP_ERROR(cl->cfg->log, "the daemon ended the job: %.*s", (int)(len - 1), msg + 1);
+            st = OP_ERR_REFUSED;
+        } else if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data)) {
             st = OP_ERR_MALFORMED;
+        }
         uint64_t slot = st == OP_OK ? id % cl->cfg->job.batch : 0;
         if (st == OP_OK) {
             memcpy(cl->in + slot * cl->bytes, data, cl->bytes);

@@ -13,7 +13,9 @@
 
 struct item {
     uint32_t client;
-    enum agent_msg type; /* VECTOR, BYE, or 0: the client is gone (why logged) */
+    /* VECTOR, BYE, REFUSED: a malformed request (refused), or 0: the
+     * client is gone (why logged) */
+    enum agent_msg type;
     uint64_t id;
     uint8_t *data;
     struct item *next;
@@ -43,6 +45,7 @@ struct daemon {
     bool partial_ready;
     uint64_t partial_id;
     op_status_t send_st;
+    uint64_t malformed, gone; /* requests refused, clients that vanished */
 };
 
 /* ---- the queue the readers fill */
@@ -89,9 +92,10 @@ static void *read_client(void *arg)
                    (it->data = malloc(d->bytes)) != NULL) {
             it->type = AGENT_VECTOR;
             memcpy(it->data, data, d->bytes);
+        } else if (it != NULL && st == OP_OK) {
+            it->type = AGENT_REFUSED;
         } else if (it != NULL) {
-            OP_ERROR(d->cfg->net.log, "client %u: %s", r->client,
-                     st == OP_OK ? "malformed or oversized request, refused" : op_channel_error(r->ch));
+            OP_ERROR(d->cfg->net.log, "client %u: gone (%s)", r->client, op_channel_error(r->ch));
         }
         if (it == NULL)
             return NULL;
@@ -102,6 +106,8 @@ static void *read_client(void *arg)
             return NULL;
     }
 }
+
+static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed);
 
 /* ---- the engine's output */
 
@@ -119,7 +125,7 @@ static void send_all(struct daemon *d, uint64_t id, const void *data)
         if (st != OP_OK && d->send_st == OP_OK) {
             OP_ERROR(d->cfg->net.log, "client %u: sending result %llu: %s", c,
                      (unsigned long long)id, op_channel_error(d->r[c].ch));
-            d->send_st = st;
+            d->send_st = end_job(d, c, false);
         }
     }
     free(msg);
@@ -192,6 +198,31 @@ static op_status_t link_daemons(struct daemon *d)
 
 /* ---- the run */
 
+/* A client sent what no client may send, or vanished: every operation
+ * needs its vectors, so the job ends; every client still there is told
+ * why (the one refused too) rather than left to its timeout. Only this
+ * thread sends to clients; their readers end when they hang up. */
+static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed)
+{
+    char why[160];
+    if (malformed)
+        d->malformed++;
+    else
+        d->gone++;
+    snprintf(why, sizeof why, "client %u %s: the job cannot finish", client,
+             malformed ? "sent a malformed request (not an operation of -s elements of -d), "
+                         "refused"
+                       : "is gone");
+    OP_ERROR(d->cfg->net.log, "%s", why);
+    uint8_t msg[1 + sizeof why] = {AGENT_REFUSED};
+    size_t n = strlen(why);
+    memcpy(msg + 1, why, n);
+    for (uint32_t c = 0; c < d->n_readers; c++)
+        if (malformed || c != client)
+            (void)op_channel_send(d->r[c].ch, msg, 1 + n, 0);
+    return malformed ? OP_ERR_MALFORMED : OP_ERR_IO;
+}
+
 static op_status_t serve(struct daemon *d)
 {
     uint32_t byes = 0;
@@ -207,7 +238,7 @@ static op_status_t serve(struct daemon *d)
         else if (it->type == AGENT_VECTOR)
             st = op_ar_client(d->ar, it->client, it->id, it->data, d->bytes);
         else
-            st = OP_ERR_IO; /* a client is gone: the job cannot finish */
+            st = end_job(d, it->client, it->type == AGENT_REFUSED);
         if (st != OP_OK && it->type == AGENT_VECTOR)
             OP_ERROR(d->cfg->net.log, "client %u: request %llu refused (%s)", it->client,
                      (unsigned long long)it->id, op_status_str(st));
@@ -219,6 +250,22 @@ static op_status_t serve(struct daemon *d)
         free(it);
     }
     return st;
+}
+
+/* Every counter, whatever the end: the engine's and the daemon's own. */
+static void report(const struct daemon *d)
+{
+    char line[512];
+    size_t at = 0;
+    const uint64_t *n = d->ar != NULL ? op_ar_counters(d->ar) : NULL;
+    for (unsigned c = 0; n != NULL && c < OP_AR_C_COUNT_ && at < sizeof line; c++)
+        at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu", op_ar_counter_name(c),
+                               (unsigned long long)n[c]);
+    if (at < sizeof line)
+        snprintf(line + at, sizeof line - at, " refused=%llu malformed=%llu clients_gone=%llu",
+                 (unsigned long long)d->p.refused, (unsigned long long)d->malformed,
+                 (unsigned long long)d->gone);
+    OP_INFO(d->cfg->net.log, "daemon %u: counters:%s", d->p.self, line);
 }
 
 static void finish(struct daemon *d)
@@ -291,6 +338,7 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
         OP_INFO(cfg->net.log, "daemon %u: %llu operations reduced for %u clients", d->p.self,
                 (unsigned long long)n[OP_AR_C_results], cfg->net.clients);
     }
+    report(d);
     finish(d);
     free(d);
     return st;

@@ -295,6 +295,33 @@ def test_daemon_killed_mid_run_clients_fail_in_time(ar_keys):
         stop_all([d, c])
 
 
+def test_vanished_client_freed_others_told_why(ar_keys):
+    """A client killed mid-run: its daemon frees it (logged, counted), and
+    tells the client still there why the job cannot finish, at once rather
+    than at its timeout."""
+    port = next(_ar_ports)
+    common = ["--timeout", "30", *job_args(100000, "float", "sum", 8, 100000)]
+    d = start(["-r", "daemon", "-t", str(port), "-c", "2", "-a", f"127.0.0.1:{port}", "--key",
+               str(ar_keys / "daemons.key"), "--peer", str(ar_keys / "clients.pub"), *common])
+    cs = [start(["-r", "client", "-m", "offloaded", "-a", f"127.0.0.1:{port}", "--key",
+                 str(ar_keys / "clients.key"), "--peer", str(ar_keys / "daemons.pub"), *common])
+          for _ in range(2)]
+    try:
+        time.sleep(1.5)
+        assert all(c.poll() is None for c in cs), [c.communicate() for c in cs]
+        cs[1].send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = cs[0].communicate(timeout=30)
+        assert cs[0].returncode == 1 and time.monotonic() - t0 < 5, (out, err)
+        assert re.search(r"the daemon ended the job: client \d is gone: the job cannot finish",
+                         err), err
+        _, derr = d.communicate(timeout=30)
+        assert d.returncode == 1 and re.search(r"client \d: gone \(", derr), derr
+        assert re.search(r"counters:.* clients_gone=1", derr), derr
+    finally:
+        stop_all([d, *cs])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["-r", "client", "-m", "non-offloaded"], "a non-offloaded client needs -t (--listen-port)"),
     (["-r", "client", "-m", "fast"], "-m (--mode): offloaded or non-offloaded"),

@@ -618,6 +618,63 @@ static void test_a2a_daemon_refuses_counts_and_goes_on(void **state)
     assert_int_equal(e.counters[OP_A2A_D_calls], 2);
 }
 
+/* ---- the allreduce daemon: a malformed request refused, told, counted */
+
+struct ar_daemon_env {
+    struct op_agent_daemon_config d;
+    op_status_t st;
+};
+
+static void *ar_daemon_main(void *arg)
+{
+    struct ar_daemon_env *e = arg;
+    e->st = op_agent_daemon_run(&e->d);
+    return NULL;
+}
+
+static void test_ar_daemon_refuses_a_malformed_request(void **state)
+{
+    (void)state;
+    char *logged = NULL;
+    size_t logged_len = 0;
+    struct op_log log;
+    op_log_init(&log, "ar_daemon", OP_LOG_INFO);
+    log.stream = open_memstream(&logged, &logged_len);
+    struct fault_env e = {.d = {.net = {.ip = LOOPBACK, .clients = 1, .n_daemons = 1,
+                                        .timeout_ns = 2 * OP_NS_PER_S}}};
+    e.d.net.port = e.d.net.daemon_port[0] = (uint16_t)(41000 + getpid() % 20000);
+    e.d.net.daemon_ip[0] = LOOPBACK;
+    assert_int_equal(op_chan_keypair_generate(&e.d.net.key), OP_OK);
+    assert_int_equal(op_chan_keypair_generate(&e.clients), OP_OK);
+    memcpy(e.d.net.clients_pub, e.clients.pub, OP_CHAN_KEY_BYTES);
+    struct ar_daemon_env ad = {.d = {.job = {.size = 4, .type = OP_AGENT_INT, .op = OP_RED_SUM,
+                                             .batch = 2, .batches = 1},
+                                     .net = e.d.net}};
+    ad.d.net.log = &log;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ar_daemon_main, &ad), 0);
+    struct op_channel *ch = raw_client(&e);
+    uint8_t hello[1 + OP_AR_HANDSHAKE_MAX] = {AGENT_HELLO}, bad[AGENT_ID_HDR + 15] = {AGENT_VECTOR};
+    agent_handshake_text(&ad.d.job, (char *)hello + 1);
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_send(ch, hello, 1 + strlen((char *)hello + 1), 0), OP_OK);
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_WELCOME);
+    assert_int_equal(op_channel_send(ch, bad, sizeof bad, 0), OP_OK); /* 15 bytes: not 4 ints */
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    char why[300] = "";
+    memcpy(why, msg + 1, len - 1 < sizeof why - 1 ? len - 1 : sizeof why - 1);
+    assert_non_null(strstr(why, "client 0 sent a malformed request"));
+    op_channel_close(ch);
+    pthread_join(t, NULL);
+    assert_int_equal(ad.st, OP_ERR_MALFORMED);
+    fclose(log.stream);
+    assert_non_null(strstr(logged, "malformed=1 clients_gone=0"));
+    free(logged);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_ar_window_and_bad_input),
         cmocka_unit_test(test_ar_handshake),
         cmocka_unit_test(test_a2a_daemon_refuses_counts_and_goes_on),
+        cmocka_unit_test(test_ar_daemon_refuses_a_malformed_request),
     };
     return cmocka_run_group_tests_name("agent", tests, NULL, NULL);
 }
