@@ -108,6 +108,7 @@ static void *read_client(void *arg)
 }
 
 static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed);
+static void tell_clients(struct daemon *d, const char *why, uint32_t gone);
 
 /* ---- the engine's output */
 
@@ -152,8 +153,10 @@ static op_status_t exchange(struct daemon *d)
     d->partial_ready = false;
     op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->net.timeout_ns);
     if (st != OP_OK) {
-        OP_ERROR(d->cfg->net.log, "operation %llu: exchange with the other daemons: %s",
+        char why[128];
+        snprintf(why, sizeof why, "operation %llu: exchange with the other daemons: %s",
                  (unsigned long long)d->partial_id, op_status_str(st));
+        tell_clients(d, why, UINT32_MAX);
         return st;
     }
     const uint8_t *got = op_a2a_recvbuf(d->a2a);
@@ -198,10 +201,24 @@ static op_status_t link_daemons(struct daemon *d)
 
 /* ---- the run */
 
-/* A client sent what no client may send, or vanished: every operation
- * needs its vectors, so the job ends; every client still there is told
- * why (the one refused too) rather than left to its timeout. Only this
- * thread sends to clients; their readers end when they hang up. */
+/* The job cannot finish (every operation needs every client's vector and
+ * every daemon's partial): every client still there is told why, rather
+ * than left to its timeout. `gone`: a client not to write to (or none:
+ * UINT32_MAX). Only this thread sends to clients; their readers end when
+ * they hang up. */
+static void tell_clients(struct daemon *d, const char *why, uint32_t gone)
+{
+    OP_ERROR(d->cfg->net.log, "%s: the job cannot finish", why);
+    uint8_t msg[256] = {AGENT_REFUSED};
+    int n = snprintf((char *)msg + 1, sizeof msg - 1, "%s: the job cannot finish", why);
+    size_t len = 1 + (n < (int)sizeof msg - 1 ? (size_t)n : sizeof msg - 2);
+    for (uint32_t c = 0; c < d->n_readers; c++)
+        if (c != gone)
+            (void)op_channel_send(d->r[c].ch, msg, len, 0);
+}
+
+/* A client sent what no client may send (refused: it is told too), or
+ * vanished. */
 static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed)
 {
     char why[160];
@@ -209,17 +226,11 @@ static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed)
         d->malformed++;
     else
         d->gone++;
-    snprintf(why, sizeof why, "client %u %s: the job cannot finish", client,
+    snprintf(why, sizeof why, "client %u %s", client,
              malformed ? "sent a malformed request (not an operation of -s elements of -d), "
                          "refused"
                        : "is gone");
-    OP_ERROR(d->cfg->net.log, "%s", why);
-    uint8_t msg[1 + sizeof why] = {AGENT_REFUSED};
-    size_t n = strlen(why);
-    memcpy(msg + 1, why, n);
-    for (uint32_t c = 0; c < d->n_readers; c++)
-        if (malformed || c != client)
-            (void)op_channel_send(d->r[c].ch, msg, 1 + n, 0);
+    tell_clients(d, why, malformed ? UINT32_MAX : client);
     return malformed ? OP_ERR_MALFORMED : OP_ERR_IO;
 }
 

@@ -19,6 +19,7 @@ struct ar_flags {
     struct cli_agent_flags a;
     uint64_t port;
     bool json;
+    const char *fallback; /* offloaded client: the clients' mesh if the daemon fails */
     struct op_agent_job job;
 };
 
@@ -47,6 +48,9 @@ static void usage(void)
            "                        reduce among themselves (a full mesh, -t and -a as a\n"
            "                        daemon's: every client's IP:PORT, one order on all)\n"
            "  -a, --address A       offloaded: its daemon, IP[:PORT] (port: -p, default 18515)\n"
+           "      --fallback LIST   offloaded: if the daemon fails, start over non-offloaded\n"
+           "                        with every client of LIST (IP:PORT, one order on all;\n"
+           "                        this one at -t)\n"
            "both:\n"
            "  -p, --port P          the daemon port an address without one means\n"
            "      --key FILE        this side's secret key (the daemons share one pair,\n"
@@ -57,7 +61,7 @@ static void usage(void)
            "      --json            the client's metrics as one JSON line too\n");
 }
 
-enum { OPT_JSON = CLI_AGENT_OPT_NEXT };
+enum { OPT_JSON = CLI_AGENT_OPT_NEXT, OPT_FALLBACK };
 
 static bool set_job(int opt, const char *v, struct ar_flags *f)
 {
@@ -120,6 +124,7 @@ static bool set(int opt, const char *v, void *cfg)
     case 'i': return set_job(opt, v, f);
     case 'p': return cli_u64(TOOL, "-p (--port)", v, 1, 65534, &f->port);
     case OPT_JSON: f->json = true; return true;
+    case OPT_FALLBACK: f->fallback = v; return true;
     }
     return false;
 }
@@ -129,16 +134,15 @@ static bool read_keys(const struct ar_flags *f, struct op_chan_keypair *key, uin
     return cli_agent_keys(TOOL, f->a.key, f->a.peer, key, peer);
 }
 
-/* "IP[:PORT],IP[:PORT],..." (every daemon, or every non-offloaded client). */
-static bool parse_list(const struct ar_flags *f, uint32_t max, uint32_t *ip, uint16_t *port,
-                       uint32_t *n)
+/* Every non-offloaded client, "IP[:PORT],IP[:PORT],..." (-a, or --fallback's). */
+static bool parse_list(const struct ar_flags *f, const char *flag, const char *text, uint32_t max,
+                       uint32_t *ip, uint16_t *port, uint32_t *n)
 {
-    if (!cli_agent_addresses(TOOL, "-a (--address)", f->a.addresses, (uint16_t)f->port, max, ip,
-                             port, n))
+    if (!cli_agent_addresses(TOOL, flag, text, (uint16_t)f->port, max, ip, port, n))
         return false;
     if (*n > 0)
         return true;
-    cli_bad(TOOL, "-a (--address) is needed: every %s's IP:PORT", f->daemon ? "daemon" : "client");
+    cli_bad(TOOL, "%s is needed: every client's IP:PORT", flag);
     return false;
 }
 
@@ -152,10 +156,10 @@ static int run_daemon(const struct ar_flags *f, struct op_log *log)
     return op_agent_daemon_run(&c) == OP_OK ? 0 : 1;
 }
 
-static void print_metrics(const struct ar_flags *f, const struct op_agent_client_result *r)
+static void print_metrics(const struct ar_flags *f, bool mesh, const struct op_agent_client_result *r)
 {
     const char *op = f->job.op == OP_RED_SUM ? "sum" : "prod";
-    const char *mode = f->mesh ? "non-offloaded" : "offloaded";
+    const char *mode = mesh ? "non-offloaded" : "offloaded";
     printf("Allreduce (%s/%s/%s) and matrix multiplication metrics to complete %llu "
            "batches (batch size - %llu, vector size - %llu):\n",
            mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.batches,
@@ -167,7 +171,7 @@ static void print_metrics(const struct ar_flags *f, const struct op_agent_client
     printf("Computation and communication overlap - %.2f%%\n", r->overlap_pct);
     printf("result check: %llu elements wrong (%llu results, client %u of %u",
            (unsigned long long)r->wrong, (unsigned long long)r->results, r->rank, r->clients);
-    if (f->mesh)
+    if (mesh)
         printf(", reduced among the clients)\n");
     else
         printf(", %u daemons)\n", r->daemons);
@@ -184,37 +188,48 @@ static void print_metrics(const struct ar_flags *f, const struct op_agent_client
     fflush(stdout);
 }
 
-static int report(const struct ar_flags *f, const struct op_agent_client_config *c)
+/* fb: with --fallback, the mesh the job goes on in when the offloaded run
+ * fails (the daemon died, or refused to go on): it starts over there. */
+static int report(const struct ar_flags *f, const struct op_agent_client_config *c,
+                  const struct op_agent_client_config *fb)
 {
     struct op_agent_client_result r;
     op_status_t st = op_agent_client_run(c, &r);
+    if (st != OP_OK && fb != NULL) {
+        fprintf(stderr, "offpath allreduce: client: offloaded: %s; continuing non-offloaded "
+                "(--fallback)\n", op_status_str(st));
+        c = fb;
+        st = op_agent_client_run(c, &r);
+    }
     if (st != OP_OK) {
         fprintf(stderr, "offpath allreduce: client: %s\n", op_status_str(st));
         return 1;
     }
-    print_metrics(f, &r);
+    print_metrics(f, c->mesh, &r);
     return r.wrong == 0 ? 0 : 1;
 }
 
-static int run_mesh_client(const struct ar_flags *f, struct op_agent_client_config *c)
+/* A non-offloaded client's settings: -t, every client from `flag`. */
+static bool mesh_config(const struct ar_flags *f, const char *flag, const char *list,
+                        struct op_agent_client_config *c)
 {
     if (f->a.listen_port == 0) {
-        cli_bad(TOOL, "a non-offloaded client needs -t (--listen-port)");
-        return 2;
+        cli_bad(TOOL, "a non-offloaded client needs -t (--listen-port)%s",
+                f->fallback != NULL ? " (with --fallback too)" : "");
+        return false;
     }
     c->mesh = true;
     c->ip = f->a.ip;
     c->port = (uint16_t)f->a.listen_port;
-    if (!parse_list(f, OP_AGENT_MAX_CLIENTS, c->client_ip, c->client_port, &c->n_clients) ||
-        !read_keys(f, &c->key, c->peer_pub))
-        return 2;
-    return report(f, c);
+    return parse_list(f, flag, list, OP_AGENT_MAX_CLIENTS, c->client_ip, c->client_port,
+                      &c->n_clients);
 }
 
 static int run_client(const struct ar_flags *f, struct op_log *log)
 {
     struct op_agent_client_config c = {.job = f->job, .timeout_ns = f->a.timeout_s * OP_NS_PER_S,
-                                       .log = log};
+                                       .log = log},
+                                  fb;
     uint32_t ip;
     uint16_t port = (uint16_t)f->port;
     if (!f->offloaded && !f->mesh) {
@@ -222,7 +237,10 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
         return 2;
     }
     if (f->mesh)
-        return run_mesh_client(f, &c);
+        return mesh_config(f, "-a (--address)", f->a.addresses, &c) &&
+                       read_keys(f, &c.key, c.peer_pub)
+                   ? report(f, &c, NULL)
+                   : 2;
     if (f->a.addresses == NULL || op_parse_ipv4(f->a.addresses, &ip, &port) != OP_OK) {
         cli_bad(TOOL, "-a (--address) must be the daemon's IP[:PORT]");
         return 2;
@@ -232,7 +250,12 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
     c.daemon.port = port;
     if (!read_keys(f, &c.key, c.peer_pub))
         return 2;
-    return report(f, &c);
+    fb = c;
+    /* the clients share one key pair: the mesh pins their own public key */
+    memcpy(fb.peer_pub, c.key.pub, OP_CHAN_KEY_BYTES);
+    if (f->fallback != NULL && !mesh_config(f, "--fallback", f->fallback, &fb))
+        return 2;
+    return report(f, &c, f->fallback != NULL ? &fb : NULL);
 }
 
 int cli_allreduce(int argc, char **argv)
@@ -246,7 +269,7 @@ int cli_allreduce(int argc, char **argv)
         {"num-batches", required_argument, NULL, 'i'}, {"log-level", required_argument, NULL, 'l'},
         {"key", required_argument, NULL, CLI_AGENT_OPT_KEY},    {"peer", required_argument, NULL, CLI_AGENT_OPT_PEER},
         {"ip", required_argument, NULL, CLI_AGENT_OPT_IP},      {"timeout", required_argument, NULL, CLI_AGENT_OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, OPT_JSON},        {"fallback", required_argument, NULL, OPT_FALLBACK},        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct ar_flags f = {.port = DEFAULT_PORT, .a = CLI_AGENT_DEFAULTS,

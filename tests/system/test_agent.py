@@ -322,6 +322,36 @@ def test_vanished_client_freed_others_told_why(ar_keys):
         stop_all([d, *cs])
 
 
+def test_fallback_goes_on_non_offloaded_when_the_daemon_dies(ar_keys):
+    """-m offloaded --fallback: the daemon killed mid-run, both clients say
+    why and start over as a non-offloaded mesh of the --fallback list;
+    every result of that run checked, exit 0."""
+    port, p0, p1 = next(_ar_ports), next(_ar_ports), next(_ar_ports)
+    common = ["--timeout", "10", *job_args(20000, "float", "sum", 8, 600)]
+    d = start(["-r", "daemon", "-t", str(port), "-c", "2", "-a", f"127.0.0.1:{port}", "--key",
+               str(ar_keys / "daemons.key"), "--peer", str(ar_keys / "clients.pub"), *common])
+    cs = [start(["-r", "client", "-m", "offloaded", "-a", f"127.0.0.1:{port}", "--key",
+                 str(ar_keys / "clients.key"), "--peer", str(ar_keys / "daemons.pub"), "-t", str(p),
+                 "--fallback", f"127.0.0.1:{p0},127.0.0.1:{p1}", *common]) for p in (p0, p1)]
+    try:
+        time.sleep(1)
+        assert all(c.poll() is None for c in cs), [c.communicate() for c in cs]
+        d.send_signal(signal.SIGKILL)
+        ranks = set()
+        for c in cs:
+            out, err = c.communicate(timeout=120)
+            assert c.returncode == 0, out + err
+            assert "offloaded: " in err and "continuing non-offloaded (--fallback)" in err, err
+            assert "Allreduce (non-offloaded/sum/float)" in out, out
+            m = re.search(r"result check: 0 elements wrong \((\d+) results, client (\d) of 2, "
+                          r"reduced among the clients\)", out)
+            assert m and int(m[1]) == 1 + (3 + 600) * 8, out
+            ranks.add(m[2])
+        assert ranks == {"0", "1"}
+    finally:
+        stop_all([d, *cs])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["-r", "client", "-m", "non-offloaded"], "a non-offloaded client needs -t (--listen-port)"),
     (["-r", "client", "-m", "fast"], "-m (--mode): offloaded or non-offloaded"),
