@@ -223,6 +223,11 @@ struct op_agent_client_config {
     struct op_chan_keypair key;             /* the clients' */
     uint8_t peer_pub[OP_CHAN_KEY_BYTES];    /* the daemons' (mesh: the clients') */
     uint64_t timeout_ns;
+    /* offloaded, with io_pinned: the CPU the client's sending and
+     * receiving threads run on (the channel's encryption and socket work),
+     * away from the core that computes; otherwise where the process runs */
+    bool io_pinned;
+    int io_cpu;
     struct op_log *log;
 };
 struct op_agent_client_result {
@@ -230,6 +235,10 @@ struct op_agent_client_result {
     double batch_min_s, batch_max_s, batch_avg_s, total_s;
     double compute_s, network_s;      /* per batch: the compute loop, and pure network time */
     double overlap_pct;               /* DOCA's formula */
+    /* where a measured batch's time went, on average: in submit, in the
+     * compute loop (longer than compute_s when something else takes the
+     * core), and waiting for the results */
+    double submit_s, compute_in_batch_s, wait_s;
     uint64_t results, wrong;          /* operations received, elements off the reference */
 };
 OP_API op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,

@@ -47,10 +47,19 @@ struct client {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t got;
+    /* offloaded: the sending thread, so that submit only hands it a batch
+     * (the channel's encryption and socket writes are not the host's
+     * compute core's, with cfg->io_cpu) */
+    pthread_t sender;
+    pthread_cond_t tx;
+    uint64_t tx_n, tx_gen, tx_done; /* the batch's size; batches handed, and sent */
+    bool tx_quit;
+    op_status_t tx_st;
     uint64_t results, wrong, expected;
     op_status_t rx_st;
     struct peer_link peers[OP_AGENT_MAX_CLIENTS]; /* mesh: by rank (none at this one's) */
     int listener;
+    double part[3]; /* the last batch's submit, compute and wait, seconds */
     double a[MM_N * MM_N], b[MM_N * MM_N], c[MM_N * MM_N];
 };
 
@@ -184,12 +193,14 @@ static op_status_t wait_results(struct client *cl, uint64_t count)
     struct timespec ts = agent_abstime(op_now_ns() + cl->cfg->timeout_ns);
     op_status_t st = OP_OK;
     pthread_mutex_lock(&cl->mu);
-    while ((cl->cfg->mesh ? !mesh_all_in(cl, count) : cl->results < count) &&
-           cl->rx_st == OP_OK && st == OP_OK)
+    /* offloaded: the batch sent too (its requests' buffers are free) */
+    while ((cl->cfg->mesh ? !mesh_all_in(cl, count)
+                          : cl->results < count || cl->tx_done < cl->tx_gen) &&
+           cl->rx_st == OP_OK && cl->tx_st == OP_OK && st == OP_OK)
         if (pthread_cond_timedwait(&cl->got, &cl->mu, &ts) != 0)
             st = OP_ERR_TIMEOUT;
     if (st == OP_OK)
-        st = cl->rx_st;
+        st = cl->rx_st != OP_OK ? cl->rx_st : cl->tx_st;
     pthread_mutex_unlock(&cl->mu);
     return st;
 }
@@ -212,11 +223,39 @@ static op_status_t send_batch(struct client *cl, struct op_channel *ch, uint64_t
     return st;
 }
 
-/* To the daemon, or (mesh) to every other client. */
+static void *send_main(void *arg)
+{
+    struct client *cl = arg;
+    pthread_mutex_lock(&cl->mu);
+    for (;;) {
+        while (cl->tx_gen == cl->tx_done && !cl->tx_quit)
+            pthread_cond_wait(&cl->tx, &cl->mu);
+        if (cl->tx_quit)
+            break;
+        uint64_t n = cl->tx_n;
+        pthread_mutex_unlock(&cl->mu);
+        op_status_t st = send_batch(cl, cl->ch, n);
+        pthread_mutex_lock(&cl->mu);
+        cl->tx_st = cl->tx_st == OP_OK ? st : cl->tx_st;
+        cl->tx_done++;
+        pthread_cond_signal(&cl->got);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return NULL;
+}
+
+/* To the daemon (a hand-off to the sending thread: the call returns at
+ * once), or (mesh) to every other client, the host's own work. */
 static op_status_t submit(struct client *cl, uint64_t n)
 {
-    if (!cl->cfg->mesh)
-        return send_batch(cl, cl->ch, n);
+    if (!cl->cfg->mesh) {
+        pthread_mutex_lock(&cl->mu);
+        cl->tx_n = n;
+        cl->tx_gen++;
+        pthread_cond_signal(&cl->tx);
+        pthread_mutex_unlock(&cl->mu);
+        return OP_OK;
+    }
     op_status_t st = OP_OK;
     for (uint32_t r = 0; r < cl->w.clients && st == OP_OK; r++)
         if (r != cl->w.rank)
@@ -249,7 +288,8 @@ static void compute(struct client *cl, uint64_t reps)
 
 static double seconds_since(uint64_t t0) { return (double)(op_now_ns() - t0) / 1e9; }
 
-/* A batch: its operations submitted, `reps` of compute, its results awaited. */
+/* A batch: its operations submitted, `reps` of compute, its results
+ * awaited; where its time went in cl->part (submit, compute, wait). */
 static op_status_t batch_of(struct client *cl, uint64_t *next_id, uint64_t n, uint64_t reps,
                             double *secs)
 {
@@ -257,13 +297,18 @@ static op_status_t batch_of(struct client *cl, uint64_t *next_id, uint64_t n, ui
     prepare(cl, first, n);
     uint64_t t0 = op_now_ns();
     op_status_t st = submit(cl, n);
+    uint64_t t1 = op_now_ns();
     *next_id += n;
     compute(cl, reps);
+    uint64_t t2 = op_now_ns();
     if (st == OP_OK)
         st = wait_results(cl, *next_id);
     if (st == OP_OK && cl->cfg->mesh)
         mesh_reduce(cl, first, n); /* the host's own work: timed */
     *secs = seconds_since(t0);
+    cl->part[0] = (double)(t1 - t0) / 1e9;
+    cl->part[1] = (double)(t2 - t1) / 1e9;
+    cl->part[2] = *secs - cl->part[0] - cl->part[1];
     if (st == OP_OK)
         check(cl, first, n);
     return st;
@@ -349,6 +394,9 @@ static op_status_t measure(struct client *cl, struct op_agent_client_result *r)
         st = calibrate(cl, &next, &r->network_s, &reps, &r->compute_s);
     for (uint64_t k = 0; k < cl->cfg->job.batches && st == OP_OK; k++) {
         st = batch(cl, &next, reps, &s);
+        r->submit_s += cl->part[0] / (double)cl->cfg->job.batches;
+        r->compute_in_batch_s += cl->part[1] / (double)cl->cfg->job.batches;
+        r->wait_s += cl->part[2] / (double)cl->cfg->job.batches;
         r->batch_min_s = k == 0 || s < r->batch_min_s ? s : r->batch_min_s;
         r->batch_max_s = s > r->batch_max_s ? s : r->batch_max_s;
         r->total_s += s;
@@ -509,6 +557,7 @@ static void close_mesh(struct client *cl, bool join)
 static void init_sync(struct client *cl)
 {
     agent_sync_init(&cl->mu, &cl->got);
+    pthread_cond_init(&cl->tx, NULL);
     for (int i = 0; i < MM_N * MM_N; i++) {
         cl->a[i] = (double)(i % 7) * 0.5;
         cl->b[i] = (double)(i % 5) * 0.25;
@@ -517,6 +566,47 @@ static void init_sync(struct client *cl)
 
 static op_status_t finish(struct client *cl, struct op_agent_client_result *out, op_status_t st,
                           bool free_all);
+
+/* The I/O threads on cfg->io_cpu, when given: the core the host does not
+ * compute on (as a DPU's DMA engine is not the host's core). */
+static void place(const struct client *cl, pthread_t t)
+{
+    if (!cl->cfg->io_pinned)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cl->cfg->io_cpu, &set);
+    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
+        OP_WARN(cl->cfg->log, "cannot move the client's I/O threads to CPU %d", cl->cfg->io_cpu);
+}
+
+/* The receiving thread and the sending one, or neither. */
+static bool start_io(struct client *cl)
+{
+    if (pthread_create(&cl->thread, NULL, receive, cl) != 0)
+        return false;
+    if (pthread_create(&cl->sender, NULL, send_main, cl) != 0) {
+        pthread_detach(cl->thread); /* ends when the channel closes */
+        return false;
+    }
+    place(cl, cl->thread);
+    place(cl, cl->sender);
+    return true;
+}
+
+/* join: every batch was sent; otherwise it may be blocked on a dead link
+ * until its timeout (the tool exits first) */
+static void stop_sender(struct client *cl, bool join)
+{
+    pthread_mutex_lock(&cl->mu);
+    cl->tx_quit = true;
+    pthread_cond_signal(&cl->tx);
+    pthread_mutex_unlock(&cl->mu);
+    if (join)
+        pthread_join(cl->sender, NULL);
+    else
+        pthread_detach(cl->sender);
+}
 
 op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
                                 struct op_agent_client_result *out)
@@ -552,11 +642,13 @@ op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
     op_status_t st = open_client(cl);
     if (st == OP_OK)
         st = hello(cl);
-    bool receiving = st == OP_OK && pthread_create(&cl->thread, NULL, receive, cl) == 0;
+    bool receiving = st == OP_OK && start_io(cl);
     if (st == OP_OK && !receiving)
         st = OP_ERR_NOMEM;
     if (st == OP_OK)
         st = measure(cl, out);
+    if (receiving)
+        stop_sender(cl, st == OP_OK);
     uint8_t bye = AGENT_BYE;
     if (st == OP_OK)
         st = op_channel_send(cl->ch, &bye, 1, 0);
@@ -586,6 +678,7 @@ static op_status_t finish(struct client *cl, struct op_agent_client_result *out,
         free(cl->in);
         free(cl->in_id);
         pthread_cond_destroy(&cl->got);
+        pthread_cond_destroy(&cl->tx);
         pthread_mutex_destroy(&cl->mu);
         free(cl);
     }

@@ -20,6 +20,7 @@ struct ar_flags {
     uint64_t port;
     bool json;
     const char *fallback; /* offloaded client: the clients' mesh if the daemon fails */
+    uint64_t io_cpu;      /* offloaded client: --io-cpu N, as N + 1 (0: not given) */
     struct op_agent_job job;
 };
 
@@ -51,6 +52,9 @@ static void usage(void)
            "      --fallback LIST   offloaded: if the daemon fails, start over non-offloaded\n"
            "                        with every client of LIST (IP:PORT, one order on all;\n"
            "                        this one at -t)\n"
+           "      --io-cpu N        offloaded: run the client's channel threads (encryption,\n"
+           "                        sockets) on CPU N, not on the cores that compute (as a\n"
+           "                        DPU's DMA is not the host's work)\n"
            "both:\n"
            "  -p, --port P          the daemon port an address without one means\n"
            "      --key FILE        this side's secret key (the daemons share one pair,\n"
@@ -61,7 +65,7 @@ static void usage(void)
            "      --json            the client's metrics as one JSON line too\n");
 }
 
-enum { OPT_JSON = CLI_AGENT_OPT_NEXT, OPT_FALLBACK };
+enum { OPT_JSON = CLI_AGENT_OPT_NEXT, OPT_FALLBACK, OPT_IO_CPU };
 
 static bool set_job(int opt, const char *v, struct ar_flags *f)
 {
@@ -125,6 +129,11 @@ static bool set(int opt, const char *v, void *cfg)
     case 'p': return cli_u64(TOOL, "-p (--port)", v, 1, 65534, &f->port);
     case OPT_JSON: f->json = true; return true;
     case OPT_FALLBACK: f->fallback = v; return true;
+    case OPT_IO_CPU:
+        if (!cli_u64(TOOL, "--io-cpu", v, 0, 1023, &f->io_cpu))
+            return false;
+        f->io_cpu++;
+        return true;
     }
     return false;
 }
@@ -179,12 +188,13 @@ static void print_metrics(const struct ar_flags *f, bool mesh, const struct op_a
         printf("{\"mode\": \"%s\", \"op\": \"%s\", \"datatype\": \"%s\", \"size\": %llu, "
                "\"batch\": %llu, \"batches\": %llu, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"avg_s\": %.6f, \"total_s\": %.6f, \"compute_s\": %.6f, \"network_s\": %.6f, "
-               "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu}\n",
+               "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu, \"submit_s\": %.6f, "
+               "\"compute_in_batch_s\": %.6f, \"wait_s\": %.6f}\n",
                mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.size,
                (unsigned long long)f->job.batch, (unsigned long long)f->job.batches,
                r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s, r->compute_s,
                r->network_s, r->overlap_pct, (unsigned long long)r->wrong,
-               (unsigned long long)r->results);
+               (unsigned long long)r->results, r->submit_s, r->compute_in_batch_s, r->wait_s);
     fflush(stdout);
 }
 
@@ -228,7 +238,8 @@ static bool mesh_config(const struct ar_flags *f, const char *flag, const char *
 static int run_client(const struct ar_flags *f, struct op_log *log)
 {
     struct op_agent_client_config c = {.job = f->job, .timeout_ns = f->a.timeout_s * OP_NS_PER_S,
-                                       .log = log},
+                                       .io_pinned = f->io_cpu > 0,
+                                       .io_cpu = (int)f->io_cpu - 1, .log = log},
                                   fb;
     uint32_t ip;
     uint16_t port = (uint16_t)f->port;
@@ -269,7 +280,8 @@ int cli_allreduce(int argc, char **argv)
         {"num-batches", required_argument, NULL, 'i'}, {"log-level", required_argument, NULL, 'l'},
         {"key", required_argument, NULL, CLI_AGENT_OPT_KEY},    {"peer", required_argument, NULL, CLI_AGENT_OPT_PEER},
         {"ip", required_argument, NULL, CLI_AGENT_OPT_IP},      {"timeout", required_argument, NULL, CLI_AGENT_OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},        {"fallback", required_argument, NULL, OPT_FALLBACK},        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, OPT_JSON},        {"fallback", required_argument, NULL, OPT_FALLBACK},
+        {"io-cpu", required_argument, NULL, OPT_IO_CPU},        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct ar_flags f = {.port = DEFAULT_PORT, .a = CLI_AGENT_DEFAULTS,
