@@ -143,7 +143,7 @@ static void fail(struct server *v, const char *fmt, const char *what)
 
 /* One request: the send buffer in, the all-to-all, the receive buffer out.
  * false when the session ends for this client (goodbye or failure). */
-static bool one_call(struct server *v, bool *bye)
+static bool one_call(struct server *v)
 {
     struct session *s = v->s;
     struct a2a_daemon *d = s->d;
@@ -159,7 +159,7 @@ static bool one_call(struct server *v, bool *bye)
         return false;
     }
     if (len == 1 && msg[0] == AGENT_BYE)
-        return !(*bye = true);
+        return false;
     if (!agent_get_id(msg, len, AGENT_VECTOR, s->bytes, &id, &data)) {
         count(d, OP_A2A_D_malformed);
         fail(v, "request refused: %s", "malformed, or not ranks * chunk bytes of this session");
@@ -185,9 +185,8 @@ static bool one_call(struct server *v, bool *bye)
 static void *serve(void *arg)
 {
     struct server *v = arg;
-    bool bye = false;
-    while (one_call(v, &bye))
-        ;
+    while (one_call(v)) /* bounded: each call waits at most the timeout */
+        continue;
     return NULL;
 }
 
