@@ -37,6 +37,10 @@ struct op_a2a_config {
      * the caller does something else (op_a2a_start); otherwise worker 0 is
      * the caller's thread inside op_a2a_wait (one wake-up less a call) */
     bool progress;
+    /* with pinned, the worker threads run on CPU `cpu` (a DPA's own core,
+     * away from the cores the ranks compute on) */
+    bool pinned;
+    int cpu;
     struct op_log *log;
 };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "offpath/agent.h"
+#include "agent_proto.h"
 #include "offpath/io.h"
 #include "offpath/loop.h"
 #include "offpath/rdma.h"
@@ -55,6 +55,7 @@ static uint32_t owner_of(const struct op_a2a *a, uint32_t peer) { return peer % 
 static bool config_ok(const struct op_a2a_config *c)
 {
     return c->ranks > 0 && c->ranks <= OP_A2A_MAX_RANKS && c->rank < c->ranks &&
+           (!c->pinned || (c->cpu >= 0 && c->cpu < CPU_SETSIZE)) &&
            c->workers > 0 && c->workers <= OP_A2A_MAX_WORKERS && c->chunk > 0 &&
            c->chunk <= UINT32_MAX && (c->mtu == 0 || (c->mtu >= 256 && c->mtu <= 4096 &&
                                                        (c->mtu & (c->mtu - 1)) == 0));
@@ -114,6 +115,8 @@ static op_status_t start_workers(struct op_a2a *a)
         if (e != 0)
             return op_status_from_errno(e);
         a->started++;
+        if (a->cfg.pinned)
+            agent_pin(a->w[i].thread, a->cfg.cpu, a->cfg.log);
     }
     return OP_OK;
 }

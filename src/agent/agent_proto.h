@@ -70,5 +70,8 @@ size_t agent_elem_size(enum op_agent_type t);
  * (agent_abstime). */
 void agent_sync_init(pthread_mutex_t *mu, pthread_cond_t *cond);
 struct timespec agent_abstime(uint64_t deadline_ns);
+/* Thread t onto CPU cpu (a core the host does not compute on); logged
+ * when it cannot be. */
+void agent_pin(pthread_t t, int cpu, struct op_log *log);
 
 #endif

@@ -567,19 +567,6 @@ static void init_sync(struct client *cl)
 static op_status_t finish(struct client *cl, struct op_agent_client_result *out, op_status_t st,
                           bool free_all);
 
-/* The I/O threads on cfg->io_cpu, when given: the core the host does not
- * compute on (as a DPU's DMA engine is not the host's core). */
-static void place(const struct client *cl, pthread_t t)
-{
-    if (!cl->cfg->io_pinned)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cl->cfg->io_cpu, &set);
-    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
-        OP_WARN(cl->cfg->log, "cannot move the client's I/O threads to CPU %d", cl->cfg->io_cpu);
-}
-
 /* The receiving thread and the sending one, or neither. */
 static bool start_io(struct client *cl)
 {
@@ -589,8 +576,10 @@ static bool start_io(struct client *cl)
         pthread_detach(cl->thread); /* ends when the channel closes */
         return false;
     }
-    place(cl, cl->thread);
-    place(cl, cl->sender);
+    if (cl->cfg->io_pinned) { /* away from the core that computes */
+        agent_pin(cl->thread, cl->cfg->io_cpu, cl->cfg->log);
+        agent_pin(cl->sender, cl->cfg->io_cpu, cl->cfg->log);
+    }
     return true;
 }
 

@@ -202,6 +202,15 @@ struct timespec agent_abstime(uint64_t deadline_ns)
                              .tv_nsec = (long)(deadline_ns % OP_NS_PER_S)};
 }
 
+void agent_pin(pthread_t t, int cpu, struct op_log *log)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
+        OP_WARN(log, "cannot move a thread to CPU %d", cpu);
+}
+
 void agent_handshake_text(const struct op_agent_job *job, char text[OP_AR_HANDSHAKE_MAX])
 {
     op_ar_handshake_format(job->size, op_agent_type_name(job->type), job->batch, job->batches,

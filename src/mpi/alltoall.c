@@ -89,7 +89,8 @@ static bool open_workers(MPI_Comm comm, struct opm_comm *c, size_t chunk)
     opm_a2a_free(c);
     struct op_a2a_config cfg = {.ranks = (uint32_t)ranks, .rank = (uint32_t)rank,
                                 .workers = opm.cfg.alltoall_threads, .ip = opm.my_ip,
-                                .chunk = chunk, .progress = true /* MPI_Ialltoall's */};
+                                .chunk = chunk, .progress = true /* MPI_Ialltoall's */,
+                                .pinned = opm.cfg.alltoall_pinned, .cpu = opm.cfg.alltoall_cpu};
     struct setup s;
     op_status_t st = setup_alloc(&s, ranks) ? op_a2a_create(&cfg, &c->a2a) : OP_ERR_NOMEM;
     bool ok = all_of(comm, st == OP_OK);

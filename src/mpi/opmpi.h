@@ -60,6 +60,8 @@ struct opm_config {
      * (alltoall.c), OFFPATH_ALLTOALL_THREADS of them a rank */
     bool alltoall_agent;
     uint32_t alltoall_threads;
+    bool alltoall_pinned; /* OFFPATH_ALLTOALL_CPU: the workers' CPU */
+    int alltoall_cpu;
 };
 
 /* A level's nonblocking calls (iallreduce.c). Held by value in opm_comm:
