@@ -489,3 +489,27 @@ def test_all_to_all_daemon_killed_ranks_fail_in_time(ar_keys):
                          r"daemons failed)", err), err
     finally:
         stop_all(ds + [p])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-r", "daemon", "-c", "1"], "a daemon needs -t (--listen-port) and -c (--num-clients)"),
+    (["-r", "daemon", "-t", "1", "-c", "1"], "-a (--address) is needed"),
+    (["-r", "daemon", "-t", "1", "-c", "1", "-a", "127.0.0.1:1"], "--key and --peer are needed"),
+    (["-r", "daemon", "-t", "1", "-c", "65", "-a", "127.0.0.1:1"], "-c (--num-clients)"),
+    (["-r", "client"], "-r (--role): daemon (ranks are MPI processes)"),
+    (["-r", "daemon", "-t", "1", "-c", "1", "-a", "1.2.3:4:5"], "in -a (--address)"),
+])
+def test_a2a_daemon_bad_flags(args, needle):
+    r = subprocess.run([BIN, "dpa_all_to_all", *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("ranks,args,needle", [
+    (3, ["-m", "48"], "3 ranks do not split evenly over 2 daemons"),
+    (2, ["-m", str(32 << 20)], "at most"),
+])
+def test_offloaded_ranks_refused_with_the_reason(ar_keys, ranks, args, needle):
+    """-d: ranks that do not split over the daemons, or a buffer bigger than a
+    channel message, are refused before any daemon is reached."""
+    r = a2a_ranks(ar_keys, ranks, "127.0.0.1:1,127.0.0.1:3", *args, timeout=60)
+    assert r.returncode != 0 and needle in r.stderr, r.stderr
