@@ -491,6 +491,38 @@ def test_all_to_all_daemon_killed_ranks_fail_in_time(ar_keys):
         stop_all(ds + [p])
 
 
+def test_all_to_all_vanished_job_freed_next_one_served(ar_keys):
+    """A whole MPI job killed mid-run: the daemons count its ranks as gone
+    (their resources freed with the session) and serve the next job, every
+    element of which is checked."""
+    need("openmpi")
+    ds, addrs = start_a2a_daemons(ar_keys, 2, 2, "--timeout", 3)
+    try:
+        p = subprocess.Popen(LAUNCH["openmpi"] + [
+            "-np", "4", BIN, "dpa_all_to_all", "-d", addrs, "--key", str(ar_keys / "clients.key"),
+            "--peer", str(ar_keys / "daemons.pub"), "-m", "4096", "-t", "1", "-n", "1000000",
+            "-w", "0", "--no-matrix"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=ROOT_OK, start_new_session=True)
+        time.sleep(3)
+        assert p.poll() is None
+        os.killpg(p.pid, signal.SIGKILL)  # mpirun and its ranks: the group started here
+        p.wait(timeout=30)
+        r = a2a_ranks(ar_keys, 4, addrs, "-m", 32, "-t", 1, "-n", 2, "-w", 0, "--matrix",
+                      timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        check_transpose(r.stdout, 4, 2)
+        assert "offpath: data check ok" in r.stdout
+    finally:
+        for d in ds:
+            d.send_signal(signal.SIGTERM)
+        outs = [d.communicate(timeout=30) for d in ds]
+    gone = sum(counters(err)["clients_gone"] for _, err in outs)
+    assert gone >= 1, outs
+    for _, err in outs:
+        n = counters(err)
+        assert n["sessions"] >= 3 and n["calls"] > 0, err
+
+
 @pytest.mark.parametrize("args,needle", [
     (["-r", "daemon", "-c", "1"], "a daemon needs -t (--listen-port) and -c (--num-clients)"),
     (["-r", "daemon", "-t", "1", "-c", "1"], "-a (--address) is needed"),
