@@ -28,6 +28,16 @@
 #define OP_CHAN_FRAME_HDR 4                   /* big-endian ciphertext length */
 #define OP_CHAN_TAG_BYTES 16                  /* AEAD tag per frame */
 #define OP_CHAN_FRAME_OVERHEAD (OP_CHAN_FRAME_HDR + OP_CHAN_TAG_BYTES)
+/* Batch records: the length header's top bit marks a frame whose plaintext
+ * is several messages, each behind its own 4-byte big-endian length, so one
+ * AEAD call covers them all. Such a record holds messages while its
+ * plaintext stays within OP_CHAN_RECORD_MAX (TLS's record size: the
+ * receiver delivers nothing of a record before all of it has arrived and
+ * passed, so bigger records would only hold messages back), or one message
+ * of any allowed size. */
+#define OP_CHAN_BATCH_FLAG 0x80000000u
+#define OP_CHAN_BATCH_HDR 4
+#define OP_CHAN_RECORD_MAX (16u << 10)
 
 /* ---- keys ---- */
 struct op_chan_keypair {
@@ -70,11 +80,14 @@ struct op_chan_eng_config {
 
 /* Counters: tx ones are written only by the sending thread, rx ones only by
  * the receiving one, so the two directions run concurrently. */
-/* writes and reads are the channel's (one per system call or ring publish,
- * so frames_sealed / writes is the batching factor); the engine leaves them 0. */
-#define OP_CHAN_TX_COUNTERS(X) X(frames_sealed) X(bytes_sealed) X(writes)
+/* frames_* count messages and records_* the AEAD records they travelled
+ * in (frames_sealed / records_sealed is the number of messages per AEAD
+ * call). writes and reads are the channel's (one per system call or ring
+ * publish, so frames_sealed / writes is the number of messages per system
+ * call); the engine leaves them 0. */
+#define OP_CHAN_TX_COUNTERS(X) X(frames_sealed) X(bytes_sealed) X(records_sealed) X(writes)
 #define OP_CHAN_RX_COUNTERS(X)                                                                     \
-    X(frames_opened) X(bytes_opened) X(auth_failed) X(bad_length) X(truncated)                     \
+    X(frames_opened) X(bytes_opened) X(records_opened) X(auth_failed) X(bad_length) X(truncated)   \
     X(handshake_failed) X(handshake_malformed) X(reads)
 #define OP_CHAN_ENUM(n) OP_CHAN_##n,
 enum op_chan_tx_counter { OP_CHAN_TX_COUNTERS(OP_CHAN_ENUM) OP_CHAN_TX_COUNT_ };
@@ -107,10 +120,25 @@ OP_API const char *op_chan_cipher_name(enum op_chan_cipher c);
  * OP_CHAN_FRAME_OVERHEAD bytes at out. Sending side only. */
 OP_API op_status_t op_chan_eng_seal(struct op_chan_eng *e, const uint8_t *msg, size_t len,
                                     uint8_t *out, size_t cap, size_t *out_len);
+/* Batch records (OP_CHAN_BATCH_FLAG): messages appended with batch_add
+ * collect as plaintext in the caller's buffer rec[0..cap) (*rec_len 0
+ * starts a record) until batch_seal encrypts them in place into one frame
+ * of *rec_len bytes. OP_ERR_NOSPACE from batch_add says the record (or
+ * rec) is full: seal it and start another. One record is open at a time.
+ * Sending side only. */
+OP_API op_status_t op_chan_eng_batch_add(struct op_chan_eng *e, uint8_t *rec, size_t cap,
+                                         size_t *rec_len, const uint8_t *msg, size_t len);
+OP_API op_status_t op_chan_eng_batch_seal(struct op_chan_eng *e, uint8_t *rec, size_t cap,
+                                          size_t *rec_len);
+/* The largest frame a peer may send with this max_msg: a batch record of
+ * OP_CHAN_RECORD_MAX, or a single message of max_msg in either form. */
+OP_API size_t op_chan_max_frame(uint32_t max_msg);
 /* Opens the frame at the start of in[0..len): OP_OK with *msg and *msg_len
  * pointing into in (decrypted in place) and *used the frame's size;
  * OP_INPROGRESS when the frame is not complete yet (*used 0); an error ends
- * the session (sticky) and counts why. Receiving side only. */
+ * the session (sticky) and counts why. A batch record gives its messages
+ * one call each, in order, with *used 0 until the last: until then the
+ * caller passes the same bytes again. Receiving side only. */
 OP_API op_status_t op_chan_eng_open(struct op_chan_eng *e, uint8_t *in, size_t len, size_t *used,
                                     const uint8_t **msg, size_t *msg_len);
 /* The stream ended with `pending` bytes of an unfinished frame: counted as

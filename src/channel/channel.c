@@ -23,7 +23,8 @@ struct op_channel {
     struct chan_transport *t;
     struct op_chan_eng *eng; /* NULL in plaintext (benchmark baseline) mode */
     uint8_t *tx_buf;
-    size_t tx_len, tx_cap;
+    size_t tx_len, tx_cap; /* tx_len: sealed bytes, then the open record */
+    size_t rec_len;        /* the open batch record at tx_buf + tx_len, 0: none */
     const char *tx_why;
     uint8_t *rx_buf;
     size_t rx_start, rx_end, rx_cap;
@@ -157,7 +158,7 @@ static op_status_t new_engine(struct op_channel *c)
 
 static op_status_t alloc_buffers(struct op_channel *c)
 {
-    size_t frame = (size_t)c->cfg.max_msg + OP_CHAN_FRAME_OVERHEAD;
+    size_t frame = op_chan_max_frame(c->cfg.max_msg);
     c->tx_cap = frame > BATCH_BYTES ? frame + BATCH_BYTES : 2 * BATCH_BYTES;
     c->rx_cap = frame + RX_READ;
     c->tx_buf = malloc(c->tx_cap);
@@ -214,7 +215,7 @@ void op_channel_close(struct op_channel *c)
 
 /* ---- send ---- */
 
-op_status_t op_channel_flush(struct op_channel *c)
+static op_status_t write_out(struct op_channel *c)
 {
     if (c->tx_len == 0)
         return OP_OK;
@@ -225,6 +226,68 @@ op_status_t op_channel_flush(struct op_channel *c)
         c->tx_why = c->t->tx_why;
     c->tx_len = 0;
     return st;
+}
+
+static op_status_t engine_failed(struct op_channel *c, op_status_t st)
+{
+    const char *why = op_chan_eng_error(c->eng);
+    c->tx_why = why != NULL ? why : op_status_str(st);
+    return st;
+}
+
+/* Seals the open record; a full tx_buf leaves at once. */
+static op_status_t seal_record(struct op_channel *c)
+{
+    if (c->rec_len == 0)
+        return OP_OK;
+    op_status_t st = op_chan_eng_batch_seal(c->eng, c->tx_buf + c->tx_len, c->tx_cap - c->tx_len,
+                                            &c->rec_len);
+    if (st != OP_OK)
+        return engine_failed(c, st);
+    c->tx_len += c->rec_len;
+    c->rec_len = 0;
+    return c->tx_len >= BATCH_BYTES ? write_out(c) : OP_OK;
+}
+
+op_status_t op_channel_flush(struct op_channel *c)
+{
+    op_status_t st = seal_record(c);
+    return st == OP_OK ? write_out(c) : st;
+}
+
+/* Adds msg to the open record; a full record is sealed, a full buffer
+ * written, and the message goes into the next (tx_cap holds BATCH_BYTES
+ * and one largest record, so the third try always fits). */
+static op_status_t stage(struct op_channel *c, const uint8_t *msg, size_t len)
+{
+    for (int tries = 0;; tries++) {
+        op_status_t st = op_chan_eng_batch_add(c->eng, c->tx_buf + c->tx_len,
+                                               c->tx_cap - c->tx_len, &c->rec_len, msg, len);
+        if (st == OP_OK)
+            return OP_OK;
+        if (st != OP_ERR_NOSPACE || tries == 2)
+            return engine_failed(c, st);
+        st = c->rec_len > 0 ? seal_record(c) : write_out(c);
+        if (st != OP_OK)
+            return st;
+    }
+}
+
+/* A lone message (nothing batched before it) as a single-message frame. */
+static op_status_t seal_single(struct op_channel *c, const uint8_t *msg, size_t len)
+{
+    size_t n;
+    if (c->tx_len + len + OP_CHAN_FRAME_OVERHEAD > c->tx_cap) {
+        op_status_t st = write_out(c);
+        if (st != OP_OK)
+            return st;
+    }
+    op_status_t st =
+        op_chan_eng_seal(c->eng, msg, len, c->tx_buf + c->tx_len, c->tx_cap - c->tx_len, &n);
+    if (st != OP_OK)
+        return engine_failed(c, st);
+    c->tx_len += n;
+    return OP_OK;
 }
 
 static void seal_plain(struct op_channel *c, const uint8_t *msg, size_t len)
@@ -240,28 +303,35 @@ static void seal_plain(struct op_channel *c, const uint8_t *msg, size_t len)
     c->plain_tx[OP_CHAN_bytes_sealed] += len;
 }
 
+static op_status_t send_plain(struct op_channel *c, const uint8_t *msg, size_t len)
+{
+    if (c->tx_len + len + PLAIN_HDR > c->tx_cap) {
+        op_status_t st = write_out(c);
+        if (st != OP_OK)
+            return st;
+    }
+    seal_plain(c, msg, len);
+    return OP_OK;
+}
+
 op_status_t op_channel_send(struct op_channel *c, const void *msg, size_t len, unsigned flags)
 {
-    size_t framed = len + OP_CHAN_FRAME_OVERHEAD, n;
+    bool more = (flags & OP_CHAN_MORE) != 0;
     op_status_t st;
 
     if (len < 1 || len > c->cfg.max_msg) {
         c->tx_why = "message size out of range";
         return OP_ERR_INVAL;
     }
-    if (c->tx_len + framed > c->tx_cap && (st = op_channel_flush(c)) != OP_OK)
+    if (c->eng == NULL)
+        st = send_plain(c, msg, len);
+    else if (c->rec_len == 0 && !more)
+        st = seal_single(c, msg, len);
+    else
+        st = stage(c, msg, len);
+    if (st != OP_OK)
         return st;
-    if (c->eng == NULL) {
-        seal_plain(c, msg, len);
-    } else {
-        st = op_chan_eng_seal(c->eng, msg, len, c->tx_buf + c->tx_len, c->tx_cap - c->tx_len, &n);
-        if (st != OP_OK) {
-            c->tx_why = op_chan_eng_error(c->eng);
-            return st;
-        }
-        c->tx_len += n;
-    }
-    if (!(flags & OP_CHAN_MORE) || c->tx_len >= BATCH_BYTES)
+    if (!more || c->tx_len >= BATCH_BYTES)
         return op_channel_flush(c);
     return OP_OK;
 }

@@ -36,11 +36,9 @@ struct sym {
     uint64_t n;
 };
 
-/* One direction's frame key; AES-GCM's expanded key lives in aes. */
+/* One direction's frame cipher and record counter. */
 struct dir_key {
-    enum op_chan_cipher cipher;
-    uint8_t key[32];
-    crypto_aead_aes256gcm_state *aes; /* 16-byte aligned, only for AES-GCM */
+    struct chan_aead aead;
     uint64_t seq;
 };
 
@@ -55,10 +53,13 @@ struct op_chan_eng {
     struct dir_key tx;
     _Atomic uint64_t txc[OP_CHAN_TX_COUNT_];
     const char *tx_error;
+    uint64_t batch_msgs, batch_bytes; /* in the open batch record */
     /* Written only by the receiving thread. */
     struct dir_key rx;
     _Atomic uint64_t rxc[OP_CHAN_RX_COUNT_];
     const char *rx_error;
+    /* A batch record being delivered: offsets into the caller's bytes. */
+    size_t rec_next, rec_end, rec_frame;
 };
 
 static void bump_tx(struct op_chan_eng *e, enum op_chan_tx_counter c, uint64_t by)
@@ -109,19 +110,12 @@ static void mix_key(struct sym *s, const uint8_t dh[32])
     sodium_memzero(k, sizeof k);
 }
 
-static void nonce24(uint64_t n, uint8_t out[24])
-{
-    memset(out, 0, 24);
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)(n >> (8 * i));
-}
-
 /* The handshake payloads are encrypted with the transcript hash as
  * associated data, so any change to an earlier byte fails here. */
 static void encrypt_and_hash(struct sym *s, const uint8_t *pt, size_t len, uint8_t *out)
 {
     uint8_t nonce[24];
-    nonce24(s->n++, nonce);
+    chan_nonce(s->n++, nonce);
     crypto_aead_xchacha20poly1305_ietf_encrypt(out, NULL, pt, len, s->h, HASH_BYTES, NULL, nonce,
                                                s->k);
     mix_hash(s, out, len + OP_CHAN_TAG_BYTES);
@@ -130,7 +124,7 @@ static void encrypt_and_hash(struct sym *s, const uint8_t *pt, size_t len, uint8
 static bool decrypt_and_hash(struct sym *s, const uint8_t *ct, size_t len, uint8_t *out)
 {
     uint8_t nonce[24];
-    nonce24(s->n++, nonce);
+    chan_nonce(s->n++, nonce);
     if (crypto_aead_xchacha20poly1305_ietf_decrypt(out, NULL, NULL, ct, len, s->h, HASH_BYTES,
                                                    nonce, s->k) != 0)
         return false;
@@ -174,21 +168,12 @@ op_status_t op_chan_eng_new(const struct op_chan_eng_config *cfg, struct op_chan
     return OP_OK;
 }
 
-static void free_dir(struct dir_key *d)
-{
-    if (d->aes != NULL) {
-        sodium_memzero(d->aes, sizeof *d->aes);
-        free(d->aes);
-    }
-    d->aes = NULL;
-}
-
 void op_chan_eng_free(struct op_chan_eng *e)
 {
     if (e == NULL)
         return;
-    free_dir(&e->tx);
-    free_dir(&e->rx);
+    chan_aead_free(&e->tx.aead);
+    chan_aead_free(&e->rx.aead);
     sodium_memzero(e, sizeof *e);
     free(e);
 }
@@ -200,7 +185,7 @@ bool op_chan_eng_established(const struct op_chan_eng *e)
 
 enum op_chan_cipher op_chan_eng_cipher(const struct op_chan_eng *e)
 {
-    return e->hs == HS_DONE ? e->tx.cipher : OP_CHAN_CIPHER_AUTO;
+    return e->hs == HS_DONE ? e->tx.aead.cipher : OP_CHAN_CIPHER_AUTO;
 }
 
 const char *op_chan_cipher_name(enum op_chan_cipher c)
@@ -255,16 +240,8 @@ static unsigned local_offer(enum op_chan_cipher want)
 
 static op_status_t set_dir(struct dir_key *d, enum op_chan_cipher c, const uint8_t key[32])
 {
-    d->cipher = c;
-    memcpy(d->key, key, 32);
     d->seq = 0;
-    if (c != OP_CHAN_CIPHER_AESGCM)
-        return OP_OK;
-    d->aes = aligned_alloc(16, (sizeof *d->aes + 15) & ~(size_t)15);
-    if (d->aes == NULL)
-        return OP_ERR_NOMEM;
-    crypto_aead_aes256gcm_beforenm(d->aes, key);
-    return OP_OK;
+    return chan_aead_init(&d->aead, c, key);
 }
 
 /* Split: the first key is initiator->responder, the second the reverse. */
@@ -423,52 +400,96 @@ static uint32_t get_be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The header is associated data, so a changed length fails the tag even
- * when the changed frame happens to be complete. */
-static void aead_seal(struct dir_key *d, const uint8_t *hdr, const uint8_t *m, size_t len,
-                      uint8_t *c)
+static bool tx_ready(struct op_chan_eng *e)
 {
-    uint8_t nonce[24];
-    nonce24(d->seq, nonce);
-    if (d->cipher == OP_CHAN_CIPHER_AESGCM)
-        crypto_aead_aes256gcm_encrypt_afternm(c, NULL, m, len, hdr, OP_CHAN_FRAME_HDR, NULL, nonce,
-                                              d->aes);
-    else
-        crypto_aead_xchacha20poly1305_ietf_encrypt(c, NULL, m, len, hdr, OP_CHAN_FRAME_HDR, NULL,
-                                                   nonce, d->key);
+    if (e->hs != HS_DONE || e->tx_error != NULL)
+        return false;
+    if (e->tx.seq == UINT64_MAX) {
+        e->tx_error = "the sending sequence number is exhausted";
+        return false;
+    }
+    return true;
 }
 
-static bool aead_open(struct dir_key *d, const uint8_t *hdr, uint8_t *c, size_t clen)
+/* The header is associated data, so a changed length or batch flag fails
+ * the tag even when the changed frame happens to be complete. */
+static op_status_t seal_frame(struct op_chan_eng *e, uint32_t word, const uint8_t *m, size_t len,
+                              uint8_t *out)
 {
-    uint8_t nonce[24];
-    nonce24(d->seq, nonce);
-    if (d->cipher == OP_CHAN_CIPHER_AESGCM)
-        return crypto_aead_aes256gcm_decrypt_afternm(c, NULL, NULL, c, clen, hdr,
-                                                     OP_CHAN_FRAME_HDR, nonce, d->aes) == 0;
-    return crypto_aead_xchacha20poly1305_ietf_decrypt(c, NULL, NULL, c, clen, hdr,
-                                                      OP_CHAN_FRAME_HDR, nonce, d->key) == 0;
+    put_be32(out, word);
+    if (!chan_aead_seal(&e->tx.aead, e->tx.seq, out, OP_CHAN_FRAME_HDR, m, len,
+                        out + OP_CHAN_FRAME_HDR)) {
+        e->tx_error = "the cipher refused to seal a record";
+        return OP_ERR_STATE;
+    }
+    e->tx.seq++;
+    bump_tx(e, OP_CHAN_records_sealed, 1);
+    return OP_OK;
 }
 
 op_status_t op_chan_eng_seal(struct op_chan_eng *e, const uint8_t *msg, size_t len, uint8_t *out,
                              size_t cap, size_t *out_len)
 {
     *out_len = 0;
-    if (e->hs != HS_DONE || e->tx_error != NULL)
+    if (!tx_ready(e))
         return OP_ERR_STATE;
     if (len < 1 || len > e->cfg.max_msg)
         return OP_ERR_INVAL;
     if (cap < len + OP_CHAN_FRAME_OVERHEAD)
         return OP_ERR_NOSPACE;
-    if (e->tx.seq == UINT64_MAX) {
-        e->tx_error = "the sending sequence number is exhausted";
-        return OP_ERR_STATE;
-    }
-    put_be32(out, (uint32_t)(len + OP_CHAN_TAG_BYTES));
-    aead_seal(&e->tx, out, msg, len, out + OP_CHAN_FRAME_HDR);
-    e->tx.seq++;
+    op_status_t st = seal_frame(e, (uint32_t)(len + OP_CHAN_TAG_BYTES), msg, len, out);
+    if (st != OP_OK)
+        return st;
     bump_tx(e, OP_CHAN_frames_sealed, 1);
     bump_tx(e, OP_CHAN_bytes_sealed, len);
     *out_len = len + OP_CHAN_FRAME_OVERHEAD;
+    return OP_OK;
+}
+
+size_t op_chan_max_frame(uint32_t max_msg)
+{
+    size_t lone = (size_t)max_msg + OP_CHAN_BATCH_HDR;
+    return (lone > OP_CHAN_RECORD_MAX ? lone : OP_CHAN_RECORD_MAX) + OP_CHAN_FRAME_OVERHEAD;
+}
+
+op_status_t op_chan_eng_batch_add(struct op_chan_eng *e, uint8_t *rec, size_t cap,
+                                  size_t *rec_len, const uint8_t *msg, size_t len)
+{
+    if (e->hs != HS_DONE || e->tx_error != NULL)
+        return OP_ERR_STATE;
+    if (len < 1 || len > e->cfg.max_msg)
+        return OP_ERR_INVAL;
+    size_t at = *rec_len == 0 ? OP_CHAN_FRAME_HDR : *rec_len;
+    size_t plain = at - OP_CHAN_FRAME_HDR + OP_CHAN_BATCH_HDR + len;
+    if ((*rec_len > 0 && plain > OP_CHAN_RECORD_MAX) ||
+        cap < OP_CHAN_FRAME_HDR + plain + OP_CHAN_TAG_BYTES)
+        return OP_ERR_NOSPACE;
+    put_be32(rec + at, (uint32_t)len);
+    memcpy(rec + at + OP_CHAN_BATCH_HDR, msg, len);
+    *rec_len = OP_CHAN_FRAME_HDR + plain;
+    e->batch_msgs++;
+    e->batch_bytes += len;
+    return OP_OK;
+}
+
+op_status_t op_chan_eng_batch_seal(struct op_chan_eng *e, uint8_t *rec, size_t cap,
+                                   size_t *rec_len)
+{
+    if (*rec_len <= OP_CHAN_FRAME_HDR || e->batch_msgs == 0)
+        return OP_ERR_INVAL;
+    if (cap < *rec_len + OP_CHAN_TAG_BYTES)
+        return OP_ERR_NOSPACE;
+    if (!tx_ready(e))
+        return OP_ERR_STATE;
+    size_t plain = *rec_len - OP_CHAN_FRAME_HDR;
+    op_status_t st = seal_frame(e, OP_CHAN_BATCH_FLAG | (uint32_t)(plain + OP_CHAN_TAG_BYTES),
+                                rec + OP_CHAN_FRAME_HDR, plain, rec);
+    if (st != OP_OK)
+        return st;
+    bump_tx(e, OP_CHAN_frames_sealed, e->batch_msgs);
+    bump_tx(e, OP_CHAN_bytes_sealed, e->batch_bytes);
+    e->batch_msgs = e->batch_bytes = 0;
+    *rec_len += OP_CHAN_TAG_BYTES;
     return OP_OK;
 }
 
@@ -480,6 +501,49 @@ static op_status_t rx_fail(struct op_chan_eng *e, enum op_chan_rx_counter c, con
     return st;
 }
 
+static void deliver(struct op_chan_eng *e, const uint8_t *msg, size_t len, const uint8_t **out,
+                    size_t *out_len)
+{
+    *out = msg;
+    *out_len = len;
+    bump_rx(e, OP_CHAN_frames_opened, 1);
+    bump_rx(e, OP_CHAN_bytes_opened, len);
+}
+
+/* Authenticated is not yet well-formed: a peer that holds the key but
+ * frames its messages wrongly is refused before any of them is delivered. */
+static bool batch_well_formed(const uint8_t *p, size_t len, uint32_t max_msg)
+{
+    size_t at = 0;
+    if (len == 0)
+        return false;
+    while (at < len) {
+        if (len - at < OP_CHAN_BATCH_HDR)
+            return false;
+        uint32_t n = get_be32(p + at);
+        at += OP_CHAN_BATCH_HDR;
+        if (n < 1 || n > max_msg || n > len - at)
+            return false;
+        at += n;
+    }
+    return true;
+}
+
+static op_status_t next_in_batch(struct op_chan_eng *e, const uint8_t *in, size_t len,
+                                 size_t *used, const uint8_t **msg, size_t *msg_len)
+{
+    if (len < e->rec_frame)
+        return OP_ERR_STATE; /* the caller did not pass the record again */
+    uint32_t n = get_be32(in + e->rec_next);
+    deliver(e, in + e->rec_next + OP_CHAN_BATCH_HDR, n, msg, msg_len);
+    e->rec_next += OP_CHAN_BATCH_HDR + n;
+    if (e->rec_next == e->rec_end) {
+        *used = e->rec_frame;
+        e->rec_next = e->rec_end = e->rec_frame = 0;
+    }
+    return OP_OK;
+}
+
 op_status_t op_chan_eng_open(struct op_chan_eng *e, uint8_t *in, size_t len, size_t *used,
                              const uint8_t **msg, size_t *msg_len)
 {
@@ -488,28 +552,44 @@ op_status_t op_chan_eng_open(struct op_chan_eng *e, uint8_t *in, size_t len, siz
     *msg_len = 0;
     if (e->hs != HS_DONE || e->rx_error != NULL)
         return OP_ERR_STATE;
+    if (e->rec_end != 0)
+        return next_in_batch(e, in, len, used, msg, msg_len);
     if (len < OP_CHAN_FRAME_HDR)
         return OP_INPROGRESS;
-    uint32_t clen = get_be32(in);
+    uint32_t word = get_be32(in);
+    bool batch = (word & OP_CHAN_BATCH_FLAG) != 0;
+    uint32_t clen = word & ~OP_CHAN_BATCH_FLAG;
+    size_t most = batch ? op_chan_max_frame(e->cfg.max_msg) - OP_CHAN_FRAME_HDR
+                        : (size_t)e->cfg.max_msg + OP_CHAN_TAG_BYTES;
     /* Checked before waiting for the body, so a forged length cannot make
      * the receiver buffer more than one largest frame. */
-    if (clen <= OP_CHAN_TAG_BYTES || clen > (uint64_t)e->cfg.max_msg + OP_CHAN_TAG_BYTES)
+    if (clen <= OP_CHAN_TAG_BYTES || clen > most)
         return rx_fail(e, OP_CHAN_bad_length,
                        "frame length out of range (corrupted or injected frame)",
                        OP_ERR_MALFORMED);
     if (len - OP_CHAN_FRAME_HDR < clen)
         return OP_INPROGRESS;
-    if (!aead_open(&e->rx, in, in + OP_CHAN_FRAME_HDR, clen))
+    if (!chan_aead_open(&e->rx.aead, e->rx.seq, in, OP_CHAN_FRAME_HDR, in + OP_CHAN_FRAME_HDR,
+                        clen))
         return rx_fail(e, OP_CHAN_auth_failed,
                        "frame failed authentication (altered, replayed, reordered or injected)",
                        OP_ERR_REFUSED);
     e->rx.seq++;
-    *used = OP_CHAN_FRAME_HDR + clen;
-    *msg = in + OP_CHAN_FRAME_HDR;
-    *msg_len = clen - OP_CHAN_TAG_BYTES;
-    bump_rx(e, OP_CHAN_frames_opened, 1);
-    bump_rx(e, OP_CHAN_bytes_opened, *msg_len);
-    return OP_OK;
+    bump_rx(e, OP_CHAN_records_opened, 1);
+    size_t plain = clen - OP_CHAN_TAG_BYTES;
+    if (!batch) {
+        *used = OP_CHAN_FRAME_HDR + clen;
+        deliver(e, in + OP_CHAN_FRAME_HDR, plain, msg, msg_len);
+        return OP_OK;
+    }
+    if (!batch_well_formed(in + OP_CHAN_FRAME_HDR, plain, e->cfg.max_msg))
+        return rx_fail(e, OP_CHAN_bad_length,
+                       "a batch record's message lengths do not add up to the record",
+                       OP_ERR_MALFORMED);
+    e->rec_next = OP_CHAN_FRAME_HDR;
+    e->rec_end = OP_CHAN_FRAME_HDR + plain;
+    e->rec_frame = OP_CHAN_FRAME_HDR + clen;
+    return next_in_batch(e, in, len, used, msg, msg_len);
 }
 
 op_status_t op_chan_eng_eof(struct op_chan_eng *e, size_t pending)

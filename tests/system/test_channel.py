@@ -80,6 +80,22 @@ def run_pair(procs, keys, tmp_path, ep, n, size, agent_extra=(), host_extra=(),
     return ra, rh, load(aj), load(hj)
 
 
+RECORD_MAX, BATCH_BYTES = 16384, 65536
+
+
+def per_record(size):
+    return max(1, RECORD_MAX // (size + 4))
+
+
+def records_for(n, size):
+    return -(-n // per_record(size))
+
+
+def writes_for(n, size):
+    full_record = per_record(size) * (size + 4) + 20
+    return -(-records_for(n, size) // -(-BATCH_BYTES // full_record))
+
+
 def assert_clean(res, n, size, peer_n=None, peer_size=None):
     peer_n, peer_size = peer_n or n, peer_size or size
     assert res["ok"] is True
@@ -88,14 +104,16 @@ def assert_clean(res, n, size, peer_n=None, peer_size=None):
     # One frame per message plus the {num_msgs, msg_size} header, both ways.
     assert res["tx"]["frames_sealed"] == n + 1
     assert res["tx"]["bytes_sealed"] == n * size + 16
-    # Batching: the header goes alone, then frames leave once 64 KiB are
-    # buffered and the last one at once; a lone message is never held back.
-    framed = size + 20
-    per_write = -(-65536 // framed)
-    assert res["tx"]["writes"] == 1 + -(-n // per_write)
+    # Batching: the header goes alone; the messages go in batch records of
+    # up to 16 KiB of plaintext (each message behind 4 length bytes), one
+    # AEAD call each; sealed records leave once 64 KiB are buffered and the
+    # last one at once (a lone message is never held back).
+    assert res["tx"]["records_sealed"] == 1 + records_for(n, size)
+    assert res["tx"]["writes"] == 1 + writes_for(n, size)
     rx = res["rx"]
     assert rx["frames_opened"] == peer_n + 1
     assert rx["bytes_opened"] == peer_n * peer_size + 16
+    assert rx["records_opened"] == 1 + records_for(peer_n, peer_size)
     assert rx["auth_failed"] + rx["bad_length"] + rx["truncated"] + rx["handshake_failed"] == 0
 
 
@@ -338,7 +356,9 @@ class Proxy:
     """Listens on port, connects to the agent's port; forwards both ways. The
     host -> agent stream is cut into frames after the handshake message and
     `tamper(frames)` may rewrite the list of frames (bytes) before they go.
-    Frame 0 is the {num_msgs, msg_size} header, frame k the message k-1."""
+    Frame 0 is the {num_msgs, msg_size} header (a single-message frame), then
+    batch records (two 8000-byte messages each in test_tampered_stream_refused:
+    frame k holds messages 2k-2 and 2k-1)."""
 
     def __init__(self, port, agent_port, mode, at=6):
         self.mode, self.at, self.agent_port = mode, at, agent_port
@@ -401,6 +421,7 @@ class Proxy:
         buf = buf[HS:]
         while need(4):
             (ln,) = struct.unpack(">I", buf[:4])
+            ln &= 0x7fffffff  # the batch-record flag
             if not need(4 + ln):
                 return
             yield buf[:4 + ln]
@@ -458,22 +479,25 @@ def test_tampered_stream_refused(procs, keys, tmp_path, mode):
     agent_port, proxy_port = next_port(), next_port()
     px = Proxy(proxy_port, agent_port, mode, at=6)
     n = 50
+    assert per_record(8000) == 2
     try:
         (rca, outa, _), (rch, outh, _), ja, jh = run_pair(
-            procs, keys, tmp_path, f"tcp:127.0.0.1:{agent_port}", n, 128, ("--timeout", 5),
+            procs, keys, tmp_path, f"tcp:127.0.0.1:{agent_port}", n, 8000, ("--timeout", 5),
             ("--timeout", 5), host_ep=f"tcp:127.0.0.1:{proxy_port}")
     finally:
         px.close()
     assert rca == 1, outa
     assert ja is not None and ja["ok"] is False
-    # Messages 0..4 arrived intact and in order (and 5 too when only its
-    # second copy was the attack); nothing after the attack.
-    delivered = 6 if mode == "replay" else 5
+    # Messages 0..9 (records 1..5) arrived intact and in order (and 10, 11
+    # too when only record 6's second copy was the attack); nothing of the
+    # attacked record or after it.
+    delivered = 12 if mode == "replay" else 10
     assert ja["received"] == delivered
     assert ja["rx"]["frames_opened"] == delivered + 1
     assert ja["rx"][ATTACKS[mode]] == 1
     others = {k: v for k, v in ja["rx"].items()
-              if k not in ("frames_opened", "bytes_opened", "reads", ATTACKS[mode])}
+              if k not in ("frames_opened", "bytes_opened", "records_opened", "reads",
+                           ATTACKS[mode])}
     assert set(others.values()) == {0}
     assert "Message was not received" in outa
     assert "Session failed; receive counters:" in outa

@@ -20,6 +20,7 @@
 #include <sodium.h>
 
 #include "offpath/channel.h"
+#include "../../src/channel/channel_internal.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_MSG 4096u
@@ -568,6 +569,236 @@ static void test_batch_of_frames(void **s)
     free_pair(&p);
 }
 
+
+/* ---- batch records ---- */
+
+/* Stages messages of the given sizes into one record and seals it. */
+static size_t seal_batch(struct op_chan_eng *e, const uint32_t *sizes, size_t n, uint8_t *rec,
+                         size_t cap)
+{
+    uint8_t m[OP_CHAN_RECORD_MAX];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        fill(m, sizes[i], (uint32_t)i);
+        assert_int_equal(op_chan_eng_batch_add(e, rec, cap, &len, m, sizes[i]), OP_OK);
+    }
+    assert_int_equal(op_chan_eng_batch_seal(e, rec, cap, &len), OP_OK);
+    return len;
+}
+
+/* Takes every message of the record at rec: same bytes passed each time,
+ * *used 0 until the last, which reports the whole frame. */
+static void open_batch(struct op_chan_eng *e, uint8_t *rec, size_t n, const uint32_t *sizes,
+                       size_t count)
+{
+    uint8_t m[OP_CHAN_RECORD_MAX];
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *out;
+        size_t used, len;
+        assert_int_equal(op_chan_eng_open(e, rec, n, &used, &out, &len), OP_OK);
+        assert_int_equal(used, i + 1 < count ? 0 : n);
+        fill(m, sizes[i], (uint32_t)i);
+        assert_int_equal(len, sizes[i]);
+        assert_memory_equal(out, m, len);
+    }
+}
+
+static void batch_round_trip(enum op_chan_cipher c)
+{
+    static const uint32_t sizes[] = {1, 256, 17, 4000, 600, 3, 1024, 255};
+    uint8_t rec[OP_CHAN_RECORD_MAX + 64];
+    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+    struct pair p;
+    make_pair(&p, c);
+    for (int round = 0; round < 3; round++) {
+        size_t n = seal_batch(p.init, sizes, COUNT_OF(sizes), rec, sizeof rec);
+        size_t plain = 0;
+        for (size_t i = 0; i < COUNT_OF(sizes); i++)
+            plain += OP_CHAN_BATCH_HDR + sizes[i];
+        assert_int_equal(n, plain + OP_CHAN_FRAME_OVERHEAD);
+        uint32_t word = (uint32_t)rec[0] << 24 | rec[1] << 16 | rec[2] << 8 | rec[3];
+        assert_int_equal(word, OP_CHAN_BATCH_FLAG | (plain + OP_CHAN_TAG_BYTES));
+        open_batch(p.resp, rec, n, sizes, COUNT_OF(sizes));
+    }
+    counters(p.init, tx, rx);
+    assert_int_equal(tx[OP_CHAN_frames_sealed], 3 * COUNT_OF(sizes));
+    assert_int_equal(tx[OP_CHAN_records_sealed], 3);
+    counters(p.resp, tx, rx);
+    assert_int_equal(rx[OP_CHAN_frames_opened], 3 * COUNT_OF(sizes));
+    assert_int_equal(rx[OP_CHAN_records_opened], 3);
+    free_pair(&p);
+}
+
+static void test_batch_records_round_trip(void **s)
+{
+    (void)s;
+    batch_round_trip(OP_CHAN_CIPHER_XCHACHA);
+    if (crypto_aead_aes256gcm_is_available())
+        batch_round_trip(OP_CHAN_CIPHER_AESGCM);
+}
+
+/* Single-message frames and batch records share one counter (nonce), in
+ * the order they were sealed. */
+static void test_batch_and_single_interleave(void **s)
+{
+    (void)s;
+    static const uint32_t two[] = {40, 50};
+    uint8_t rec[256], f[128], m[30];
+    const uint8_t *out;
+    size_t used, len;
+    struct pair p;
+    make_pair(&p, OP_CHAN_CIPHER_AUTO);
+    fill(m, sizeof m, 9);
+    size_t n1 = seal(p.init, m, sizeof m, f);
+    size_t n2 = seal_batch(p.init, two, 2, rec, sizeof rec);
+    assert_int_equal(op_chan_eng_open(p.resp, f, n1, &used, &out, &len), OP_OK);
+    assert_memory_equal(out, m, sizeof m);
+    open_batch(p.resp, rec, n2, two, 2);
+    free_pair(&p);
+}
+
+/* A record takes messages up to OP_CHAN_RECORD_MAX of plaintext, or one
+ * message of any allowed size; the caller's buffer bounds it too. */
+static void test_batch_record_limits(void **s)
+{
+    (void)s;
+    static uint8_t m[MAX_MSG], rec[OP_CHAN_RECORD_MAX + 64];
+    const size_t each = MAX_MSG / 2 - OP_CHAN_BATCH_HDR; /* 4 fill 8 KiB */
+    size_t len = 0;
+    struct pair p;
+    make_pair(&p, OP_CHAN_CIPHER_XCHACHA);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, each), OP_OK);
+    assert_int_equal(len, OP_CHAN_FRAME_HDR + OP_CHAN_RECORD_MAX);
+    assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, 1), OP_ERR_NOSPACE);
+    assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, 0), OP_ERR_INVAL);
+    assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, MAX_MSG + 1),
+                     OP_ERR_INVAL);
+    assert_int_equal(op_chan_eng_batch_seal(p.init, rec, len + 15, &len), OP_ERR_NOSPACE);
+    assert_int_equal(op_chan_eng_batch_seal(p.init, rec, sizeof rec, &len), OP_OK);
+    /* An empty record is not a record; a buffer too small takes nothing. */
+    len = 0;
+    assert_int_equal(op_chan_eng_batch_seal(p.init, rec, sizeof rec, &len), OP_ERR_INVAL);
+    assert_int_equal(op_chan_eng_batch_add(p.init, rec, 40, &len, m, 21), OP_ERR_NOSPACE);
+    assert_int_equal(op_chan_eng_batch_add(p.init, rec, 44, &len, m, 20), OP_OK);
+    free_pair(&p);
+    assert_int_equal(op_chan_max_frame(100), OP_CHAN_RECORD_MAX + OP_CHAN_FRAME_OVERHEAD);
+    assert_int_equal(op_chan_max_frame(1u << 20),
+                     (1u << 20) + OP_CHAN_BATCH_HDR + OP_CHAN_FRAME_OVERHEAD);
+}
+
+/* Any flipped bit of a batch record delivers none of its messages. */
+static void test_batch_bit_flips_deliver_nothing(void **s)
+{
+    (void)s;
+    static const uint32_t three[] = {5, 9, 2};
+    uint8_t rec[128];
+    for (size_t bit = 0; bit < (16 + 12 + OP_CHAN_FRAME_OVERHEAD) * 8; bit++) {
+        struct pair p;
+        const uint8_t *out;
+        size_t used, len;
+        uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+        make_pair(&p, OP_CHAN_CIPHER_AUTO);
+        size_t n = seal_batch(p.init, three, 3, rec, sizeof rec);
+        rec[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        op_status_t st = op_chan_eng_open(p.resp, rec, n, &used, &out, &len);
+        counters(p.resp, tx, rx);
+        if (st == OP_INPROGRESS)
+            assert_true(bit < 32); /* a longer length: it waits for more */
+        else if (st == OP_ERR_MALFORMED)
+            assert_int_equal(rx[OP_CHAN_bad_length], 1);
+        else
+            assert_int_equal(rx[OP_CHAN_auth_failed], 1);
+        assert_int_equal(rx[OP_CHAN_frames_opened], 0);
+        assert_null(out);
+        free_pair(&p);
+    }
+}
+
+/* A peer with the key whose record's inner lengths do not add up (a bug or
+ * a hostile peer) is refused before any message of it is delivered. */
+static void test_batch_inner_lengths_checked(void **s)
+{
+    (void)s;
+    static const int32_t change[] = {+1, -1, +100000, -10};
+    for (size_t i = 0; i < COUNT_OF(change); i++) {
+        uint8_t rec[128], m[10] = {0};
+        size_t len = 0, used, got;
+        const uint8_t *out;
+        uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+        struct pair p;
+        make_pair(&p, OP_CHAN_CIPHER_AUTO);
+        assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, 10), OP_OK);
+        assert_int_equal(op_chan_eng_batch_add(p.init, rec, sizeof rec, &len, m, 10), OP_OK);
+        /* The second message's length, rewritten before the seal. */
+        uint32_t v = (uint32_t)(10 + change[i]);
+        rec[18] = (uint8_t)(v >> 24), rec[19] = (uint8_t)(v >> 16);
+        rec[20] = (uint8_t)(v >> 8), rec[21] = (uint8_t)v;
+        assert_int_equal(op_chan_eng_batch_seal(p.init, rec, sizeof rec, &len), OP_OK);
+        assert_int_equal(op_chan_eng_open(p.resp, rec, len, &used, &out, &got), OP_ERR_MALFORMED);
+        counters(p.resp, tx, rx);
+        assert_int_equal(rx[OP_CHAN_bad_length], 1);
+        assert_int_equal(rx[OP_CHAN_frames_opened], 0);
+        assert_int_equal(rx[OP_CHAN_records_opened], 1);
+        free_pair(&p);
+    }
+}
+
+/* The AES-256-GCM implementations compute one function: libsodium's and
+ * another (OpenSSL's, ours on VAES) give the same bytes for every length
+ * from 0 to 2100 and associated data from 0 to 300 bytes, each opens the
+ * other's, and a refused record leaves no plaintext behind. */
+static void gcm_agrees_with_libsodium(enum chan_gcm_impl other)
+{
+    enum { MAX = 2100 };
+    static const size_t ad_lens[] = {4, 0, 16, 33, 300};
+    static uint8_t m[MAX], a[MAX + 16], b[MAX + 16], ad[300];
+    uint8_t key[32];
+    struct chan_aead sod, ssl;
+    randombytes_buf(key, sizeof key);
+    randombytes_buf(m, sizeof m);
+    randombytes_buf(ad, sizeof ad);
+    assert_int_equal(chan_aead_init(&sod, OP_CHAN_CIPHER_AESGCM, key), OP_OK);
+    assert_int_equal(chan_aead_init(&ssl, OP_CHAN_CIPHER_AESGCM, key), OP_OK);
+    sod.impl = CHAN_GCM_SODIUM;
+    ssl.impl = other;
+    for (size_t len = 0, k = 0; len <= MAX; len += len < 80 ? 1 : 61, k++) {
+        uint64_t seq = len * 0x9e3779b97f4a7c15ull;
+        size_t adl = ad_lens[k % COUNT_OF(ad_lens)];
+        assert_true(chan_aead_seal(&sod, seq, ad, adl, m, len, a));
+        assert_true(chan_aead_seal(&ssl, seq, ad, adl, m, len, b));
+        assert_memory_equal(a, b, len + 16);
+        assert_true(chan_aead_open(&ssl, seq, ad, adl, a, len + 16));
+        assert_true(chan_aead_open(&sod, seq, ad, adl, b, len + 16));
+        assert_memory_equal(a, m, len);
+        assert_memory_equal(b, m, len);
+        /* In place, then tampered: refused and wiped by both. */
+        memcpy(a, m, len);
+        assert_true(chan_aead_seal(&ssl, seq, ad, adl, a, len, a));
+        memcpy(b, a, len + 16);
+        a[len] ^= 1;
+        b[len / 2] ^= (uint8_t)(len > 0 ? 4 : 0);
+        b[len + 15] ^= (uint8_t)(len > 0 ? 0 : 4);
+        assert_false(chan_aead_open(&ssl, seq, ad, adl, a, len + 16));
+        assert_false(chan_aead_open(&sod, seq, ad, adl, b, len + 16));
+        for (size_t j = 0; j + 16 <= len; j += 16)
+            assert_null(memmem(a, len, m + j, 16));
+    }
+    chan_aead_free(&sod);
+    chan_aead_free(&ssl);
+}
+
+static void test_aesgcm_implementations_agree(void **s)
+{
+    (void)s;
+    if (!crypto_aead_aes256gcm_is_available())
+        skip();
+    gcm_agrees_with_libsodium(CHAN_GCM_OPENSSL);
+    if (chan_vaes_available())
+        for (int keys = 0; keys < 20; keys++)
+            gcm_agrees_with_libsodium(CHAN_GCM_VAES);
+}
+
 /* ---- keys ---- */
 
 static void test_key_parsers(void **s)
@@ -975,6 +1206,12 @@ int main(void)
         cmocka_unit_test(test_truncation_and_injection),
         cmocka_unit_test(test_bad_lengths),
         cmocka_unit_test(test_batch_of_frames),
+        cmocka_unit_test(test_batch_records_round_trip),
+        cmocka_unit_test(test_batch_and_single_interleave),
+        cmocka_unit_test(test_batch_record_limits),
+        cmocka_unit_test(test_batch_bit_flips_deliver_nothing),
+        cmocka_unit_test(test_batch_inner_lengths_checked),
+        cmocka_unit_test(test_aesgcm_implementations_agree),
         cmocka_unit_test(test_key_parsers),
         cmocka_unit_test(test_key_files),
         cmocka_unit_test(test_json_seed_file),
