@@ -15,6 +15,7 @@ void op_a2a_bench_usage(FILE *out)
             "usage: offpath dpa_all_to_all [-m BYTES[,BYTES...]] [-t THREADS[,THREADS...]]\n"
             "                              [-n RUNS] [-w WARMUP] [--ip ADDR]\n"
             "                              [--matrix|--no-matrix]\n"
+            "                              [-d DAEMON[,DAEMON...] --key RANKS.key --peer DAEMONS.pub]\n"
             "                              [--json]      (an MPI program: start it with mpirun)\n"
             "  -m, --msgsize   bytes of each rank's send buffer, a multiple of 4 and at least\n"
             "                  ranks * 4 (default ranks * 4); a list runs each\n"
