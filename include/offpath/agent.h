@@ -33,6 +33,14 @@ struct op_a2a_config {
     uint32_t ip;      /* this rank's address, host order (127.0.0.1 on one machine) */
     size_t chunk;     /* bytes to each rank: the buffers hold ranks * chunk */
     uint32_t mtu;     /* path MTU: 256..4096 (0: 1024) */
+    /* every worker a thread, worker 0 too: a call started moves on while
+     * the caller does something else (op_a2a_start); otherwise worker 0 is
+     * the caller's thread inside op_a2a_wait (one wake-up less a call) */
+    bool progress;
+    /* with pinned, the worker threads run on CPU `cpu` (a DPA's own core,
+     * away from the cores the ranks compute on) */
+    bool pinned;
+    int cpu;
     struct op_log *log;
 };
 
@@ -73,6 +81,13 @@ OP_API uint32_t op_a2a_workers(const struct op_a2a *a);
  * (OP_ERR_TIMEOUT), or on a QP error (OP_ERR_IO, its cause logged). Calls
  * need no barrier between them: see op_a2a_recvbuf. */
 OP_API op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns);
+/* op_a2a_run in halves, for a call that overlaps the caller's work (with
+ * cfg.progress): start returns at once; done says whether the workers have
+ * finished (always false without cfg.progress); wait ends the call and is
+ * op_a2a_run's result. One call at a time. */
+OP_API void op_a2a_start(struct op_a2a *a, uint64_t deadline_ns);
+OP_API bool op_a2a_done(struct op_a2a *a);
+OP_API op_status_t op_a2a_wait(struct op_a2a *a);
 
 /* ---- Allreduce offloaded to daemons (DOCA's allreduce application): the
  * daemon's engine. Pure: its clients' vectors and the other daemons'
@@ -176,8 +191,9 @@ OP_API bool op_agent_job_ok(const struct op_agent_job *job);
 
 #define OP_AGENT_MAX_DAEMONS 64
 #define OP_AGENT_MAX_CLIENTS 64 /* a daemon's */
-struct op_agent_daemon_config {
-    struct op_agent_job job;
+/* Where a daemon is, whom it serves and whom it trusts: the settings both
+ * daemons (allreduce, all-to-all) take. */
+struct op_agent_daemon_net {
     uint32_t ip;          /* this daemon's address (host order) */
     uint16_t port;        /* -t: clients connect here; daemons at port + 1 */
     uint32_t clients;     /* -c */
@@ -188,6 +204,10 @@ struct op_agent_daemon_config {
     uint8_t clients_pub[OP_CHAN_KEY_BYTES];   /* the clients' */
     uint64_t timeout_ns;  /* longest wait for a peer at any point */
     struct op_log *log;
+};
+struct op_agent_daemon_config {
+    struct op_agent_job job;
+    struct op_agent_daemon_net net;
 };
 /* Runs a daemon until every client said goodbye (OP_OK) or something
  * failed (logged). */
@@ -207,6 +227,11 @@ struct op_agent_client_config {
     struct op_chan_keypair key;             /* the clients' */
     uint8_t peer_pub[OP_CHAN_KEY_BYTES];    /* the daemons' (mesh: the clients') */
     uint64_t timeout_ns;
+    /* offloaded, with io_pinned: the CPU the client's sending and
+     * receiving threads run on (the channel's encryption and socket work),
+     * away from the core that computes; otherwise where the process runs */
+    bool io_pinned;
+    int io_cpu;
     struct op_log *log;
 };
 struct op_agent_client_result {
@@ -214,10 +239,77 @@ struct op_agent_client_result {
     double batch_min_s, batch_max_s, batch_avg_s, total_s;
     double compute_s, network_s;      /* per batch: the compute loop, and pure network time */
     double overlap_pct;               /* DOCA's formula */
+    /* where a measured batch's time went, on average: in submit, in the
+     * compute loop (longer than compute_s when something else takes the
+     * core), and waiting for the results */
+    double submit_s, compute_in_batch_s, wait_s;
     uint64_t results, wrong;          /* operations received, elements off the reference */
 };
 OP_API op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
                                        struct op_agent_client_result *out);
+
+/* ---- All-to-all offloaded to daemons (`offpath dpa_all_to_all -d`): each
+ * daemon (the DPU's role) hosts its clients' ranks of the all-to-all as
+ * op_a2a ranks, and the daemons move the chunks to each other by RDMA
+ * writes into registered receive buffers; a client hands its send buffer
+ * over the secure channel and gets its receive buffer back. Daemon j of n
+ * serves ranks j * c .. j * c + c - 1 of an all-to-all of n * c ranks.
+ *
+ * A daemon serves sessions one after another: a session starts when its c
+ * clients have greeted it with the same chunk size and worker count (one
+ * refused is told why and counted), links its ranks with the other
+ * daemons', runs the clients' calls, and ends when every client has said
+ * goodbye or is gone (its ranks' resources freed, logged and counted). */
+#define OP_A2A_DAEMON_COUNTERS(X)                                                                  \
+    X(sessions)       /* sessions served to their end */                                          \
+    X(calls)          /* a client's all-to-all calls completed */                                 \
+    X(failed_calls)   /* calls that did not complete (the client told why) */                     \
+    X(refused)        /* clients turned away at their greeting */                                 \
+    X(malformed)      /* requests refused: malformed or not the session's size */                 \
+    X(clients_gone)   /* clients that vanished without a goodbye */
+
+enum op_a2a_daemon_counter {
+#define OP_A2A_D_ENUM_(n) OP_A2A_D_##n,
+    OP_A2A_DAEMON_COUNTERS(OP_A2A_D_ENUM_)
+#undef OP_A2A_D_ENUM_
+        OP_A2A_D_COUNT_
+};
+OP_API const char *op_a2a_daemon_counter_name(unsigned c);
+
+struct op_a2a_daemon_config {
+    struct op_agent_daemon_net net; /* net.clients: ranks this daemon serves */
+    uint64_t sessions;              /* return after this many (0: never) */
+};
+/* Serves sessions; returns OP_OK after cfg->sessions of them, or the error
+ * that stopped it (a listening socket that cannot be opened). counters:
+ * OP_A2A_D_COUNT_ values, may be NULL. */
+OP_API op_status_t op_a2a_daemon_run(const struct op_a2a_daemon_config *cfg, uint64_t *counters);
+
+struct op_a2a_client_config {
+    struct op_chan_addr daemon;
+    struct op_chan_keypair key;          /* the clients' */
+    uint8_t peer_pub[OP_CHAN_KEY_BYTES]; /* the daemons' */
+    uint32_t ranks, rank, workers;       /* workers: the daemon's, for this rank */
+    uint64_t chunk;                      /* ranks * chunk fits a channel message */
+    uint64_t timeout_ns;                 /* longest wait for the daemon */
+    struct op_log *log;
+};
+struct op_a2a_client;
+/* Greets the daemon, which answers once every rank it serves has greeted
+ * it and its ranks are linked with the other daemons'. */
+OP_API op_status_t op_a2a_client_open(const struct op_a2a_client_config *cfg,
+                                      struct op_a2a_client **out);
+/* ranks * chunk bytes each: the send buffer is the request itself (no copy
+ * on submit); the receive buffer holds the last call's result. */
+OP_API void *op_a2a_client_sendbuf(struct op_a2a_client *c);
+OP_API const void *op_a2a_client_recvbuf(const struct op_a2a_client *c);
+/* Submits the send buffer (one channel message) and returns. */
+OP_API op_status_t op_a2a_client_start(struct op_a2a_client *c);
+/* The result of the last start into the receive buffer; OP_ERR_TIMEOUT or
+ * the daemon's refusal (logged with its reason) otherwise. */
+OP_API op_status_t op_a2a_client_wait(struct op_a2a_client *c);
+/* Goodbye (when the last call succeeded), and everything freed. */
+OP_API void op_a2a_client_close(struct op_a2a_client *c);
 
 /* `offpath dpa_all_to_all` (DOCA's dpa_all_to_all, an MPI program): its
  * settings, parsed by src/cli (a2a_args.c, linked into the MPI program of
@@ -238,6 +330,15 @@ struct op_a2a_bench_config {
     enum { OP_A2A_MATRIX_AUTO, OP_A2A_MATRIX_ALWAYS, OP_A2A_MATRIX_NEVER } matrices;
     bool json;              /* one JSON line per measurement too */
     bool help;
+    /* -d: the agent daemons the all-to-all is offloaded to (none: the
+     * workers run in each rank); rank r is served by daemon
+     * r / (ranks / n_daemons), over the secure channel with --key (the
+     * ranks' secret) and --peer (the daemons' public key) */
+    uint32_t n_daemons;
+    uint32_t daemon_ip[OP_AGENT_MAX_DAEMONS];
+    uint16_t daemon_port[OP_AGENT_MAX_DAEMONS];
+    const char *key, *peer;
+    uint32_t timeout_s; /* --timeout: longest wait for a daemon (default 30) */
 };
 
 /* OP_OK, or OP_ERR_INVAL with a message naming the flag in err. Checks

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "offpath/agent.h"
+#include "agent_proto.h"
 #include "offpath/io.h"
 #include "offpath/loop.h"
 #include "offpath/rdma.h"
@@ -55,6 +55,7 @@ static uint32_t owner_of(const struct op_a2a *a, uint32_t peer) { return peer % 
 static bool config_ok(const struct op_a2a_config *c)
 {
     return c->ranks > 0 && c->ranks <= OP_A2A_MAX_RANKS && c->rank < c->ranks &&
+           (!c->pinned || (c->cpu >= 0 && c->cpu < CPU_SETSIZE)) &&
            c->workers > 0 && c->workers <= OP_A2A_MAX_WORKERS && c->chunk > 0 &&
            c->chunk <= UINT32_MAX && (c->mtu == 0 || (c->mtu >= 256 && c->mtu <= 4096 &&
                                                        (c->mtu & (c->mtu - 1)) == 0));
@@ -103,14 +104,19 @@ static op_status_t create_qps(struct op_a2a *a)
 static void *worker_main(void *arg);
 
 /* Worker 0 is the calling thread itself (one wake-up less a call; with one
- * worker, no thread at all); the others wait for calls in threads. */
+ * worker, no thread at all), unless the call must move on while the caller
+ * does something else (cfg.progress); the others wait for calls in threads. */
+static uint32_t first_thread(const struct op_a2a *a) { return a->cfg.progress ? 0 : 1; }
+
 static op_status_t start_workers(struct op_a2a *a)
 {
-    for (uint32_t i = 1; i < a->cfg.workers; i++) {
+    for (uint32_t i = first_thread(a); i < a->cfg.workers; i++) {
         int e = pthread_create(&a->w[i].thread, NULL, worker_main, &a->w[i]);
         if (e != 0)
             return op_status_from_errno(e);
         a->started++;
+        if (a->cfg.pinned)
+            agent_pin(a->w[i].thread, a->cfg.cpu, a->cfg.log);
     }
     return OP_OK;
 }
@@ -156,7 +162,7 @@ static void stop_workers(struct op_a2a *a)
     a->quit = true;
     pthread_cond_broadcast(&a->go);
     pthread_mutex_unlock(&a->mu);
-    for (uint32_t i = 1; i <= a->started; i++)
+    for (uint32_t i = first_thread(a); i < first_thread(a) + a->started; i++)
         pthread_join(a->w[i].thread, NULL);
 }
 
@@ -372,7 +378,7 @@ static void poison(struct op_a2a *a)
             (void)op_rdma_qp_modify(a->qp[q], OP_RDMA_QPS_ERR, NULL);
 }
 
-op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns)
+void op_a2a_start(struct op_a2a *a, uint64_t deadline_ns)
 {
     pthread_mutex_lock(&a->mu);
     a->calls++;
@@ -383,7 +389,20 @@ op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns)
     pthread_mutex_unlock(&a->mu);
     size_t chunk = a->cfg.chunk;
     memcpy(half(a, a->calls) + a->cfg.rank * chunk, a->sendbuf + a->cfg.rank * chunk, chunk);
-    a->w[0].status = worker_call(&a->w[0]);
+}
+
+bool op_a2a_done(struct op_a2a *a)
+{
+    pthread_mutex_lock(&a->mu);
+    bool done = a->cfg.progress && a->finished == a->started;
+    pthread_mutex_unlock(&a->mu);
+    return done;
+}
+
+op_status_t op_a2a_wait(struct op_a2a *a)
+{
+    if (!a->cfg.progress)
+        a->w[0].status = worker_call(&a->w[0]);
     pthread_mutex_lock(&a->mu);
     while (a->finished < a->started)
         pthread_cond_wait(&a->fin, &a->mu);
@@ -394,4 +413,10 @@ op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns)
     if (st != OP_OK)
         poison(a);
     return st;
+}
+
+op_status_t op_a2a_run(struct op_a2a *a, uint64_t deadline_ns)
+{
+    op_a2a_start(a, deadline_ns);
+    return op_a2a_wait(a);
 }

@@ -2,57 +2,20 @@
  * warm-up batches for the pure network time, a matrix-multiply loop sized
  * to it, then per batch: submit -> compute -> wait. Offloaded: the vectors
  * go to the daemon and a receiving thread takes the results as they come
- * (the host computes meanwhile). Non-offloaded (the mesh): every vector goes
- * to every other client, a thread a peer takes theirs, and the wait
- * reduces them on the host, in rank order. Every result is checked against
- * the reference after its batch. */
+ * (the host computes meanwhile). Non-offloaded (the mesh, client_mesh.c):
+ * every vector goes to every other client, a thread a peer takes theirs,
+ * and the wait reduces them on the host, in rank order. Every result is
+ * checked against the reference after its batch. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "agent_proto.h"
+#include "client_internal.h"
 #include "offpath/reduce.h"
 
 #define WARMUP_BATCHES 3
-
-struct client;
-
-/* Non-offloaded: another client, and the vectors it sent in this batch. */
-struct peer_link {
-    struct client *cl;
-    uint32_t rank;
-    struct op_channel *ch;
-    pthread_t thread;
-    bool started;
-    uint8_t *in; /* batch slots by id % batch */
-    uint64_t got;
-};
-#define MM_N 48 /* the compute step: one MM_N x MM_N double matrix product */
-
-struct client {
-    const struct op_agent_client_config *cfg;
-    struct op_channel *ch;
-    struct agent_welcome w;
-    size_t bytes;
-    uint8_t *vec, *ref, *tmp; /* a vector, the reference, a partial */
-    /* Outside the timed part of a batch: its requests are prepared before
-     * it and its results checked after it, so what is timed is what DOCA
-     * times (submit, compute, wait), not this tool's checking. */
-    uint8_t *out;      /* batch requests, AGENT_ID_HDR + bytes each */
-    uint8_t *in;       /* batch results by id % batch */
-    uint64_t *in_id;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t got;
-    uint64_t results, wrong, expected;
-    op_status_t rx_st;
-    struct peer_link peers[OP_AGENT_MAX_CLIENTS]; /* mesh: by rank (none at this one's) */
-    int listener;
-    double a[MM_N * MM_N], b[MM_N * MM_N], c[MM_N * MM_N];
-};
 
 /* The result every client must get for operation id: each daemon's
  * clients folded in order, then the daemons' partials in order. */
@@ -94,8 +57,12 @@ static void *receive(void *arg)
         size_t len;
         uint64_t id;
         op_status_t st = op_channel_recv(cl->ch, &msg, &len);
-        if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data))
+        if (st == OP_OK && len >= 1 && msg[0] == AGENT_REFUSED) {
+            OP_ERROR(cl->cfg->log, "the daemon ended the job: %.*s", (int)(len - 1), msg + 1);
+            st = OP_ERR_REFUSED;
+        } else if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data)) {
             st = OP_ERR_MALFORMED;
+        }
         uint64_t slot = st == OP_OK ? id % cl->cfg->job.batch : 0;
         if (st == OP_OK) {
             memcpy(cl->in + slot * cl->bytes, data, cl->bytes);
@@ -111,81 +78,20 @@ static void *receive(void *arg)
     }
 }
 
-static bool mesh_all_in(const struct client *cl, uint64_t count)
-{
-    for (uint32_t r = 0; r < cl->w.clients; r++)
-        if (r != cl->w.rank && cl->peers[r].got < count)
-            return false;
-    return true;
-}
-
-/* The mesh's reduction of operations first .. first + n - 1 on the host,
- * every rank's vector in rank order, into the result slots. */
-static void mesh_reduce(struct client *cl, uint64_t first, uint64_t n)
-{
-    const struct op_agent_job *job = &cl->cfg->job;
-    unsigned type = op_agent_red_type(job->type);
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t id = first + k, slot = id % job->batch;
-        uint8_t *acc = cl->in + slot * cl->bytes;
-        for (uint32_t r = 0; r < cl->w.clients; r++) {
-            const uint8_t *v = r == cl->w.rank
-                                   ? cl->out + k * (AGENT_ID_HDR + cl->bytes) + AGENT_ID_HDR
-                                   : cl->peers[r].in + id % (2 * job->batch) * cl->bytes;
-            if (r == 0)
-                memcpy(acc, v, cl->bytes);
-            else
-                op_reduce(job->op, type, acc, v, job->size);
-        }
-        cl->in_id[slot] = id;
-    }
-    cl->results += n;
-}
-
-/* Mesh: a peer's vectors into its slots (two batches' worth: a peer can be
- * one batch ahead, as it needs this client's vectors to finish one). */
-static void *receive_peer(void *arg)
-{
-    struct peer_link *p = arg;
-    struct client *cl = p->cl;
-    uint64_t slots = 2 * cl->cfg->job.batch;
-    for (uint64_t got = 0; got < cl->expected; got++) {
-        const uint8_t *msg, *data;
-        size_t len;
-        uint64_t id;
-        op_status_t st = op_channel_recv(p->ch, &msg, &len);
-        if (st == OP_OK && !agent_get_id(msg, len, AGENT_VECTOR, cl->bytes, &id, &data))
-            st = OP_ERR_MALFORMED;
-        if (st == OP_OK)
-            memcpy(p->in + id % slots * cl->bytes, data, cl->bytes);
-        else
-            OP_ERROR(cl->cfg->log, "client %u: %s", p->rank,
-                     st == OP_ERR_MALFORMED ? "malformed vector" : op_channel_error(p->ch));
-        pthread_mutex_lock(&cl->mu);
-        if (st == OP_OK)
-            p->got = got + 1;
-        else
-            cl->rx_st = st;
-        pthread_cond_signal(&cl->got);
-        pthread_mutex_unlock(&cl->mu);
-        if (st != OP_OK)
-            return NULL;
-    }
-    return NULL;
-}
-
 /* Until `count` results are in (or the receiver failed, or the timeout). */
 static op_status_t wait_results(struct client *cl, uint64_t count)
 {
     struct timespec ts = agent_abstime(op_now_ns() + cl->cfg->timeout_ns);
     op_status_t st = OP_OK;
     pthread_mutex_lock(&cl->mu);
-    while ((cl->cfg->mesh ? !mesh_all_in(cl, count) : cl->results < count) &&
-           cl->rx_st == OP_OK && st == OP_OK)
+    /* offloaded: the batch sent too (its requests' buffers are free) */
+    while ((cl->cfg->mesh ? !mesh_all_in(cl, count)
+                          : cl->results < count || cl->tx_done < cl->tx_gen) &&
+           cl->rx_st == OP_OK && cl->tx_st == OP_OK && st == OP_OK)
         if (pthread_cond_timedwait(&cl->got, &cl->mu, &ts) != 0)
             st = OP_ERR_TIMEOUT;
     if (st == OP_OK)
-        st = cl->rx_st;
+        st = cl->rx_st != OP_OK ? cl->rx_st : cl->tx_st;
     pthread_mutex_unlock(&cl->mu);
     return st;
 }
@@ -199,7 +105,7 @@ static void prepare(struct client *cl, uint64_t first, uint64_t n)
     }
 }
 
-static op_status_t send_batch(struct client *cl, struct op_channel *ch, uint64_t n)
+op_status_t client_send_batch(struct client *cl, struct op_channel *ch, uint64_t n)
 {
     op_status_t st = OP_OK;
     for (uint64_t k = 0; st == OP_OK && k < n; k++)
@@ -208,16 +114,40 @@ static op_status_t send_batch(struct client *cl, struct op_channel *ch, uint64_t
     return st;
 }
 
-/* To the daemon, or (mesh) to every other client. */
+static void *send_main(void *arg)
+{
+    struct client *cl = arg;
+    pthread_mutex_lock(&cl->mu);
+    for (;;) {
+        while (cl->tx_gen == cl->tx_done && !cl->tx_quit)
+            pthread_cond_wait(&cl->tx, &cl->mu);
+        if (cl->tx_quit)
+            break;
+        uint64_t n = cl->tx_n;
+        pthread_mutex_unlock(&cl->mu);
+        op_status_t st = client_send_batch(cl, cl->ch, n);
+        pthread_mutex_lock(&cl->mu);
+        cl->tx_st = cl->tx_st == OP_OK ? st : cl->tx_st;
+        cl->tx_done++;
+        pthread_cond_signal(&cl->got);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return NULL;
+}
+
+/* To the daemon (a hand-off to the sending thread: the call returns at
+ * once), or (mesh) to every other client, the host's own work. */
 static op_status_t submit(struct client *cl, uint64_t n)
 {
-    if (!cl->cfg->mesh)
-        return send_batch(cl, cl->ch, n);
-    op_status_t st = OP_OK;
-    for (uint32_t r = 0; r < cl->w.clients && st == OP_OK; r++)
-        if (r != cl->w.rank)
-            st = send_batch(cl, cl->peers[r].ch, n);
-    return st;
+    if (!cl->cfg->mesh) {
+        pthread_mutex_lock(&cl->mu);
+        cl->tx_n = n;
+        cl->tx_gen++;
+        pthread_cond_signal(&cl->tx);
+        pthread_mutex_unlock(&cl->mu);
+        return OP_OK;
+    }
+    return mesh_submit(cl, n);
 }
 
 /* Every result of the batch first .. first + n - 1 against the reference. */
@@ -245,7 +175,8 @@ static void compute(struct client *cl, uint64_t reps)
 
 static double seconds_since(uint64_t t0) { return (double)(op_now_ns() - t0) / 1e9; }
 
-/* A batch: its operations submitted, `reps` of compute, its results awaited. */
+/* A batch: its operations submitted, `reps` of compute, its results
+ * awaited; where its time went in cl->part (submit, compute, wait). */
 static op_status_t batch_of(struct client *cl, uint64_t *next_id, uint64_t n, uint64_t reps,
                             double *secs)
 {
@@ -253,13 +184,18 @@ static op_status_t batch_of(struct client *cl, uint64_t *next_id, uint64_t n, ui
     prepare(cl, first, n);
     uint64_t t0 = op_now_ns();
     op_status_t st = submit(cl, n);
+    uint64_t t1 = op_now_ns();
     *next_id += n;
     compute(cl, reps);
+    uint64_t t2 = op_now_ns();
     if (st == OP_OK)
         st = wait_results(cl, *next_id);
     if (st == OP_OK && cl->cfg->mesh)
         mesh_reduce(cl, first, n); /* the host's own work: timed */
     *secs = seconds_since(t0);
+    cl->part[0] = (double)(t1 - t0) / 1e9;
+    cl->part[1] = (double)(t2 - t1) / 1e9;
+    cl->part[2] = *secs - cl->part[0] - cl->part[1];
     if (st == OP_OK)
         check(cl, first, n);
     return st;
@@ -270,10 +206,32 @@ static op_status_t batch(struct client *cl, uint64_t *next_id, uint64_t reps, do
     return batch_of(cl, next_id, cl->cfg->job.batch, reps, secs);
 }
 
+/* The least of three runs of `reps` products (what computing costs, not
+ * what a neighbour's burst added). */
+static double compute_time(struct client *cl, uint64_t reps)
+{
+    double least = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t t0 = op_now_ns();
+        compute(cl, reps);
+        double c = seconds_since(t0);
+        least = k == 0 || c < least ? c : least;
+    }
+    return least;
+}
+
+static uint64_t reps_for(double seconds, double one)
+{
+    uint64_t r = one > 0 ? (uint64_t)llround(seconds / one) : 1;
+    return r > 0 ? r : 1;
+}
+
 /* Warm-up batches with no compute give the pure network time (their
  * median: one batch slowed by another process would skew a mean); the
- * compute loop is sized to it, as DOCA's is, and its time is the least of
- * three runs (what computing costs, not what a neighbour's burst added). */
+ * compute loop is sized to it, as DOCA's is: from one product's cost (the
+ * least of 5 tries of 4), then once more from the whole loop's time (a
+ * long loop does not run at a short one's rate), since DOCA's formula
+ * caps the overlap at min / max of the two when they differ. */
 static op_status_t calibrate(struct client *cl, uint64_t *next_id, double *network,
                              uint64_t *reps, double *compute_s)
 {
@@ -288,18 +246,17 @@ static op_status_t calibrate(struct client *cl, uint64_t *next_id, double *netwo
             s[j - 1] = t;
         }
     *network = s[WARMUP_BATCHES / 2];
-    uint64_t t0 = op_now_ns();
-    compute(cl, 4);
-    double one = seconds_since(t0) / 4;
-    *reps = one > 0 ? (uint64_t)llround(*network / one) : 1;
-    *reps = *reps > 0 ? *reps : 1;
-    *compute_s = 0;
-    for (int k = 0; k < 3; k++) {
-        t0 = op_now_ns();
-        compute(cl, *reps);
-        double c = seconds_since(t0);
-        *compute_s = k == 0 || c < *compute_s ? c : *compute_s;
+    double one = 0;
+    for (int k = 0; k < 5; k++) {
+        uint64_t t0 = op_now_ns();
+        compute(cl, 4);
+        double t = seconds_since(t0) / 4;
+        one = k == 0 || t < one ? t : one;
     }
+    *reps = reps_for(*network, one);
+    *compute_s = compute_time(cl, *reps);
+    *reps = reps_for(*network, *compute_s / (double)*reps);
+    *compute_s = compute_time(cl, *reps);
     return st;
 }
 
@@ -345,6 +302,9 @@ static op_status_t measure(struct client *cl, struct op_agent_client_result *r)
         st = calibrate(cl, &next, &r->network_s, &reps, &r->compute_s);
     for (uint64_t k = 0; k < cl->cfg->job.batches && st == OP_OK; k++) {
         st = batch(cl, &next, reps, &s);
+        r->submit_s += cl->part[0] / (double)cl->cfg->job.batches;
+        r->compute_in_batch_s += cl->part[1] / (double)cl->cfg->job.batches;
+        r->wait_s += cl->part[2] / (double)cl->cfg->job.batches;
         r->batch_min_s = k == 0 || s < r->batch_min_s ? s : r->batch_min_s;
         r->batch_max_s = s > r->batch_max_s ? s : r->batch_max_s;
         r->total_s += s;
@@ -367,144 +327,10 @@ static op_status_t open_client(struct client *cl)
     return st;
 }
 
-/* ---- the mesh's setup: every pair of clients meets once (the higher rank
- * connects), checks DOCA's handshake and its rank */
-
-static void mesh_channel(const struct client *cl, uint32_t r, struct op_channel_config *cc)
-{
-    const struct op_agent_client_config *c = cl->cfg;
-    memset(cc, 0, sizeof(*cc));
-    cc->addr.kind = OP_CHAN_TCP;
-    op_format_ipv4(r < c->n_clients ? c->client_ip[r] : c->ip, cc->addr.host);
-    cc->addr.port = r < c->n_clients ? c->client_port[r] : c->port;
-    cc->listen = cc->use_listener = r >= c->n_clients;
-    cc->listener = cl->listener;
-    cc->local = c->key;
-    memcpy(cc->peer_pub, c->peer_pub, OP_CHAN_KEY_BYTES);
-    cc->max_msg = (uint32_t)(AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : AGENT_ID_HDR + cl->bytes);
-    cc->timeout_ns = c->timeout_ns;
-}
-
-/* A lower rank's side: connect, say who this is, hear it accepted. */
-static op_status_t mesh_connect(struct client *cl, uint32_t r)
-{
-    struct op_channel_config cc;
-    char why[256], text[OP_AR_HANDSHAKE_MAX];
-    uint8_t msg[8 + OP_AR_HANDSHAKE_MAX];
-    const uint8_t *reply;
-    size_t len;
-    struct agent_welcome w;
-    mesh_channel(cl, r, &cc);
-    op_status_t st = op_channel_open(&cc, &cl->peers[r].ch, why);
-    if (st != OP_OK) {
-        OP_ERROR(cl->cfg->log, "client %u: %s", r, why);
-        return st;
-    }
-    agent_handshake_text(&cl->cfg->job, text);
-    st = op_channel_send(cl->peers[r].ch, msg, agent_put_mesh(msg, cl->w.rank, text), 0);
-    if (st == OP_OK)
-        st = op_channel_recv(cl->peers[r].ch, &reply, &len);
-    if (st == OP_OK && len >= 1 && reply[0] == AGENT_REFUSED) {
-        OP_ERROR(cl->cfg->log, "client %u refused this client: %.*s", r, (int)(len - 1),
-                 reply + 1);
-        return OP_ERR_REFUSED;
-    }
-    if (st == OP_OK && (!agent_get_welcome(reply, len, &w) || w.rank != r))
-        st = OP_ERR_MALFORMED;
-    if (st != OP_OK)
-        OP_ERROR(cl->cfg->log, "client %u: no valid answer (%s)", r, op_status_str(st));
-    return st;
-}
-
-/* A higher rank comes in: its rank and job checked, refused with the reason
- * (and the next one awaited) if either is wrong. */
-static op_status_t mesh_accept(struct client *cl)
-{
-    char why[256], mine[OP_AR_HANDSHAKE_MAX], theirs[OP_AR_HANDSHAKE_MAX];
-    agent_handshake_text(&cl->cfg->job, mine);
-    for (;;) {
-        struct op_channel_config cc;
-        struct op_channel *ch;
-        const uint8_t *msg;
-        size_t len;
-        uint32_t r = 0;
-        mesh_channel(cl, UINT32_MAX, &cc);
-        op_status_t st = op_channel_open(&cc, &ch, why);
-        if (st != OP_OK) {
-            OP_ERROR(cl->cfg->log, "waiting for the other clients: %s", why);
-            return st;
-        }
-        st = op_channel_recv(ch, &msg, &len);
-        if (st != OP_OK || !agent_get_mesh(msg, len, &r, theirs))
-            snprintf(why, sizeof why, "no valid greeting");
-        else if (r <= cl->w.rank || r >= cl->w.clients || cl->peers[r].ch != NULL)
-            snprintf(why, sizeof why, "rank %u is not one this client waits for", r);
-        else if (op_ar_handshake_check(mine, theirs, why, sizeof why) == OP_OK) {
-            uint8_t reply[32];
-            struct agent_welcome w = {cl->w.rank, cl->w.clients, 1, cl->w.clients};
-            cl->peers[r].ch = ch;
-            return op_channel_send(ch, reply, agent_put_welcome(reply, &w), 0);
-        }
-        OP_ERROR(cl->cfg->log, "a client refused: %s", why);
-        agent_refuse(ch, why);
-    }
-}
-
-static op_status_t open_mesh(struct client *cl)
-{
-    const struct op_agent_client_config *c = cl->cfg;
-    uint32_t me = c->n_clients;
-    for (uint32_t r = 0; r < c->n_clients; r++)
-        if (c->client_ip[r] == c->ip && c->client_port[r] == c->port)
-            me = r;
-    if (me == c->n_clients) {
-        OP_ERROR(c->log, "this client (its address and -t port) is not in the -a list");
-        return OP_ERR_INVAL;
-    }
-    cl->w = (struct agent_welcome){me, c->n_clients, 1, c->n_clients};
-    struct op_chan_addr a = {.kind = OP_CHAN_TCP, .port = c->port};
-    char why[256];
-    op_format_ipv4(c->ip, a.host);
-    op_status_t st = op_chan_listen(&a, &cl->listener, why);
-    if (st != OP_OK)
-        OP_ERROR(c->log, "%s", why);
-    for (uint32_t r = 0; r < me && st == OP_OK; r++)
-        st = mesh_connect(cl, r);
-    for (uint32_t k = me + 1; k < c->n_clients && st == OP_OK; k++)
-        st = mesh_accept(cl);
-    for (uint32_t r = 0; r < c->n_clients && st == OP_OK; r++) {
-        struct peer_link *p = &cl->peers[r];
-        if (r == me)
-            continue;
-        *p = (struct peer_link){.cl = cl, .rank = r, .ch = p->ch,
-                                .in = malloc(2 * c->job.batch * cl->bytes)};
-        if (p->in == NULL || pthread_create(&p->thread, NULL, receive_peer, p) != 0)
-            st = OP_ERR_NOMEM;
-        p->started = st == OP_OK;
-    }
-    return st;
-}
-
-static void close_mesh(struct client *cl, bool join)
-{
-    for (uint32_t r = 0; r < OP_AGENT_MAX_CLIENTS; r++) {
-        struct peer_link *p = &cl->peers[r];
-        if (p->started && join)
-            pthread_join(p->thread, NULL);
-        else if (p->started)
-            pthread_detach(p->thread); /* blocked on a dead link until its timeout */
-        if (join || !p->started) {
-            op_channel_close(p->ch);
-            free(p->in);
-        }
-    }
-    if (cl->listener >= 0)
-        close(cl->listener);
-}
-
 static void init_sync(struct client *cl)
 {
     agent_sync_init(&cl->mu, &cl->got);
+    pthread_cond_init(&cl->tx, NULL);
     for (int i = 0; i < MM_N * MM_N; i++) {
         cl->a[i] = (double)(i % 7) * 0.5;
         cl->b[i] = (double)(i % 5) * 0.25;
@@ -513,6 +339,36 @@ static void init_sync(struct client *cl)
 
 static op_status_t finish(struct client *cl, struct op_agent_client_result *out, op_status_t st,
                           bool free_all);
+
+/* The receiving thread and the sending one, or neither. */
+static bool start_io(struct client *cl)
+{
+    if (pthread_create(&cl->thread, NULL, receive, cl) != 0)
+        return false;
+    if (pthread_create(&cl->sender, NULL, send_main, cl) != 0) {
+        pthread_detach(cl->thread); /* ends when the channel closes */
+        return false;
+    }
+    if (cl->cfg->io_pinned) { /* away from the core that computes */
+        agent_pin(cl->thread, cl->cfg->io_cpu, cl->cfg->log);
+        agent_pin(cl->sender, cl->cfg->io_cpu, cl->cfg->log);
+    }
+    return true;
+}
+
+/* join: every batch was sent; otherwise it may be blocked on a dead link
+ * until its timeout (the tool exits first) */
+static void stop_sender(struct client *cl, bool join)
+{
+    pthread_mutex_lock(&cl->mu);
+    cl->tx_quit = true;
+    pthread_cond_signal(&cl->tx);
+    pthread_mutex_unlock(&cl->mu);
+    if (join)
+        pthread_join(cl->sender, NULL);
+    else
+        pthread_detach(cl->sender);
+}
 
 op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
                                 struct op_agent_client_result *out)
@@ -539,20 +395,22 @@ op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
     if (!buffers)
         return OP_ERR_NOMEM; /* (leaks on a failed allocation: the tool exits) */
     if (cfg->mesh) {
-        op_status_t st = open_mesh(cl);
+        op_status_t st = mesh_open(cl);
         if (st == OP_OK)
             st = measure(cl, out);
-        close_mesh(cl, st == OP_OK);
+        mesh_close(cl, st == OP_OK);
         return finish(cl, out, st, st == OP_OK);
     }
     op_status_t st = open_client(cl);
     if (st == OP_OK)
         st = hello(cl);
-    bool receiving = st == OP_OK && pthread_create(&cl->thread, NULL, receive, cl) == 0;
+    bool receiving = st == OP_OK && start_io(cl);
     if (st == OP_OK && !receiving)
         st = OP_ERR_NOMEM;
     if (st == OP_OK)
         st = measure(cl, out);
+    if (receiving)
+        stop_sender(cl, st == OP_OK);
     uint8_t bye = AGENT_BYE;
     if (st == OP_OK)
         st = op_channel_send(cl->ch, &bye, 1, 0);
@@ -582,6 +440,7 @@ static op_status_t finish(struct client *cl, struct op_agent_client_result *out,
         free(cl->in);
         free(cl->in_id);
         pthread_cond_destroy(&cl->got);
+        pthread_cond_destroy(&cl->tx);
         pthread_mutex_destroy(&cl->mu);
         free(cl);
     }

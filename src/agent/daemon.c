@@ -9,11 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_proto.h"
+#include "plumb.h"
 
 struct item {
     uint32_t client;
-    enum agent_msg type; /* VECTOR, BYE, or 0: the client is gone (why logged) */
+    /* VECTOR, BYE, REFUSED: a malformed request (refused), or 0: the
+     * client is gone (why logged) */
+    enum agent_msg type;
     uint64_t id;
     uint8_t *data;
     struct item *next;
@@ -31,7 +33,6 @@ struct reader {
 
 struct daemon {
     const struct op_agent_daemon_config *cfg;
-    uint32_t self;
     size_t bytes; /* a vector's */
     struct op_a2a *a2a; /* NULL with one daemon */
     struct op_ar *ar;
@@ -40,10 +41,11 @@ struct daemon {
     pthread_mutex_t mu;
     pthread_cond_t more;
     struct item *head, *tail;
-    int client_fd, link_fd; /* listening: clients at port, daemons at port + 1 */
+    struct agent_plumb p;
     bool partial_ready;
     uint64_t partial_id;
     op_status_t send_st;
+    uint64_t malformed, gone; /* requests refused, clients that vanished */
 };
 
 /* ---- the queue the readers fill */
@@ -90,9 +92,10 @@ static void *read_client(void *arg)
                    (it->data = malloc(d->bytes)) != NULL) {
             it->type = AGENT_VECTOR;
             memcpy(it->data, data, d->bytes);
+        } else if (it != NULL && st == OP_OK) {
+            it->type = AGENT_REFUSED;
         } else if (it != NULL) {
-            OP_ERROR(d->cfg->log, "client %u: %s", r->client,
-                     st == OP_OK ? "malformed or oversized request, refused" : op_channel_error(r->ch));
+            OP_ERROR(d->cfg->net.log, "client %u: gone (%s)", r->client, op_channel_error(r->ch));
         }
         if (it == NULL)
             return NULL;
@@ -103,6 +106,9 @@ static void *read_client(void *arg)
             return NULL;
     }
 }
+
+static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed);
+static void tell_clients(struct daemon *d, const char *why, uint32_t gone);
 
 /* ---- the engine's output */
 
@@ -118,9 +124,9 @@ static void send_all(struct daemon *d, uint64_t id, const void *data)
     for (uint32_t c = 0; c < d->n_readers; c++) {
         op_status_t st = op_channel_send(d->r[c].ch, msg, AGENT_ID_HDR + d->bytes, 0);
         if (st != OP_OK && d->send_st == OP_OK) {
-            OP_ERROR(d->cfg->log, "client %u: sending result %llu: %s", c,
+            OP_ERROR(d->cfg->net.log, "client %u: sending result %llu: %s", c,
                      (unsigned long long)id, op_channel_error(d->r[c].ch));
-            d->send_st = st;
+            d->send_st = end_job(d, c, false);
         }
     }
     free(msg);
@@ -135,7 +141,7 @@ static void on_output(void *ctx, const struct op_ar_out *o)
     }
     /* the exchange runs after op_ar_client returns: not inside the engine */
     uint8_t *send = op_a2a_sendbuf(d->a2a);
-    for (uint32_t j = 0; j < d->cfg->n_daemons; j++)
+    for (uint32_t j = 0; j < d->cfg->net.n_daemons; j++)
         memcpy(send + j * d->bytes, o->data, d->bytes);
     d->partial_ready = true;
     d->partial_id = o->id;
@@ -145,196 +151,97 @@ static void on_output(void *ctx, const struct op_ar_out *o)
 static op_status_t exchange(struct daemon *d)
 {
     d->partial_ready = false;
-    op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->timeout_ns);
+    op_status_t st = op_a2a_run(d->a2a, op_now_ns() + d->cfg->net.timeout_ns);
     if (st != OP_OK) {
-        OP_ERROR(d->cfg->log, "operation %llu: exchange with the other daemons: %s",
+        char why[128];
+        snprintf(why, sizeof why, "operation %llu: exchange with the other daemons: %s",
                  (unsigned long long)d->partial_id, op_status_str(st));
+        tell_clients(d, why, UINT32_MAX);
         return st;
     }
     const uint8_t *got = op_a2a_recvbuf(d->a2a);
-    for (uint32_t j = 0; j < d->cfg->n_daemons && st == OP_OK; j++)
-        if (j != d->self)
+    for (uint32_t j = 0; j < d->cfg->net.n_daemons && st == OP_OK; j++)
+        if (j != d->p.self)
             st = op_ar_peer(d->ar, j, d->partial_id, got + j * d->bytes, d->bytes);
     return st;
 }
 
 /* ---- setup */
 
-static op_status_t find_self(struct daemon *d)
+/* DOCA's handshake; a mismatch refused with the field named. */
+static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t reply[32],
+                         size_t *reply_len, char *why, size_t why_len)
 {
+    struct daemon *d = ctx;
     const struct op_agent_daemon_config *c = d->cfg;
-    for (uint32_t j = 0; j < c->n_daemons; j++)
-        if (c->daemon_ip[j] == c->ip && c->daemon_port[j] == c->port) {
-            d->self = j;
-            return OP_OK;
-        }
-    OP_ERROR(c->log, "this daemon (its address and -t port) is not in the -a list");
-    return OP_ERR_INVAL;
-}
-
-static void tcp_addr(uint32_t ip, uint16_t port, struct op_chan_addr *a)
-{
-    memset(a, 0, sizeof(*a));
-    a->kind = OP_CHAN_TCP;
-    op_format_ipv4(ip, a->host);
-    a->port = port;
-}
-
-/* listener: the socket to accept on, or -1 to connect to ip:port */
-static void channel_config(const struct daemon *d, int listener, uint32_t ip, uint16_t port,
-                           const uint8_t *peer, struct op_channel_config *cc)
-{
-    memset(cc, 0, sizeof(*cc));
-    tcp_addr(ip, port, &cc->addr);
-    cc->listen = cc->use_listener = listener >= 0;
-    cc->listener = listener;
-    cc->local = d->cfg->key;
-    memcpy(cc->peer_pub, peer, OP_CHAN_KEY_BYTES);
-    cc->max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes < 4096 ? 4096 : AGENT_ID_HDR + d->bytes);
-    cc->timeout_ns = d->cfg->timeout_ns;
-}
-
-/* One daemon pair's setup: the initiator (the higher index) speaks first. */
-static op_status_t pair_with(struct daemon *d, bool listen, uint32_t j,
-                             struct op_a2a_endpoint *eps, struct op_a2a_qp_info *theirs,
-                             const struct op_a2a_qp_info *mine)
-{
-    const struct op_agent_daemon_config *c = d->cfg;
-    struct op_channel_config cc;
-    struct op_channel *ch;
-    char why[256];
-    channel_config(d, listen ? d->link_fd : -1, listen ? c->ip : c->daemon_ip[j],
-                   (uint16_t)((listen ? c->port : c->daemon_port[j]) + 1), c->key.pub, &cc);
-    op_status_t st = op_channel_open(&cc, &ch, why);
-    if (st != OP_OK) {
-        OP_ERROR(c->log, "daemon link: %s", why);
-        return st;
+    char mine[OP_AR_HANDSHAKE_MAX], theirs[OP_AR_HANDSHAKE_MAX];
+    if (len < 2 || len > sizeof theirs || msg[0] != AGENT_HELLO) {
+        snprintf(why, why_len, "no handshake (a malformed greeting)");
+        return OP_ERR_MALFORMED;
     }
-    struct agent_pair me = {.index = d->self}, peer;
-    uint8_t buf[512];
-    const uint8_t *msg;
-    size_t len;
-    op_a2a_endpoint(d->a2a, &me.ep);
-    if (!listen) {
-        me.qp = mine[j];
-        st = op_channel_send(ch, buf, agent_put_pair(buf, &me), 0);
-    }
-    if (st == OP_OK)
-        st = op_channel_recv(ch, &msg, &len);
-    if (st == OP_OK && (!agent_get_pair(msg, len, &peer) || peer.index >= c->n_daemons ||
-                        peer.index == d->self || (!listen && peer.index != j)))
-        st = OP_ERR_MALFORMED;
-    if (st == OP_OK && listen) {
-        me.qp = mine[peer.index];
-        st = op_channel_send(ch, buf, agent_put_pair(buf, &me), 0);
-    }
-    if (st == OP_OK) {
-        eps[peer.index] = peer.ep;
-        theirs[peer.index] = peer.qp;
-    } else {
-        OP_ERROR(c->log, "daemon link: %s", st == OP_ERR_MALFORMED ? "malformed setup message"
-                                                                    : op_channel_error(ch));
-    }
-    op_channel_close(ch);
+    memcpy(theirs, msg + 1, len - 1);
+    theirs[len - 1] = '\0';
+    agent_handshake_text(&c->job, mine);
+    op_status_t st = op_ar_handshake_check(mine, theirs, why, why_len);
+    struct agent_welcome w = {.rank = d->p.self * c->net.clients + d->n_readers,
+                              .clients = c->net.n_daemons * c->net.clients, .daemons = c->net.n_daemons,
+                              .per_daemon = c->net.clients};
+    *reply_len = agent_put_welcome(reply, &w);
     return st;
 }
 
 static op_status_t link_daemons(struct daemon *d)
 {
     const struct op_agent_daemon_config *c = d->cfg;
-    uint32_t n = c->n_daemons;
-    struct op_a2a_config ac = {.ranks = n, .rank = d->self, .workers = 1, .ip = c->ip,
-                               .chunk = d->bytes, .log = c->log};
-    struct op_a2a_endpoint *eps = calloc(n, sizeof(*eps));
-    struct op_a2a_qp_info *mine = calloc(n, sizeof(*mine)), *theirs = calloc(n, sizeof(*theirs));
-    op_status_t st = eps && mine && theirs ? op_a2a_create(&ac, &d->a2a) : OP_ERR_NOMEM;
-    if (st == OP_OK) {
-        op_a2a_endpoint(d->a2a, &eps[d->self]);
-        op_a2a_qp_infos(d->a2a, mine);
-    }
-    for (uint32_t j = 0; st == OP_OK && j < d->self; j++)
-        st = pair_with(d, false, j, eps, theirs, mine);
-    for (uint32_t k = d->self + 1; st == OP_OK && k < n; k++)
-        st = pair_with(d, true, k, eps, theirs, mine);
-    if (st == OP_OK)
-        st = op_a2a_connect(d->a2a, eps, theirs);
-    free(eps);
-    free(mine);
-    free(theirs);
-    return st;
-}
-
-/* A client: channel, DOCA's handshake, its rank; a mismatch is refused with
- * the field named, and the daemon waits for the next one. */
-static op_status_t accept_client(struct daemon *d, uint32_t k)
-{
-    const struct op_agent_daemon_config *c = d->cfg;
-    struct op_channel_config cc;
-    char why[256], mine[OP_AR_HANDSHAKE_MAX];
-    channel_config(d, d->client_fd, c->ip, c->port, c->clients_pub, &cc);
-    for (;;) {
-        struct op_channel *ch;
-        op_status_t st = op_channel_open(&cc, &ch, why);
-        if (st != OP_OK) {
-            OP_ERROR(c->log, "client %u: %s", k, why);
-            return st;
-        }
-        const uint8_t *msg;
-        size_t len;
-        char theirs[OP_AR_HANDSHAKE_MAX];
-        agent_handshake_text(&c->job, mine);
-        st = op_channel_recv(ch, &msg, &len);
-        if (st == OP_OK && (len < 2 || len > sizeof theirs || msg[0] != AGENT_HELLO))
-            st = OP_ERR_MALFORMED;
-        if (st == OP_OK) {
-            memcpy(theirs, msg + 1, len - 1);
-            theirs[len - 1] = '\0';
-            st = op_ar_handshake_check(mine, theirs, why, sizeof why);
-        } else {
-            snprintf(why, sizeof why, "no handshake (%s)", op_channel_error(ch));
-        }
-        if (st == OP_OK) {
-            uint8_t reply[32];
-            struct agent_welcome w = {.rank = d->self * c->clients + k,
-                                      .clients = c->n_daemons * c->clients,
-                                      .daemons = c->n_daemons, .per_daemon = c->clients};
-            st = op_channel_send(ch, reply, agent_put_welcome(reply, &w), 0);
-            d->r[k] = (struct reader){.d = d, .client = k, .ch = ch};
-            return st;
-        }
-        OP_ERROR(c->log, "client refused: configuration mismatch: %s", why);
-        agent_refuse(ch, why);
-    }
-}
-
-/* Both listening sockets first: clients and the other daemons may connect
- * while this one is still linking with the daemons before it. */
-static op_status_t open_listeners(struct daemon *d)
-{
-    const struct op_agent_daemon_config *c = d->cfg;
-    struct op_chan_addr a;
-    char why[256];
-    tcp_addr(c->ip, c->port, &a);
-    op_status_t st = op_chan_listen(&a, &d->client_fd, why);
-    if (st == OP_OK && c->n_daemons > 1) {
-        tcp_addr(c->ip, (uint16_t)(c->port + 1), &a);
-        st = op_chan_listen(&a, &d->link_fd, why);
-    }
-    if (st != OP_OK)
-        OP_ERROR(c->log, "%s", why);
-    return st;
+    struct op_a2a_config ac = {.ranks = c->net.n_daemons, .rank = d->p.self, .workers = 1,
+                               .ip = c->net.ip, .chunk = d->bytes, .log = c->net.log};
+    op_status_t st = op_a2a_create(&ac, &d->a2a);
+    return st == OP_OK ? agent_plumb_link(&d->p, &d->a2a, 1) : st;
 }
 
 /* ---- the run */
+
+/* The job cannot finish (every operation needs every client's vector and
+ * every daemon's partial): every client still there is told why, rather
+ * than left to its timeout. `gone`: a client not to write to (or none:
+ * UINT32_MAX). Only this thread sends to clients; their readers end when
+ * they hang up. */
+static void tell_clients(struct daemon *d, const char *why, uint32_t gone)
+{
+    OP_ERROR(d->cfg->net.log, "%s: the job cannot finish", why);
+    uint8_t msg[256] = {AGENT_REFUSED};
+    int n = snprintf((char *)msg + 1, sizeof msg - 1, "%s: the job cannot finish", why);
+    size_t len = 1 + (n < (int)sizeof msg - 1 ? (size_t)n : sizeof msg - 2);
+    for (uint32_t c = 0; c < d->n_readers; c++)
+        if (c != gone)
+            (void)op_channel_send(d->r[c].ch, msg, len, 0);
+}
+
+/* A client sent what no client may send (refused: it is told too), or
+ * vanished. */
+static op_status_t end_job(struct daemon *d, uint32_t client, bool malformed)
+{
+    char why[160];
+    if (malformed)
+        d->malformed++;
+    else
+        d->gone++;
+    snprintf(why, sizeof why, "client %u %s", client,
+             malformed ? "sent a malformed request (not an operation of -s elements of -d), "
+                         "refused"
+                       : "is gone");
+    tell_clients(d, why, malformed ? UINT32_MAX : client);
+    return malformed ? OP_ERR_MALFORMED : OP_ERR_IO;
+}
 
 static op_status_t serve(struct daemon *d)
 {
     uint32_t byes = 0;
     op_status_t st = OP_OK;
     while (st == OP_OK && byes < d->n_readers) {
-        struct item *it = pop(d, op_now_ns() + d->cfg->timeout_ns);
+        struct item *it = pop(d, op_now_ns() + d->cfg->net.timeout_ns);
         if (it == NULL) {
-            OP_ERROR(d->cfg->log, "no request from any client for the timeout: giving up");
+            OP_ERROR(d->cfg->net.log, "no request from any client for the timeout: giving up");
             return OP_ERR_TIMEOUT;
         }
         if (it->type == AGENT_BYE)
@@ -342,9 +249,9 @@ static op_status_t serve(struct daemon *d)
         else if (it->type == AGENT_VECTOR)
             st = op_ar_client(d->ar, it->client, it->id, it->data, d->bytes);
         else
-            st = OP_ERR_IO; /* a client is gone: the job cannot finish */
+            st = end_job(d, it->client, it->type == AGENT_REFUSED);
         if (st != OP_OK && it->type == AGENT_VECTOR)
-            OP_ERROR(d->cfg->log, "client %u: request %llu refused (%s)", it->client,
+            OP_ERROR(d->cfg->net.log, "client %u: request %llu refused (%s)", it->client,
                      (unsigned long long)it->id, op_status_str(st));
         if (st == OP_OK && d->partial_ready)
             st = exchange(d);
@@ -354,6 +261,22 @@ static op_status_t serve(struct daemon *d)
         free(it);
     }
     return st;
+}
+
+/* Every counter, whatever the end: the engine's and the daemon's own. */
+static void report(const struct daemon *d)
+{
+    char line[512];
+    size_t at = 0;
+    const uint64_t *n = d->ar != NULL ? op_ar_counters(d->ar) : NULL;
+    for (unsigned c = 0; n != NULL && c < OP_AR_C_COUNT_ && at < sizeof line; c++)
+        at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu", op_ar_counter_name(c),
+                               (unsigned long long)n[c]);
+    if (at < sizeof line)
+        snprintf(line + at, sizeof line - at, " refused=%llu malformed=%llu clients_gone=%llu",
+                 (unsigned long long)d->p.refused, (unsigned long long)d->malformed,
+                 (unsigned long long)d->gone);
+    OP_INFO(d->cfg->net.log, "daemon %u: counters:%s", d->p.self, line);
 }
 
 static void finish(struct daemon *d)
@@ -370,10 +293,7 @@ static void finish(struct daemon *d)
     }
     op_ar_destroy(d->ar);
     op_a2a_destroy(d->a2a);
-    if (d->client_fd >= 0)
-        close(d->client_fd);
-    if (d->link_fd >= 0)
-        close(d->link_fd);
+    agent_plumb_close(&d->p);
     pthread_cond_destroy(&d->more);
     pthread_mutex_destroy(&d->mu);
 }
@@ -391,35 +311,34 @@ static op_status_t start_readers(struct daemon *d)
 
 op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
 {
-    if (!op_agent_job_ok(&cfg->job) || cfg->clients == 0 || cfg->clients > OP_AGENT_MAX_CLIENTS ||
-        cfg->n_daemons == 0 || cfg->n_daemons > OP_AGENT_MAX_DAEMONS)
+    if (!op_agent_job_ok(&cfg->job) || cfg->net.clients == 0 || cfg->net.clients > OP_AGENT_MAX_CLIENTS ||
+        cfg->net.n_daemons == 0 || cfg->net.n_daemons > OP_AGENT_MAX_DAEMONS)
         return OP_ERR_INVAL;
     struct daemon *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return OP_ERR_NOMEM;
     d->cfg = cfg;
     d->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
-    d->client_fd = d->link_fd = -1;
+    d->p = (struct agent_plumb){.net = &cfg->net, .max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes)};
     agent_sync_init(&d->mu, &d->more);
-    struct op_ar_config ac = {.daemons = cfg->n_daemons, .clients = cfg->clients,
+    struct op_ar_config ac = {.daemons = cfg->net.n_daemons, .clients = cfg->net.clients,
                               .count = cfg->job.size, .type = op_agent_red_type(cfg->job.type),
                               .op = cfg->job.op,
                               .window = cfg->job.batch < 1024 ? (uint32_t)cfg->job.batch : 1024};
-    op_status_t st = find_self(d);
-    ac.self = d->self;
-    if (st == OP_OK)
-        st = open_listeners(d);
+    op_status_t st = agent_plumb_open(&d->p);
+    ac.self = d->p.self;
     if (st == OP_OK)
         st = op_ar_create(&ac, on_output, d, &d->ar);
-    if (st == OP_OK && cfg->n_daemons > 1)
+    if (st == OP_OK && cfg->net.n_daemons > 1)
         st = link_daemons(d);
     if (st == OP_OK)
-        OP_INFO(cfg->log, "daemon %u of %u: waiting for %u clients", d->self, cfg->n_daemons,
-                cfg->clients);
-    for (uint32_t k = 0; st == OP_OK && k < cfg->clients; k++) {
-        st = accept_client(d, k);
-        if (d->r[k].ch != NULL)
-            d->n_readers = k + 1;
+        OP_INFO(cfg->net.log, "daemon %u of %u: waiting for %u clients", d->p.self, cfg->net.n_daemons,
+                cfg->net.clients);
+    for (uint32_t k = 0; st == OP_OK && k < cfg->net.clients; k++) {
+        struct op_channel *ch = NULL;
+        st = agent_plumb_accept(&d->p, greet, d, &ch);
+        if (ch != NULL)
+            d->r[d->n_readers++] = (struct reader){.d = d, .client = k, .ch = ch};
     }
     if (st == OP_OK)
         st = start_readers(d);
@@ -427,9 +346,10 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
         st = serve(d);
     if (st == OP_OK) {
         const uint64_t *n = op_ar_counters(d->ar);
-        OP_INFO(cfg->log, "daemon %u: %llu operations reduced for %u clients", d->self,
-                (unsigned long long)n[OP_AR_C_results], cfg->clients);
+        OP_INFO(cfg->net.log, "daemon %u: %llu operations reduced for %u clients", d->p.self,
+                (unsigned long long)n[OP_AR_C_results], cfg->net.clients);
     }
+    report(d);
     finish(d);
     free(d);
     return st;

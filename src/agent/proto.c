@@ -80,6 +80,27 @@ bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP
     return true;
 }
 
+size_t agent_put_a2a_hello(uint8_t *buf, const struct agent_a2a_hello *h)
+{
+    buf[0] = AGENT_A2A;
+    put32(buf + 1, h->rank);
+    put32(buf + 5, h->ranks);
+    put32(buf + 9, h->workers);
+    put64(buf + 13, h->chunk);
+    return AGENT_A2A_HELLO_LEN;
+}
+
+bool agent_get_a2a_hello(const uint8_t *msg, size_t len, struct agent_a2a_hello *h)
+{
+    if (len != AGENT_A2A_HELLO_LEN || msg[0] != AGENT_A2A)
+        return false;
+    *h = (struct agent_a2a_hello){.rank = get32(msg + 1), .ranks = get32(msg + 5),
+                                  .workers = get32(msg + 9), .chunk = get64(msg + 13)};
+    return h->ranks > 0 && h->ranks <= OP_A2A_MAX_RANKS && h->rank < h->ranks &&
+           h->workers >= 1 && h->workers <= OP_A2A_MAX_WORKERS && h->chunk > 0 &&
+           h->chunk <= (OP_CHAN_LIMIT_MAX_MSG - AGENT_ID_HDR) / h->ranks;
+}
+
 #define PAIR_LEN (1 + 4 + 4 + 4 + 8 + 8 + OP_A2A_MAX_WORKERS * (2 + 4) + 8)
 
 size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p)
@@ -179,6 +200,15 @@ struct timespec agent_abstime(uint64_t deadline_ns)
 {
     return (struct timespec){.tv_sec = (time_t)(deadline_ns / OP_NS_PER_S),
                              .tv_nsec = (long)(deadline_ns % OP_NS_PER_S)};
+}
+
+void agent_pin(pthread_t t, int cpu, struct op_log *log)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
+        OP_WARN(log, "cannot move a thread to CPU %d", cpu);
 }
 
 void agent_handshake_text(const struct op_agent_job *job, char text[OP_AR_HANDSHAKE_MAX])

@@ -15,6 +15,7 @@ void op_a2a_bench_usage(FILE *out)
             "usage: offpath dpa_all_to_all [-m BYTES[,BYTES...]] [-t THREADS[,THREADS...]]\n"
             "                              [-n RUNS] [-w WARMUP] [--ip ADDR]\n"
             "                              [--matrix|--no-matrix]\n"
+            "                              [-d DAEMON[,DAEMON...] --key RANKS.key --peer DAEMONS.pub]\n"
             "                              [--json]      (an MPI program: start it with mpirun)\n"
             "  -m, --msgsize   bytes of each rank's send buffer, a multiple of 4 and at least\n"
             "                  ranks * 4 (default ranks * 4); a list runs each\n"
@@ -23,8 +24,12 @@ void op_a2a_bench_usage(FILE *out)
             "  -n, --iters     timed runs of each size and thread count (default 10)\n"
             "  -w, --warmup    untimed runs before them (default 2)\n"
             "      --ip        the address the workers bind (default 127.0.0.1)\n"
-            "  -d, --devices   agent daemons to offload to: not available yet (the workers\n"
-            "                  run in each rank, as DPA threads sit beside their host)\n"
+            "  -d, --devices   agent daemons to offload to, IP[:PORT][,...] (port default\n"
+            "                  18515): `offpath dpa_all_to_all -r daemon` runs them; rank r\n"
+            "                  is served by daemon r / (ranks / daemons). Without -d the\n"
+            "                  workers run in each rank, as DPA threads sit beside their host\n"
+            "      --key       with -d: the ranks' secret key; --peer the daemons' public key\n"
+            "      --timeout   with -d: longest wait for a daemon, seconds (default 30)\n"
             "      --matrix    print the send and receive matrices (default: when a row has\n"
             "                  at most 64 values)\n"
             "      --json      one JSON line per measurement\n"
@@ -103,7 +108,34 @@ static op_status_t set_count(const char *v, const char *flag, uint64_t lo, uint3
                (unsigned long long)lo);
 }
 
-enum { OPT_IP = 256, OPT_MATRIX, OPT_NO_MATRIX, OPT_JSON };
+/* -d: "IP[:PORT],..." of agent daemons */
+static op_status_t set_daemons(const char *v, struct op_a2a_bench_config *c, char *err,
+                               size_t len)
+{
+    const char *p = v;
+    c->n_daemons = 0;
+    while (c->n_daemons < OP_AGENT_MAX_DAEMONS) {
+        char item[64];
+        size_t k = strcspn(p, ",");
+        uint16_t port = 18515;
+        if (k == 0 || k >= sizeof item)
+            break;
+        memcpy(item, p, k);
+        item[k] = '\0';
+        if (op_parse_ipv4(item, &c->daemon_ip[c->n_daemons], &port) != OP_OK)
+            break;
+        c->daemon_port[c->n_daemons++] = port;
+        if (p[k] == '\0')
+            return OP_OK;
+        p += k + 1;
+    }
+    return bad(err, len,
+               "invalid value '%s' for -d (--devices): expected up to %d agent daemons "
+               "IP[:PORT] separated by commas",
+               v, OP_AGENT_MAX_DAEMONS);
+}
+
+enum { OPT_IP = 256, OPT_MATRIX, OPT_NO_MATRIX, OPT_JSON, OPT_KEY, OPT_PEER, OPT_TIMEOUT };
 
 static op_status_t apply(int opt, const char *v, struct op_a2a_bench_config *c, char *err,
                          size_t len)
@@ -123,11 +155,10 @@ static op_status_t apply(int opt, const char *v, struct op_a2a_bench_config *c, 
             return OP_OK;
         return bad(err, len, "invalid value '%s' for --ip (expected an IPv4 address)", v);
     }
-    case 'd':
-        return bad(err, len,
-                   "-d (--devices) %s: offloading to agent daemons is not available yet; "
-                   "leave -d out to run the workers in each rank",
-                   v);
+    case 'd': return set_daemons(v, c, err, len);
+    case OPT_KEY: c->key = v; return OP_OK;
+    case OPT_PEER: c->peer = v; return OP_OK;
+    case OPT_TIMEOUT: return set_count(v, "--timeout", 1, &c->timeout_s, err, len);
     default: return bad(err, len, "unknown flag (see --help)");
     }
 }
@@ -141,9 +172,12 @@ op_status_t op_a2a_bench_parse(int argc, char **argv, struct op_a2a_bench_config
         {"devices", required_argument, NULL, 'd'}, {"ip", required_argument, NULL, OPT_IP},
         {"matrix", no_argument, NULL, OPT_MATRIX}, {"no-matrix", no_argument, NULL, OPT_NO_MATRIX},
         {"json", no_argument, NULL, OPT_JSON},     {"help", no_argument, NULL, 'h'},
+        {"key", required_argument, NULL, OPT_KEY}, {"peer", required_argument, NULL, OPT_PEER},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
-    *cfg = (struct op_a2a_bench_config){.iters = 10, .warmup = 2, .ip = 0x7f000001u};
+    *cfg = (struct op_a2a_bench_config){.iters = 10, .warmup = 2, .ip = 0x7f000001u,
+                                         .timeout_s = 30};
     int opt;
     optind = 1;
     opterr = 0;
@@ -157,5 +191,7 @@ op_status_t op_a2a_bench_parse(int argc, char **argv, struct op_a2a_bench_config
     }
     if (optind < argc)
         return bad(err, err_len, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (cfg->n_daemons > 0 && (cfg->key == NULL || cfg->peer == NULL))
+        return bad(err, err_len, "-d (--devices) needs --key and --peer (offpath keygen)");
     return OP_OK;
 }

@@ -16,11 +16,11 @@
 
 struct ar_flags {
     bool daemon, role_set, offloaded, mesh;
-    const char *addresses, *key, *peer;
-    uint64_t port, listen_port, clients, timeout_s;
-    uint32_t ip;
-    int log_level;
+    struct cli_agent_flags a;
+    uint64_t port;
     bool json;
+    const char *fallback; /* offloaded client: the clients' mesh if the daemon fails */
+    uint64_t io_cpu;      /* offloaded client: --io-cpu N, as N + 1 (0: not given) */
     struct op_agent_job job;
 };
 
@@ -49,6 +49,12 @@ static void usage(void)
            "                        reduce among themselves (a full mesh, -t and -a as a\n"
            "                        daemon's: every client's IP:PORT, one order on all)\n"
            "  -a, --address A       offloaded: its daemon, IP[:PORT] (port: -p, default 18515)\n"
+           "      --fallback LIST   offloaded: if the daemon fails, start over non-offloaded\n"
+           "                        with every client of LIST (IP:PORT, one order on all;\n"
+           "                        this one at -t)\n"
+           "      --io-cpu N        offloaded: run the client's channel threads (encryption,\n"
+           "                        sockets) on CPU N, not on the cores that compute (as a\n"
+           "                        DPU's DMA is not the host's work)\n"
            "both:\n"
            "  -p, --port P          the daemon port an address without one means\n"
            "      --key FILE        this side's secret key (the daemons share one pair,\n"
@@ -59,7 +65,7 @@ static void usage(void)
            "      --json            the client's metrics as one JSON line too\n");
 }
 
-enum { OPT_KEY = 256, OPT_PEER, OPT_IP, OPT_TIMEOUT, OPT_JSON };
+enum { OPT_JSON = CLI_AGENT_OPT_NEXT, OPT_FALLBACK, OPT_IO_CPU };
 
 static bool set_job(int opt, const char *v, struct ar_flags *f)
 {
@@ -108,7 +114,10 @@ static bool set_role(int opt, const char *v, struct ar_flags *f)
 static bool set(int opt, const char *v, void *cfg)
 {
     struct ar_flags *f = cfg;
-    uint16_t no_port = 0;
+    bool known;
+    bool ok = cli_agent_flag(TOOL, opt, v, &f->a, &known);
+    if (known)
+        return ok;
     switch (opt) {
     case 'r':
     case 'm': return set_role(opt, v, f);
@@ -118,91 +127,48 @@ static bool set(int opt, const char *v, void *cfg)
     case 'b':
     case 'i': return set_job(opt, v, f);
     case 'p': return cli_u64(TOOL, "-p (--port)", v, 1, 65534, &f->port);
-    case 't': return cli_u64(TOOL, "-t (--listen-port)", v, 1, 65534, &f->listen_port);
-    case 'c': return cli_u64(TOOL, "-c (--num-clients)", v, 1, OP_AGENT_MAX_CLIENTS, &f->clients);
-    case 'a': f->addresses = v; return true;
-    case OPT_KEY: f->key = v; return true;
-    case OPT_PEER: f->peer = v; return true;
     case OPT_JSON: f->json = true; return true;
-    case OPT_TIMEOUT: return cli_u64(TOOL, "--timeout", v, 1, 3600, &f->timeout_s);
-    case 'l':
-        if ((f->log_level = op_log_level_parse(v)) >= 0)
-            return true;
-        cli_bad(TOOL, "invalid value '%s' for -l (--log-level): 10..70", v);
-        return false;
-    case OPT_IP:
-        if (op_parse_ipv4(v, &f->ip, &no_port) == OP_OK && no_port == 0)
-            return true;
-        cli_bad(TOOL, "invalid value '%s' for --ip (expected an IPv4 address)", v);
-        return false;
+    case OPT_FALLBACK: f->fallback = v; return true;
+    case OPT_IO_CPU:
+        if (!cli_u64(TOOL, "--io-cpu", v, 0, 1023, &f->io_cpu))
+            return false;
+        f->io_cpu++;
+        return true;
     }
     return false;
 }
 
 static bool read_keys(const struct ar_flags *f, struct op_chan_keypair *key, uint8_t *peer)
 {
-    char why[256];
-    if (f->key == NULL || f->peer == NULL) {
-        cli_bad(TOOL, "--key and --peer are needed (offpath keygen makes key pairs)");
-        return false;
-    }
-    if (op_chan_read_secret(f->key, key, why) != OP_OK) {
-        cli_bad(TOOL, "--key %s: %s", f->key, why);
-        return false;
-    }
-    if (op_chan_read_public(f->peer, peer, why) != OP_OK) {
-        cli_bad(TOOL, "--peer %s: %s", f->peer, why);
-        return false;
-    }
-    return true;
+    return cli_agent_keys(TOOL, f->a.key, f->a.peer, key, peer);
 }
 
-/* "IP[:PORT],IP[:PORT],..." (every daemon, or every non-offloaded client). */
-static bool parse_list(const struct ar_flags *f, uint32_t max, uint32_t *ip, uint16_t *port,
-                       uint32_t *n)
+/* Every non-offloaded client, "IP[:PORT],IP[:PORT],..." (-a, or --fallback's). */
+static bool parse_list(const struct ar_flags *f, const char *flag, const char *text, uint32_t max,
+                       uint32_t *ip, uint16_t *port, uint32_t *n)
 {
-    char list[4096];
-    snprintf(list, sizeof list, "%s", f->addresses != NULL ? f->addresses : "");
-    *n = 0;
-    for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        port[*n] = (uint16_t)f->port;
-        if (*n == max || op_parse_ipv4(tok, &ip[*n], &port[*n]) != OP_OK) {
-            cli_bad(TOOL, "invalid value '%s' in -a (--address): IP[:PORT], at most %u", tok, max);
-            return false;
-        }
-        (*n)++;
-    }
+    if (!cli_agent_addresses(TOOL, flag, text, (uint16_t)f->port, max, ip, port, n))
+        return false;
     if (*n > 0)
         return true;
-    cli_bad(TOOL, "-a (--address) is needed: every %s's IP:PORT", f->daemon ? "daemon" : "client");
+    cli_bad(TOOL, "%s is needed: every client's IP:PORT", flag);
     return false;
-}
-
-static bool parse_daemons(const struct ar_flags *f, struct op_agent_daemon_config *c)
-{
-    return parse_list(f, OP_AGENT_MAX_DAEMONS, c->daemon_ip, c->daemon_port, &c->n_daemons);
 }
 
 static int run_daemon(const struct ar_flags *f, struct op_log *log)
 {
-    struct op_agent_daemon_config c = {.job = f->job, .ip = f->ip,
-                                       .port = (uint16_t)f->listen_port,
-                                       .clients = (uint32_t)f->clients,
-                                       .timeout_ns = f->timeout_s * OP_NS_PER_S, .log = log};
-    if (f->listen_port == 0 || f->clients == 0) {
-        cli_bad(TOOL, "a daemon needs -t (--listen-port) and -c (--num-clients)");
-        return 2;
-    }
-    if (!parse_daemons(f, &c) || !read_keys(f, &c.key, c.clients_pub))
-        return 2;
-    op_status_t st = op_agent_daemon_run(&c);
-    return st == OP_OK ? 0 : 1;
+    struct op_agent_daemon_config c = {.job = f->job};
+    int rc = cli_agent_daemon_net(TOOL, &f->a, (uint16_t)f->port, &c.net);
+    if (rc != 0)
+        return rc;
+    c.net.log = log;
+    return op_agent_daemon_run(&c) == OP_OK ? 0 : 1;
 }
 
-static void print_metrics(const struct ar_flags *f, const struct op_agent_client_result *r)
+static void print_metrics(const struct ar_flags *f, bool mesh, const struct op_agent_client_result *r)
 {
     const char *op = f->job.op == OP_RED_SUM ? "sum" : "prod";
-    const char *mode = f->mesh ? "non-offloaded" : "offloaded";
+    const char *mode = mesh ? "non-offloaded" : "offloaded";
     printf("Allreduce (%s/%s/%s) and matrix multiplication metrics to complete %llu "
            "batches (batch size - %llu, vector size - %llu):\n",
            mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.batches,
@@ -214,7 +180,7 @@ static void print_metrics(const struct ar_flags *f, const struct op_agent_client
     printf("Computation and communication overlap - %.2f%%\n", r->overlap_pct);
     printf("result check: %llu elements wrong (%llu results, client %u of %u",
            (unsigned long long)r->wrong, (unsigned long long)r->results, r->rank, r->clients);
-    if (f->mesh)
+    if (mesh)
         printf(", reduced among the clients)\n");
     else
         printf(", %u daemons)\n", r->daemons);
@@ -222,46 +188,59 @@ static void print_metrics(const struct ar_flags *f, const struct op_agent_client
         printf("{\"mode\": \"%s\", \"op\": \"%s\", \"datatype\": \"%s\", \"size\": %llu, "
                "\"batch\": %llu, \"batches\": %llu, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"avg_s\": %.6f, \"total_s\": %.6f, \"compute_s\": %.6f, \"network_s\": %.6f, "
-               "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu}\n",
+               "\"overlap_pct\": %.2f, \"wrong\": %llu, \"results\": %llu, \"submit_s\": %.6f, "
+               "\"compute_in_batch_s\": %.6f, \"wait_s\": %.6f}\n",
                mode, op, op_agent_type_name(f->job.type), (unsigned long long)f->job.size,
                (unsigned long long)f->job.batch, (unsigned long long)f->job.batches,
                r->batch_min_s, r->batch_max_s, r->batch_avg_s, r->total_s, r->compute_s,
                r->network_s, r->overlap_pct, (unsigned long long)r->wrong,
-               (unsigned long long)r->results);
+               (unsigned long long)r->results, r->submit_s, r->compute_in_batch_s, r->wait_s);
     fflush(stdout);
 }
 
-static int report(const struct ar_flags *f, const struct op_agent_client_config *c)
+/* fb: with --fallback, the mesh the job goes on in when the offloaded run
+ * fails (the daemon died, or refused to go on): it starts over there. */
+static int report(const struct ar_flags *f, const struct op_agent_client_config *c,
+                  const struct op_agent_client_config *fb)
 {
     struct op_agent_client_result r;
     op_status_t st = op_agent_client_run(c, &r);
+    if (st != OP_OK && fb != NULL) {
+        fprintf(stderr, "offpath allreduce: client: offloaded: %s; continuing non-offloaded "
+                "(--fallback)\n", op_status_str(st));
+        c = fb;
+        st = op_agent_client_run(c, &r);
+    }
     if (st != OP_OK) {
         fprintf(stderr, "offpath allreduce: client: %s\n", op_status_str(st));
         return 1;
     }
-    print_metrics(f, &r);
+    print_metrics(f, c->mesh, &r);
     return r.wrong == 0 ? 0 : 1;
 }
 
-static int run_mesh_client(const struct ar_flags *f, struct op_agent_client_config *c)
+/* A non-offloaded client's settings: -t, every client from `flag`. */
+static bool mesh_config(const struct ar_flags *f, const char *flag, const char *list,
+                        struct op_agent_client_config *c)
 {
-    if (f->listen_port == 0) {
-        cli_bad(TOOL, "a non-offloaded client needs -t (--listen-port)");
-        return 2;
+    if (f->a.listen_port == 0) {
+        cli_bad(TOOL, "a non-offloaded client needs -t (--listen-port)%s",
+                f->fallback != NULL ? " (with --fallback too)" : "");
+        return false;
     }
     c->mesh = true;
-    c->ip = f->ip;
-    c->port = (uint16_t)f->listen_port;
-    if (!parse_list(f, OP_AGENT_MAX_CLIENTS, c->client_ip, c->client_port, &c->n_clients) ||
-        !read_keys(f, &c->key, c->peer_pub))
-        return 2;
-    return report(f, c);
+    c->ip = f->a.ip;
+    c->port = (uint16_t)f->a.listen_port;
+    return parse_list(f, flag, list, OP_AGENT_MAX_CLIENTS, c->client_ip, c->client_port,
+                      &c->n_clients);
 }
 
 static int run_client(const struct ar_flags *f, struct op_log *log)
 {
-    struct op_agent_client_config c = {.job = f->job, .timeout_ns = f->timeout_s * OP_NS_PER_S,
-                                       .log = log};
+    struct op_agent_client_config c = {.job = f->job, .timeout_ns = f->a.timeout_s * OP_NS_PER_S,
+                                       .io_pinned = f->io_cpu > 0,
+                                       .io_cpu = (int)f->io_cpu - 1, .log = log},
+                                  fb;
     uint32_t ip;
     uint16_t port = (uint16_t)f->port;
     if (!f->offloaded && !f->mesh) {
@@ -269,8 +248,11 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
         return 2;
     }
     if (f->mesh)
-        return run_mesh_client(f, &c);
-    if (f->addresses == NULL || op_parse_ipv4(f->addresses, &ip, &port) != OP_OK) {
+        return mesh_config(f, "-a (--address)", f->a.addresses, &c) &&
+                       read_keys(f, &c.key, c.peer_pub)
+                   ? report(f, &c, NULL)
+                   : 2;
+    if (f->a.addresses == NULL || op_parse_ipv4(f->a.addresses, &ip, &port) != OP_OK) {
         cli_bad(TOOL, "-a (--address) must be the daemon's IP[:PORT]");
         return 2;
     }
@@ -279,7 +261,12 @@ static int run_client(const struct ar_flags *f, struct op_log *log)
     c.daemon.port = port;
     if (!read_keys(f, &c.key, c.peer_pub))
         return 2;
-    return report(f, &c);
+    fb = c;
+    /* the clients share one key pair: the mesh pins their own public key */
+    memcpy(fb.peer_pub, c.key.pub, OP_CHAN_KEY_BYTES);
+    if (f->fallback != NULL && !mesh_config(f, "--fallback", f->fallback, &fb))
+        return 2;
+    return report(f, &c, f->fallback != NULL ? &fb : NULL);
 }
 
 int cli_allreduce(int argc, char **argv)
@@ -291,13 +278,13 @@ int cli_allreduce(int argc, char **argv)
         {"size", required_argument, NULL, 's'},       {"datatype", required_argument, NULL, 'd'},
         {"operation", required_argument, NULL, 'o'},  {"batch-size", required_argument, NULL, 'b'},
         {"num-batches", required_argument, NULL, 'i'}, {"log-level", required_argument, NULL, 'l'},
-        {"key", required_argument, NULL, OPT_KEY},    {"peer", required_argument, NULL, OPT_PEER},
-        {"ip", required_argument, NULL, OPT_IP},      {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},        {"help", no_argument, NULL, 'h'},
+        {"key", required_argument, NULL, CLI_AGENT_OPT_KEY},    {"peer", required_argument, NULL, CLI_AGENT_OPT_PEER},
+        {"ip", required_argument, NULL, CLI_AGENT_OPT_IP},      {"timeout", required_argument, NULL, CLI_AGENT_OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},        {"fallback", required_argument, NULL, OPT_FALLBACK},
+        {"io-cpu", required_argument, NULL, OPT_IO_CPU},        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct ar_flags f = {.port = DEFAULT_PORT, .ip = 0x7f000001u, .timeout_s = 30,
-                         .log_level = OP_LOG_INFO,
+    struct ar_flags f = {.port = DEFAULT_PORT, .a = CLI_AGENT_DEFAULTS,
                          .job = {.size = 65535, .type = OP_AGENT_FLOAT, .op = OP_RED_SUM,
                                  .batch = 16, .batches = 16}};
     int rc = cli_flags(argc, argv, "r:m:p:t:a:c:s:d:o:b:i:l:h", opts, 'h', usage, set, &f);
@@ -314,7 +301,7 @@ int cli_allreduce(int argc, char **argv)
         return 2;
     }
     struct op_log log;
-    op_log_init(&log, f.daemon ? "allreduce_daemon" : "allreduce_client", f.log_level);
+    op_log_init(&log, f.daemon ? "allreduce_daemon" : "allreduce_client", f.a.log_level);
     log.doca = true;
     return f.daemon ? run_daemon(&f, &log) : run_client(&f, &log);
 }

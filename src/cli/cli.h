@@ -14,6 +14,9 @@ int cli_osu_allreduce(int argc, char **argv);
 int cli_osu_iallreduce(int argc, char **argv);
 int cli_dpa_all_to_all(int argc, char **argv);
 int cli_allreduce(int argc, char **argv);
+/* dpa_all_to_all -r daemon: the agent daemon, run by offpath itself */
+bool cli_a2a_is_daemon(int argc, char **argv);
+int cli_a2a_daemon(int argc, char **argv);
 int cli_ib_write_bw(int argc, char **argv);
 int cli_gpunetio_write_bw(int argc, char **argv);
 int cli_ib_read_bw(int argc, char **argv);
@@ -31,6 +34,37 @@ bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, 
              uint64_t *out);
 bool cli_rate(const char *tool, const char *flag, const char *val, double *out);
 void cli_bad(const char *tool, const char *fmt, ...) OP_PRINTF(2, 3);
+
+struct op_chan_keypair;
+struct op_agent_daemon_net;
+/* Flags the agent's tools share: -t, -c, -a, --key, --peer, --ip,
+ * --timeout, -l. */
+struct cli_agent_flags {
+    const char *addresses, *key, *peer;
+    uint64_t listen_port, clients, timeout_s;
+    uint32_t ip;
+    int log_level;
+};
+#define CLI_AGENT_DEFAULTS {.ip = 0x7f000001u, .timeout_s = 30, .log_level = OP_LOG_INFO}
+enum { CLI_AGENT_OPT_KEY = 256, CLI_AGENT_OPT_PEER, CLI_AGENT_OPT_IP, CLI_AGENT_OPT_TIMEOUT,
+       CLI_AGENT_OPT_NEXT /* a tool's own long options from here */ };
+/* One of them applied (*known; false: not one of them); false on a bad
+ * value, reported. */
+bool cli_agent_flag(const char *tool, int opt, const char *v, struct cli_agent_flags *f,
+                    bool *known);
+/* A daemon's place, peers and keys from them: 0, or 2 (reported). */
+int cli_agent_daemon_net(const char *tool, const struct cli_agent_flags *f, uint16_t default_port,
+                         struct op_agent_daemon_net *net);
+/* The agent's tools (allreduce, dpa_all_to_all): --key (this side's secret)
+ * and --peer (the other side's public key), both needed; false, reported,
+ * when either is missing or unreadable. */
+bool cli_agent_keys(const char *tool, const char *key, const char *peer,
+                    struct op_chan_keypair *kp, uint8_t *peer_pub);
+/* "IP[:PORT],..." into ip/port (default_port where none), at most max;
+ * false, reported naming flag, on a bad item; true with *n == 0 if empty. */
+bool cli_agent_addresses(const char *tool, const char *flag, const char *text,
+                         uint16_t default_port, uint32_t max, uint32_t *ip, uint16_t *port,
+                         uint32_t *n);
 
 struct option;
 /* The getopt_long loop every tool runs: help_opt prints help (returns 0),

@@ -59,6 +59,7 @@ int cli_osu_iallreduce(int argc, char **argv)
 
 int cli_dpa_all_to_all(int argc, char **argv)
 {
-    (void)argc;
+    if (cli_a2a_is_daemon(argc, argv))
+        return cli_a2a_daemon(argc, argv);
     return run_bench("dpa_all_to_all", argv);
 }

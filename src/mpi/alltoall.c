@@ -1,4 +1,4 @@
-/* MPI_Alltoall by the agent's worker threads (offpath/agent.h), when
+/* MPI_Alltoall and MPI_Ialltoall by the agent's worker threads (offpath/agent.h), when
  * OFFPATH_ALLTOALL=agent: an unmodified MPI program's all-to-all moves as
  * RDMA writes over offpath's RoCEv2 instead of the MPI's own path. Each
  * communicator gets its workers at its first call of a chunk size (a
@@ -89,7 +89,8 @@ static bool open_workers(MPI_Comm comm, struct opm_comm *c, size_t chunk)
     opm_a2a_free(c);
     struct op_a2a_config cfg = {.ranks = (uint32_t)ranks, .rank = (uint32_t)rank,
                                 .workers = opm.cfg.alltoall_threads, .ip = opm.my_ip,
-                                .chunk = chunk};
+                                .chunk = chunk, .progress = true /* MPI_Ialltoall's */,
+                                .pinned = opm.cfg.alltoall_pinned, .cpu = opm.cfg.alltoall_cpu};
     struct setup s;
     op_status_t st = setup_alloc(&s, ranks) ? op_a2a_create(&cfg, &c->a2a) : OP_ERR_NOMEM;
     bool ok = all_of(comm, st == OP_OK);
@@ -109,13 +110,22 @@ static bool open_workers(MPI_Comm comm, struct opm_comm *c, size_t chunk)
     return false;
 }
 
-static int by_workers(struct opm_comm *c, const void *sendbuf, void *recvbuf, size_t chunk,
-                      MPI_Comm comm)
+/* A call's first half: the send buffer in, the workers started. */
+static void begin(struct opm_comm *c, const void *sendbuf, MPI_Comm comm)
 {
     int ranks;
     PMPI_Comm_size(comm, &ranks);
-    memcpy(op_a2a_sendbuf(c->a2a), sendbuf, (size_t)ranks * chunk);
-    op_status_t st = op_a2a_run(c->a2a, op_now_ns() + A2A_CALL_NS);
+    memcpy(op_a2a_sendbuf(c->a2a), sendbuf, (size_t)ranks * c->a2a_chunk);
+    op_a2a_start(c->a2a, op_now_ns() + A2A_CALL_NS);
+}
+
+bool opm_a2a_done(struct opm_comm *c) { return op_a2a_done(c->a2a); }
+
+int opm_a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm)
+{
+    int ranks;
+    PMPI_Comm_size(comm, &ranks);
+    op_status_t st = op_a2a_wait(c->a2a);
     if (st != OP_OK) {
         /* the others may have their data; this rank has not: the call
          * fails here, and the next one agrees to go the MPI's way */
@@ -125,26 +135,53 @@ static int by_workers(struct opm_comm *c, const void *sendbuf, void *recvbuf, si
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
     }
-    memcpy(recvbuf, op_a2a_recvbuf(c->a2a), (size_t)ranks * chunk);
+    memcpy(recvbuf, op_a2a_recvbuf(c->a2a), (size_t)ranks * c->a2a_chunk);
     opm.a2a_agent++;
     return MPI_SUCCESS;
 }
 
-OP_API int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
-                        int rcount, MPI_Datatype rtype, MPI_Comm comm)
+/* The communicator's state when this call goes to the workers (they are
+ * ready for it), or NULL: the MPI's own, on every rank alike. */
+static struct opm_comm *by_agent(const void *sendbuf, int scount, MPI_Datatype stype,
+                                 int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
     struct opm_comm *c = opm.initialized && opm.cfg.alltoall_agent ? opm_comm_get(comm) : NULL;
     int inter = 0;
     if (c != NULL)
         PMPI_Comm_test_inter(comm, &inter);
     if (c == NULL || inter)
-        return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
+        return NULL;
     opm.a2a_calls++;
+    opm_iar_drain(comm); /* an MPI_Ialltoall still running holds the workers */
     size_t mine = c->a2a_broken ? 0 : plain_chunk(sendbuf, scount, stype, rcount, rtype);
     size_t chunk = agreed_chunk(comm, mine);
     if (chunk == 0 || (chunk != c->a2a_chunk && !open_workers(comm, c, chunk)))
+        return NULL;
+    return c;
+}
+
+OP_API int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
+                        int rcount, MPI_Datatype rtype, MPI_Comm comm)
+{
+    struct opm_comm *c = by_agent(sendbuf, scount, stype, rcount, rtype, comm);
+    if (c == NULL)
         return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
-    return by_workers(c, sendbuf, recvbuf, chunk, comm);
+    begin(c, sendbuf, comm);
+    return opm_a2a_end(c, recvbuf, comm);
+}
+
+/* Returns once the workers have the call (after the ranks' agreement, one
+ * small allreduce): they move it while the program computes, and its
+ * MPI_Wait or MPI_Test completes it (iallreduce.c's requests). */
+OP_API int MPI_Ialltoall(const void *sendbuf, int scount, MPI_Datatype stype, void *recvbuf,
+                         int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    struct opm_comm *c = by_agent(sendbuf, scount, stype, rcount, rtype, comm);
+    if (c == NULL)
+        return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
+    opm.ia2a_calls++;
+    begin(c, sendbuf, comm);
+    return opm_ia2a_request(c, recvbuf, comm, req);
 }
 
 void opm_a2a_free(struct opm_comm *c)
@@ -156,12 +193,13 @@ void opm_a2a_free(struct opm_comm *c)
 
 void opm_a2a_summary(void)
 {
-    uint64_t mine[2] = {opm.a2a_calls, opm.a2a_agent}, sum[2];
-    PMPI_Reduce(mine, sum, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    uint64_t mine[3] = {opm.a2a_calls, opm.a2a_agent, opm.ia2a_calls}, sum[3];
+    PMPI_Reduce(mine, sum, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     if (opm.world_rank == 0 && opm.cfg.alltoall_agent)
         fprintf(stderr,
                 "offpath: alltoall: %llu rank calls, %llu by the agent's workers (%u a rank), "
-                "%llu the MPI's own\n",
+                "%llu the MPI's own; %llu MPI_Ialltoall by the workers\n",
                 (unsigned long long)sum[0], (unsigned long long)sum[1],
-                opm.cfg.alltoall_threads, (unsigned long long)(sum[0] - sum[1]));
+                opm.cfg.alltoall_threads, (unsigned long long)(sum[0] - sum[1]),
+                (unsigned long long)sum[2]);
 }

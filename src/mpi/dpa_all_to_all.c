@@ -3,7 +3,11 @@
  * the peers' receive buffers over RoCEv2. Prints DOCA's header and send and
  * receive matrices, then the time of every (size, thread count) beside the
  * MPI's own MPI_Alltoall on the same buffers in the same run. Every
- * received element is checked against what its sender must have written. */
+ * received element is checked against what its sender must have written.
+ * With -d the workers are an agent daemon's (the DPU's role, `offpath
+ * dpa_all_to_all -r daemon`): a rank hands its send buffer to its daemon
+ * over the secure channel, the daemons move the chunks by RDMA writes, and
+ * the rank gets its receive buffer back. */
 #include <inttypes.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -20,7 +24,40 @@ struct bench {
     int rank, ranks;
     struct op_log log;
     uint64_t wrong; /* elements that were not what their sender wrote */
+    struct op_chan_keypair key;          /* -d: the ranks' */
+    uint8_t peer_pub[OP_CHAN_KEY_BYTES]; /* -d: the daemons' */
 };
+
+/* Where a rank's all-to-all runs: its own workers, or (-d) its daemon's. */
+struct path {
+    struct op_a2a *a;
+    struct op_a2a_client *c;
+};
+
+static int32_t *path_send(struct path *p)
+{
+    return p->c != NULL ? op_a2a_client_sendbuf(p->c) : op_a2a_sendbuf(p->a);
+}
+
+static const int32_t *path_recv(struct path *p)
+{
+    return p->c != NULL ? op_a2a_client_recvbuf(p->c) : op_a2a_recvbuf(p->a);
+}
+
+static op_status_t path_run(struct path *p)
+{
+    if (p->a != NULL)
+        return op_a2a_run(p->a, op_now_ns() + A2A_CALL_NS);
+    op_status_t st = op_a2a_client_start(p->c);
+    return st == OP_OK ? op_a2a_client_wait(p->c) : st;
+}
+
+static void path_close(struct path *p)
+{
+    op_a2a_destroy(p->a);
+    op_a2a_client_close(p->c);
+    *p = (struct path){NULL, NULL};
+}
 
 /* What rank `from` writes at element j of its send buffer in run `run`:
  * DOCA fills it with rand() % 10000; this is as random but known to all. */
@@ -114,18 +151,38 @@ static op_status_t open_workers(struct bench *b, uint32_t threads, uint64_t chun
     return st;
 }
 
-/* The workers open on every rank, or on none (those that opened close). */
-static bool open_everywhere(struct bench *b, uint32_t threads, uint64_t chunk,
-                            struct op_a2a **out)
+/* -d: this rank's daemon, which answers when all the ranks it serves have
+ * come and its ranks are linked with the other daemons'. */
+static op_status_t open_daemon(struct bench *b, uint32_t threads, uint64_t chunk,
+                               struct op_a2a_client **out)
 {
-    op_status_t st = open_workers(b, threads, chunk, out);
+    const struct op_a2a_bench_config *g = b->cfg;
+    uint32_t j = (uint32_t)b->rank / ((uint32_t)b->ranks / g->n_daemons);
+    struct op_a2a_client_config c = {.key = b->key, .ranks = (uint32_t)b->ranks,
+                                     .rank = (uint32_t)b->rank, .workers = threads,
+                                     .chunk = chunk,
+                                     .timeout_ns = (uint64_t)g->timeout_s * OP_NS_PER_S,
+                                     .log = &b->log};
+    memcpy(c.peer_pub, b->peer_pub, OP_CHAN_KEY_BYTES);
+    c.daemon.kind = OP_CHAN_TCP;
+    op_format_ipv4(g->daemon_ip[j], c.daemon.host);
+    c.daemon.port = g->daemon_port[j];
+    return op_a2a_client_open(&c, out);
+}
+
+/* The workers (or the daemons) open for every rank, or for none (those
+ * that opened close). */
+static bool open_everywhere(struct bench *b, uint32_t threads, uint64_t chunk, struct path *p)
+{
+    *p = (struct path){NULL, NULL};
+    op_status_t st = b->cfg->n_daemons > 0 ? open_daemon(b, threads, chunk, &p->c)
+                                           : open_workers(b, threads, chunk, &p->a);
     if (st != OP_OK)
-        OP_ERROR(&b->log, "rank %d: cannot start %u workers: %s", b->rank, threads,
-                 op_status_str(st));
+        OP_ERROR(&b->log, "rank %d: cannot start %u workers%s: %s", b->rank, threads,
+                 b->cfg->n_daemons > 0 ? " at its daemon" : "", op_status_str(st));
     if (all_ok(st))
         return true;
-    if (st == OP_OK)
-        op_a2a_destroy(*out);
+    path_close(p);
     return false;
 }
 
@@ -153,16 +210,16 @@ static double slowest(double us)
     return max;
 }
 
-static op_status_t offpath_run(struct bench *b, struct op_a2a *a, uint64_t count, uint32_t run,
+static op_status_t offpath_run(struct bench *b, struct path *p, uint64_t count, uint32_t run,
                                double *us)
 {
-    fill(b, op_a2a_sendbuf(a), count * (uint64_t)b->ranks, run);
+    fill(b, path_send(p), count * (uint64_t)b->ranks, run);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    op_status_t st = op_a2a_run(a, op_now_ns() + A2A_CALL_NS);
+    op_status_t st = path_run(p);
     *us = slowest((MPI_Wtime() - t0) * 1e6);
     if (st == OP_OK)
-        check(b, op_a2a_recvbuf(a), count, run);
+        check(b, path_recv(p), count, run);
     else
         OP_ERROR(&b->log, "rank %d: all-to-all run %u: %s", b->rank, run, op_status_str(st));
     return st;
@@ -199,7 +256,7 @@ static void report(const struct bench *b, uint64_t msgsize, uint32_t threads,
 static op_status_t measure(struct bench *b, uint64_t msgsize, uint32_t threads, uint32_t *run)
 {
     uint64_t count = msgsize / 4 / (uint64_t)b->ranks;
-    struct op_a2a *a;
+    struct path a;
     if (!open_everywhere(b, threads, count * 4, &a))
         return OP_ERR_STATE;
     int32_t *send = malloc(count * (uint64_t)b->ranks * 4), *recv = malloc(count * b->ranks * 4);
@@ -207,7 +264,7 @@ static op_status_t measure(struct bench *b, uint64_t msgsize, uint32_t threads, 
     op_status_t st = send && recv ? OP_OK : OP_ERR_NOMEM;
     for (uint32_t i = 0; i < b->cfg->warmup + b->cfg->iters && all_ok(st); i++) {
         double us;
-        st = offpath_run(b, a, count, ++*run, &us);
+        st = offpath_run(b, &a, count, ++*run, &us);
         double mus = mpi_run(b, send, recv, count, *run);
         if (i >= b->cfg->warmup) {
             add(&t, us);
@@ -220,7 +277,7 @@ static op_status_t measure(struct bench *b, uint64_t msgsize, uint32_t threads, 
         st = OP_ERR_STATE;
     free(send);
     free(recv);
-    op_a2a_destroy(a);
+    path_close(&a);
     return st;
 }
 
@@ -232,17 +289,39 @@ static op_status_t show_one(struct bench *b, uint64_t msgsize, uint32_t threads)
             "Number of processes = %d, message size = %" PRIu64 ", message count = %" PRIu64
             ", buffer size = %" PRIu64,
             b->ranks, msgsize, count, n * 4);
-    struct op_a2a *a;
+    struct path a;
     if (!open_everywhere(b, threads, count * 4, &a))
         return OP_ERR_STATE;
     double us;
-    op_status_t st = offpath_run(b, a, count, 0, &us);
+    op_status_t st = offpath_run(b, &a, count, 0, &us);
     if (all_ok(st) && show_matrices(b, n)) {
-        print_matrix(b, "send buffs", op_a2a_sendbuf(a), n);
-        print_matrix(b, "recv buffs", op_a2a_recvbuf(a), n);
+        print_matrix(b, "send buffs", path_send(&a), n);
+        print_matrix(b, "recv buffs", path_recv(&a), n);
     }
-    op_a2a_destroy(a);
+    path_close(&a);
     return all_ok(st) ? OP_OK : OP_ERR_STATE;
+}
+
+/* -d: the ranks split evenly over the daemons, the buffers fit a channel
+ * message, and both keys read. */
+static bool daemons_ok(struct bench *b)
+{
+    const struct op_a2a_bench_config *c = b->cfg;
+    char why[256] = "";
+    if ((uint32_t)b->ranks % c->n_daemons != 0)
+        snprintf(why, sizeof why, "-d (--devices): %d ranks do not split evenly over %u daemons",
+                 b->ranks, c->n_daemons);
+    for (int i = 0; i < c->n_msgsize && why[0] == '\0'; i++)
+        if (c->msgsize[i] > OP_CHAN_LIMIT_MAX_MSG - 64)
+            snprintf(why, sizeof why, "-m (--msgsize) %" PRIu64 ": at most %u bytes with -d "
+                     "(one secure channel message)", c->msgsize[i], OP_CHAN_LIMIT_MAX_MSG - 64);
+    op_status_t st = why[0] != '\0' ? OP_ERR_INVAL : op_chan_read_secret(c->key, &b->key, why);
+    if (st == OP_OK)
+        st = op_chan_read_public(c->peer, b->peer_pub, why);
+    bool ok = all_ok(st);
+    if (st != OP_OK && b->rank == 0)
+        fprintf(stderr, "offpath dpa_all_to_all: %s\n", why);
+    return ok;
 }
 
 static bool sizes_ok(const struct bench *b)
@@ -269,7 +348,8 @@ static int run_all(struct bench *b)
         c.threads[c.n_threads++] = b->ranks < DOCA_THREADS_MAX ? (uint32_t)b->ranks
                                                                : DOCA_THREADS_MAX;
     b->cfg = &c;
-    if (!sizes_ok(b) || show_one(b, c.msgsize[0], c.threads[0]) != OP_OK)
+    if (!sizes_ok(b) || (c.n_daemons > 0 && !daemons_ok(b)) ||
+        show_one(b, c.msgsize[0], c.threads[0]) != OP_OK)
         return 1;
     if (b->rank == 0)
         printf("# dpa_all_to_all: %d processes, %u runs each after %u warm-up; the time of a "

@@ -87,6 +87,10 @@ static void env_alltoall(struct opm_config *cfg)
     uint64_t t = cfg->alltoall_threads;
     env_u64("OFFPATH_ALLTOALL_THREADS", 1, OP_A2A_MAX_WORKERS, &t);
     cfg->alltoall_threads = (uint32_t)t;
+    uint64_t cpu = UINT64_MAX;
+    env_u64("OFFPATH_ALLTOALL_CPU", 0, 1023, &cpu);
+    cfg->alltoall_pinned = cpu != UINT64_MAX;
+    cfg->alltoall_cpu = cfg->alltoall_pinned ? (int)cpu : 0;
 }
 
 static void env_ip(const char *name, uint32_t *out)

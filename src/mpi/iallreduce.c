@@ -42,6 +42,7 @@ enum stage {
     S_TURN_BCAST,  /* waits for the request before it to start its broadcast */
     S_BCAST,       /* node broadcast in flight */
     S_COMPLETE,    /* persistent (MPI_Allreduce_init): done, not yet reported */
+    S_A2A,         /* an MPI_Ialltoall: the agent's workers move it (alltoall.c) */
 };
 
 /* One level's queue: the two node communicators and the turns. */
@@ -237,9 +238,9 @@ static enum moved settle_step(struct iar *r)
 
 static void finish(struct iar *r)
 {
-    if (r->c->is_leader && r->fell)
-        n_fallback[OPM_R_switch_gone]++;
-    else
+    if (r->stage != S_A2A) /* (an MPI_Ialltoall is counted by alltoall.c) */
+        n_fallback[OPM_R_switch_gone] += r->c->is_leader && r->fell;
+    if (r->stage != S_A2A && !(r->c->is_leader && r->fell))
         n_offloaded++; /* as far as this rank can tell, like the blocking path */
     if (r->persistent) {
         r->stage = S_COMPLETE; /* the next Wait or Test of it reports it */
@@ -316,6 +317,12 @@ static enum moved step(struct iar *r)
         return GONE;
     case S_COMPLETE:
         return NONE;
+    case S_A2A:
+        if (!opm_a2a_done(r->c))
+            return NONE;
+        (void)opm_a2a_end(r->c, r->recvbuf, r->comm); /* an error raised there */
+        finish(r);
+        return GONE;
     }
     return NONE;
 }
@@ -557,6 +564,28 @@ int iar_start(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
     node_reduce(r, q);
     link_tail(r);
     advance_all(); /* a one-rank node's leader is at the switch before returning */
+    opm_prog_unlock();
+    return MPI_SUCCESS;
+}
+
+int opm_ia2a_request(struct opm_comm *c, void *recvbuf, MPI_Comm comm, MPI_Request *req)
+{
+    struct iar *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        (void)opm_a2a_end(c, recvbuf, comm); /* the others run it: finish it here */
+        return opm_no_memory(comm);
+    }
+    *r = (struct iar){.comm = comm, .c = c, .stage = S_A2A, .sub = MPI_REQUEST_NULL,
+                      .recvbuf = recvbuf};
+    int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, NULL, &r->greq);
+    if (rc != MPI_SUCCESS) {
+        (void)opm_a2a_end(c, recvbuf, comm);
+        free(r);
+        return rc;
+    }
+    *req = r->greq;
+    opm_prog_lock();
+    link_tail(r);
     opm_prog_unlock();
     return MPI_SUCCESS;
 }

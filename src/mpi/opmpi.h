@@ -60,6 +60,8 @@ struct opm_config {
      * (alltoall.c), OFFPATH_ALLTOALL_THREADS of them a rank */
     bool alltoall_agent;
     uint32_t alltoall_threads;
+    bool alltoall_pinned; /* OFFPATH_ALLTOALL_CPU: the workers' CPU */
+    int alltoall_cpu;
 };
 
 /* A level's nonblocking calls (iallreduce.c). Held by value in opm_comm:
@@ -131,7 +133,8 @@ struct opm_state {
      * own; calls redone without the switch, communicators back on the
      * switch and the tries, counted once for all leaders (by the first) */
     uint64_t late_waits, longest_wait_ns, fetched, redone, rejoins, rejoin_tries;
-    uint64_t a2a_calls, a2a_agent; /* MPI_Alltoall calls, and those the workers did */
+    uint64_t a2a_calls, a2a_agent; /* MPI_(I)alltoall calls, and those the workers did */
+    uint64_t ia2a_calls;           /* MPI_Ialltoall calls the workers took */
 };
 
 /* The PMPI interface passes no context, so the library's one state is a
@@ -236,6 +239,12 @@ void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees com
 void opm_iar_finalize(void);
 void opm_iar_summary(void);
 void opm_a2a_free(struct opm_comm *c);
+/* MPI_Ialltoall (alltoall.c) as a request of iallreduce.c's list: the
+ * workers run it, done says when, end copies the result out (or raises
+ * the error); the request completes in the caller's Wait or Test. */
+bool opm_a2a_done(struct opm_comm *c);
+int opm_a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm);
+int opm_ia2a_request(struct opm_comm *c, void *recvbuf, MPI_Comm comm, MPI_Request *req);
 void opm_a2a_summary(void); /* collective over COMM_WORLD */
 void opm_iar_sweep(void); /* progress thread, lock held: switch steps that ended */
 

@@ -3,7 +3,9 @@
  * partials (bad sources, sizes, operation numbers, repeats). Properties:
  * nothing crashes; a refused input changes nothing that is counted as
  * accepted; completed operations never exceed those any source could have
- * finished, and the window's base never goes back. */
+ * finished, and the window's base never goes back. Also every message a
+ * daemon parses (the all-to-all daemon's greeting among them) encodes back
+ * to the bytes taken. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +85,12 @@ static void messages(const uint8_t *data, size_t size)
         uint8_t out[512];
         require(agent_put_pair(out, &p) == size && memcmp(out, data, size) == 0);
         require(p.ep.workers >= 1 && p.ep.workers <= OP_A2A_MAX_WORKERS);
+    }
+    struct agent_a2a_hello h;
+    if (agent_get_a2a_hello(data, size, &h)) {
+        uint8_t out[AGENT_A2A_HELLO_LEN];
+        require(agent_put_a2a_hello(out, &h) == size && memcmp(out, data, size) == 0);
+        require(h.rank < h.ranks && h.chunk * h.ranks + AGENT_ID_HDR <= OP_CHAN_LIMIT_MAX_MSG);
     }
     uint64_t id;
     const uint8_t *vec;

@@ -12,6 +12,9 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
+#include "../../src/agent/agent_proto.h"
 #include "offpath/agent.h"
 #include "offpath/wire.h"
 
@@ -31,7 +34,8 @@ static uint8_t byte_of(uint32_t from, uint32_t to, size_t i, uint32_t call)
     return (uint8_t)(from * 31 + to * 7 + i + call * 13);
 }
 
-static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
+static void setup_with(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk,
+                       bool progress)
 {
     memset(j, 0, sizeof(*j));
     j->ranks = ranks;
@@ -39,7 +43,7 @@ static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
     struct op_a2a_endpoint eps[MAX_RANKS];
     for (uint32_t r = 0; r < ranks; r++) {
         struct op_a2a_config c = {.ranks = ranks, .rank = r, .workers = workers,
-                                  .ip = LOOPBACK, .chunk = chunk};
+                                  .ip = LOOPBACK, .chunk = chunk, .progress = progress};
         assert_int_equal(op_a2a_create(&c, &j->a[r]), OP_OK);
         op_a2a_endpoint(j->a[r], &eps[r]);
     }
@@ -51,6 +55,11 @@ static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
             theirs[q] = info[q][r];
         assert_int_equal(op_a2a_connect(j->a[r], eps, theirs), OP_OK);
     }
+}
+
+static void setup(struct job *j, uint32_t ranks, uint32_t workers, size_t chunk)
+{
+    setup_with(j, ranks, workers, chunk, false);
 }
 
 static void teardown(struct job *j)
@@ -197,6 +206,34 @@ static void test_calls_back_to_back(void **state)
     (void)state;
     streaming(24);
     streaming(3000); /* chunks of several packets: placed as they come */
+}
+
+/* cfg.progress: every worker a thread, so one thread can start every
+ * rank's call, go on with something else, see them done and end them. */
+static void test_started_calls_move_on_their_own(void **state)
+{
+    (void)state;
+    for (uint32_t workers = 1; workers <= 2; workers++) {
+        struct job j;
+        setup_with(&j, 4, workers, 2000, true);
+        for (uint32_t call = 0; call < 3; call++) {
+            fill(&j, call);
+            for (uint32_t r = 0; r < 4; r++)
+                op_a2a_start(j.a[r], op_now_ns() + 10 * OP_NS_PER_S);
+            uint64_t t0 = op_now_ns();
+            uint32_t done = 0;
+            while (done < 4 && op_now_ns() - t0 < 10 * OP_NS_PER_S) {
+                done = 0;
+                for (uint32_t r = 0; r < 4; r++)
+                    done += op_a2a_done(j.a[r]);
+            }
+            assert_int_equal(done, 4);
+            for (uint32_t r = 0; r < 4; r++)
+                j.st[r] = op_a2a_wait(j.a[r]);
+            check(&j, call);
+        }
+        teardown(&j);
+    }
 }
 
 /* A rank that never calls: the others end at their deadline, not later,
@@ -453,6 +490,191 @@ static void test_ar_handshake(void **state)
         assert_int_equal(op_ar_handshake_check(mine, bad[i], why, sizeof why), OP_ERR_MALFORMED);
 }
 
+/* ---- the all-to-all daemon's faults: one daemon, two ranks a session */
+
+struct fault_env {
+    struct op_a2a_daemon_config d;
+    struct op_chan_keypair clients;
+    uint64_t counters[OP_A2A_D_COUNT_];
+    op_status_t st;
+};
+
+static void *daemon_main(void *arg)
+{
+    struct fault_env *e = arg;
+    e->st = op_a2a_daemon_run(&e->d, e->counters);
+    return NULL;
+}
+
+static struct op_channel *raw_client(const struct fault_env *e)
+{
+    struct op_channel_config cc = {.addr = {.kind = OP_CHAN_TCP, .host = "127.0.0.1",
+                                            .port = e->d.net.port},
+                                   .local = e->clients, .max_msg = 4096,
+                                   .timeout_ns = 3 * OP_NS_PER_S};
+    memcpy(cc.peer_pub, e->d.net.key.pub, OP_CHAN_KEY_BYTES);
+    struct op_channel *ch;
+    char why[256];
+    assert_int_equal(op_channel_open(&cc, &ch, why), OP_OK);
+    return ch;
+}
+
+/* A greeting (rank of 2, 8-byte chunks); the welcome expected, or a
+ * refusal whose reason holds `refused`. */
+static struct op_channel *greeted(const struct fault_env *e, uint32_t rank, uint32_t ranks,
+                                  const char *refused)
+{
+    struct op_channel *ch = raw_client(e);
+    struct agent_a2a_hello h = {.rank = rank, .ranks = ranks, .workers = 1, .chunk = 8};
+    uint8_t buf[64];
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_send(ch, buf, agent_put_a2a_hello(buf, &h), 0), OP_OK);
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    if (refused == NULL) {
+        assert_int_equal(msg[0], AGENT_WELCOME);
+        return ch;
+    }
+    char text[300] = "";
+    memcpy(text, msg + 1, len - 1 < sizeof text - 1 ? len - 1 : sizeof text - 1);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    if (strstr(text, refused) == NULL)
+        fail_msg("refusal \"%s\" does not say \"%s\"", text, refused);
+    op_channel_close(ch);
+    return NULL;
+}
+
+static struct op_a2a_client *proper_client(const struct fault_env *e, uint32_t rank)
+{
+    struct op_a2a_client_config c = {.daemon = {.kind = OP_CHAN_TCP, .host = "127.0.0.1",
+                                                .port = e->d.net.port},
+                                     .key = e->clients, .ranks = 2, .rank = rank, .workers = 1,
+                                     .chunk = 8, .timeout_ns = 3 * OP_NS_PER_S};
+    memcpy(c.peer_pub, e->d.net.key.pub, OP_CHAN_KEY_BYTES);
+    struct op_a2a_client *cl;
+    assert_int_equal(op_a2a_client_open(&c, &cl), OP_OK);
+    return cl;
+}
+
+/* Session 1: a greeting for another job size refused; a rank's malformed
+ * request refused with the reason (its peer's call then fails, told why).
+ * Session 2: a rank vanishes after its welcome (its resources freed,
+ * counted). Session 3: the daemon still serves: a full call, every byte. */
+static void test_a2a_daemon_refuses_counts_and_goes_on(void **state)
+{
+    (void)state;
+    struct fault_env e = {.d = {.net = {.ip = LOOPBACK, .clients = 2, .n_daemons = 1,
+                                        .timeout_ns = OP_NS_PER_S},
+                                .sessions = 3}};
+    e.d.net.port = e.d.net.daemon_port[0] = (uint16_t)(21000 + getpid() % 20000);
+    e.d.net.daemon_ip[0] = LOOPBACK;
+    assert_int_equal(op_chan_keypair_generate(&e.d.net.key), OP_OK);
+    assert_int_equal(op_chan_keypair_generate(&e.clients), OP_OK);
+    memcpy(e.d.net.clients_pub, e.clients.pub, OP_CHAN_KEY_BYTES);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, daemon_main, &e), 0);
+
+    greeted(&e, 0, 3, "ranks: 3 there, 2 here");
+    struct op_a2a_client *a = proper_client(&e, 0);
+    struct op_channel *b = greeted(&e, 1, 2, NULL);
+    uint8_t bad[AGENT_ID_HDR + 4] = {AGENT_VECTOR};
+    assert_int_equal(op_channel_send(b, bad, sizeof bad, 0), OP_OK);
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_recv(b, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    op_channel_close(b);
+    assert_int_equal(op_a2a_client_start(a), OP_OK);
+    assert_int_equal(op_a2a_client_wait(a), OP_ERR_REFUSED); /* its peer never came */
+    op_a2a_client_close(a);
+
+    a = proper_client(&e, 0);
+    op_channel_close(greeted(&e, 1, 2, NULL)); /* gone without a goodbye */
+    op_a2a_client_close(a);
+
+    a = proper_client(&e, 0);
+    struct op_a2a_client *c = proper_client(&e, 1);
+    struct op_a2a_client *cl[2] = {a, c};
+    for (uint32_t r = 0; r < 2; r++)
+        for (int i = 0; i < 16; i++)
+            ((uint8_t *)op_a2a_client_sendbuf(cl[r]))[i] = byte_of(r, (uint32_t)i / 8, i % 8, 0);
+    for (uint32_t r = 0; r < 2; r++)
+        assert_int_equal(op_a2a_client_start(cl[r]), OP_OK);
+    for (uint32_t r = 0; r < 2; r++) {
+        assert_int_equal(op_a2a_client_wait(cl[r]), OP_OK);
+        const uint8_t *got = op_a2a_client_recvbuf(cl[r]);
+        for (int i = 0; i < 16; i++)
+            assert_int_equal(got[i], byte_of((uint32_t)i / 8, r, i % 8, 0));
+    }
+    op_a2a_client_close(a);
+    op_a2a_client_close(c);
+    pthread_join(t, NULL);
+    assert_int_equal(e.st, OP_OK);
+    assert_int_equal(e.counters[OP_A2A_D_sessions], 3);
+    assert_int_equal(e.counters[OP_A2A_D_refused], 1);
+    assert_int_equal(e.counters[OP_A2A_D_malformed], 1);
+    assert_int_equal(e.counters[OP_A2A_D_failed_calls], 1);
+    assert_int_equal(e.counters[OP_A2A_D_clients_gone], 1);
+    assert_int_equal(e.counters[OP_A2A_D_calls], 2);
+}
+
+/* ---- the allreduce daemon: a malformed request refused, told, counted */
+
+struct ar_daemon_env {
+    struct op_agent_daemon_config d;
+    op_status_t st;
+};
+
+static void *ar_daemon_main(void *arg)
+{
+    struct ar_daemon_env *e = arg;
+    e->st = op_agent_daemon_run(&e->d);
+    return NULL;
+}
+
+static void test_ar_daemon_refuses_a_malformed_request(void **state)
+{
+    (void)state;
+    char *logged = NULL;
+    size_t logged_len = 0;
+    struct op_log log;
+    op_log_init(&log, "ar_daemon", OP_LOG_INFO);
+    log.stream = open_memstream(&logged, &logged_len);
+    struct fault_env e = {.d = {.net = {.ip = LOOPBACK, .clients = 1, .n_daemons = 1,
+                                        .timeout_ns = 2 * OP_NS_PER_S}}};
+    e.d.net.port = e.d.net.daemon_port[0] = (uint16_t)(41000 + getpid() % 20000);
+    e.d.net.daemon_ip[0] = LOOPBACK;
+    assert_int_equal(op_chan_keypair_generate(&e.d.net.key), OP_OK);
+    assert_int_equal(op_chan_keypair_generate(&e.clients), OP_OK);
+    memcpy(e.d.net.clients_pub, e.clients.pub, OP_CHAN_KEY_BYTES);
+    struct ar_daemon_env ad = {.d = {.job = {.size = 4, .type = OP_AGENT_INT, .op = OP_RED_SUM,
+                                             .batch = 2, .batches = 1},
+                                     .net = e.d.net}};
+    ad.d.net.log = &log;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ar_daemon_main, &ad), 0);
+    struct op_channel *ch = raw_client(&e);
+    uint8_t hello[1 + OP_AR_HANDSHAKE_MAX] = {AGENT_HELLO}, bad[AGENT_ID_HDR + 15] = {AGENT_VECTOR};
+    agent_handshake_text(&ad.d.job, (char *)hello + 1);
+    const uint8_t *msg;
+    size_t len;
+    assert_int_equal(op_channel_send(ch, hello, 1 + strlen((char *)hello + 1), 0), OP_OK);
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_WELCOME);
+    assert_int_equal(op_channel_send(ch, bad, sizeof bad, 0), OP_OK); /* 15 bytes: not 4 ints */
+    assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
+    assert_int_equal(msg[0], AGENT_REFUSED);
+    char why[300] = "";
+    memcpy(why, msg + 1, len - 1 < sizeof why - 1 ? len - 1 : sizeof why - 1);
+    assert_non_null(strstr(why, "client 0 sent a malformed request"));
+    op_channel_close(ch);
+    pthread_join(t, NULL);
+    assert_int_equal(ad.st, OP_ERR_MALFORMED);
+    fclose(log.stream);
+    assert_non_null(strstr(logged, "malformed=1 clients_gone=0"));
+    free(logged);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -461,11 +683,14 @@ int main(void)
         cmocka_unit_test(test_one_worker_many_ranks),
         cmocka_unit_test(test_a_single_rank_copies_to_itself),
         cmocka_unit_test(test_calls_back_to_back),
+        cmocka_unit_test(test_started_calls_move_on_their_own),
         cmocka_unit_test(test_absent_rank_times_out),
         cmocka_unit_test(test_mismatched_peer_refused),
         cmocka_unit_test(test_ar_results_in_the_documented_order),
         cmocka_unit_test(test_ar_window_and_bad_input),
         cmocka_unit_test(test_ar_handshake),
+        cmocka_unit_test(test_a2a_daemon_refuses_counts_and_goes_on),
+        cmocka_unit_test(test_ar_daemon_refuses_a_malformed_request),
     };
     return cmocka_run_group_tests_name("agent", tests, NULL, NULL);
 }
