@@ -151,6 +151,11 @@ struct op_dns_server {
 
 struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
                                        struct op_dns_zones *zones, unsigned nw);
+/* TCP (RFC 7766) through the kernel, for every model: w gets a listening
+ * socket on the configuration's address and a thread serving it. */
+op_status_t dns_tcp_start(struct dns_worker *w);
+/* Join w's thread (once the server is stopping) and close its socket. */
+void dns_thread_stop(struct dns_worker *w);
 bool dns_server_stopping(const struct op_dns_server *s);
 void dns_publish(struct dns_worker *w);
 const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);

@@ -402,6 +402,7 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
     if (d == NULL)
         return;
     rte_eal_mp_wait_lcore();
+    dns_thread_stop(&s->w[s->nw - 1]); /* TCP */
     if (final != NULL)
         port_stats(s, final);
     if (d->port_started) {
@@ -423,6 +424,18 @@ void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
                                       .ring_size = 4096, .rx_desc = 1024, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
                                       .idle_sleep_us = 1000};
+}
+
+/* TCP through the kernel (RFC 7766: truncated answers are asked again
+ * there), on the listen address when the kernel has it too; the AF_XDP
+ * port's XDP program must pass TCP to the kernel (offpath dns gives it
+ * one). Without the address, UDP alone is served. */
+static void tcp_start(struct op_dns_server *s)
+{
+    op_status_t st = dns_tcp_start(&s->w[s->nw - 1]);
+    if (st != OP_OK)
+        OP_WARN(s->cfg.log, "dns: TCP not served (%s): the kernel must have the --listen "
+                "address (on the port's interface) for TCP to reach it", op_status_str(st));
 }
 
 static op_status_t launch(struct op_dns_server *s)
@@ -455,7 +468,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
         rte_eal_cleanup();
         return OP_ERR_INVAL;
     }
-    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers);
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers + 1); /* + TCP */
     struct dpdk_state *d = calloc(1, sizeof(*d));
     if (s == NULL || d == NULL) {
         free(d);
@@ -478,6 +491,8 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
     op_status_t st = pools_setup(d, workers, err, errlen);
     if (st == OP_OK)
         st = launch(s);
+    if (st == OP_OK)
+        tcp_start(s);
     if (st != OP_OK) {
         op_dns_server_stop(s, NULL);
         return st;

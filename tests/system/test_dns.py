@@ -409,10 +409,23 @@ def dump_answers(host, port):
     return [repr(canon(ask_at(host, port, n, t, **o))) for n, t, o, tcp in query_set() if not tcp]
 
 
-def ask_at(host, port, name, rdtype, **kw):
+def ask_at(host, port, name, rdtype, tcp=False, **kw):
     q = dns.message.make_query(name, rdtype, **kw)
     q.flags &= ~dns.flags.RD
+    if tcp:
+        return dns.query.tcp(q, host, port=port, timeout=2)
     return dns.query.udp(q, host, port=port, timeout=2)
+
+
+def dump_tcp_answers(host, port):
+    """canon() of the set's TCP queries; and for each, whether its UDP
+    answer (no EDNS) was truncated: RFC 7766's case, asked again over TCP."""
+    out = []
+    for n, t, o, tcp in query_set():
+        if tcp:
+            udp_tc = bool(ask_at(host, port, n, t, **o).flags & dns.flags.TC)
+            out.append([udp_tc, repr(canon(ask_at(host, port, n, t, tcp=True, **o)))])
+    return out
 
 
 def ping(host, count=3):
@@ -525,13 +538,15 @@ def cpu_seconds(pid):
 
 def test_dpdk_models_answer_as_socket(veth, tmp_path):
     port = 53
-    answers, counters = {}, {}
+    answers, tcp, counters = {}, {}, {}
     for model in ("socket", "rtc", "pipeline"):
         p = start_in_srv(model, port, tmp_path)
         try:
             # Ask for the MAC now that the model is up: DPDK must answer ARP.
             subprocess.run(["ip", "-n", CLI_NS, "neigh", "flush", "all"], check=True, timeout=30)
             answers[model] = in_client_ns("--dump", SRV_IP, str(port))
+            # Truncated over UDP, whole over TCP: through the kernel for DPDK.
+            tcp[model] = in_client_ns("--dump-tcp", SRV_IP, str(port))
             if model != "socket":
                 assert in_client_ns("--ping", SRV_IP) == 3
                 in_client_ns("--flood", SRV_IP, str(port), "2000")
@@ -548,12 +563,16 @@ def test_dpdk_models_answer_as_socket(veth, tmp_path):
     assert len(answers["socket"]) >= 300
     assert answers["rtc"] == answers["socket"]
     assert answers["pipeline"] == answers["socket"]
+    assert sum(tc for tc, _ in tcp["socket"]) >= 4  # some were truncated over UDP
+    assert all("'flags': 'QR AA'" in a or "'flags': 'QR'" in a for _, a in tcp["socket"])
+    assert tcp["rtc"] == tcp["socket"] and tcp["pipeline"] == tcp["socket"]
     for model in ("rtc", "pipeline"):
         c = counters[model]
         assert c["ctl_rx"] >= 4 and c["ctl_tx"] == c["ctl_rx"]  # ARP + 3 echoes
         assert c["frames_rx"] == (c["udp_rx"] + c["ctl_rx"] + c["drop_not_ours"] +
                                   c["drop_frame"] + c["drop_ring_rx"])
         assert c["formerr_ptr_loop"] >= 250 and c["drop_response"] >= 250
+        assert c["tcp_rx"] == c["tcp_tx"] == len(tcp[model])
 
 
 KXDPGUN = shutil.which("kxdpgun") or "/usr/sbin/kxdpgun"
@@ -610,6 +629,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "--dump":
         print(json.dumps(dump_answers(sys.argv[2], int(sys.argv[3]))))
+    elif mode == "--dump-tcp":
+        print(json.dumps(dump_tcp_answers(sys.argv[2], int(sys.argv[3]))))
     elif mode == "--probe":
         print(json.dumps(ask_at(sys.argv[2], int(sys.argv[3]), "example.test.", "SOA").rcode()))
     elif mode == "--ping":
