@@ -22,7 +22,7 @@ static void help(void)
     printf("usage: offpath dns --zone FILE [--zone FILE]... [options]\n"
            "\n"
            "An authoritative DNS server for the zones in RFC 1035 master files\n"
-           "(pre-signed DNSSEC zones answered with RRSIG and NSEC when DO is set).\n"
+           "(pre-signed DNSSEC zones answered with RRSIG and NSEC or NSEC3 when DO is set).\n"
            "\n"
            "  --zone FILE           a zone file (repeatable); its origin is its first\n"
            "                        $ORIGIN, else the owner of its first record\n"

@@ -33,7 +33,7 @@ from conftest import BIN
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZONES = os.path.join(HERE, "..", "dns")
 ZONE_FILES = {"example.test": "example.zone", "second.test": "second.zone",
-              "signed.test": "signed.zone.signed"}
+              "signed.test": "signed.zone.signed", "signed3.test": "signed3.zone.signed"}
 KNOTD = shutil.which("knotd") or "/usr/sbin/knotd"
 
 
@@ -170,10 +170,12 @@ def query_set():
     for label in ["", "ns", "host", "nothere"]:
         for t in ["A", "SOA", "NS", "ANY", "MX"]:
             out.append((fqdn(label, "second.test"), t, {}, False))
-    for label in SIGNED_NAMES:
-        for t in SIGNED_TYPES:
-            out.append((fqdn(label, "signed.test"), t, {"want_dnssec": True}, False))
-            out.append((fqdn(label, "signed.test"), t, {}, False))
+    for zone, types in (("signed.test", SIGNED_TYPES),  # NSEC
+                        ("signed3.test", SIGNED_TYPES + ["NSEC3PARAM"])):  # NSEC3
+        for label in SIGNED_NAMES:
+            for t in types:
+                out.append((fqdn(label, zone), t, {"want_dnssec": True}, False))
+                out.append((fqdn(label, zone), t, {}, False))
     # Truncation: no EDNS (512), and EDNS payloads below and above each answer.
     for label in ["big", "mid", "", "x.wild"]:
         for size in [None, 512, 700, 1232, 1400, 4096]:
@@ -185,12 +187,14 @@ def query_set():
             opts = {"want_dnssec": True} if size is None else \
                 {"use_edns": 0, "payload": size, "want_dnssec": True}
             out.append((fqdn(label, "signed.test"), "A", opts, False))
+            out.append((fqdn(label, "signed3.test"), "A", opts, False))
     # Over TCP: the truncated ones whole, and a sample of the rest.
     for label in ["big", "mid", "www", "chain1", "nothere", "host.sub", "x.wild"]:
         for t in ["TXT", "A", "ANY"]:
             out.append((fqdn(label, "example.test"), t, {}, True))
     for label in ["www", "nothere", "x.wild", "x.secure", "insecure"]:
         out.append((fqdn(label, "signed.test"), "A", {"want_dnssec": True}, True))
+        out.append((fqdn(label, "signed3.test"), "A", {"want_dnssec": True}, True))
     # Not ours, and not IN.
     out.append(("www.example.org.", "A", {}, False))
     out.append(("example.", "SOA", {}, False))
@@ -240,11 +244,13 @@ def test_query_classes_covered(servers):
             seen.add("rrsig")
         if any(r.rdtype == 47 for r in m.authority):
             seen.add("nsec")
+        if any(r.rdtype == 50 for r in m.authority):
+            seen.add("nsec3")
         if "wild" in name and m.answer:
             seen.add("wildcard")
         seen.update(dns.rdatatype.to_text(x) for x in types)
     want = {"nxdomain", "refused", "nodata", "truncated", "referral", "cname_chain", "rrsig",
-            "nsec", "wildcard", "A", "AAAA", "NS", "SOA", "MX", "TXT", "CNAME", "PTR", "SRV",
+            "nsec", "nsec3", "wildcard", "A", "AAAA", "NS", "SOA", "MX", "TXT", "CNAME", "PTR", "SRV",
             "CAA", "HINFO", "DS", "DNSKEY", "NSEC"}
     assert want <= seen, f"never seen: {sorted(want - seen)}"
 
