@@ -127,7 +127,8 @@ const struct dns_node *dns_nsec3_find(const struct dns_zone *z, const uint8_t *n
 }
 
 /* NSEC3PARAM at the apex: algorithm (1 octet), flags, iterations (2), salt
- * length and salt. A zone with none, or another algorithm, keeps NSEC. */
+ * length and salt. A zone with none, another algorithm, or an origin too
+ * long for a hashed owner (33 octets more) keeps NSEC. */
 void dns_nsec3_setup(struct dns_zone *z)
 {
     const struct dns_rrset *set = dns_node_rrset(z, &z->nodes[z->apex], T_NSEC3PARAM);
@@ -136,7 +137,8 @@ void dns_nsec3_setup(struct dns_zone *z)
         return;
     const struct dns_rec *r = &z->recs[set->first];
     const uint8_t *rd = dns_rec_rdata(z, r);
-    if (r->rdlen < 5 || rd[0] != 1 || r->rdlen != 5 + rd[4])
+    if (r->rdlen < 5 || rd[0] != 1 || r->rdlen != 5 + rd[4] ||
+        z->origin_len + 33 > OP_DNS_NAME_MAX)
         return;
     z->nsec3.iterations = (uint16_t)(rd[2] << 8 | rd[3]);
     z->nsec3.salt_len = rd[4];

@@ -610,6 +610,24 @@ static void test_nsec3(void **state)
     assert_true(ask(&q, false, &a) > 0);
     assert_int_equal(count_type(&a, 1, T_NSEC3), 0);
     op_dns_zones_free(fx->z);
+    /* An origin too long for a hashed owner (33 octets more): NSEC3 is off,
+     * the answer comes without a proof (and nothing overruns). */
+    char origin[240], text[600];
+    memset(origin, 'a', sizeof(origin));
+    for (int i = 0; i < 3; i++) /* four labels of 55: 225 octets in wire form */
+        origin[i * 56 + 55] = '.';
+    origin[223] = 0;
+    snprintf(text, sizeof(text), "$ORIGIN %s.\n@ 60 SOA ns hm 1 2 3 4 5\n"
+             "@ 60 NSEC3PARAM 1 0 0 -\n", origin);
+    assert_int_equal(op_dns_zones_parse(text, strlen(text), NULL, &fx->z, &err), OP_OK);
+    char qname[300];
+    snprintf(qname, sizeof(qname), "b.%s", origin);
+    put_query(&q, 0, qname, T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 3);
+    assert_int_equal(count_type(&a, 1, T_NSEC3), 0);
+    op_dns_zones_free(fx->z);
     fx->z = keep;
 }
 
