@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "offpath/dns.h"
@@ -21,7 +22,7 @@ static void help(void)
     printf("usage: offpath dns --zone FILE [--zone FILE]... [options]\n"
            "\n"
            "An authoritative DNS server for the zones in RFC 1035 master files\n"
-           "(pre-signed DNSSEC zones answered with RRSIG and NSEC when DO is set).\n"
+           "(pre-signed DNSSEC zones answered with RRSIG and NSEC or NSEC3 when DO is set).\n"
            "\n"
            "  --zone FILE           a zone file (repeatable); its origin is its first\n"
            "                        $ORIGIN, else the owner of its first record\n"
@@ -33,11 +34,12 @@ static void help(void)
            "                        by rte_rings. The DPDK models take EAL arguments after\n"
            "                        --, e.g. -- --no-huge -m 512 --no-pci -l 0,1\n"
            "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP and\n"
-           "                        ICMP echo for --listen's address, UDP only. (pipeline\n"
-           "                        over AF_XDP can stall after an overload: docs/dns.md)\n"
+           "                        ICMP echo for --listen's address; TCP goes through the\n"
+           "                        kernel (when it has the address too; an AF_XDP vdev\n"
+           "                        gets an XDP program passing TCP to it)\n"
            "  --mbufs N             DPDK: mbuf pool size (default 65535)\n"
            "  --ring-size N         pipeline: ring size, a power of 2 (default 4096)\n"
-           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 1024)\n"
+           "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 2048, 1024)\n"
            "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
            "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
            "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
@@ -228,6 +230,27 @@ static void reload(struct op_dns_server *s, const struct dns_flags *f, const str
             op_dns_zones_records(z));
 }
 
+#ifdef OP_HAVE_DPDK
+/* An AF_XDP vdev without xdp_prog= gets offpath's program (src/dns/
+ * dns_xdp.bpf.c: TCP and ARP replies to the kernel, the rest to DPDK), so
+ * TCP is served by the kernel socket beside the DPDK models. */
+static char *with_xdp_prog(char *arg, char *buf, size_t n)
+{
+#ifdef OP_DNS_XDP_PROG
+    const char *dev = strncmp(arg, "--vdev=", 7) == 0 ? arg + 7 : arg;
+    if (strncmp(dev, "net_af_xdp", 10) != 0 || strstr(dev, "xdp_prog=") != NULL ||
+        access(OP_DNS_XDP_PROG, R_OK) != 0 ||
+        snprintf(buf, n, "%s,xdp_prog=%s", arg, OP_DNS_XDP_PROG) >= (int)n)
+        return arg;
+    return buf;
+#else
+    (void)buf;
+    (void)n;
+    return arg;
+#endif
+}
+#endif
+
 /* The socket model, or a DPDK one with the EAL arguments after "--"
  * (getopt leaves them from optind; EAL wants a program name first). */
 static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zones *z,
@@ -242,13 +265,16 @@ static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zon
 #ifdef OP_HAVE_DPDK
     char *eal[130];
     char name[] = "offpath-dns";
+    char vdev[8][512];
     if (nrest > 128) {
         cli_bad(tool, "too many EAL arguments");
         return false;
     }
     eal[0] = name;
-    for (int i = 0; i < nrest; i++)
-        eal[1 + i] = rest[i];
+    for (int i = 0, k = 0; i < nrest; i++) {
+        eal[1 + i] = k < 8 ? with_xdp_prog(rest[i], vdev[k], sizeof(vdev[k])) : rest[i];
+        k += eal[1 + i] != rest[i];
+    }
     eal[1 + nrest] = NULL;
     f->dc.eal_argc = 1 + nrest;
     f->dc.eal_argv = eal;

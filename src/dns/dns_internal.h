@@ -74,6 +74,12 @@ struct dns_zone {
     struct dns_node *nodes;
     size_t nnodes;
     size_t apex; /* node index of the origin */
+    struct {     /* from the apex's NSEC3PARAM (RFC 5155): denial by NSEC3 */
+        bool on;
+        uint16_t iterations;
+        uint8_t salt_len;
+        uint8_t salt[255];
+    } nsec3;
 };
 
 struct op_dns_zones {
@@ -108,6 +114,13 @@ static inline const uint8_t *dns_rec_rdata(const struct dns_zone *z, const struc
 {
     return z->arena + r->rd_off;
 }
+/* ---- NSEC3 (nsec3.c) ---- */
+/* Read the apex's NSEC3PARAM (after the build): sets z->nsec3. */
+void dns_nsec3_setup(struct dns_zone *z);
+/* The NSEC3 node whose owner is name's hash (*match), else the one
+ * covering that hash; NULL when the zone has no NSEC3 record. */
+const struct dns_node *dns_nsec3_find(const struct dns_zone *z, const uint8_t *name, bool *match);
+
 /* The zone whose origin is the longest suffix of name, or NULL. */
 const struct dns_zone *dns_zones_match(const struct op_dns_zones *zs, const uint8_t *name,
                                        unsigned labels);
@@ -151,6 +164,11 @@ struct op_dns_server {
 
 struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
                                        struct op_dns_zones *zones, unsigned nw);
+/* TCP (RFC 7766) through the kernel, for every model: w gets a listening
+ * socket on the configuration's address and a thread serving it. */
+op_status_t dns_tcp_start(struct dns_worker *w);
+/* Join w's thread (once the server is stopping) and close its socket. */
+void dns_thread_stop(struct dns_worker *w);
 bool dns_server_stopping(const struct op_dns_server *s);
 void dns_publish(struct dns_worker *w);
 const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);

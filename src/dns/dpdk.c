@@ -25,6 +25,7 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_ring.h>
 
 #include "dns_internal.h"
@@ -123,8 +124,8 @@ static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_
 /* Answer a burst in place; the frames to send are moved to the front.
  * With keep_dropped (pipeline workers) a dropped frame is not freed here but
  * emptied (data_len 0) and kept after them, for the port's lcore to free:
- * over AF_XDP, mbufs freed on another lcore than the one refilling RX
- * stalled the port after an overload (reference/dns-dpdk.md saw the same). */
+ * that lcore allocates every RX refill, so its mempool cache gets them back
+ * without a trip through the pool's shared ring. */
 static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
                              struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch,
                              bool keep_dropped, unsigned *dropped)
@@ -301,11 +302,80 @@ static op_status_t port_setup(struct dpdk_state *d, unsigned nq, char *err, size
     return OP_OK;
 }
 
+/* The AF_XDP PMD (DPDK 22.11) registers the pool as its UMEM assuming the
+ * objects are packed from the first one: populated_size x object size. A
+ * default pool without hugepages puts each object on its own 4 KiB page
+ * (objects may not straddle pages), so the last ~40% of the mbufs lie
+ * past the UMEM: the kernel takes their fill-ring entries as invalid and
+ * drops them silently (no XDP_STATISTICS counter shows it). Light load
+ * recycles a few hundred cached mbufs and never meets them; an overload
+ * cycles the whole pool, every fill entry is lost within a second, and RX
+ * stops for good (the PMD refills only for frames it receives). So for
+ * that PMD the pool is packed: no page constraint (it does no DMA by IOVA). */
+static struct rte_mempool *pool_packed(const struct op_dns_dpdk_config *dc)
+{
+    struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE};
+    struct rte_mempool *mp = rte_mempool_create_empty(
+        "ofdns_mbufs", dc->mbufs, sizeof(struct rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+        dc->mbuf_cache, sizeof(priv), (int)rte_socket_id(), RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (mp == NULL)
+        return NULL;
+    if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL) != 0) {
+        rte_mempool_free(mp);
+        return NULL;
+    }
+    rte_pktmbuf_pool_init(mp, &priv);
+    if (rte_mempool_populate_default(mp) < 0) {
+        rte_mempool_free(mp);
+        return NULL;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+    return mp;
+}
+
+struct packed_check {
+    uintptr_t base;
+    size_t size;
+    bool packed;
+};
+
+static void packed_obj(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
+{
+    struct packed_check *c = arg;
+    (void)mp;
+    if ((uintptr_t)obj != c->base + (size_t)idx * c->size)
+        c->packed = false;
+}
+
+/* Is object i exactly at the first object + i x its size? */
+static bool pool_is_packed(struct rte_mempool *mp)
+{
+    const struct rte_mempool_memhdr *h = STAILQ_FIRST(&mp->mem_list);
+    struct packed_check c = {
+        .base = (uintptr_t)h->addr + mp->header_size,
+        .size = rte_mempool_calc_obj_size(mp->elt_size, mp->flags, NULL),
+        .packed = mp->nb_mem_chunks == 1};
+    rte_mempool_obj_iter(mp, packed_obj, &c);
+    return c.packed;
+}
+
+static bool port_is_af_xdp(uint16_t port)
+{
+    struct rte_eth_dev_info info;
+    return rte_eth_dev_info_get(port, &info) == 0 && info.driver_name != NULL &&
+           strcmp(info.driver_name, "net_af_xdp") == 0;
+}
+
 static op_status_t pools_setup(struct dpdk_state *d, unsigned nq, char *err, size_t errlen)
 {
-    d->pool = rte_pktmbuf_pool_create("ofdns_mbufs", d->dc.mbufs, d->dc.mbuf_cache, 0,
-                                      RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+    bool af_xdp = port_is_af_xdp(d->port);
+    d->pool = af_xdp ? pool_packed(&d->dc)
+                     : rte_pktmbuf_pool_create("ofdns_mbufs", d->dc.mbufs, d->dc.mbuf_cache, 0,
+                                               RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
     FAIL_IF(d->pool == NULL, "mbuf pool of %u: %s", d->dc.mbufs, rte_strerror(rte_errno));
+    FAIL_IF(af_xdp && !pool_is_packed(d->pool),
+            "mbuf pool of %u is not one packed run (the AF_XDP PMD would lose the mbufs "
+            "past it): give EAL more memory (-m)", d->dc.mbufs);
     if (!d->dc.pipeline)
         return port_setup(d, nq, err, errlen);
     d->to_workers = rte_ring_create("ofdns_rx", d->dc.ring_size, (int)rte_socket_id(), 0);
@@ -332,6 +402,7 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
     if (d == NULL)
         return;
     rte_eal_mp_wait_lcore();
+    dns_thread_stop(&s->w[s->nw - 1]); /* TCP */
     if (final != NULL)
         port_stats(s, final);
     if (d->port_started) {
@@ -347,12 +418,28 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
     s->priv = NULL;
 }
 
+/* 2048 RX descriptors: over AF_XDP the RX ring then holds every buffer
+ * the PMD gives the fill ring (2048), so a lcore that loses its CPU for a
+ * while (the pipeline's two lcores on one core) has 2048 frames of slack,
+ * not 1024: at 330k qps its loss went from 24-41% to 1-3% here. */
 void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
 {
     *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
-                                      .ring_size = 4096, .rx_desc = 1024, .tx_desc = 1024,
+                                      .ring_size = 4096, .rx_desc = 2048, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
                                       .idle_sleep_us = 1000};
+}
+
+/* TCP through the kernel (RFC 7766: truncated answers are asked again
+ * there), on the listen address when the kernel has it too; the AF_XDP
+ * port's XDP program must pass TCP to the kernel (offpath dns gives it
+ * one). Without the address, UDP alone is served. */
+static void tcp_start(struct op_dns_server *s)
+{
+    op_status_t st = dns_tcp_start(&s->w[s->nw - 1]);
+    if (st != OP_OK)
+        OP_WARN(s->cfg.log, "dns: TCP not served (%s): the kernel must have the --listen "
+                "address (on the port's interface) for TCP to reach it", op_status_str(st));
 }
 
 static op_status_t launch(struct op_dns_server *s)
@@ -385,7 +472,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
         rte_eal_cleanup();
         return OP_ERR_INVAL;
     }
-    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers);
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers + 1); /* + TCP */
     struct dpdk_state *d = calloc(1, sizeof(*d));
     if (s == NULL || d == NULL) {
         free(d);
@@ -408,6 +495,8 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
     op_status_t st = pools_setup(d, workers, err, errlen);
     if (st == OP_OK)
         st = launch(s);
+    if (st == OP_OK)
+        tcp_start(s);
     if (st != OP_OK) {
         op_dns_server_stop(s, NULL);
         return st;

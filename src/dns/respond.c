@@ -245,6 +245,35 @@ static void add_nsec(struct plan *p, const struct dns_zone *z, const struct dns_
         plan_add(p, S_NS, z, nd, dns_node_rrset(z, nd, T_NSEC), nd->name, true);
 }
 
+/* The NSEC3 matching name's hash, or covering it when none matches. */
+static void add_nsec3(struct plan *p, const struct dns_zone *z, const uint8_t *name)
+{
+    bool match;
+    const struct dns_node *nd = dns_nsec3_find(z, name, &match);
+    if (nd != NULL)
+        plan_add(p, S_NS, z, nd, dns_node_rrset(z, nd, T_NSEC3), nd->name, true);
+}
+
+/* The proof that the node itself has no such type: its NSEC, or the NSEC3
+ * matching its name (RFC 5155 section 7.2.3; a wildcard's, 7.2.5). */
+static void deny_type(struct plan *p, const struct dns_zone *z, const struct dns_node *nd)
+{
+    if (z->nsec3.on)
+        add_nsec3(p, z, nd->name);
+    else
+        add_nsec(p, z, nd);
+}
+
+/* RFC 5155 section 7.2.1: the closest encloser (its labels count ce) has
+ * an NSEC3; the next closer name (one label more) is covered by one. */
+static void add_encloser_proof(struct plan *p, const struct dns_zone *z, const uint8_t *name,
+                               unsigned labels, unsigned ce, bool with_encloser)
+{
+    if (with_encloser)
+        add_nsec3(p, z, dns_name_skip(name, labels - ce));
+    add_nsec3(p, z, dns_name_skip(name, labels - ce - 1));
+}
+
 /* A and AAAA of a name the answer points to (NS, MX, SRV targets; glue). */
 static void add_addresses(struct plan *p, const struct dns_zone *z, const uint8_t *name,
                           bool dnssec)
@@ -309,7 +338,7 @@ static void referral(struct plan *p, const struct dns_zone *z, const struct dns_
         if (ds != NULL)
             plan_add(p, S_NS, z, cut, ds, cut->name, true);
         else
-            add_nsec(p, z, cut);
+            deny_type(p, z, cut);
     }
     add_additionals(p, z, ns, dnssec);
     if (p->n[S_AN] == 0)
@@ -358,7 +387,7 @@ static const uint8_t *answer_node(struct plan *p, const struct dns_zone *z,
     }
     add_soa(p, z, qr->dnssec); /* NODATA */
     if (qr->dnssec)
-        add_nsec(p, z, nd);
+        deny_type(p, z, nd);
     return NULL;
 }
 
@@ -370,7 +399,9 @@ static const uint8_t *answer_missing(struct plan *p, const struct dns_zone *z,
 {
     if (name_exists(z, name, labels)) {
         add_soa(p, z, qr->dnssec);
-        if (qr->dnssec)
+        if (qr->dnssec && z->nsec3.on) /* an empty non-terminal has an NSEC3 */
+            add_nsec3(p, z, name);
+        else if (qr->dnssec)
             add_nsec(p, z, covering_nsec(z, name));
         return NULL;
     }
@@ -387,13 +418,20 @@ static const uint8_t *answer_missing(struct plan *p, const struct dns_zone *z,
     if (wn != NULL) {
         c[OP_DNS_C_wildcard]++;
         const uint8_t *next = answer_node(p, z, wn, name, qtype, qr, c);
-        if (qr->dnssec) /* RFC 4035 section 3.1.3.3: no closer match exists */
+        /* no closer match exists: RFC 4035 section 3.1.3.3, RFC 5155
+         * section 7.2.6 (and 7.2.5 for NODATA: the encloser's NSEC3 too) */
+        if (qr->dnssec && z->nsec3.on)
+            add_encloser_proof(p, z, name, labels, ce, p->n[S_AN] == 0);
+        else if (qr->dnssec)
             add_nsec(p, z, covering_nsec(z, name));
         return next;
     }
     p->rcode = RC_NXDOMAIN;
     add_soa(p, z, qr->dnssec);
-    if (qr->dnssec) {
+    if (qr->dnssec && z->nsec3.on) { /* RFC 5155 section 7.2.2 */
+        add_encloser_proof(p, z, name, labels, ce, true);
+        add_nsec3(p, z, wild);
+    } else if (qr->dnssec) {
         add_nsec(p, z, covering_nsec(z, name));
         add_nsec(p, z, covering_nsec(z, wild));
     }
@@ -523,23 +561,21 @@ static bool w_rr(struct writer *w, const uint8_t *owner, uint16_t type, uint32_t
     return true;
 }
 
-/* An RRset and, if asked, the RRSIGs covering it: all or nothing. */
-static bool w_item(struct writer *w, int s, const struct item *it)
+/* An RRset's records, or (sigs) the RRSIGs covering it: all or nothing. */
+static bool w_item(struct writer *w, int s, const struct item *it, bool sigs)
 {
     size_t len = w->out.len;
     unsigned ncomp = w->ncomp, n = 0;
     bool ok = true;
-    for (uint32_t i = 0; ok && i < it->set->count; i++, n++) {
-        const struct dns_rec *r = &it->z->recs[it->set->first + i];
-        ok = w_rr(w, it->owner, r->type, it->ttl, dns_rec_rdata(it->z, r), r->rdlen);
-    }
-    const struct dns_rrset *sigs = it->sigs ? dns_node_rrset(it->z, it->node, T_RRSIG) : NULL;
-    for (uint32_t i = 0; ok && sigs != NULL && i < sigs->count; i++) {
-        const struct dns_rec *r = &it->z->recs[sigs->first + i];
+    const struct dns_rrset *set =
+        !sigs ? it->set : it->sigs ? dns_node_rrset(it->z, it->node, T_RRSIG) : NULL;
+    for (uint32_t i = 0; ok && set != NULL && i < set->count; i++) {
+        const struct dns_rec *r = &it->z->recs[set->first + i];
         const uint8_t *rd = dns_rec_rdata(it->z, r);
-        if (r->rdlen < 2 || ((uint16_t)(rd[0] << 8 | rd[1])) != it->set->type)
+        if (sigs && (r->rdlen < 2 || ((uint16_t)(rd[0] << 8 | rd[1])) != it->set->type))
             continue;
-        ok = w_rr(w, it->owner, T_RRSIG, it->ttl < r->ttl ? it->ttl : r->ttl, rd, r->rdlen);
+        uint32_t ttl = sigs && r->ttl < it->ttl ? r->ttl : it->ttl;
+        ok = w_rr(w, it->owner, r->type, ttl, rd, r->rdlen);
         n++;
     }
     if (!ok) {
@@ -551,13 +587,20 @@ static bool w_item(struct writer *w, int s, const struct item *it)
     return true;
 }
 
-/* Answer and authority whole, or TC; additional records only if they fit. */
+/* Answer and authority whole, or TC; additional records only if they fit.
+ * Each section's RRsets go first and their RRSIGs after them, as Knot
+ * writes them, so a truncated answer keeps the same records as Knot's. */
 static bool write_sections(struct writer *w, const struct plan *p)
 {
-    for (int s = S_AN; s <= S_AR; s++)
+    for (int s = S_AN; s <= S_AR; s++) {
+        bool in[MAX_ITEMS];
         for (unsigned i = 0; i < p->n[s]; i++)
-            if (!w_item(w, s, &p->sec[s][i]) && s != S_AR)
+            if (!(in[i] = w_item(w, s, &p->sec[s][i], false)) && s != S_AR)
                 return false;
+        for (unsigned i = 0; i < p->n[s]; i++)
+            if (in[i] && !w_item(w, s, &p->sec[s][i], true) && s != S_AR)
+                return false;
+    }
     return true;
 }
 

@@ -326,28 +326,36 @@ bool dns_server_stopping(const struct op_dns_server *s)
     return atomic_load_explicit(&s->stop, memory_order_relaxed);
 }
 
-/* The socket model's end: join the threads, close the sockets. */
+/* One socket and the thread that serves it. */
+static op_status_t worker_start(struct dns_worker *w, int type, void *(*fn)(void *))
+{
+    op_status_t st = open_socket(&w->s->cfg, type, &w->fd);
+    if (st != OP_OK)
+        return st;
+    if (pthread_create(&w->th, NULL, fn, w) != 0)
+        return OP_ERR_NOMEM;
+    w->started = true;
+    return OP_OK;
+}
+
+op_status_t dns_tcp_start(struct dns_worker *w) { return worker_start(w, SOCK_STREAM, tcp_main); }
+
+/* Join the thread (the caller has set stop), close the socket. */
+void dns_thread_stop(struct dns_worker *w)
+{
+    if (w->started)
+        pthread_join(w->th, NULL);
+    w->started = false;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+}
+
 static void socket_halt(struct op_dns_server *s, uint64_t *final)
 {
     (void)final;
     for (unsigned i = 0; i < s->nw; i++)
-        if (s->w[i].started)
-            pthread_join(s->w[i].th, NULL);
-    for (unsigned i = 0; i < s->nw; i++)
-        if (s->w[i].fd >= 0)
-            close(s->w[i].fd);
-}
-
-static op_status_t start_threads(struct op_dns_server *s)
-{
-    for (unsigned i = 0; i < s->nw; i++) {
-        struct dns_worker *w = &s->w[i];
-        bool tcp = i == s->nw - 1;
-        if (pthread_create(&w->th, NULL, tcp ? tcp_main : udp_main, w) != 0)
-            return OP_ERR_NOMEM;
-        w->started = true;
-    }
-    return OP_OK;
+        dns_thread_stop(&s->w[i]);
 }
 
 op_status_t op_dns_server_start(const struct op_dns_server_config *cfg,
@@ -361,10 +369,10 @@ op_status_t op_dns_server_start(const struct op_dns_server_config *cfg,
         return OP_ERR_NOMEM;
     s->halt = socket_halt;
     op_status_t st = OP_OK;
-    for (unsigned i = 0; i < s->nw && st == OP_OK; i++)
-        st = open_socket(cfg, i == s->nw - 1 ? SOCK_STREAM : SOCK_DGRAM, &s->w[i].fd);
-    if (st == OP_OK)
-        st = start_threads(s);
+    for (unsigned i = 0; i + 1 < s->nw && st == OP_OK; i++)
+        st = worker_start(&s->w[i], SOCK_DGRAM, udp_main);
+    if (st == OP_OK) /* the last worker: TCP */
+        st = dns_tcp_start(&s->w[s->nw - 1]);
     if (st != OP_OK) {
         op_dns_server_stop(s, NULL);
         return st;

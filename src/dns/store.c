@@ -230,7 +230,10 @@ bool dns_zone_build(struct dns_zone *z, const char *file, struct op_dns_load_err
         dns_load_fail(err, OP_DNS_Z_nomem, file, 0, "out of memory");
         return false;
     }
-    return check_zone(z, file, err);
+    if (!check_zone(z, file, err))
+        return false;
+    dns_nsec3_setup(z);
+    return true;
 }
 
 long dns_zone_find(const struct dns_zone *z, const uint8_t *name, size_t *ins)

@@ -344,6 +344,37 @@ static bool put_hex(struct reader *rd, const struct tok *t, size_t n)
     return hi < 0;
 }
 
+/* RFC 5155 section 3.3: the salt, "-" when empty. */
+static bool put_salt(struct reader *rd, const struct tok *t)
+{
+    if (t->n == 1 && t->p[0] == '-')
+        return put_be(rd, 0, 1);
+    return t->n % 2 == 0 && t->n / 2 <= 255 && put_be(rd, t->n / 2, 1) && put_hex(rd, t, 1);
+}
+
+/* RFC 4648 section 7, no padding: the NSEC3 next hashed owner. */
+static bool put_base32hex(struct reader *rd, const struct tok *t)
+{
+    uint8_t out[255];
+    size_t n = 0;
+    unsigned acc = 0, bits = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int c = tolower((unsigned char)t->p[i]);
+        int v = isdigit(c) ? c - '0' : (c >= 'a' && c <= 'v') ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return false;
+        acc = acc << 5 | (unsigned)v;
+        if ((bits += 5) >= 8) {
+            bits -= 8;
+            if (n == sizeof(out))
+                return false;
+            out[n++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return n > 0 && acc == 0 && put_be(rd, n, 1) && put(rd, out, n); /* no stray bits */
+}
+
 /* Days from 1970-01-01 to a civil date (proleptic Gregorian). */
 static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 {
@@ -411,7 +442,9 @@ static bool put_bitmap(struct reader *rd, const struct tok *t, size_t n)
 /* RDATA fields per type: 4 IPv4, 6 IPv6, b/s/l 8/16/32-bit numbers, t a
  * TTL-like number, n a name, x one character-string, X one or more, c the
  * CAA tag and value, y a type mnemonic, T an RRSIG time, B base64 of the
- * rest, H hex of the rest, M an NSEC type bitmap of the rest. */
+ * rest, H hex of the rest, M an NSEC type bitmap of the rest, S an NSEC3
+ * salt (hex or "-", with its length byte), Z an NSEC3 hashed owner
+ * (base32hex, with its length byte). */
 struct type_desc {
     const char *name;
     uint16_t type;
@@ -426,6 +459,7 @@ static const struct type_desc types[] = {
     {"RRSIG", T_RRSIG, "ybbtTTsnB"}, {"NSEC", T_NSEC, "nM"}, {"DNSKEY", T_DNSKEY, "sbbB"},
     {"CAA", T_CAA, "bc"},     {"SSHFP", 44, "bbH"},      {"TLSA", 52, "bbbH"},
     {"CDS", 59, "sbbH"},      {"CDNSKEY", 60, "sbbB"},
+    {"NSEC3", T_NSEC3, "bbsSZM"}, {"NSEC3PARAM", T_NSEC3PARAM, "bbsS"},
 };
 
 static const struct type_desc *type_desc_of(uint16_t type)
@@ -510,6 +544,8 @@ static bool put_field(struct reader *rd, char f, const struct tok *t, size_t n, 
     case 't': return parse_ttl(x, &u) && put_be(rd, u, 4);
     case 'T': return parse_sigtime(x, &u) && put_be(rd, u, 4);
     case 'x': return put_charstr(rd, x);
+    case 'S': return put_salt(rd, x);
+    case 'Z': return put_base32hex(rd, x);
     case 'y': {
         int type = dns_type_parse(x->p, x->n);
         return type >= 0 && put_be(rd, (uint64_t)type, 2);

@@ -1,10 +1,12 @@
 /* libFuzzer target for the responder over a fixed zone with every kind of
  * node (wildcards, CNAME chains and loops, a delegation, an empty
  * non-terminal, signatures and NSEC). The first input byte picks UDP or
- * TCP; the rest is the query. Properties: nothing crashes; every answer
+ * TCP (bit 0) and the zone as it is or with NSEC3 denial (bit 1: the same
+ * zone with an NSEC3PARAM and NSEC3 records added); the rest is the query. Properties: nothing crashes; every answer
  * decodes whole (header counts, names, RDATA, nothing after), echoes the
  * query's id with QR set, fits the size the transport allows; the
  * counters balance after every query. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,16 @@ static const char zone[] =
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"\n";
 
+/* Added for the NSEC3 variant: hashed owners that sort around whatever a
+ * name hashes to, so both matching and covering (and the wrap) happen. */
+static const char nsec3_part[] =
+    "@ NSEC3PARAM 1 0 2 abcd\n"
+    "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom NSEC3 1 0 2 abcd 80000000000000000000000000000000 A\n"
+    "80000000000000000000000000000000 NSEC3 1 0 2 abcd g0000000000000000000000000000000 TXT\n"
+    "g0000000000000000000000000000000 NSEC3 1 0 2 abcd 0p9mhaveqvm6t7vbl5lop2u3t2rp3tom NS DS\n"
+    "g0000000000000000000000000000000 RRSIG NSEC3 13 3 60 20300101000000 20200101000000 1 "
+    "f.test. AAAA\n";
+
 static void require(int cond)
 {
     if (!cond)
@@ -34,15 +46,19 @@ static void require(int cond)
 }
 
 /* Loaded once: the harness's own state, not the library's. */
-static struct op_dns_zones *zones(void)
+static struct op_dns_zones *zones(bool nsec3)
 {
-    static struct op_dns_zones *z;
+    static struct op_dns_zones *z[2];
+    static char text[sizeof(zone) + sizeof(nsec3_part)];
     struct op_dns_load_err err;
-    if (z == NULL && op_dns_zones_parse(zone, sizeof(zone) - 1, NULL, &z, &err) != OP_OK) {
+    if (z[nsec3] != NULL)
+        return z[nsec3];
+    snprintf(text, sizeof(text), "%s%s", zone, nsec3 ? nsec3_part : "");
+    if (op_dns_zones_parse(text, strlen(text), NULL, &z[nsec3], &err) != OP_OK) {
         fprintf(stderr, "fuzz_dns_lookup: the harness's zone: %s\n", err.msg);
         abort();
     }
-    return z;
+    return z[nsec3];
 }
 
 static void check_answer(const uint8_t *q, size_t qlen, const uint8_t *a, size_t n)
@@ -68,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static uint8_t out[OP_DNS_MSG_MAX];
     uint64_t c[OP_DNS_C_COUNT_] = {0};
     struct op_dns_query_info qi = {.tcp = data[0] & 1, .udp_max = OP_DNS_UDP_DEFAULT};
-    size_t n = op_dns_respond(zones(), &qi, data + 1, size - 1, out, sizeof(out), c);
+    size_t n = op_dns_respond(zones(data[0] & 2), &qi, data + 1, size - 1, out, sizeof(out), c);
     require(op_dns_counters_balanced(c) && c[OP_DNS_C_received] == 1);
     if (n == 0)
         return 0;

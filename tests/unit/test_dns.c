@@ -26,6 +26,7 @@
 #define T_DS 43
 #define T_RRSIG 46
 #define T_NSEC 47
+#define T_NSEC3 50
 #define T_ANY 255
 
 static const char zone_text[] =
@@ -567,6 +568,69 @@ static void test_dnssec(void **state)
     fx->z = keep;
 }
 
+/* NSEC3: the hashes of RFC 5155 appendix A (salt aabbccdd, 12 iterations)
+ * find the records whose owners are those hashes. */
+static const char nsec3_zone[] =
+    "$ORIGIN example.\n$TTL 3600\n@ SOA ns1 hm 1 3600 300 3600000 3600\n@ NS ns1\n"
+    "@ NSEC3PARAM 1 0 12 aabbccdd\na A 192.0.2.1\nns1 A 192.0.2.53\n"
+    "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom NSEC3 1 0 12 aabbccdd 2t7b4g4vsa5smi47k61mv5bv1a22bojr "
+    "NS SOA RRSIG NSEC3PARAM\n"
+    "2t7b4g4vsa5smi47k61mv5bv1a22bojr NSEC3 1 0 12 aabbccdd 35mthgpgcu1qg68fab165klnsnk3dpvl A\n"
+    "35mthgpgcu1qg68fab165klnsnk3dpvl NSEC3 1 0 12 aabbccdd 0p9mhaveqvm6t7vbl5lop2u3t2rp3tom A\n";
+
+static bool has_owner(const struct ans *a, int s, uint16_t type, const char *owner)
+{
+    for (unsigned i = 0; i < a->n[s]; i++)
+        if (a->rr[s][i].type == type && strcmp(a->rr[s][i].name, owner) == 0)
+            return true;
+    return false;
+}
+
+static void test_nsec3(void **state)
+{
+    (void)state;
+    struct op_dns_zones *keep = fx->z;
+    struct op_dns_load_err err;
+    assert_int_equal(op_dns_zones_parse(nsec3_zone, strlen(nsec3_zone), NULL, &fx->z, &err), OP_OK);
+    struct msg q;
+    struct ans a;
+    put_query(&q, 0, "a.example", T_TXT); /* NODATA: the name's own NSEC3 */
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 0);
+    assert_int_equal(count_type(&a, 1, T_NSEC3), 1);
+    assert_true(has_owner(&a, 1, T_NSEC3, "35mthgpgcu1qg68fab165klnsnk3dpvl.example."));
+    put_query(&q, 0, "b.example", T_A); /* NXDOMAIN: the closest encloser's, and covers */
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 3);
+    assert_true(has_owner(&a, 1, T_NSEC3, "0p9mhaveqvm6t7vbl5lop2u3t2rp3tom.example."));
+    assert_true(count_type(&a, 1, T_NSEC3) >= 2);
+    put_query(&q, 0, "b.example", T_A); /* no DO: no proof */
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(count_type(&a, 1, T_NSEC3), 0);
+    op_dns_zones_free(fx->z);
+    /* An origin too long for a hashed owner (33 octets more): NSEC3 is off,
+     * the answer comes without a proof (and nothing overruns). */
+    char origin[240], text[600];
+    memset(origin, 'a', sizeof(origin));
+    for (int i = 0; i < 3; i++) /* four labels of 55: 225 octets in wire form */
+        origin[i * 56 + 55] = '.';
+    origin[223] = 0;
+    snprintf(text, sizeof(text), "$ORIGIN %s.\n@ 60 SOA ns hm 1 2 3 4 5\n"
+             "@ 60 NSEC3PARAM 1 0 0 -\n", origin);
+    assert_int_equal(op_dns_zones_parse(text, strlen(text), NULL, &fx->z, &err), OP_OK);
+    char qname[300];
+    snprintf(qname, sizeof(qname), "b.%s", origin);
+    put_query(&q, 0, qname, T_A);
+    put_opt(&q, 1232, 0, 1);
+    assert_true(ask(&q, false, &a) > 0);
+    assert_int_equal(RCODE(&a), 3);
+    assert_int_equal(count_type(&a, 1, T_NSEC3), 0);
+    op_dns_zones_free(fx->z);
+    fx->z = keep;
+}
+
 /* ---- zone files ---- */
 static void expect_zone_error(const char *text, int reason, const char *where)
 {
@@ -611,6 +675,10 @@ static void test_zone_errors(void **state)
     expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: A: 1 fields too many");
     snprintf(text, sizeof(text), "%sx..y 60 A 1.2.3.4\n", soa);
     expect_zone_error(text, OP_DNS_Z_bad_name, "<text>:2: bad_name: empty label");
+    snprintf(text, sizeof(text), "%sx 60 NSEC3 1 0 1 abc 0p9mhave A\n", soa); /* odd salt */
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: NSEC3: field 4");
+    snprintf(text, sizeof(text), "%sx 60 NSEC3 1 0 1 - 0p9mhavw A\n", soa); /* w: not base32hex */
+    expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: NSEC3: field 5");
     snprintf(text, sizeof(text), "%sx 60 TYPE9 \\# 3 0a0b\n", soa);
     expect_zone_error(text, OP_DNS_Z_bad_rdata, "<text>:2: bad_rdata: bad generic");
     struct op_dns_zones *z;
@@ -769,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_referral),
         cmocka_unit_test(test_truncation_and_edns),
         cmocka_unit_test(test_dnssec),
+        cmocka_unit_test(test_nsec3),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),
