@@ -35,11 +35,7 @@ struct a2a_daemon {
     _Atomic uint64_t n[OP_A2A_D_COUNT_];
 };
 
-static const char *const counter_names[] = {
-#define OP_A2A_D_NAME_(n) #n,
-    OP_A2A_DAEMON_COUNTERS(OP_A2A_D_NAME_)
-#undef OP_A2A_D_NAME_
-};
+static const char *const counter_names[] = {OP_A2A_DAEMON_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_a2a_daemon_counter_name(unsigned c)
 {

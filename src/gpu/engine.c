@@ -27,11 +27,7 @@ struct op_gpu_engine {
     uint64_t counters[OP_GPU_C_COUNT_];
 };
 
-static const char *const counter_names[] = {
-#define OP_GPU_NAME_(n) #n,
-    OP_GPU_ENGINE_COUNTERS(OP_GPU_NAME_)
-#undef OP_GPU_NAME_
-};
+static const char *const counter_names[] = {OP_GPU_ENGINE_COUNTERS(OP_COUNTER_NAME)};
 
 const char *op_gpu_engine_counter_name(unsigned c)
 {
