@@ -190,6 +190,7 @@ struct op_dns_dpdk_config {
     unsigned tx_retries;  /* tries after a partial tx_burst */
     unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
     unsigned idle_sleep_us; /* the longest sleep of an idle lcore (doubling from 1) */
+    unsigned idle_after_us; /* how long an lcore polls an empty queue before it sleeps */
     int eal_argc;         /* EAL arguments, argv[0] first */
     char **eal_argv;
 };

@@ -43,6 +43,8 @@ static void help(void)
            "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
            "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
            "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
+           "  --idle-after-us US    DPDK: how long an lcore polls an empty queue before it\n"
+           "                        sleeps, 0..1000000 (default 1000)\n"
            "  --threads N           UDP threads (default 1)\n"
            "  --burst N             datagrams per recvmmsg or rx_burst, 1..1024, DPDK up to\n"
            "                        512 (default 64)\n"
@@ -70,7 +72,7 @@ struct dns_flags {
 };
 
 enum { O_ZONE = 256, O_LISTEN, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
-       O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE,
+       O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
        O_HELP };
 
 static const struct option options[] = {
@@ -84,6 +86,7 @@ static const struct option options[] = {
     {"rx-desc", 1, 0, O_RXD},        {"tx-desc", 1, 0, O_TXD},
     {"tx-retries", 1, 0, O_TXR},     {"tx-backoff-us", 1, 0, O_TXB},
     {"idle-sleep-us", 1, 0, O_IDLE},
+    {"idle-after-us", 1, 0, O_IDLE_AFTER},
     {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
 
 static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
@@ -100,6 +103,7 @@ static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
     case O_TXR: if (!cli_u64(tool, "--tx-retries", val, 0, 1000, &v)) return false; d->tx_retries = (unsigned)v; return true;
     case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
     case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->idle_sleep_us = (unsigned)v; return true;
+    case O_IDLE_AFTER: if (!cli_u64(tool, "--idle-after-us", val, 0, 1000000, &v)) return false; d->idle_after_us = (unsigned)v; return true;
     default: return false;
     }
 }

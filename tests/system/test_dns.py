@@ -390,6 +390,8 @@ def test_cli_errors(tmp_path):
     assert r.returncode == 2 and "EAL arguments go with --model rtc|pipeline" in r.stderr
     r = run("--zone", z, "--burst", "0")
     assert r.returncode == 2 and "--burst" in r.stderr
+    r = run("--zone", z, "--idle-after-us", "2000000")
+    assert r.returncode == 2 and "--idle-after-us" in r.stderr
     r = run("--listen", f"127.0.0.1:{free_port()}")
     assert r.returncode == 2 and "--zone" in r.stderr
     bad = tmp_path / "bad.zone"
