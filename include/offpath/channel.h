@@ -76,7 +76,15 @@ struct op_chan_eng_config {
     uint8_t peer_pub[OP_CHAN_KEY_BYTES];   /* the pinned peer key */
     uint8_t ephemeral_sec[OP_CHAN_KEY_BYTES]; /* fresh random bytes per session */
     uint32_t max_msg;                      /* largest message accepted, 1..16 MiB */
+    /* Each direction moves to a new key after this many frame bytes (0:
+     * OP_CHAN_REKEY_BYTES). Both ends must use the same value. */
+    uint64_t rekey_bytes;
 };
+
+/* A direction's key lasts 1 GiB of frames, far inside AES-GCM's safe use
+ * of one key (TLS 1.3 allows 2^24.5 full records, ~380 GB), and a key
+ * taken from a running session opens at most the last GiB of it. */
+#define OP_CHAN_REKEY_BYTES (1ull << 30)
 
 /* Counters: tx ones are written only by the sending thread, rx ones only by
  * the receiving one, so the two directions run concurrently. */
@@ -85,10 +93,11 @@ struct op_chan_eng_config {
  * call). writes and reads are the channel's (one per system call or ring
  * publish, so frames_sealed / writes is the number of messages per system
  * call); the engine leaves them 0. */
-#define OP_CHAN_TX_COUNTERS(X) X(frames_sealed) X(bytes_sealed) X(records_sealed) X(writes)
+#define OP_CHAN_TX_COUNTERS(X)                                                                     \
+    X(frames_sealed) X(bytes_sealed) X(records_sealed) X(writes) X(tx_rekeys)
 #define OP_CHAN_RX_COUNTERS(X)                                                                     \
     X(frames_opened) X(bytes_opened) X(records_opened) X(auth_failed) X(bad_length) X(truncated)   \
-    X(handshake_failed) X(handshake_malformed) X(reads)
+    X(handshake_failed) X(handshake_malformed) X(reads) X(rx_rekeys)
 #define OP_CHAN_ENUM(n) OP_CHAN_##n,
 enum op_chan_tx_counter { OP_CHAN_TX_COUNTERS(OP_CHAN_ENUM) OP_CHAN_TX_COUNT_ };
 enum op_chan_rx_counter { OP_CHAN_RX_COUNTERS(OP_CHAN_ENUM) OP_CHAN_RX_COUNT_ };
@@ -174,6 +183,7 @@ struct op_channel_config {
     uint8_t peer_pub[OP_CHAN_KEY_BYTES];
     uint32_t max_msg;
     uint64_t timeout_ns;    /* longest wait for the peer at any point */
+    uint64_t rekey_bytes;   /* see op_chan_eng_config; 0: the default */
     bool plaintext;         /* benchmarks only: no handshake, no crypto */
 };
 

@@ -54,6 +54,19 @@ op_status_t chan_aead_init(struct chan_aead *a, enum op_chan_cipher c, const uin
     return OP_OK;
 }
 
+op_status_t chan_aead_rekey(struct chan_aead *a, const uint8_t key[32])
+{
+    memcpy(a->key, key, 32);
+    if (a->cipher != OP_CHAN_CIPHER_AESGCM)
+        return OP_OK; /* ChaCha's key is taken per record */
+    if (EVP_EncryptInit_ex(a->evp, NULL, NULL, key, NULL) != 1)
+        return OP_ERR_UNSUPPORTED;
+    crypto_aead_aes256gcm_beforenm(a->aes, key);
+    if (a->vaes != NULL)
+        chan_vaes_rekey(a->vaes, key);
+    return OP_OK;
+}
+
 void chan_aead_free(struct chan_aead *a)
 {
     if (a->aes != NULL) {

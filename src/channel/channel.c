@@ -146,6 +146,7 @@ static op_status_t new_engine(struct op_channel *c)
         .cipher = c->cfg.cipher,
         .local = c->cfg.local,
         .max_msg = c->cfg.max_msg,
+        .rekey_bytes = c->cfg.rekey_bytes,
     };
     memcpy(ec.peer_pub, c->cfg.peer_pub, sizeof ec.peer_pub);
     if (sodium_init() < 0)

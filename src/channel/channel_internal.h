@@ -31,6 +31,8 @@ struct chan_aead {
 void chan_nonce(uint64_t n, uint8_t out[24]);
 op_status_t chan_aead_init(struct chan_aead *a, enum op_chan_cipher c, const uint8_t key[32]);
 void chan_aead_free(struct chan_aead *a);
+/* The same cipher under a new key, reusing what init allocated. */
+op_status_t chan_aead_rekey(struct chan_aead *a, const uint8_t key[32]);
 /* Seals m[0..len) into c: len bytes of ciphertext, then the 16-byte tag.
  * m and c may be the same buffer. */
 bool chan_aead_seal(struct chan_aead *a, uint64_t seq, const uint8_t *ad, size_t ad_len,
@@ -46,6 +48,7 @@ bool chan_aead_open(struct chan_aead *a, uint64_t seq, const uint8_t *ad, size_t
 bool chan_vaes_available(void);
 op_status_t chan_vaes_new(const uint8_t key[32], struct chan_vaes **out);
 void chan_vaes_free(struct chan_vaes *g);
+void chan_vaes_rekey(struct chan_vaes *g, const uint8_t key[32]);
 void chan_vaes_seal(const struct chan_vaes *g, const uint8_t iv[12], const uint8_t *ad,
                     size_t ad_len, const uint8_t *m, size_t len, uint8_t *c);
 bool chan_vaes_open(const struct chan_vaes *g, const uint8_t iv[12], const uint8_t *ad,

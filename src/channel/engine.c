@@ -22,6 +22,7 @@
 #define HS_TYPE_2 0x02
 #define OFFER_XCHACHA 0x01u
 #define OFFER_AESGCM 0x02u
+#define REKEY_LABEL "offpath-channel-v1 rekey"
 
 const char *const op_chan_tx_counter_names[OP_CHAN_TX_COUNT_] = {
     OP_CHAN_TX_COUNTERS(OP_COUNTER_NAME)};
@@ -40,6 +41,7 @@ struct sym {
 struct dir_key {
     struct chan_aead aead;
     uint64_t seq;
+    uint64_t since_rekey; /* frame bytes under the current key */
 };
 
 enum hs_state { HS_IDLE, HS_WAIT_1, HS_WAIT_2, HS_DONE, HS_FAILED };
@@ -161,6 +163,8 @@ op_status_t op_chan_eng_new(const struct op_chan_eng_config *cfg, struct op_chan
     if (e == NULL)
         return OP_ERR_NOMEM;
     e->cfg = *cfg;
+    if (e->cfg.rekey_bytes == 0)
+        e->cfg.rekey_bytes = OP_CHAN_REKEY_BYTES;
     crypto_scalarmult_base(e->e_pub, cfg->ephemeral_sec);
     init_symmetric(e);
     e->hs = cfg->role == OP_CHAN_INITIATOR ? HS_IDLE : HS_WAIT_1;
@@ -241,7 +245,31 @@ static unsigned local_offer(enum op_chan_cipher want)
 static op_status_t set_dir(struct dir_key *d, enum op_chan_cipher c, const uint8_t key[32])
 {
     d->seq = 0;
+    d->since_rekey = 0;
     return chan_aead_init(&d->aead, c, key);
+}
+
+/* Counts a frame's bytes against its key and moves to the next key when
+ * they reach rekey_bytes: both ends count the same frames, so they change
+ * keys after the same frame without a message. The next key is keyed
+ * BLAKE2b of the old under a label (Noise's Rekey, with the KDF in place of
+ * the cipher), so it cannot be run backwards: a key taken from a live
+ * session opens nothing sent before it. *rekeyed says whether it did. */
+static op_status_t count_frame(struct dir_key *d, uint64_t frame_bytes, uint64_t every,
+                               bool *rekeyed)
+{
+    uint8_t next[32];
+    *rekeyed = false;
+    d->since_rekey += frame_bytes;
+    if (d->since_rekey < every)
+        return OP_OK;
+    crypto_generichash(next, sizeof next, (const uint8_t *)REKEY_LABEL, sizeof REKEY_LABEL - 1,
+                       d->aead.key, sizeof d->aead.key);
+    op_status_t st = chan_aead_rekey(&d->aead, next);
+    sodium_memzero(next, sizeof next);
+    d->since_rekey = 0;
+    *rekeyed = st == OP_OK;
+    return st;
 }
 
 /* Split: the first key is initiator->responder, the second the reverse. */
@@ -424,6 +452,10 @@ static op_status_t seal_frame(struct op_chan_eng *e, uint32_t word, const uint8_
     }
     e->tx.seq++;
     bump_tx(e, OP_CHAN_records_sealed, 1);
+    bool rekeyed;
+    if (count_frame(&e->tx, OP_CHAN_FRAME_OVERHEAD + len, e->cfg.rekey_bytes, &rekeyed) != OP_OK)
+        e->tx_error = "the cipher refused the next key"; /* this frame is sealed: it goes */
+    bump_tx(e, OP_CHAN_tx_rekeys, rekeyed);
     return OP_OK;
 }
 
@@ -576,6 +608,11 @@ op_status_t op_chan_eng_open(struct op_chan_eng *e, uint8_t *in, size_t len, siz
                        OP_ERR_REFUSED);
     e->rx.seq++;
     bump_rx(e, OP_CHAN_records_opened, 1);
+    bool rekeyed;
+    if (count_frame(&e->rx, OP_CHAN_FRAME_HDR + (uint64_t)clen, e->cfg.rekey_bytes, &rekeyed) !=
+        OP_OK)
+        e->rx_error = "the cipher refused the next key"; /* this frame opened: it is delivered */
+    bump_rx(e, OP_CHAN_rx_rekeys, rekeyed);
     size_t plain = clen - OP_CHAN_TAG_BYTES;
     if (!batch) {
         *used = OP_CHAN_FRAME_HDR + clen;

@@ -234,14 +234,19 @@ VAES_TARGET static void derive_powers(struct chan_vaes *g)
     }
 }
 
+void chan_vaes_rekey(struct chan_vaes *g, const uint8_t key[32])
+{
+    schedule(g, key);
+    derive_powers(g);
+}
+
 op_status_t chan_vaes_new(const uint8_t key[32], struct chan_vaes **out)
 {
     struct chan_vaes *g = aligned_alloc(64, sizeof *g);
     *out = NULL;
     if (g == NULL)
         return OP_ERR_NOMEM;
-    schedule(g, key);
-    derive_powers(g);
+    chan_vaes_rekey(g, key);
     *out = g;
     return OP_OK;
 }

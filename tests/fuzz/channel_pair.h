@@ -12,6 +12,9 @@
 #include "offpath/channel.h"
 
 #define FUZZ_MAX_MSG 300u
+/* Where a target asks for rekeying: a new key every 128 frame bytes (every
+ * few frames of the fuzz messages). */
+#define FUZZ_REKEY_BYTES 128u
 
 static inline void fuzz_require(int cond)
 {
@@ -19,9 +22,11 @@ static inline void fuzz_require(int cond)
         abort(); /* tests/fuzz only: a violated property is the finding */
 }
 
-static inline struct op_chan_eng *fuzz_eng(enum op_chan_role role, enum op_chan_cipher c)
+static inline struct op_chan_eng *fuzz_eng(enum op_chan_role role, enum op_chan_cipher c,
+                                           uint64_t rekey_bytes)
 {
-    struct op_chan_eng_config cfg = {.role = role, .cipher = c, .max_msg = FUZZ_MAX_MSG};
+    struct op_chan_eng_config cfg = {
+        .role = role, .cipher = c, .max_msg = FUZZ_MAX_MSG, .rekey_bytes = rekey_bytes};
     uint8_t self = role == OP_CHAN_INITIATOR ? 1 : 2, peer = role == OP_CHAN_INITIATOR ? 2 : 1;
     uint8_t peer_sec[32];
     struct op_chan_eng *e = NULL;
@@ -44,15 +49,16 @@ static inline size_t fuzz_msg(uint32_t k, uint8_t out[FUZZ_MAX_MSG])
     return len;
 }
 
-/* An established pair; the handshake messages go to m1/m2 when not NULL. */
-static inline void fuzz_pair(enum op_chan_cipher c, struct op_chan_eng **init,
+/* An established pair (rekey_bytes 0: the default); the handshake
+ * messages go to m1/m2 when not NULL. */
+static inline void fuzz_pair(enum op_chan_cipher c, uint64_t rekey_bytes, struct op_chan_eng **init,
                              struct op_chan_eng **resp, uint8_t m1[OP_CHAN_HS_MSG_BYTES],
                              uint8_t m2[OP_CHAN_HS_MSG_BYTES])
 {
     uint8_t a[OP_CHAN_HS_MSG_BYTES], b[OP_CHAN_HS_MSG_BYTES], none[OP_CHAN_HS_MSG_BYTES];
     size_t n, used;
-    *init = fuzz_eng(OP_CHAN_INITIATOR, c);
-    *resp = fuzz_eng(OP_CHAN_RESPONDER, c);
+    *init = fuzz_eng(OP_CHAN_INITIATOR, c, rekey_bytes);
+    *resp = fuzz_eng(OP_CHAN_RESPONDER, c, rekey_bytes);
     fuzz_require(op_chan_eng_hs_start(*init, a, sizeof a, &n) == OP_INPROGRESS);
     fuzz_require(op_chan_eng_hs_consume(*resp, a, n, &used, b, sizeof b, &n) == OP_OK);
     fuzz_require(op_chan_eng_hs_consume(*init, b, n, &used, none, sizeof none, &n) == OP_OK);

@@ -1,6 +1,7 @@
 /* libFuzzer target for the channel's frame decoder: the input (after a
- * cipher-choosing first byte) is the byte stream arriving at the agent of
- * the fixed session, single-message frames and batch records mixed.
+ * first byte whose bit 0 chooses the cipher and bit 1 rekeying every few
+ * frames) is the byte stream arriving at the agent of the fixed
+ * session, single-message frames and batch records mixed.
  * Properties: a delivered message is exactly the genuine message of its
  * index (nothing forged, repeated or out of order) and lies inside the
  * frame being opened, the decoder never reads past the input, and every
@@ -22,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum op_chan_cipher c = (data[0] & 1) && crypto_aead_aes256gcm_is_available()
                                 ? OP_CHAN_CIPHER_AESGCM
                                 : OP_CHAN_CIPHER_XCHACHA;
-    fuzz_pair(c, &init, &resp, NULL, NULL);
+    fuzz_pair(c, (data[0] & 2) ? FUZZ_REKEY_BYTES : 0, &init, &resp, NULL, NULL);
     uint8_t *buf = malloc(size); /* opened in place: a copy, and exactly sized for ASan */
     fuzz_require(buf != NULL);
     memcpy(buf, data + 1, size - 1);

@@ -28,11 +28,11 @@ static void fuzz_handshake(const uint8_t *data, size_t size)
     uint8_t g1[OP_CHAN_HS_MSG_BYTES], g2[OP_CHAN_HS_MSG_BYTES], out[OP_CHAN_HS_MSG_BYTES];
     struct op_chan_eng *gi, *gr;
     size_t used, n;
-    fuzz_pair(OP_CHAN_CIPHER_XCHACHA, &gi, &gr, g1, g2);
+    fuzz_pair(OP_CHAN_CIPHER_XCHACHA, 0, &gi, &gr, g1, g2);
     op_chan_eng_free(gi);
     op_chan_eng_free(gr);
 
-    struct op_chan_eng *resp = fuzz_eng(OP_CHAN_RESPONDER, OP_CHAN_CIPHER_XCHACHA);
+    struct op_chan_eng *resp = fuzz_eng(OP_CHAN_RESPONDER, OP_CHAN_CIPHER_XCHACHA, 0);
     size_t n1 = size < OP_CHAN_HS_MSG_BYTES ? size : OP_CHAN_HS_MSG_BYTES;
     op_status_t st = op_chan_eng_hs_consume(resp, data, n1, &used, out, sizeof out, &n);
     if (n1 < OP_CHAN_HS_MSG_BYTES)
@@ -44,7 +44,7 @@ static void fuzz_handshake(const uint8_t *data, size_t size)
     op_chan_eng_free(resp);
     if (size < 2 * OP_CHAN_HS_MSG_BYTES)
         return;
-    struct op_chan_eng *init = fuzz_eng(OP_CHAN_INITIATOR, OP_CHAN_CIPHER_XCHACHA);
+    struct op_chan_eng *init = fuzz_eng(OP_CHAN_INITIATOR, OP_CHAN_CIPHER_XCHACHA, 0);
     fuzz_require(op_chan_eng_hs_start(init, out, sizeof out, &n) == OP_INPROGRESS);
     st = op_chan_eng_hs_consume(init, data + OP_CHAN_HS_MSG_BYTES, OP_CHAN_HS_MSG_BYTES, &used,
                                 out, sizeof out, &n);

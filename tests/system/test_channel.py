@@ -146,6 +146,29 @@ def test_transport_sizes(procs, keys, tmp_path, kind, n, size):
         assert re.search(r"Average time per message: send [0-9.]+ us, receive [0-9.]+ us", out)
 
 
+REKEY_BYTES = 1 << 30  # OP_CHAN_REKEY_BYTES
+
+
+def test_rekeys_at_the_default_interval(procs, keys, tmp_path):
+    """1.2 GB each way crosses the 1 GiB a key lasts: both sides move to a
+    new key after the same frame (nothing is sent for it), every byte still
+    arrives intact, and each side counts as many new keys as its peer."""
+    n, size = 20000, 60000  # each message is a record of its own
+    (rca, outa, _), (rch, outh, _), ja, jh = run_pair(
+        procs, keys, tmp_path, endpoint("shm", tmp_path), n, size, timeout=120)
+    assert (rca, rch) == (0, 0), outa + outh
+    header = 16 + 20  # the {num_msgs, msg_size} frame
+    batched = (n - 1) * (4 + 4 + size + 16)  # frame header, length, message, tag
+    last = 4 + size + 16  # the last goes at once in a single-message frame
+    want = (header + batched + last) // REKEY_BYTES
+    assert want == 1
+    for res, peer in ((ja, jh), (jh, ja)):
+        assert res["ok"] is True and res["received"] == n
+        assert res["tx"]["tx_rekeys"] == want
+        assert peer["rx"]["rx_rekeys"] == want
+        assert res["rx"]["auth_failed"] == 0
+
+
 @pytest.mark.parametrize("kind", ["unix", "shm"])
 def test_largest_messages(procs, keys, tmp_path, kind):
     """--max-msg-size's upper end: 16 MiB messages (larger than the shm ring)."""

@@ -36,10 +36,12 @@ static void fixed_keypair(uint8_t k, struct op_chan_keypair *kp)
     crypto_scalarmult_base(kp->pub, kp->sec);
 }
 
-static struct op_chan_eng *new_eng(enum op_chan_role role, enum op_chan_cipher c, uint8_t self,
-                                   uint8_t peer, uint8_t eph)
+static struct op_chan_eng *new_eng_rekey(enum op_chan_role role, enum op_chan_cipher c,
+                                         uint8_t self, uint8_t peer, uint8_t eph,
+                                         uint64_t rekey_bytes)
 {
-    struct op_chan_eng_config cfg = {.role = role, .cipher = c, .max_msg = MAX_MSG};
+    struct op_chan_eng_config cfg = {
+        .role = role, .cipher = c, .max_msg = MAX_MSG, .rekey_bytes = rekey_bytes};
     struct op_chan_keypair pk;
     struct op_chan_eng *e;
     fixed_keypair(self, &cfg.local);
@@ -48,6 +50,12 @@ static struct op_chan_eng *new_eng(enum op_chan_role role, enum op_chan_cipher c
     memset(cfg.ephemeral_sec, eph, 32);
     assert_int_equal(op_chan_eng_new(&cfg, &e), OP_OK);
     return e;
+}
+
+static struct op_chan_eng *new_eng(enum op_chan_role role, enum op_chan_cipher c, uint8_t self,
+                                   uint8_t peer, uint8_t eph)
+{
+    return new_eng_rekey(role, c, self, peer, eph, 0);
 }
 
 /* Runs the two-message handshake; returns the responder's verdict on
@@ -68,11 +76,17 @@ static op_status_t handshake(struct pair *p)
     return st;
 }
 
+/* The same keys and ephemerals every time, so two pairs share session keys. */
+static void make_pair_rekey(struct pair *p, enum op_chan_cipher c, uint64_t rekey_bytes)
+{
+    p->init = new_eng_rekey(OP_CHAN_INITIATOR, c, 1, 2, 11, rekey_bytes);
+    p->resp = new_eng_rekey(OP_CHAN_RESPONDER, c, 2, 1, 22, rekey_bytes);
+    assert_int_equal(handshake(p), OP_OK);
+}
+
 static void make_pair(struct pair *p, enum op_chan_cipher c)
 {
-    p->init = new_eng(OP_CHAN_INITIATOR, c, 1, 2, 11);
-    p->resp = new_eng(OP_CHAN_RESPONDER, c, 2, 1, 22);
-    assert_int_equal(handshake(p), OP_OK);
+    make_pair_rekey(p, c, 0);
 }
 
 static void free_pair(struct pair *p)
@@ -744,6 +758,68 @@ static void test_batch_inner_lengths_checked(void **s)
     }
 }
 
+/* Both ends move to the next key after the same frame, with no message
+ * between them: a pair that rekeys every three frames runs on, its frames
+ * equal those of a pair with the same session keys that never rekeys until
+ * the first rekey and differ from there, and the never-rekeying receiver
+ * refuses the first frame under the new key. */
+static void rekeys_in_step(enum op_chan_cipher c)
+{
+    enum { LEN = 100, FRAME = LEN + OP_CHAN_FRAME_OVERHEAD, FRAMES = 10 };
+    uint8_t m[LEN], fr[FRAME], fk[FRAME], opened[FRAME]; /* frames open in place */
+    const uint8_t *out;
+    size_t used, len;
+    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+    struct pair r, k;
+    make_pair_rekey(&r, c, 3 * FRAME);
+    make_pair(&k, c);
+    for (uint32_t i = 0; i < FRAMES; i++) {
+        fill(m, LEN, i);
+        seal(r.init, m, LEN, fr);
+        memcpy(opened, fr, FRAME);
+        assert_int_equal(op_chan_eng_open(r.resp, opened, FRAME, &used, &out, &len), OP_OK);
+        assert_memory_equal(out, m, LEN);
+        if (i > 3)
+            continue;
+        seal(k.init, m, LEN, fk);
+        if (i < 3) {
+            assert_memory_equal(fr, fk, FRAME);
+            assert_int_equal(op_chan_eng_open(k.resp, fk, FRAME, &used, &out, &len), OP_OK);
+        } else {
+            assert_memory_not_equal(fr + OP_CHAN_FRAME_HDR, fk + OP_CHAN_FRAME_HDR, LEN);
+            assert_int_equal(op_chan_eng_open(k.resp, fr, FRAME, &used, &out, &len),
+                             OP_ERR_REFUSED);
+        }
+    }
+    counters(r.init, tx, rx);
+    assert_int_equal(tx[OP_CHAN_tx_rekeys], FRAMES / 3);
+    assert_int_equal(rx[OP_CHAN_rx_rekeys], 0);
+    counters(r.resp, tx, rx);
+    assert_int_equal(rx[OP_CHAN_rx_rekeys], FRAMES / 3);
+    assert_int_equal(rx[OP_CHAN_frames_opened], FRAMES);
+    /* The other direction keeps its own count. */
+    for (uint32_t i = 0; i < 4; i++) {
+        fill(m, LEN, i);
+        seal(r.resp, m, LEN, fr);
+        assert_int_equal(op_chan_eng_open(r.init, fr, FRAME, &used, &out, &len), OP_OK);
+        assert_memory_equal(out, m, LEN);
+    }
+    counters(r.resp, tx, rx);
+    assert_int_equal(tx[OP_CHAN_tx_rekeys], 1);
+    counters(r.init, tx, rx);
+    assert_int_equal(rx[OP_CHAN_rx_rekeys], 1);
+    free_pair(&r);
+    free_pair(&k);
+}
+
+static void test_rekeys_in_step(void **s)
+{
+    (void)s;
+    rekeys_in_step(OP_CHAN_CIPHER_XCHACHA);
+    if (crypto_aead_aes256gcm_is_available())
+        rekeys_in_step(OP_CHAN_CIPHER_AESGCM);
+}
+
 /* Each cipher's implementations compute one function: libsodium's and
  * another (OpenSSL's, ours on VAES for AES-GCM) give the same bytes for
  * every length from 0 to 2100 and associated data from 0 to 700 bytes, each
@@ -981,6 +1057,7 @@ struct side {
     uint32_t count, size;
     op_status_t st;
     uint64_t got;
+    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_]; /* at the end */
     char why[256];
 };
 
@@ -1033,12 +1110,16 @@ static void *run_side(void *arg)
         sd->st = snd.st;
     if (sd->st != OP_OK)
         snprintf(sd->why, sizeof sd->why, "%s", op_channel_error(c));
+    op_channel_counters(c, sd->tx, sd->rx);
     op_channel_close(c);
     free(m);
     return NULL;
 }
 
-static void run_pair(const char *addr, bool plaintext, uint32_t count, uint32_t size)
+/* Sends count messages of size each way between a listener (a) and a
+ * connector (b), every byte checked. */
+static void run_pair_into(const char *addr, bool plaintext, uint32_t count, uint32_t size,
+                          uint64_t rekey_bytes, struct side *sides)
 {
     struct side a = {0}, b = {0};
     char why[128];
@@ -1053,6 +1134,7 @@ static void run_pair(const char *addr, bool plaintext, uint32_t count, uint32_t 
     a.cfg.max_msg = b.cfg.max_msg = 70000;
     a.cfg.timeout_ns = b.cfg.timeout_ns = 10 * OP_NS_PER_S;
     a.cfg.plaintext = b.cfg.plaintext = plaintext;
+    a.cfg.rekey_bytes = b.cfg.rekey_bytes = rekey_bytes;
     a.count = b.count = count;
     a.size = b.size = size;
     pthread_create(&ta, NULL, run_side, &a);
@@ -1063,6 +1145,30 @@ static void run_pair(const char *addr, bool plaintext, uint32_t count, uint32_t 
         fail_msg("%s: listener %d (%s), connector %d (%s)", addr, a.st, a.why, b.st, b.why);
     assert_int_equal(a.got, count);
     assert_int_equal(b.got, count);
+    sides[0] = a;
+    sides[1] = b;
+}
+
+static void run_pair(const char *addr, bool plaintext, uint32_t count, uint32_t size)
+{
+    struct side sides[2];
+    run_pair_into(addr, plaintext, count, size, 0, sides);
+}
+
+/* Rekeying every 4 KiB over real transports, batch records and all: every
+ * message arrives intact and each side's count of new keys matches its
+ * peer's. */
+static void test_rekeys_over_transports(void **s)
+{
+    (void)s;
+    static const char *const addrs[] = {"shm:offpath-unit-rekey", "unix:/tmp/chtest/r.sock"};
+    for (size_t i = 0; i < COUNT_OF(addrs); i++) {
+        struct side sd[2];
+        run_pair_into(addrs[i], false, 3000, 200, 4096, sd);
+        assert_true(sd[0].tx[OP_CHAN_tx_rekeys] > 0 && sd[1].tx[OP_CHAN_tx_rekeys] > 0);
+        assert_int_equal(sd[0].tx[OP_CHAN_tx_rekeys], sd[1].rx[OP_CHAN_rx_rekeys]);
+        assert_int_equal(sd[1].tx[OP_CHAN_tx_rekeys], sd[0].rx[OP_CHAN_rx_rekeys]);
+    }
 }
 
 static void test_transports_end_to_end(void **s)
@@ -1212,6 +1318,7 @@ int main(void)
         cmocka_unit_test(test_batch_record_limits),
         cmocka_unit_test(test_batch_bit_flips_deliver_nothing),
         cmocka_unit_test(test_batch_inner_lengths_checked),
+        cmocka_unit_test(test_rekeys_in_step),
         cmocka_unit_test(test_aead_implementations_agree),
         cmocka_unit_test(test_key_parsers),
         cmocka_unit_test(test_key_files),
@@ -1219,6 +1326,7 @@ int main(void)
         cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_addresses),
         cmocka_unit_test(test_transports_end_to_end),
+        cmocka_unit_test(test_rekeys_over_transports),
         cmocka_unit_test(test_wrong_key_over_transport),
         cmocka_unit_test(test_no_peer_times_out),
         cmocka_unit_test(test_peer_not_reading_times_out),
