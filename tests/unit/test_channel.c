@@ -115,6 +115,15 @@ static void counters(struct op_chan_eng *e, uint64_t tx[OP_CHAN_TX_COUNT_],
     op_chan_eng_counters(e, tx, rx);
 }
 
+/* Runs check for XChaCha20-Poly1305 and, where the CPU has AES-NI, for
+ * AES-256-GCM. */
+static void for_each_cipher(void (*check)(enum op_chan_cipher c))
+{
+    check(OP_CHAN_CIPHER_XCHACHA);
+    if (crypto_aead_aes256gcm_is_available())
+        check(OP_CHAN_CIPHER_AESGCM);
+}
+
 /* ---- handshake ---- */
 
 static void round_trip(enum op_chan_cipher c, enum op_chan_cipher expect)
@@ -403,9 +412,7 @@ static void kat_for_cipher(enum op_chan_cipher c)
 static void test_wire_format_known_answer(void **s)
 {
     (void)s;
-    kat_for_cipher(OP_CHAN_CIPHER_XCHACHA);
-    if (crypto_aead_aes256gcm_is_available())
-        kat_for_cipher(OP_CHAN_CIPHER_AESGCM);
+    for_each_cipher(kat_for_cipher);
 }
 
 /* ---- frames ---- */
@@ -646,9 +653,7 @@ static void batch_round_trip(enum op_chan_cipher c)
 static void test_batch_records_round_trip(void **s)
 {
     (void)s;
-    batch_round_trip(OP_CHAN_CIPHER_XCHACHA);
-    if (crypto_aead_aes256gcm_is_available())
-        batch_round_trip(OP_CHAN_CIPHER_AESGCM);
+    for_each_cipher(batch_round_trip);
 }
 
 /* Single-message frames and batch records share one counter (nonce), in
@@ -815,9 +820,7 @@ static void rekeys_in_step(enum op_chan_cipher c)
 static void test_rekeys_in_step(void **s)
 {
     (void)s;
-    rekeys_in_step(OP_CHAN_CIPHER_XCHACHA);
-    if (crypto_aead_aes256gcm_is_available())
-        rekeys_in_step(OP_CHAN_CIPHER_AESGCM);
+    for_each_cipher(rekeys_in_step);
 }
 
 /* Each cipher's implementations compute one function: libsodium's and
