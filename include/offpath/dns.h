@@ -35,6 +35,7 @@
     X(rcode_nxdomain)                                                                              \
     X(rcode_notimp)                                                                                \
     X(rcode_refused)                                                                               \
+    X(rcode_yxdomain)    /* a DNAME's substitution over 255 octets */                              \
     X(rcode_badvers)                                                                               \
     X(formerr_truncated)                                                                           \
     X(formerr_label_type)                                                                          \
@@ -56,7 +57,8 @@
     X(any_minimal)       /* ANY answered with one RRset (RFC 8482) */                     \
     X(wildcard)                                                                                    \
     X(referral)                                                                                    \
-    X(cname_followed)
+    X(cname_followed)                                                                              \
+    X(dname_synthesized) /* a CNAME made from a DNAME above the name (RFC 6672) */
 
 /* The socket server's own, counted beside the engine's. */
 #define OP_DNS_SERVER_COUNTERS(X)                                                                  \

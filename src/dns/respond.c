@@ -18,6 +18,7 @@
 #define RC_NXDOMAIN 3
 #define RC_NOTIMP 4
 #define RC_REFUSED 5
+#define RC_YXDOMAIN 6
 #define RC_BADVERS 16
 
 #define F_QR 0x8000
@@ -37,7 +38,8 @@ struct query {
 };
 
 /* One RRset to write: owner is where it is written (the question's name
- * for a wildcard's records); sigs adds its RRSIGs from the node. */
+ * for a wildcard's records); sigs adds its RRSIGs from the node. A CNAME a
+ * DNAME synthesized has no set: cname is its target. */
 struct item {
     const struct dns_zone *z;
     const struct dns_node *node;
@@ -45,6 +47,7 @@ struct item {
     const uint8_t *owner;
     uint32_t ttl;
     bool sigs;
+    const uint8_t *cname;
 };
 
 struct plan {
@@ -52,7 +55,9 @@ struct plan {
     unsigned n[3];
     int rcode;
     bool aa;
-    uint8_t names[MAX_CHAIN + 1][OP_DNS_NAME_MAX]; /* owners the chain went through */
+    /* owners the chain went through, and room for a DNAME's synthesis at
+     * its last hop */
+    uint8_t names[MAX_CHAIN + 2][OP_DNS_NAME_MAX];
 };
 
 enum { S_AN, S_NS, S_AR };
@@ -189,7 +194,7 @@ static bool plan_add(struct plan *p, int s, const struct dns_zone *z, const stru
         return false;
     if (plan_has(p, s, set, owner))
         return true;
-    p->sec[s][p->n[s]++] = (struct item){z, nd, set, owner, set->ttl, sigs};
+    p->sec[s][p->n[s]++] = (struct item){z, nd, set, owner, set->ttl, sigs, NULL};
     return true;
 }
 
@@ -223,6 +228,49 @@ static const struct dns_node *find_cut(const struct dns_zone *z, const uint8_t *
             return nd;
     }
     return NULL;
+}
+
+/* The DNAME above name (at the apex or below, never name itself) that
+ * redirects it, or NULL. Where a zone cut is above it, the cut wins: it is
+ * met first on the way down. */
+static const struct dns_node *find_dname(const struct dns_zone *z, const uint8_t *name,
+                                         unsigned labels, const struct dns_node *cut)
+{
+    unsigned stop = cut != NULL ? cut->labels : labels;
+    for (unsigned l = z->origin_labels; l < stop && l < labels; l++) {
+        const struct dns_node *nd = node_of(z, dns_name_skip(name, labels - l));
+        if (nd != NULL && dns_node_rrset(z, nd, T_DNAME) != NULL)
+            return nd;
+    }
+    return NULL;
+}
+
+/* RFC 6672 section 3.1: the DNAME, then a CNAME from name to name with the
+ * DNAME's owner replaced by its target, TTL the DNAME's and unsigned (the
+ * resolver checks the DNAME's signature and does the same substitution).
+ * Returns the CNAME's target to follow, written into next, or NULL: a
+ * substituted name over 255 octets is YXDOMAIN. */
+static const uint8_t *synthesize(struct plan *p, const struct dns_zone *z,
+                                 const struct dns_node *dn, const uint8_t *name, unsigned labels,
+                                 uint8_t next[OP_DNS_NAME_MAX], const struct query *qr,
+                                 uint64_t *c)
+{
+    const struct dns_rrset *set = dns_node_rrset(z, dn, T_DNAME);
+    const uint8_t *target = dns_rec_rdata(z, &z->recs[set->first]);
+    size_t prefix = (size_t)(dns_name_skip(name, labels - dn->labels) - name);
+    size_t tlen = dns_name_len(target);
+    plan_add(p, S_AN, z, dn, set, dn->name, qr->dnssec);
+    if (prefix + tlen > OP_DNS_NAME_MAX) {
+        p->rcode = RC_YXDOMAIN;
+        return NULL;
+    }
+    memcpy(next, name, prefix);
+    memcpy(next + prefix, target, tlen);
+    dns_name_lower(next, prefix + tlen);
+    if (p->n[S_AN] < MAX_ITEMS)
+        p->sec[S_AN][p->n[S_AN]++] = (struct item){z, dn, NULL, name, set->ttl, false, next};
+    c[OP_DNS_C_dname_synthesized]++;
+    return qr->q.type == T_CNAME ? NULL : next; /* the CNAME asked for: not followed */
 }
 
 /* The NSEC at the name before name in canonical order: it covers name. */
@@ -454,18 +502,25 @@ static void plan_answer(struct plan *p, const struct op_dns_zones *zs, const str
         const uint8_t *name = p->names[hop];
         unsigned labels = dns_name_labels(name);
         const struct dns_node *cut = find_cut(z, name, labels, qtype == T_DS);
-        if (cut != NULL) {
+        const struct dns_node *dn = find_dname(z, name, labels, cut);
+        const uint8_t *next;
+        if (dn != NULL) {
+            next = synthesize(p, z, dn, name, labels, p->names[hop + 1], qr, c);
+        } else if (cut != NULL) {
             referral(p, z, cut, qr->dnssec, c);
             return;
+        } else {
+            const struct dns_node *nd = node_of(z, name);
+            next = nd != NULL ? answer_node(p, z, nd, name, qtype, qr, c)
+                              : answer_missing(p, z, name, labels, qtype, qr, c);
         }
-        const struct dns_node *nd = node_of(z, name);
-        const uint8_t *next = nd != NULL ? answer_node(p, z, nd, name, qtype, qr, c)
-                                         : answer_missing(p, z, name, labels, qtype, qr, c);
         if (next == NULL || hop + 1 > MAX_CHAIN)
             return;
         size_t len = dns_name_len(next);
-        memcpy(p->names[hop + 1], next, len);
-        dns_name_lower(p->names[hop + 1], len);
+        if (next != p->names[hop + 1]) {
+            memcpy(p->names[hop + 1], next, len);
+            dns_name_lower(p->names[hop + 1], len);
+        }
         unsigned nl = dns_name_labels(p->names[hop + 1]);
         if (!dns_name_under(p->names[hop + 1], nl, z->origin, z->origin_labels))
             return; /* out of the zone: the client follows it */
@@ -567,6 +622,18 @@ static bool w_item(struct writer *w, int s, const struct item *it, bool sigs)
     size_t len = w->out.len;
     unsigned ncomp = w->ncomp, n = 0;
     bool ok = true;
+    if (it->cname != NULL) { /* synthesized: one record, no signature */
+        if (sigs)
+            return true;
+        const uint8_t *rd = it->cname;
+        if (!w_rr(w, it->owner, T_CNAME, it->ttl, rd, (uint16_t)dns_name_len(rd))) {
+            w->out.len = len;
+            w->ncomp = ncomp;
+            return false;
+        }
+        w->count[s]++;
+        return true;
+    }
     const struct dns_rrset *set =
         !sigs ? it->set : it->sigs ? dns_node_rrset(it->z, it->node, T_RRSIG) : NULL;
     for (uint32_t i = 0; ok && set != NULL && i < set->count; i++) {
@@ -587,6 +654,14 @@ static bool w_item(struct writer *w, int s, const struct item *it, bool sigs)
     return true;
 }
 
+/* Must the item be written whole, or the answer truncated? Additional
+ * records need not, nor a negative answer's SOA (as Knot: a long CNAME or
+ * DNAME chain may leave no room for it, and it only sets a cache's time). */
+static bool required(int s, const struct item *it)
+{
+    return s == S_AN || (s == S_NS && (it->set == NULL || it->set->type != T_SOA));
+}
+
 /* Answer and authority whole, or TC; additional records only if they fit.
  * Each section's RRsets go first and their RRSIGs after them, as Knot
  * writes them, so a truncated answer keeps the same records as Knot's. */
@@ -595,10 +670,10 @@ static bool write_sections(struct writer *w, const struct plan *p)
     for (int s = S_AN; s <= S_AR; s++) {
         bool in[MAX_ITEMS];
         for (unsigned i = 0; i < p->n[s]; i++)
-            if (!(in[i] = w_item(w, s, &p->sec[s][i], false)) && s != S_AR)
+            if (!(in[i] = w_item(w, s, &p->sec[s][i], false)) && required(s, &p->sec[s][i]))
                 return false;
         for (unsigned i = 0; i < p->n[s]; i++)
-            if (in[i] && !w_item(w, s, &p->sec[s][i], true) && s != S_AR)
+            if (in[i] && !w_item(w, s, &p->sec[s][i], true) && required(s, &p->sec[s][i]))
                 return false;
     }
     return true;
@@ -635,6 +710,7 @@ static void count_rcode(uint64_t *c, int rcode)
         [RC_NOERROR] = OP_DNS_C_rcode_noerror, [RC_FORMERR] = OP_DNS_C_rcode_formerr,
         [2] = OP_DNS_C_rcode_servfail,         [RC_NXDOMAIN] = OP_DNS_C_rcode_nxdomain,
         [RC_NOTIMP] = OP_DNS_C_rcode_notimp,   [RC_REFUSED] = OP_DNS_C_rcode_refused,
+        [RC_YXDOMAIN] = OP_DNS_C_rcode_yxdomain,
     };
     c[rcode == RC_BADVERS ? OP_DNS_C_rcode_badvers : map[rcode]]++;
 }

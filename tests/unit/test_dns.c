@@ -23,6 +23,7 @@
 #define T_TXT 16
 #define T_AAAA 28
 #define T_OPT 41
+#define T_DNAME 39
 #define T_DS 43
 #define T_RRSIG 46
 #define T_NSEC 47
@@ -48,6 +49,12 @@ static const char zone_text[] =
     "a.b.ent A 192.0.2.7\n"
     "sub NS ns.sub\n"
     "ns.sub A 192.0.2.200\n"
+    "dn DNAME area\n"
+    "host.area A 192.0.2.90\n"
+    "long DNAME "
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb."
+    "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc.example.test.\n"
     "big TXT \"" /* 3 x 200 bytes: more than 512 */
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n"
@@ -467,6 +474,54 @@ static void test_wildcard_cname(void **state)
     assert_int_equal(fx->c[OP_DNS_C_cname_followed], followed + 3); /* the loop: none */
 }
 
+/* RFC 6672: a name below a DNAME gets the DNAME, a CNAME to the name with
+ * the DNAME's owner replaced by its target, and what that name has; the
+ * owner itself is not redirected; a substitution over 255 octets is
+ * YXDOMAIN with the DNAME alone. */
+static void test_dname(void **state)
+{
+    (void)state;
+    uint64_t synth = fx->c[OP_DNS_C_dname_synthesized];
+    struct ans *a = query("host.dn.example.test", T_A);
+    assert_int_equal(RCODE(a), 0);
+    assert_true(AA(a));
+    assert_int_equal(a->n[0], 3);
+    assert_string_equal(a->rr[0][0].name, "dn.example.test.");
+    assert_int_equal(a->rr[0][0].type, T_DNAME);
+    assert_string_equal(a->rr[0][1].name, "host.dn.example.test.");
+    assert_int_equal(a->rr[0][1].type, T_CNAME);
+    assert_int_equal(a->rr[0][1].ttl, 3600);
+    assert_int_equal(a->rr[0][1].rdlen, 5 + 5 + 2); /* host, area, then a pointer */
+    assert_string_equal(a->rr[0][2].name, "host.area.example.test.");
+    assert_int_equal(a->rr[0][2].type, T_A);
+    assert_int_equal(fx->c[OP_DNS_C_dname_synthesized], synth + 1);
+    a = query("host.dn.example.test", T_CNAME); /* the CNAME asked for: not followed */
+    assert_int_equal(a->n[0], 2);
+    a = query("dn.example.test", T_A); /* the owner: NODATA */
+    assert_int_equal(RCODE(a), 0);
+    assert_int_equal(a->n[0], 0);
+    assert_int_equal(a->rr[1][0].type, T_SOA);
+    a = query("dn.example.test", T_DNAME);
+    assert_int_equal(a->n[0], 1);
+    assert_int_equal(a->rr[0][0].type, T_DNAME);
+    uint64_t yx = fx->c[OP_DNS_C_rcode_yxdomain];
+    char longname[200];
+    memset(longname, 'x', 63);
+    strcpy(longname + 63, ".long.example.test");
+    a = query(longname, T_A);
+    assert_int_equal(RCODE(a), 6);
+    assert_int_equal(a->n[0], 1);
+    assert_int_equal(a->rr[0][0].type, T_DNAME);
+    assert_int_equal(fx->c[OP_DNS_C_rcode_yxdomain], yx + 1);
+    /* Fits, leads nowhere, and leaves no room in 512 octets for the SOA:
+     * NXDOMAIN without it, not truncated (as Knot). */
+    a = query("a.long.example.test", T_A);
+    assert_int_equal(RCODE(a), 3);
+    assert_false(TC(a));
+    assert_int_equal(a->n[0], 2);
+    assert_int_equal(a->n[1], 0);
+}
+
 static void test_referral(void **state)
 {
     (void)state;
@@ -699,7 +754,7 @@ static void test_zone_files(void **state)
     struct op_dns_load_err err;
     assert_int_equal(op_dns_zones_load(files, 2, &z, &err), OP_OK);
     assert_int_equal(op_dns_zones_count(z), 2);
-    assert_int_equal(op_dns_zones_records(z), 68); /* 62 + 2 included; 4 in second */
+    assert_int_equal(op_dns_zones_records(z), 76); /* 70 + 2 included; 4 in second */
     const char *twice[] = {files[0], files[0]};
     struct op_dns_zones *z2;
     assert_int_not_equal(op_dns_zones_load(twice, 2, &z2, &err), OP_OK);
@@ -834,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_exact_and_additional),
         cmocka_unit_test(test_negative),
         cmocka_unit_test(test_wildcard_cname),
+        cmocka_unit_test(test_dname),
         cmocka_unit_test(test_referral),
         cmocka_unit_test(test_truncation_and_edns),
         cmocka_unit_test(test_dnssec),
