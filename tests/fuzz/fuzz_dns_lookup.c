@@ -1,6 +1,7 @@
 /* libFuzzer target for the responder over a fixed zone with every kind of
- * node (wildcards, CNAME chains and loops, a delegation, an empty
- * non-terminal, signatures and NSEC). The first input byte picks UDP or
+ * node (wildcards, CNAME chains and loops, DNAMEs into a loop, onto their
+ * own subtree and out of the zone, a delegation, an empty non-terminal,
+ * signatures and NSEC). The first input byte picks UDP or
  * TCP (bit 0) and the zone as it is or with NSEC3 denial (bit 1: the same
  * zone with an NSEC3PARAM and NSEC3 records added); the rest is the query. Properties: nothing crashes; every answer
  * decodes whole (header counts, names, RDATA, nothing after), echoes the
@@ -23,6 +24,7 @@ static const char zone[] =
     "ns A 192.0.2.1\nmx AAAA 2001:db8::1\na CNAME b\nb CNAME c\nc CNAME a\nw CNAME *.wild\n"
     "*.wild TXT \"x\" \"y\"\n*.wild RRSIG TXT 13 3 60 20300101000000 20200101000000 1 f.test. "
     "AAAA\nx.y.ent A 192.0.2.2\nsub NS ns.sub\nsub DS 1 13 2 00ff\nns.sub A 192.0.2.3\n"
+    "d DNAME a.f.test.\ne DNAME x.e.f.test.\no DNAME out.example.\n"
     "srv SRV 1 2 3 mx\nbig TXT \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
     "aaaaaaaaaaaaaaaaaaa\" \"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
