@@ -302,24 +302,46 @@ static void add_nsec3(struct plan *p, const struct dns_zone *z, const uint8_t *n
         plan_add(p, S_NS, z, nd, dns_node_rrset(z, nd, T_NSEC3), nd->name, true);
 }
 
+/* RFC 5155 section 7.2.1: the closest provable encloser has a matching
+ * NSEC3 (with_encloser: given) and the next closer name, one label longer,
+ * is covered by one. The closest encloser (its labels count ce) is that
+ * encloser unless opt-out left it without an NSEC3 (an unsigned delegation,
+ * or an empty non-terminal above only such): then the nearest name above
+ * it that has one is. ce == labels asks for name's own NSEC3, or the proof
+ * in its place (sections 7.2.3 and 7.2.7). Returns the labels of the
+ * encloser it proved. */
+static unsigned add_encloser_proof(struct plan *p, const struct dns_zone *z, const uint8_t *name,
+                                   unsigned labels, unsigned ce, bool with_encloser)
+{
+    bool match = false;
+    const struct dns_node *nd = dns_nsec3_find(z, dns_name_skip(name, labels - ce), &match);
+    while (!match && ce > z->origin_labels) {
+        ce--;
+        nd = dns_nsec3_find(z, dns_name_skip(name, labels - ce), &match);
+    }
+    if (with_encloser && match && nd != NULL)
+        plan_add(p, S_NS, z, nd, dns_node_rrset(z, nd, T_NSEC3), nd->name, true);
+    if (ce < labels)
+        add_nsec3(p, z, dns_name_skip(name, labels - ce - 1));
+    return ce;
+}
+
+/* The NSEC3 matching name, or the closest provable encloser proof in its
+ * place where opt-out left name without one. */
+static void add_nsec3_match(struct plan *p, const struct dns_zone *z, const uint8_t *name)
+{
+    unsigned labels = dns_name_labels(name);
+    add_encloser_proof(p, z, name, labels, labels, true);
+}
+
 /* The proof that the node itself has no such type: its NSEC, or the NSEC3
  * matching its name (RFC 5155 section 7.2.3; a wildcard's, 7.2.5). */
 static void deny_type(struct plan *p, const struct dns_zone *z, const struct dns_node *nd)
 {
     if (z->nsec3.on)
-        add_nsec3(p, z, nd->name);
+        add_nsec3_match(p, z, nd->name);
     else
         add_nsec(p, z, nd);
-}
-
-/* RFC 5155 section 7.2.1: the closest encloser (its labels count ce) has
- * an NSEC3; the next closer name (one label more) is covered by one. */
-static void add_encloser_proof(struct plan *p, const struct dns_zone *z, const uint8_t *name,
-                               unsigned labels, unsigned ce, bool with_encloser)
-{
-    if (with_encloser)
-        add_nsec3(p, z, dns_name_skip(name, labels - ce));
-    add_nsec3(p, z, dns_name_skip(name, labels - ce - 1));
 }
 
 /* A and AAAA of a name the answer points to (NS, MX, SRV targets; glue). */
@@ -448,7 +470,7 @@ static const uint8_t *answer_missing(struct plan *p, const struct dns_zone *z,
     if (name_exists(z, name, labels)) {
         add_soa(p, z, qr->dnssec);
         if (qr->dnssec && z->nsec3.on) /* an empty non-terminal has an NSEC3 */
-            add_nsec3(p, z, name);
+            add_nsec3_match(p, z, name);
         else if (qr->dnssec)
             add_nsec(p, z, covering_nsec(z, name));
         return NULL;
@@ -477,7 +499,10 @@ static const uint8_t *answer_missing(struct plan *p, const struct dns_zone *z,
     p->rcode = RC_NXDOMAIN;
     add_soa(p, z, qr->dnssec);
     if (qr->dnssec && z->nsec3.on) { /* RFC 5155 section 7.2.2 */
-        add_encloser_proof(p, z, name, labels, ce, true);
+        unsigned proved = add_encloser_proof(p, z, name, labels, ce, true);
+        /* the wildcard at the encloser proved (under opt-out, as Knot) */
+        size_t plen = dns_name_len(dns_name_skip(name, labels - proved));
+        memcpy(wild + 2, dns_name_skip(name, labels - proved), plen);
         add_nsec3(p, z, wild);
     } else if (qr->dnssec) {
         add_nsec(p, z, covering_nsec(z, name));

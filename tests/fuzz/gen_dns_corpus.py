@@ -51,6 +51,9 @@ LOOKUPS = {
     "big_trunc": query("big.f.test", 16),
     "refused": query("example.org", 1),
     "notimp": query("f.test", 6, flags=0x2000),
+    "dname_loop": query("q.d.f.test", 1),
+    "dname_self": query("q.e.f.test", 1, edns=1232, do=True),
+    "dname_out": query("a.b.o.f.test", 1),
 }
 
 

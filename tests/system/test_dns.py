@@ -33,7 +33,8 @@ from conftest import BIN
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZONES = os.path.join(HERE, "..", "dns")
 ZONE_FILES = {"example.test": "example.zone", "second.test": "second.zone",
-              "signed.test": "signed.zone.signed", "signed3.test": "signed3.zone.signed"}
+              "signed.test": "signed.zone.signed", "signed3.test": "signed3.zone.signed",
+              "signed3o.test": "signed3o.zone.signed"}
 KNOTD = shutil.which("knotd") or "/usr/sbin/knotd"
 
 
@@ -84,6 +85,9 @@ TYPES = ["A", "AAAA", "NS", "SOA", "MX", "TXT", "CNAME", "PTR", "SRV", "CAA", "H
 SIGNED_NAMES = ["", "ns1", "mail", "www", "alias", "x.wild", "a.b.wild", "a.b.ent", "b.ent",
                 "ent", "secure", "x.secure", "ns.secure", "insecure", "x.insecure",
                 "nothere", "zzz", "0", "dn", "host.dn", "nothere.dn", "host.area"]
+# Under NSEC3 opt-out (signed3o.test): unsigned delegations with no NSEC3 of
+# their own, and an empty non-terminal with only one below it.
+OPT_OUT_NAMES = ["insec2", "x.insec2", "optent", "x.optent", "y.x.optent", "nothere.optent"]
 SIGNED_TYPES = ["A", "AAAA", "MX", "TXT", "NS", "SOA", "DS", "DNSKEY", "NSEC", "CNAME", "ANY",
                 "DNAME"]
 
@@ -174,9 +178,11 @@ def query_set():
     for label in ["", "ns", "host", "nothere"]:
         for t in ["A", "SOA", "NS", "ANY", "MX"]:
             out.append((fqdn(label, "second.test"), t, {}, False))
-    for zone, types in (("signed.test", SIGNED_TYPES),  # NSEC
-                        ("signed3.test", SIGNED_TYPES + ["NSEC3PARAM"])):  # NSEC3
-        for label in SIGNED_NAMES:
+    for zone, types, names in (
+            ("signed.test", SIGNED_TYPES, SIGNED_NAMES),  # NSEC
+            ("signed3.test", SIGNED_TYPES + ["NSEC3PARAM"], SIGNED_NAMES),  # NSEC3
+            ("signed3o.test", SIGNED_TYPES + ["NSEC3PARAM"], SIGNED_NAMES + OPT_OUT_NAMES)):
+        for label in names:
             for t in types:
                 out.append((fqdn(label, zone), t, {"want_dnssec": True}, False))
                 out.append((fqdn(label, zone), t, {}, False))

@@ -697,6 +697,41 @@ static void expect_zone_error(const char *text, int reason, const char *where)
         fail_msg("want %s at '%s', got: %s", op_dns_zone_err_name(reason), where, err.msg);
 }
 
+/* NSEC3 with opt-out (tests/dns/signed3o.zone.signed, signed by Knot):
+ * unsigned delegations and an empty non-terminal above only such have no
+ * NSEC3, so their denial is the closest provable encloser proof: the
+ * apex's NSEC3 and the one covering the next closer name (RFC 5155 7.2.7). */
+static void test_nsec3_opt_out(void **state)
+{
+    (void)state;
+    const char *files[] = {OP_DNS_TEST_DIR "/signed3o.zone.signed"};
+    struct op_dns_zones *keep = fx->z;
+    struct op_dns_load_err err;
+    assert_int_equal(op_dns_zones_load(files, 1, &fx->z, &err), OP_OK);
+    static const struct {
+        const char *name;
+        int rcode, aa, nsec3;
+    } cases[] = {
+        {"insec2.signed3o.test", 0, 0, 2},         /* referral: the proof, no DS */
+        {"x.insec2.signed3o.test", 0, 0, 2},       /* below it: the same */
+        {"optent.signed3o.test", 0, 1, 2},         /* NODATA at the bare non-terminal */
+        {"nothere.optent.signed3o.test", 3, 1, 3}, /* NXDOMAIN: and the wildcard's */
+        {"www.signed3o.test", 0, 1, 0},            /* signed data: no denial */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct msg q;
+        struct ans a;
+        put_query(&q, 0, cases[i].name, T_A);
+        put_opt(&q, 1232, 0, 1);
+        assert_true(ask(&q, false, &a) > 0);
+        assert_int_equal(RCODE(&a), cases[i].rcode);
+        assert_int_equal(AA(&a), cases[i].aa);
+        assert_int_equal(count_type(&a, 1, T_NSEC3), cases[i].nsec3);
+    }
+    op_dns_zones_free(fx->z);
+    fx->z = keep;
+}
+
 static void test_zone_errors(void **state)
 {
     (void)state;
@@ -894,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_truncation_and_edns),
         cmocka_unit_test(test_dnssec),
         cmocka_unit_test(test_nsec3),
+        cmocka_unit_test(test_nsec3_opt_out),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),
