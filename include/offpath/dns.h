@@ -164,6 +164,10 @@ OP_API size_t op_dns_respond(const struct op_dns_zones *z, const struct op_dns_q
 struct op_dns_server_config {
     uint32_t addr;       /* host order */
     uint16_t port;
+    /* ipv6: listen on addr6 instead of addr (the socket model; [::] takes
+     * IPv4 too, as v4-mapped, where net.ipv6.bindv6only is 0) */
+    bool ipv6;
+    uint8_t addr6[16];
     unsigned udp_threads;
     unsigned burst;      /* datagrams per recvmmsg */
     unsigned tcp_max;    /* concurrent TCP connections */

@@ -2,6 +2,7 @@
  * configuration and zone files; the main thread then waits for signals:
  * SIGHUP reloads the zones, SIGINT/SIGTERM stop, and every second the
  * counters go to the log (info) and to --stats-json. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -26,7 +27,8 @@ static void help(void)
            "\n"
            "  --zone FILE           a zone file (repeatable); its origin is its first\n"
            "                        $ORIGIN, else the owner of its first record\n"
-           "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53)\n"
+           "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53); IPv6 as\n"
+           "                        [ADDR6]:PORT (--model socket; [::] takes IPv4 too)\n"
            "  --model M             socket (default): UDP recvmmsg/sendmmsg threads with\n"
            "                        SO_REUSEPORT and TCP per RFC 7766 through the kernel;\n"
            "                        rtc: DPDK, one worker lcore per RX/TX queue (RSS);\n"
@@ -122,6 +124,24 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     }
 }
 
+/* [ADDR6]:PORT, the brackets as in URLs (RFC 3986) since ADDR6 has colons. */
+static bool parse_listen6(const char *val, struct op_dns_server_config *cfg)
+{
+    const char *close = strchr(val, ']');
+    char text[INET6_ADDRSTRLEN];
+    uint64_t port;
+    size_t n = close != NULL ? (size_t)(close - val - 1) : 0;
+    if (close == NULL || n == 0 || n >= sizeof(text) || close[1] != ':')
+        return false;
+    memcpy(text, val + 1, n);
+    text[n] = 0;
+    if (inet_pton(AF_INET6, text, cfg->addr6) != 1 || op_parse_u64(close + 2, 1, 65535, &port) != OP_OK)
+        return false;
+    cfg->port = (uint16_t)port;
+    cfg->ipv6 = true;
+    return true;
+}
+
 static bool set(int opt, const char *val, void *arg)
 {
     struct dns_flags *f = arg;
@@ -135,8 +155,12 @@ static bool set(int opt, const char *val, void *arg)
         return true;
     case O_LISTEN:
         f->cfg.port = 0;
-        if (op_parse_ipv4(val, &f->cfg.addr, &f->cfg.port) != OP_OK || f->cfg.port == 0) {
-            cli_bad(tool, "invalid value '%s' for --listen (expected ADDR:PORT, port 1..65535)", val);
+        f->cfg.ipv6 = false;
+        if (val[0] == '[' ? !parse_listen6(val, &f->cfg)
+                          : op_parse_ipv4(val, &f->cfg.addr, &f->cfg.port) != OP_OK ||
+                                f->cfg.port == 0) {
+            cli_bad(tool, "invalid value '%s' for --listen (expected ADDR:PORT or [ADDR6]:PORT, "
+                          "port 1..65535)", val);
             return false;
         }
         return true;
@@ -352,6 +376,10 @@ int cli_dns(int argc, char **argv)
     }
     if (f.nzones == 0) {
         cli_bad(tool, "give at least one --zone FILE (see --help)");
+        return 2;
+    }
+    if (dpdk && f.cfg.ipv6) {
+        cli_bad(tool, "--listen: --model %s serves IPv4; IPv6 is --model socket's", f.model);
         return 2;
     }
     struct op_log log;

@@ -46,7 +46,7 @@ void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
 struct udp_bufs {
     struct mmsghdr in[1024], out[1024];
     struct iovec iin[1024], iout[1024];
-    struct sockaddr_in from[1024];
+    struct sockaddr_in6 from[1024]; /* room for either family */
     uint8_t (*rx)[UDP_BUF];
     uint8_t (*tx)[UDP_BUF];
 };
@@ -268,19 +268,37 @@ static void *tcp_main(void *arg)
 }
 
 /* ---- setup ---- */
+/* --listen's address as a sockaddr of its family; returns its length. */
+static socklen_t listen_addr(const struct op_dns_server_config *cfg, struct sockaddr_in6 *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (cfg->ipv6) {
+        out->sin6_family = AF_INET6;
+        out->sin6_port = htons(cfg->port);
+        memcpy(&out->sin6_addr, cfg->addr6, 16);
+        return sizeof(struct sockaddr_in6);
+    }
+    struct sockaddr_in *in = (struct sockaddr_in *)out;
+    in->sin_family = AF_INET;
+    in->sin_port = htons(cfg->port);
+    in->sin_addr.s_addr = htonl(cfg->addr);
+    return sizeof(struct sockaddr_in);
+}
+
 static op_status_t open_socket(const struct op_dns_server_config *cfg, int type, int *out)
 {
-    int fd = socket(AF_INET, type | SOCK_CLOEXEC | (type == SOCK_STREAM ? SOCK_NONBLOCK : 0), 0);
+    int fd = socket(cfg->ipv6 ? AF_INET6 : AF_INET,
+                    type | SOCK_CLOEXEC | (type == SOCK_STREAM ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return op_status_from_errno(errno);
     int one = 1, rcvbuf = 4 << 20;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(cfg->port),
-                             .sin_addr.s_addr = htonl(cfg->addr)};
+    struct sockaddr_in6 sa;
+    socklen_t salen = listen_addr(cfg, &sa);
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (type == SOCK_DGRAM) /* a bigger queue absorbs bursts; best effort */
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, salen) != 0 ||
         (type == SOCK_STREAM && listen(fd, 128) != 0)) {
         op_status_t st = op_status_from_errno(errno);
         close(fd);

@@ -161,12 +161,12 @@ def canon(msg):
             "additional": section(msg.additional)}
 
 
-def ask(port, name, rdtype, tcp=False, **kw):
+def ask(port, name, rdtype, tcp=False, host="127.0.0.1", **kw):
     q = dns.message.make_query(name, rdtype, **kw)
     q.flags &= ~dns.flags.RD
     if tcp:
-        return dns.query.tcp(q, "127.0.0.1", port=port, timeout=2)
-    return dns.query.udp(q, "127.0.0.1", port=port, timeout=2)
+        return dns.query.tcp(q, host, port=port, timeout=2)
+    return dns.query.udp(q, host, port=port, timeout=2)
 
 
 def query_set():
@@ -275,6 +275,36 @@ def test_dname_substitution_too_long(servers):
         assert m.rcode() == 6  # YXDOMAIN
         assert m.flags & dns.flags.AA
         assert [(r.name.to_text(), r.rdtype) for r in m.answer] == [("long.example.test.", 39)]
+
+
+def test_ipv6_answers_equal_knot(servers, tmp_path):
+    """--listen [::1]:PORT: every fifth query of the set, over UDP and TCP
+    on IPv6, answered as Knot answers it on IPv4; [::] takes IPv4 too."""
+    for listen, host in (("::1", "::1"), ("::", "127.0.0.1")):
+        port = free_port()  # free on 127.0.0.1; ::1 and :: share the kernel's port space
+        args = [BIN, "dns", "--listen", f"[{listen}]:{port}"]
+        for f in ZONE_FILES.values():
+            args += ["--zone", os.path.join(ZONES, f)]
+        off = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            end = time.time() + 10
+            while True:
+                try:
+                    ask(port, "example.test.", "SOA", host=host)
+                    break
+                except Exception:
+                    assert time.time() < end and off.poll() is None, off.stderr.read()
+                    time.sleep(0.05)
+            diffs = []
+            for name, t, opts, tcp in query_set()[::5]:
+                a = canon(ask(PORTS.knot, name, t, tcp=tcp, **opts))
+                b = canon(ask(port, name, t, tcp=tcp, host=host, **opts))
+                if a != b:
+                    diffs.append((name, t, opts, tcp))
+            assert not diffs, f"[{listen}]: {len(diffs)} answers differ, first {diffs[:3]}"
+        finally:
+            off.send_signal(signal.SIGTERM)
+            assert off.wait(timeout=10) == 0
 
 
 def malformed_datagrams(rng, n):
@@ -404,8 +434,11 @@ def test_cli_errors(tmp_path):
     r = run("--help")
     assert r.returncode == 0 and "--zone FILE" in r.stdout
     z = os.path.join(ZONES, "example.zone")
-    r = run("--zone", z, "--listen", "127.0.0.1")
-    assert r.returncode == 2 and "--listen" in r.stderr
+    for bad in ("127.0.0.1", "[::1]", "[::1]:0", "[zz::1]:53", "[::1]53", "[]:53", "::1:53"):
+        r = run("--zone", z, "--listen", bad)
+        assert r.returncode == 2 and f"'{bad}' for --listen" in r.stderr, bad
+    r = run("--zone", z, "--listen", "[::1]:53", "--model", "rtc")
+    assert r.returncode == 2 and "IPv6 is --model socket's" in r.stderr
     r = run("--zone", z, "--model", "dpdk")
     assert r.returncode == 2 and "'dpdk' for --model" in r.stderr
     r = run("--zone", z, "--", "--no-huge")
