@@ -49,7 +49,10 @@
     X(formerr_section)   /* an answer or authority record in a query */                           \
     X(refused_class)     /* not IN */                                                              \
     X(refused_zone)      /* no zone of ours holds the name */                                      \
-    X(refused_xfr)       /* AXFR/IXFR: transfers are not served */                                 \
+    X(refused_xfr)       /* AXFR/IXFR over UDP, from a client not allowed, or not a zone's apex */ \
+    X(xfr_started)       /* transfers begun (each answered query counts once in responses) */      \
+    X(xfr_messages)      /* their messages after the first */                                      \
+    X(xfr_aborted)       /* transfers cut short: the client left, or a reload changed the zones */ \
     X(notimp_opcode)                                                                               \
     X(truncated)         /* TC set: a section did not fit */                                       \
     X(edns)                                                                                        \
@@ -147,10 +150,24 @@ OP_API void op_dns_zones_free(struct op_dns_zones *z);
 OP_API size_t op_dns_zones_count(const struct op_dns_zones *z);
 OP_API size_t op_dns_zones_records(const struct op_dns_zones *z);
 
+/* A zone transfer in progress: AXFR, or IXFR answered with the whole zone
+ * (RFC 1995 section 4: we keep no history). Its messages carry the apex's
+ * SOA, every record of the zone, and the SOA again (RFC 5936). */
+struct op_dns_xfr {
+    const struct op_dns_zones *zones; /* the set it began on: it must stay */
+    size_t zone;                      /* index in it */
+    size_t next;                      /* the next record; past the last: the closing SOA */
+    uint16_t id;
+    bool active;
+};
+
 /* How one query arrived. */
 struct op_dns_query_info {
     bool tcp;             /* no size limit but the message's */
     uint16_t udp_max;     /* the largest UDP answer we send (>= 512) */
+    /* A TCP client allowed transfers: a transfer query starts one here (its
+     * first message is the answer); NULL refuses them (refused_xfr). */
+    struct op_dns_xfr *xfr;
 };
 
 /* Answer the query of qlen bytes into out (cap bytes, at least 512; 65535
@@ -160,7 +177,20 @@ OP_API size_t op_dns_respond(const struct op_dns_zones *z, const struct op_dns_q
                              const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
                              uint64_t *c);
 
+/* The next message of an active transfer into out (cap bytes); 0 when it
+ * has ended (x->active false). */
+OP_API size_t op_dns_xfr_next(struct op_dns_xfr *x, uint8_t *out, size_t cap, uint64_t *c);
+
 /* ---- The socket server ---- */
+/* A network allowed zone transfers: addr/prefix, IPv4 (matching IPv4
+ * clients and IPv4-mapped IPv6 ones) or IPv6. */
+struct op_dns_acl {
+    bool ipv6;
+    uint8_t addr[16]; /* network order; IPv4 in the first 4 */
+    uint8_t prefix;
+};
+#define OP_DNS_ACL_MAX 16
+
 struct op_dns_server_config {
     uint32_t addr;       /* host order */
     uint16_t port;
@@ -174,7 +204,13 @@ struct op_dns_server_config {
     unsigned tcp_idle_ms;
     uint16_t udp_max;
     struct op_log *log;
+    struct op_dns_acl xfr_acl[OP_DNS_ACL_MAX]; /* who may transfer (over TCP) */
+    unsigned n_xfr_acl;                        /* 0: nobody */
 };
+/* Does acl allow the client at sa (AF_INET or AF_INET6)? */
+OP_API bool op_dns_acl_allows(const struct op_dns_acl *acl, unsigned n, const void *sa);
+/* Parses ADDR[/PREFIX] (IPv4 or IPv6; the whole address without one). */
+OP_API op_status_t op_dns_acl_parse(const char *text, struct op_dns_acl *out);
 OP_API void op_dns_server_config_default(struct op_dns_server_config *cfg);
 
 struct op_dns_server;

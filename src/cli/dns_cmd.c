@@ -53,6 +53,9 @@ static void help(void)
            "  --udp-max-payload N   largest UDP answer with EDNS, 512..4096 (default 1232)\n"
            "  --tcp-max N           TCP connections at once (default 64)\n"
            "  --tcp-idle-ms MS      close a silent TCP connection after MS (default 10000)\n"
+           "  --allow-transfer NET  clients in NET (ADDR[/PREFIX], IPv4 or IPv6; repeatable,\n"
+           "                        16 at most) may transfer zones (AXFR; IXFR gets the\n"
+           "                        whole zone) over TCP; nobody by default\n"
            "  --check               load the zones, print what was loaded, exit\n"
            "  --json                print the exit counters as JSON on stdout\n"
            "  --stats-json FILE     rewrite FILE with the counters as JSON every second\n"
@@ -73,12 +76,13 @@ struct dns_flags {
     struct op_dns_server_config cfg;
 };
 
-enum { O_ZONE = 256, O_LISTEN, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
+enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
        O_HELP };
 
 static const struct option options[] = {
     {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
+    {"allow-transfer", 1, 0, O_XFR_ACL},
     {"model", 1, 0, O_MODEL},        {"threads", 1, 0, O_THREADS},
     {"burst", 1, 0, O_BURST},        {"udp-max-payload", 1, 0, O_UDPMAX},
     {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
@@ -163,6 +167,18 @@ static bool set(int opt, const char *val, void *arg)
                           "port 1..65535)", val);
             return false;
         }
+        return true;
+    case O_XFR_ACL:
+        if (f->cfg.n_xfr_acl == OP_DNS_ACL_MAX) {
+            cli_bad(tool, "too many --allow-transfer (at most %d)", OP_DNS_ACL_MAX);
+            return false;
+        }
+        if (op_dns_acl_parse(val, &f->cfg.xfr_acl[f->cfg.n_xfr_acl]) != OP_OK) {
+            cli_bad(tool, "invalid value '%s' for --allow-transfer (expected ADDR[/PREFIX], "
+                          "IPv4 or IPv6)", val);
+            return false;
+        }
+        f->cfg.n_xfr_acl++;
         return true;
     case O_MODEL:
         if (strcmp(val, "socket") != 0 && strcmp(val, "rtc") != 0 && strcmp(val, "pipeline") != 0) {

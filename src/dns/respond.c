@@ -127,7 +127,10 @@ static int parse_records(struct query *qr, const uint8_t *msg, size_t len, size_
                 c[OP_DNS_C_formerr_opt]++;
                 return RC_FORMERR;
             }
-            if (s != S_AR) {
+            /* IXFR carries the client's SOA in authority (RFC 1995 section 3) */
+            bool ixfr_soa = s == S_NS && counts[S_NS] == 1 && rr.type == T_SOA &&
+                            qr->has_q && qr->q.type == T_IXFR;
+            if (s != S_AR && !ixfr_soa) {
                 c[OP_DNS_C_formerr_section]++;
                 return RC_FORMERR;
             }
@@ -740,14 +743,102 @@ static void count_rcode(uint64_t *c, int rcode)
     c[rcode == RC_BADVERS ? OP_DNS_C_rcode_badvers : map[rcode]]++;
 }
 
+/* ---- zone transfers ---- */
+
+static bool is_xfr(uint16_t type) { return type == T_AXFR || type == T_IXFR; }
+
+/* The zone whose apex name is, or SIZE_MAX. */
+static size_t apex_zone(const struct op_dns_zones *zs, const uint8_t *name, size_t len)
+{
+    for (size_t i = 0; i < zs->n; i++)
+        if (dns_name_eq(zs->z[i].origin, zs->z[i].origin_len, name, len))
+            return i;
+    return SIZE_MAX;
+}
+
+static const struct dns_rec *apex_soa(const struct dns_zone *z)
+{
+    const struct dns_rrset *soa = dns_node_rrset(z, &z->nodes[z->apex], T_SOA);
+    return &z->recs[soa->first];
+}
+
+/* The record at transfer position pos: the SOA at 0 and after the last,
+ * the zone's records in between, its SOA skipped there (NULL). */
+static const struct dns_rec *xfr_record(const struct dns_zone *z, size_t pos)
+{
+    const struct dns_rec *soa = apex_soa(z);
+    if (pos == 0 || pos == z->nrecs + 1)
+        return soa;
+    const struct dns_rec *r = &z->recs[pos - 1];
+    return r == soa ? NULL : r;
+}
+
+/* Writes records from x->next while they fit; ends the transfer after the
+ * closing SOA. False if not even one record fit (the transfer cannot go on). */
+static bool xfr_fill(struct writer *w, struct op_dns_xfr *x)
+{
+    const struct dns_zone *z = &x->zones->z[x->zone];
+    unsigned wrote = 0;
+    for (; x->next <= z->nrecs + 1; x->next++) {
+        const struct dns_rec *r = xfr_record(z, x->next);
+        if (r == NULL)
+            continue;
+        size_t len = w->out.len;
+        unsigned ncomp = w->ncomp;
+        if (!w_rr(w, z->arena + r->owner_off, r->type, r->ttl, dns_rec_rdata(z, r), r->rdlen)) {
+            w->out.len = len;
+            w->ncomp = ncomp;
+            return wrote > 0;
+        }
+        wrote++;
+        w->count[S_AN]++;
+    }
+    x->active = false;
+    return true;
+}
+
+size_t op_dns_xfr_next(struct op_dns_xfr *x, uint8_t *out, size_t cap, uint64_t *c)
+{
+    if (!x->active || cap < OP_DNS_UDP_MIN)
+        return 0;
+    struct writer w = {.out = {.buf = out, .cap = cap, .len = OP_DNS_HDR_LEN}};
+    bool ok = xfr_fill(&w, x);
+    if (!ok)
+        x->active = false;
+    struct op_dns_hdr h = {.id = x->id, .flags = (uint16_t)(F_QR | F_AA | (ok ? 0 : 2)),
+                           .ancount = w.count[S_AN]};
+    op_dns_hdr_encode(&h, out);
+    c[OP_DNS_C_xfr_messages]++;
+    return w.out.len;
+}
+
+/* A transfer query allowed here: its zone, where the first message's
+ * records go; REFUSED for a name that is no zone's apex. */
+static int xfr_start(const struct op_dns_zones *zs, const struct query *qr,
+                     const struct op_dns_query_info *qi, struct writer *w, uint64_t *c)
+{
+    size_t zone = apex_zone(zs, qr->lname, qr->q.name_len);
+    if (zone == SIZE_MAX) {
+        c[OP_DNS_C_refused_xfr]++;
+        return RC_REFUSED;
+    }
+    *qi->xfr = (struct op_dns_xfr){.zones = zs, .zone = zone, .id = qr->h.id, .active = true};
+    c[OP_DNS_C_xfr_started]++;
+    if (!xfr_fill(w, qi->xfr)) {
+        qi->xfr->active = false;
+        return 2; /* SERVFAIL: a record larger than a message */
+    }
+    return RC_NOERROR;
+}
+
 /* The rcode for the query as parsed, before any lookup. */
-static int precheck(const struct query *qr, uint64_t *c)
+static int precheck(const struct query *qr, const struct op_dns_query_info *qi, uint64_t *c)
 {
     if (qr->q.cls != C_IN) {
         c[OP_DNS_C_refused_class]++;
         return RC_REFUSED;
     }
-    if (qr->q.type == T_AXFR || qr->q.type == T_IXFR) {
+    if (is_xfr(qr->q.type) && (!qi->tcp || qi->xfr == NULL)) {
         c[OP_DNS_C_refused_xfr]++;
         return RC_REFUSED;
     }
@@ -784,8 +875,11 @@ size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_i
     if (qr.has_q)
         w_be(&w, qr.q.type, 2), w_be(&w, qr.q.cls, 2);
     if (rcode == RC_NOERROR)
-        rcode = precheck(&qr, c);
-    if (rcode == RC_NOERROR) {
+        rcode = precheck(&qr, qi, c);
+    if (rcode == RC_NOERROR && is_xfr(qr.q.type)) {
+        rcode = xfr_start(zs, &qr, qi, &w, c);
+        aa = rcode == RC_NOERROR;
+    } else if (rcode == RC_NOERROR) {
         struct plan p;
         memset(&p, 0, offsetof(struct plan, names)); /* names are written as used */
         plan_answer(&p, zs, &qr, c);

@@ -8,6 +8,7 @@
  * every burst (relaxed atomics, one writer). The zone set is swapped on
  * reload; a thread announces the set it is reading (a hazard pointer), and
  * the old set is handed back only when no thread announces it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -126,13 +127,18 @@ struct conn {
     uint8_t out[2 + OP_DNS_MSG_MAX];
     size_t outlen, outoff;
     uint64_t last_ns;
+    bool xfr_ok;         /* the client may transfer zones (--allow-transfer) */
+    bool cont;           /* out holds a transfer's later message, not an answer */
+    struct op_dns_xfr xfr;
 };
 
 static void conn_close(struct dns_worker *w, struct conn **cp)
 {
     struct conn *c = *cp;
-    if (c->outlen > c->outoff)
+    if (c->outlen > c->outoff && !c->cont)
         w->c[OP_DNS_C_drop_tcp_closed]++;
+    if (c->xfr.active || (c->outlen > c->outoff && c->cont))
+        w->c[OP_DNS_C_xfr_aborted]++;
     close(c->fd);
     free(c);
     *cp = NULL;
@@ -152,33 +158,59 @@ static bool conn_flush(struct dns_worker *w, struct conn *c)
             return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
         }
     }
-    if (c->outlen > 0)
+    if (c->outlen > 0 && !c->cont)
         w->c[OP_DNS_C_tcp_tx]++;
     c->outlen = c->outoff = 0;
+    c->cont = false;
     return true;
+}
+
+static void conn_set_out(struct conn *c, size_t len, bool cont)
+{
+    c->out[0] = (uint8_t)(len >> 8);
+    c->out[1] = (uint8_t)len;
+    c->outlen = 2 + len;
+    c->cont = cont;
+}
+
+/* A transfer's next message once the last has gone; false when there is
+ * none to send. A reload since it began ends it (the set it reads may be
+ * gone): the client sees the stream stop and asks again. */
+static bool conn_continue(struct dns_worker *w, struct conn *c)
+{
+    if (c->outlen > 0 || !c->xfr.active)
+        return false;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    size_t len = 0;
+    if (z == c->xfr.zones)
+        len = op_dns_xfr_next(&c->xfr, c->out + 2, OP_DNS_MSG_MAX, w->c);
+    else
+        c->xfr.active = false, w->c[OP_DNS_C_xfr_aborted]++;
+    dns_zones_leave(w);
+    if (len > 0)
+        conn_set_out(c, len, true);
+    return len > 0;
 }
 
 /* Answer the first whole message of the input, if there is one and no
  * answer is still on its way (answers go out in the order asked). */
 static bool conn_answer(struct dns_worker *w, struct conn *c)
 {
-    if (c->outlen > 0 || c->inlen < 2)
+    if (c->outlen > 0 || c->xfr.active || c->inlen < 2)
         return false;
     size_t mlen = (size_t)c->in[0] << 8 | c->in[1];
     if (c->inlen < 2 + mlen)
         return false;
-    struct op_dns_query_info qi = {.tcp = true, .udp_max = w->s->cfg.udp_max};
+    struct op_dns_query_info qi = {.tcp = true, .udp_max = w->s->cfg.udp_max,
+                                   .xfr = c->xfr_ok ? &c->xfr : NULL};
     w->c[OP_DNS_C_tcp_rx]++;
     const struct op_dns_zones *z = dns_zones_enter(w);
     size_t len = op_dns_respond(z, &qi, c->in + 2, mlen, c->out + 2, OP_DNS_MSG_MAX, w->c);
     dns_zones_leave(w);
     memmove(c->in, c->in + 2 + mlen, c->inlen - 2 - mlen);
     c->inlen -= 2 + mlen;
-    if (len > 0) {
-        c->out[0] = (uint8_t)(len >> 8);
-        c->out[1] = (uint8_t)len;
-        c->outlen = 2 + len;
-    }
+    if (len > 0)
+        conn_set_out(c, len, false);
     return true;
 }
 
@@ -197,13 +229,15 @@ static bool conn_serve(struct dns_worker *w, struct conn *c, short revents, uint
     do {
         if (!conn_flush(w, c))
             return false;
-    } while (conn_answer(w, c));
+    } while (conn_answer(w, c) || conn_continue(w, c));
     return conn_flush(w, c);
 }
 
 static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
 {
-    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct sockaddr_in6 peer;
+    socklen_t plen = sizeof(peer);
+    int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
     for (unsigned i = 0; i < max; i++) {
@@ -214,6 +248,7 @@ static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsig
             break;
         conns[i]->fd = fd;
         conns[i]->last_ns = now;
+        conns[i]->xfr_ok = op_dns_acl_allows(w->s->cfg.xfr_acl, w->s->cfg.n_xfr_acl, &peer);
         w->c[OP_DNS_C_tcp_conns]++;
         return;
     }
@@ -305,6 +340,62 @@ static op_status_t open_socket(const struct op_dns_server_config *cfg, int type,
         return st;
     }
     *out = fd;
+    return OP_OK;
+}
+
+/* ---- who may transfer ---- */
+
+static bool prefix_eq(const uint8_t *a, const uint8_t *b, unsigned bits)
+{
+    unsigned bytes = bits / 8, rest = bits % 8;
+    if (memcmp(a, b, bytes) != 0)
+        return false;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return rest == 0 || (a[bytes] & mask) == (b[bytes] & mask);
+}
+
+bool op_dns_acl_allows(const struct op_dns_acl *acl, unsigned n, const void *sa)
+{
+    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    const struct sockaddr *s = sa;
+    const uint8_t *v4 = NULL, *v6 = NULL;
+    if (s->sa_family == AF_INET) {
+        v4 = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (s->sa_family == AF_INET6) {
+        v6 = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        if (memcmp(v6, v4_mapped, 12) == 0)
+            v4 = v6 + 12;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *peer = acl[i].ipv6 ? v6 : v4;
+        if (peer != NULL && prefix_eq(peer, acl[i].addr, acl[i].prefix))
+            return true;
+    }
+    return false;
+}
+
+op_status_t op_dns_acl_parse(const char *text, struct op_dns_acl *out)
+{
+    char addr[INET6_ADDRSTRLEN];
+    const char *slash = strchr(text, '/');
+    size_t n = slash != NULL ? (size_t)(slash - text) : strlen(text);
+    if (n == 0 || n >= sizeof(addr))
+        return OP_ERR_INVAL;
+    memcpy(addr, text, n);
+    addr[n] = 0;
+    memset(out, 0, sizeof(*out));
+    if (inet_pton(AF_INET, addr, out->addr) == 1)
+        out->prefix = 32;
+    else if (inet_pton(AF_INET6, addr, out->addr) == 1)
+        out->ipv6 = true, out->prefix = 128;
+    else
+        return OP_ERR_INVAL;
+    uint64_t prefix;
+    if (slash != NULL) {
+        if (op_parse_u64(slash + 1, 0, out->prefix, &prefix) != OP_OK)
+            return OP_ERR_INVAL;
+        out->prefix = (uint8_t)prefix;
+    }
     return OP_OK;
 }
 

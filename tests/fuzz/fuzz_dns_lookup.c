@@ -2,8 +2,9 @@
  * node (wildcards, CNAME chains and loops, DNAMEs into a loop, onto their
  * own subtree and out of the zone, a delegation, an empty non-terminal,
  * signatures and NSEC). The first input byte picks UDP or
- * TCP (bit 0) and the zone as it is or with NSEC3 denial (bit 1: the same
- * zone with an NSEC3PARAM and NSEC3 records added); the rest is the query. Properties: nothing crashes; every answer
+ * TCP (bit 0), the zone as it is or with NSEC3 denial (bit 1: the same
+ * zone with an NSEC3PARAM and NSEC3 records added) and a client allowed
+ * zone transfers (bit 2); the rest is the query. Properties: nothing crashes; every answer
  * decodes whole (header counts, names, RDATA, nothing after), echoes the
  * query's id with QR set, fits the size the transport allows; the
  * counters balance after every query. */
@@ -85,12 +86,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     static uint8_t out[OP_DNS_MSG_MAX];
     uint64_t c[OP_DNS_C_COUNT_] = {0};
-    struct op_dns_query_info qi = {.tcp = data[0] & 1, .udp_max = OP_DNS_UDP_DEFAULT};
-    size_t n = op_dns_respond(zones(data[0] & 2), &qi, data + 1, size - 1, out, sizeof(out), c);
+    struct op_dns_xfr xfr = {0};
+    /* bit 2: a client allowed transfers (which then run to their end in
+     * messages of 512 bytes, each one checked, at most 10000) */
+    struct op_dns_query_info qi = {.tcp = data[0] & 1, .udp_max = OP_DNS_UDP_DEFAULT,
+                                   .xfr = (data[0] & 4) ? &xfr : NULL};
+    size_t cap = (data[0] & 4) ? OP_DNS_UDP_MIN : sizeof(out);
+    size_t n = op_dns_respond(zones(data[0] & 2), &qi, data + 1, size - 1, out, cap, c);
     require(op_dns_counters_balanced(c) && c[OP_DNS_C_received] == 1);
     if (n == 0)
         return 0;
     require(qi.tcp || n <= OP_DNS_UDP_DEFAULT);
     check_answer(data + 1, size - 1, out, n);
+    for (unsigned i = 0; xfr.active; i++) {
+        require(qi.tcp && i < 10000);
+        n = op_dns_xfr_next(&xfr, out, OP_DNS_UDP_MIN, c);
+        require(n > 0 && n <= OP_DNS_UDP_MIN);
+        struct op_dns_hdr h;
+        require(op_dns_hdr_decode(out, n, &h) == OP_OK && h.qdcount == 0);
+        size_t off = OP_DNS_HDR_LEN;
+        struct op_dns_rr rr;
+        for (unsigned k = 0; k < h.ancount; k++)
+            require(op_dns_rr_decode(out, n, &off, &rr) == OP_DNS_W_OK);
+        require(off == n && h.id == (uint16_t)(data[1] << 8 | data[2]));
+    }
     return 0;
 }

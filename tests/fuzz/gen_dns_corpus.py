@@ -62,6 +62,8 @@ def main(out_root):
     for k, v in LOOKUPS.items():
         seeds["dns_lookup"]["udp_" + k] = b"\0" + v
     seeds["dns_lookup"]["tcp_big"] = b"\1" + query("big.f.test", 16)
+    seeds["dns_lookup"]["tcp_axfr"] = b"\5" + query("f.test", 252)
+    seeds["dns_lookup"]["tcp_ixfr_nsec3"] = b"\7" + query("f.test", 251)
     badvers = bytearray(query("f.test", 6, edns=1232))
     badvers[-5] = 1  # EDNS version 1
     seeds["dns_lookup"]["udp_badvers"] = b"\0" + bytes(badvers)

@@ -24,6 +24,7 @@ try:
     import dns.message
     import dns.query
     import dns.rdatatype
+    import dns.xfr
 except ImportError:  # pragma: no cover - a setup error, not a skip
     pytest.fail("python3-dnspython is missing: run scripts/bootstrap and use /usr/bin/python3",
                 pytrace=False)
@@ -58,14 +59,25 @@ def free_port(rng=random.Random()):
     raise AssertionError("no free port in 45000-45999")
 
 
+def free_ports(n):
+    """n distinct free ports (the servers bind with SO_REUSEPORT, so two of
+    ours on one port would share it rather than fail)."""
+    ports = set()
+    while len(ports) < n:
+        ports.add(free_port())
+    return list(ports)
+
+
 class _Ports:
     """Knot's and offpath's ports, chosen when first used (not at import:
     the helper mode below runs in a namespace without loopback)."""
     _p = {}
 
     def __getattr__(self, name):
-        if name not in self._p:
-            self._p[name] = free_port()
+        while name not in self._p:
+            port = free_port()
+            if port not in self._p.values():
+                self._p[name] = port
         return self._p[name]
 
 
@@ -305,6 +317,89 @@ def test_ipv6_answers_equal_knot(servers, tmp_path):
         finally:
             off.send_signal(signal.SIGTERM)
             assert off.wait(timeout=10) == 0
+
+
+def transfer(port, zone, rdtype="AXFR", serial=0):
+    """The records of a zone transfer as sorted text, and the messages it took."""
+    records, messages = [], 0
+    for m in dns.query.xfr("127.0.0.1", zone, rdtype=rdtype, port=port, timeout=5,
+                           relativize=False, serial=serial):
+        messages += 1
+        for rrset in m.answer:
+            records += [(rrset.name.to_text().lower(), rrset.rdtype, rrset.ttl,
+                         rd.to_text().lower()) for rd in rrset]
+    return sorted(records), messages
+
+
+def test_zone_transfer_equals_knot(tmp_path):
+    """AXFR from offpath --allow-transfer and from Knot (an ACL allowing
+    it): the same records for every test zone and for one of 5000 records
+    that takes several messages; IXFR answered with the whole zone; a client
+    not allowed, and AXFR over UDP, refused; the counters balance."""
+    big = tmp_path / "big.zone"
+    big.write_text("$ORIGIN big.test.\n$TTL 600\n@ SOA ns hm 7 3600 600 86400 60\n@ NS ns\n"
+                   "ns A 192.0.2.1\n" + "".join(
+                       f"h{i} A 10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}\n"
+                       f"h{i} TXT \"record {i} of the big zone\"\n" for i in range(2500)))
+    zones = {z: os.path.join(ZONES, f) for z, f in ZONE_FILES.items()}
+    zones["big.test"] = str(big)
+    huge = tmp_path / "huge.zone"  # more than the sockets' buffers hold: offpath only
+    huge.write_text("$ORIGIN huge.test.\n$TTL 600\n@ SOA ns hm 7 3600 600 86400 60\n@ NS ns\n" +
+                    "".join(f"h{i} TXT \"{i:040d}\"\n" for i in range(60000)))
+    kport, oport, denied = free_ports(3)
+    conf = tmp_path / "knot.conf"
+    conf.write_text(
+        f"server:\n    listen: 127.0.0.1@{kport}\n    rundir: {tmp_path}\n"
+        f"database:\n    storage: {tmp_path}\n"
+        f"acl:\n  - id: xfr\n    address: 127.0.0.1\n    action: transfer\n"
+        f"template:\n  - id: default\n    storage: {tmp_path}\n    zonefile-sync: -1\n"
+        f"    zonefile-load: whole\n    journal-content: none\n    acl: xfr\n"
+        f"zone:\n" + "".join(f"  - domain: {z}\n    file: {f}\n" for z, f in zones.items()) +
+        f"log:\n  - target: {tmp_path}/knot.log\n    any: info\n")
+    zone_args = [a for f in zones.values() for a in ("--zone", f)]
+    procs = [subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    for port, extra in ((oport, ["--allow-transfer", "127.0.0.0/8", "--allow-transfer", "::1",
+                                 "--zone", str(huge)]),
+                        (denied, ["--allow-transfer", "192.0.2.0/24"])):
+        procs.append(subprocess.Popen([BIN, "dns", "--listen", f"127.0.0.1:{port}", "--json",
+                                       *zone_args, *extra], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        for port in (kport, oport, denied):
+            wait_answers(port)
+        for zone in zones:
+            theirs, _ = transfer(kport, zone)
+            ours, messages = transfer(oport, zone)
+            assert ours == theirs, zone
+            assert messages >= (3 if zone == "big.test" else 1), (zone, messages)
+        whole, _ = transfer(oport, "example.test", "IXFR", serial=1)
+        assert whole == transfer(oport, "example.test")[0]
+        with pytest.raises(dns.xfr.TransferError):
+            transfer(denied, "example.test")
+        with pytest.raises(dns.xfr.TransferError):
+            transfer(oport, "www.example.test")
+        q = dns.message.make_query("example.test.", "AXFR")
+        assert dns.query.udp(q, "127.0.0.1", port=oport, timeout=2).rcode() == 5
+        # A client that leaves after the first bytes: the transfer is cut short.
+        wire = dns.message.make_query("huge.test.", "AXFR").to_wire()
+        with socket.socket() as sk:  # a small window: the server cannot send it all at once
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sk.settimeout(2)
+            sk.connect(("127.0.0.1", oport))
+            sk.sendall(struct.pack(">H", len(wire)) + wire)
+            assert len(sk.recv(100)) > 0
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        time.sleep(0.3)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        outs = [p.communicate(timeout=10) for p in procs]
+    c, d = json.loads(outs[1][0]), json.loads(outs[2][0])
+    assert c["xfr_started"] == len(zones) + 3 and c["xfr_messages"] >= 2
+    assert c["refused_xfr"] == 2 and c["xfr_aborted"] == 1
+    assert d["refused_xfr"] == 1 and d["xfr_started"] == 0
+    assert c["balanced"] and d["balanced"]
 
 
 def malformed_datagrams(rng, n):

@@ -2,6 +2,8 @@
  * malformed names and messages (each rejected with its counter, never a
  * crash), malformed zone files (file:line: reason), and the answers'
  * sections record by record. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,6 +158,7 @@ static void parse_answer(struct ans *a)
         assert_int_equal(op_dns_question_decode(a->raw, a->len, &off, &rr), OP_DNS_W_OK);
     unsigned counts[3] = {a->h.ancount, a->h.nscount, a->h.arcount};
     for (int s = 0; s < 3; s++) {
+        assert_true(counts[s] <= 32); /* what struct ans holds */
         a->n[s] = counts[s];
         for (unsigned i = 0; i < counts[s]; i++) {
             assert_int_equal(op_dns_rr_decode(a->raw, a->len, &off, &rr), OP_DNS_W_OK);
@@ -732,6 +735,102 @@ static void test_nsec3_opt_out(void **state)
     fx->z = keep;
 }
 
+/* AXFR (and IXFR, answered whole) over TCP from an allowed client: the
+ * apex's SOA, every record of the zone once, the SOA again, in as many
+ * messages as their size needs, each with the query's id, QR and AA; over
+ * UDP, without the permission, or for a name that is no apex: REFUSED. */
+static void test_zone_transfer(void **state)
+{
+    (void)state;
+    enum { CAP = 512 };
+    static const uint16_t types[] = {252, 251}; /* AXFR, IXFR */
+    struct op_dns_xfr x;
+    struct op_dns_query_info qi = {.tcp = true, .udp_max = OP_DNS_UDP_DEFAULT, .xfr = &x};
+    struct msg q;
+    struct ans a;
+    for (size_t t = 0; t < 2; t++) {
+        uint64_t started = fx->c[OP_DNS_C_xfr_started], later = fx->c[OP_DNS_C_xfr_messages];
+        put_query(&q, 0, "example.test", types[t]);
+        a.len = op_dns_respond(fx->z, &qi, q.b, q.n, a.raw, CAP, fx->c);
+        parse_answer(&a);
+        assert_int_equal(RCODE(&a), 0);
+        assert_true(AA(&a));
+        assert_int_equal(a.h.qdcount, 1);
+        assert_int_equal(a.rr[0][0].type, T_SOA);
+        size_t records = a.n[0], messages = 1, soas = count_type(&a, 0, T_SOA);
+        uint16_t last = a.rr[0][a.n[0] - 1].type;
+        while (x.active) {
+            a.len = op_dns_xfr_next(&x, a.raw, CAP, fx->c);
+            assert_true(a.len > 0 && a.len <= CAP);
+            parse_answer(&a);
+            assert_int_equal(a.h.id, 0x1234);
+            assert_int_equal(a.h.flags & 0x8400, 0x8400); /* QR, AA */
+            assert_int_equal(RCODE(&a), 0);
+            assert_int_equal(a.h.qdcount, 0);
+            assert_true(a.n[0] > 0);
+            records += a.n[0];
+            soas += count_type(&a, 0, T_SOA);
+            last = a.rr[0][a.n[0] - 1].type;
+            messages++;
+        }
+        assert_int_equal(op_dns_xfr_next(&x, a.raw, CAP, fx->c), 0);
+        assert_int_equal(records, op_dns_zones_records(fx->z) + 1);
+        assert_int_equal(soas, 2);
+        assert_int_equal(last, T_SOA);
+        assert_true(messages > 3);
+        assert_int_equal(fx->c[OP_DNS_C_xfr_started], started + 1);
+        assert_int_equal(fx->c[OP_DNS_C_xfr_messages], later + messages - 1);
+    }
+    uint64_t refused = fx->c[OP_DNS_C_refused_xfr];
+    put_query(&q, 0, "www.example.test", 252); /* not an apex */
+    a.len = op_dns_respond(fx->z, &qi, q.b, q.n, a.raw, CAP, fx->c);
+    parse_answer(&a);
+    assert_int_equal(RCODE(&a), 5);
+    assert_false(x.active);
+    put_query(&q, 0, "example.test", 252);
+    qi.xfr = NULL; /* not allowed */
+    a.len = op_dns_respond(fx->z, &qi, q.b, q.n, a.raw, CAP, fx->c);
+    parse_answer(&a);
+    assert_int_equal(RCODE(&a), 5);
+    struct ans *u = query("example.test", 252); /* UDP */
+    assert_int_equal(RCODE(u), 5);
+    assert_int_equal(fx->c[OP_DNS_C_refused_xfr], refused + 3);
+}
+
+/* --allow-transfer's networks: IPv4 ones match IPv4-mapped clients too. */
+static void test_transfer_acl(void **state)
+{
+    (void)state;
+    struct op_dns_acl acl[3];
+    assert_int_equal(op_dns_acl_parse("192.0.2.0/25", &acl[0]), OP_OK);
+    assert_int_equal(op_dns_acl_parse("2001:db8::/33", &acl[1]), OP_OK);
+    assert_int_equal(op_dns_acl_parse("127.0.0.1", &acl[2]), OP_OK);
+    assert_int_equal(acl[2].prefix, 32);
+    static const char *const bad[] = {"", "/8", "192.0.2.0/33", "2001:db8::/129", "1.2.3",
+                                      "192.0.2.0/", "192.0.2.0/x", "host.example", "::1/-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_not_equal(op_dns_acl_parse(bad[i], &acl[0]), OP_OK);
+    assert_int_equal(op_dns_acl_parse("192.0.2.0/25", &acl[0]), OP_OK);
+    struct sockaddr_in v4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    static const struct {
+        const char *addr;
+        bool allowed;
+    } cases[] = {{"192.0.2.1", true},     {"192.0.2.127", true},     {"192.0.2.128", false},
+                 {"127.0.0.1", true},     {"127.0.0.2", false},      {"2001:db8::1", true},
+                 {"2001:db8:7fff::1", true}, {"2001:db8:8000::1", false},
+                 {"::ffff:192.0.2.5", true}, {"::ffff:10.0.0.1", false}, {"::1", false}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const void *sa = &v4;
+        if (inet_pton(AF_INET, cases[i].addr, &v4.sin_addr) != 1) {
+            assert_int_equal(inet_pton(AF_INET6, cases[i].addr, &v6.sin6_addr), 1);
+            sa = &v6;
+        }
+        assert_int_equal(op_dns_acl_allows(acl, 3, sa), cases[i].allowed);
+    }
+    assert_false(op_dns_acl_allows(acl, 0, &v4));
+}
+
 static void test_zone_errors(void **state)
 {
     (void)state;
@@ -930,6 +1029,8 @@ int main(void)
         cmocka_unit_test(test_dnssec),
         cmocka_unit_test(test_nsec3),
         cmocka_unit_test(test_nsec3_opt_out),
+        cmocka_unit_test(test_zone_transfer),
+        cmocka_unit_test(test_transfer_acl),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),
