@@ -15,6 +15,7 @@
 
 #define RC_NOERROR 0
 #define RC_FORMERR 1
+#define RC_SERVFAIL 2
 #define RC_NXDOMAIN 3
 #define RC_NOTIMP 4
 #define RC_REFUSED 5
@@ -587,6 +588,21 @@ static bool name_at_eq(const uint8_t *buf, size_t off, const uint8_t *name)
     return false;
 }
 
+/* Where the writer stands, to take back what did not fit whole. */
+struct mark {
+    size_t len;
+    unsigned ncomp;
+};
+
+static struct mark w_mark(const struct writer *w) { return (struct mark){w->out.len, w->ncomp}; }
+
+static bool w_rewind(struct writer *w, struct mark m)
+{
+    w->out.len = m.len;
+    w->ncomp = m.ncomp;
+    return false;
+}
+
 static bool w_bytes(struct writer *w, const void *p, size_t n)
 {
     return op_wbuf_put(&w->out, p, n);
@@ -647,18 +663,15 @@ static bool w_rr(struct writer *w, const uint8_t *owner, uint16_t type, uint32_t
 /* An RRset's records, or (sigs) the RRSIGs covering it: all or nothing. */
 static bool w_item(struct writer *w, int s, const struct item *it, bool sigs)
 {
-    size_t len = w->out.len;
-    unsigned ncomp = w->ncomp, n = 0;
+    struct mark m = w_mark(w);
+    unsigned n = 0;
     bool ok = true;
     if (it->cname != NULL) { /* synthesized: one record, no signature */
         if (sigs)
             return true;
         const uint8_t *rd = it->cname;
-        if (!w_rr(w, it->owner, T_CNAME, it->ttl, rd, (uint16_t)dns_name_len(rd))) {
-            w->out.len = len;
-            w->ncomp = ncomp;
-            return false;
-        }
+        if (!w_rr(w, it->owner, T_CNAME, it->ttl, rd, (uint16_t)dns_name_len(rd)))
+            return w_rewind(w, m);
         w->count[s]++;
         return true;
     }
@@ -673,11 +686,8 @@ static bool w_item(struct writer *w, int s, const struct item *it, bool sigs)
         ok = w_rr(w, it->owner, r->type, ttl, rd, r->rdlen);
         n++;
     }
-    if (!ok) {
-        w->out.len = len;
-        w->ncomp = ncomp;
-        return false;
-    }
+    if (!ok)
+        return w_rewind(w, m);
     w->count[s] = (uint16_t)(w->count[s] + n);
     return true;
 }
@@ -736,7 +746,7 @@ static void count_rcode(uint64_t *c, int rcode)
 {
     static const enum op_dns_counter map[] = {
         [RC_NOERROR] = OP_DNS_C_rcode_noerror, [RC_FORMERR] = OP_DNS_C_rcode_formerr,
-        [2] = OP_DNS_C_rcode_servfail,         [RC_NXDOMAIN] = OP_DNS_C_rcode_nxdomain,
+        [RC_SERVFAIL] = OP_DNS_C_rcode_servfail,         [RC_NXDOMAIN] = OP_DNS_C_rcode_nxdomain,
         [RC_NOTIMP] = OP_DNS_C_rcode_notimp,   [RC_REFUSED] = OP_DNS_C_rcode_refused,
         [RC_YXDOMAIN] = OP_DNS_C_rcode_yxdomain,
     };
@@ -764,9 +774,9 @@ static const struct dns_rec *apex_soa(const struct dns_zone *z)
 
 /* The record at transfer position pos: the SOA at 0 and after the last,
  * the zone's records in between, its SOA skipped there (NULL). */
-static const struct dns_rec *xfr_record(const struct dns_zone *z, size_t pos)
+static const struct dns_rec *xfr_record(const struct dns_zone *z, const struct dns_rec *soa,
+                                        size_t pos)
 {
-    const struct dns_rec *soa = apex_soa(z);
     if (pos == 0 || pos == z->nrecs + 1)
         return soa;
     const struct dns_rec *r = &z->recs[pos - 1];
@@ -778,16 +788,15 @@ static const struct dns_rec *xfr_record(const struct dns_zone *z, size_t pos)
 static bool xfr_fill(struct writer *w, struct op_dns_xfr *x)
 {
     const struct dns_zone *z = &x->zones->z[x->zone];
+    const struct dns_rec *soa = apex_soa(z);
     unsigned wrote = 0;
     for (; x->next <= z->nrecs + 1; x->next++) {
-        const struct dns_rec *r = xfr_record(z, x->next);
+        const struct dns_rec *r = xfr_record(z, soa, x->next);
         if (r == NULL)
             continue;
-        size_t len = w->out.len;
-        unsigned ncomp = w->ncomp;
+        struct mark m = w_mark(w);
         if (!w_rr(w, z->arena + r->owner_off, r->type, r->ttl, dns_rec_rdata(z, r), r->rdlen)) {
-            w->out.len = len;
-            w->ncomp = ncomp;
+            w_rewind(w, m);
             return wrote > 0;
         }
         wrote++;
@@ -805,7 +814,7 @@ size_t op_dns_xfr_next(struct op_dns_xfr *x, uint8_t *out, size_t cap, uint64_t 
     bool ok = xfr_fill(&w, x);
     if (!ok)
         x->active = false;
-    struct op_dns_hdr h = {.id = x->id, .flags = (uint16_t)(F_QR | F_AA | (ok ? 0 : 2)),
+    struct op_dns_hdr h = {.id = x->id, .flags = (uint16_t)(F_QR | F_AA | (ok ? 0 : RC_SERVFAIL)),
                            .ancount = w.count[S_AN]};
     op_dns_hdr_encode(&h, out);
     c[OP_DNS_C_xfr_messages]++;
@@ -826,7 +835,7 @@ static int xfr_start(const struct op_dns_zones *zs, const struct query *qr,
     c[OP_DNS_C_xfr_started]++;
     if (!xfr_fill(w, qi->xfr)) {
         qi->xfr->active = false;
-        return 2; /* SERVFAIL: a record larger than a message */
+        return RC_SERVFAIL; /* a record larger than a message */
     }
     return RC_NOERROR;
 }
