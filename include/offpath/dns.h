@@ -76,6 +76,9 @@
     X(tcp_idle_closed)                                                                             \
     X(reloads)                                                                                     \
     X(reload_failed)                                                                               \
+    X(notify_sent)       /* NOTIFY messages sent to secondaries (tries included) */               \
+    X(notify_acked)      /* a secondary acknowledged a zone's change */                          \
+    X(notify_failed)     /* no acknowledgement after the last try */                             \
     X(frames_rx)         /* DPDK models: every frame the port gave */                              \
     X(ctl_rx)            /* ARP and ICMP echo requests for our address */                         \
     X(ctl_tx)                                                                                      \
@@ -181,6 +184,16 @@ OP_API size_t op_dns_respond(const struct op_dns_zones *z, const struct op_dns_q
  * has ended (x->active false). */
 OP_API size_t op_dns_xfr_next(struct op_dns_xfr *x, uint8_t *out, size_t cap, uint64_t *c);
 
+/* NOTIFY (RFC 1996): the message telling a secondary that zone (an index
+ * in zs) changed, with its SOA; 0 if cap is too small. */
+OP_API size_t op_dns_notify_build(const struct op_dns_zones *zs, size_t zone, uint16_t id,
+                                  uint8_t *out, size_t cap);
+/* Is msg the secondary's acknowledgement of NOTIFY id (NOERROR)? */
+OP_API bool op_dns_notify_acked(const uint8_t *msg, size_t len, uint16_t id);
+/* Is zone (an index in now) new since old, or its SOA serial another? */
+OP_API bool op_dns_zone_changed(const struct op_dns_zones *old, const struct op_dns_zones *now,
+                                size_t zone);
+
 /* ---- The socket server ---- */
 /* A network allowed zone transfers: addr/prefix, IPv4 (matching IPv4
  * clients and IPv4-mapped IPv6 ones) or IPv6. */
@@ -190,6 +203,14 @@ struct op_dns_acl {
     uint8_t prefix;
 };
 #define OP_DNS_ACL_MAX 16
+
+/* A secondary's address for NOTIFY. */
+struct op_dns_target {
+    bool ipv6;
+    uint8_t addr[16]; /* network order; IPv4 in the first 4 */
+    uint16_t port;
+};
+#define OP_DNS_NOTIFY_MAX 16
 
 struct op_dns_server_config {
     uint32_t addr;       /* host order */
@@ -206,6 +227,8 @@ struct op_dns_server_config {
     struct op_log *log;
     struct op_dns_acl xfr_acl[OP_DNS_ACL_MAX]; /* who may transfer (over TCP) */
     unsigned n_xfr_acl;                        /* 0: nobody */
+    struct op_dns_target notify[OP_DNS_NOTIFY_MAX]; /* secondaries told of changes */
+    unsigned n_notify;
 };
 /* Does acl allow the client at sa (AF_INET or AF_INET6)? */
 OP_API bool op_dns_acl_allows(const struct op_dns_acl *acl, unsigned n, const void *sa);
@@ -225,6 +248,11 @@ OP_API struct op_dns_zones *op_dns_server_reload(struct op_dns_server *s,
 /* Sum of every thread's counters. */
 OP_API void op_dns_server_counters(const struct op_dns_server *s, uint64_t out[OP_DNS_C_COUNT_]);
 OP_API void op_dns_server_count(struct op_dns_server *s, enum op_dns_counter c);
+/* After a reload from old: NOTIFY for every zone that changed to each of
+ * cfg.notify over UDP, each tried 3 times 500 ms apart until acknowledged
+ * (notify_sent, notify_acked, notify_failed); returns the acknowledged. */
+OP_API unsigned op_dns_server_notify(struct op_dns_server *s, const struct op_dns_zones *old,
+                                     const struct op_dns_zones *now);
 /* ---- The DPDK models (only in builds that found libdpdk) ---- */
 struct op_dns_dpdk_config {
     bool pipeline;        /* false: run-to-completion, one queue per worker lcore */

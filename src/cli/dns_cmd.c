@@ -56,6 +56,9 @@ static void help(void)
            "  --allow-transfer NET  clients in NET (ADDR[/PREFIX], IPv4 or IPv6; repeatable,\n"
            "                        16 at most) may transfer zones (AXFR; IXFR gets the\n"
            "                        whole zone) over TCP; nobody by default\n"
+           "  --notify ADDR:PORT    a secondary sent NOTIFY over UDP for each zone whose SOA\n"
+           "                        serial a reload (SIGHUP) changed ([ADDR6]:PORT too;\n"
+           "                        repeatable, 16 at most)\n"
            "  --check               load the zones, print what was loaded, exit\n"
            "  --json                print the exit counters as JSON on stdout\n"
            "  --stats-json FILE     rewrite FILE with the counters as JSON every second\n"
@@ -76,13 +79,13 @@ struct dns_flags {
     struct op_dns_server_config cfg;
 };
 
-enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
+enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
        O_HELP };
 
 static const struct option options[] = {
     {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
-    {"allow-transfer", 1, 0, O_XFR_ACL},
+    {"allow-transfer", 1, 0, O_XFR_ACL}, {"notify", 1, 0, O_NOTIFY},
     {"model", 1, 0, O_MODEL},        {"threads", 1, 0, O_THREADS},
     {"burst", 1, 0, O_BURST},        {"udp-max-payload", 1, 0, O_UDPMAX},
     {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
@@ -128,9 +131,19 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     }
 }
 
-/* [ADDR6]:PORT, the brackets as in URLs (RFC 3986) since ADDR6 has colons. */
-static bool parse_listen6(const char *val, struct op_dns_server_config *cfg)
+/* ADDR:PORT, or [ADDR6]:PORT with the brackets of URLs (RFC 3986) since
+ * ADDR6 has colons; port 1..65535. */
+static bool parse_host_port(const char *val, struct op_dns_target *t)
 {
+    memset(t, 0, sizeof(*t));
+    if (val[0] != '[') {
+        uint32_t addr;
+        if (op_parse_ipv4(val, &addr, &t->port) != OP_OK || t->port == 0)
+            return false;
+        addr = htonl(addr);
+        memcpy(t->addr, &addr, 4);
+        return true;
+    }
     const char *close = strchr(val, ']');
     char text[INET6_ADDRSTRLEN];
     uint64_t port;
@@ -139,10 +152,10 @@ static bool parse_listen6(const char *val, struct op_dns_server_config *cfg)
         return false;
     memcpy(text, val + 1, n);
     text[n] = 0;
-    if (inet_pton(AF_INET6, text, cfg->addr6) != 1 || op_parse_u64(close + 2, 1, 65535, &port) != OP_OK)
+    if (inet_pton(AF_INET6, text, t->addr) != 1 || op_parse_u64(close + 2, 1, 65535, &port) != OP_OK)
         return false;
-    cfg->port = (uint16_t)port;
-    cfg->ipv6 = true;
+    t->port = (uint16_t)port;
+    t->ipv6 = true;
     return true;
 }
 
@@ -157,16 +170,32 @@ static bool set(int opt, const char *val, void *arg)
         }
         f->zones[f->nzones++] = val;
         return true;
-    case O_LISTEN:
-        f->cfg.port = 0;
-        f->cfg.ipv6 = false;
-        if (val[0] == '[' ? !parse_listen6(val, &f->cfg)
-                          : op_parse_ipv4(val, &f->cfg.addr, &f->cfg.port) != OP_OK ||
-                                f->cfg.port == 0) {
+    case O_LISTEN: {
+        struct op_dns_target t;
+        if (!parse_host_port(val, &t)) {
             cli_bad(tool, "invalid value '%s' for --listen (expected ADDR:PORT or [ADDR6]:PORT, "
                           "port 1..65535)", val);
             return false;
         }
+        uint32_t v4;
+        memcpy(&v4, t.addr, 4);
+        f->cfg.addr = ntohl(v4);
+        f->cfg.port = t.port;
+        f->cfg.ipv6 = t.ipv6;
+        memcpy(f->cfg.addr6, t.addr, 16);
+        return true;
+    }
+    case O_NOTIFY:
+        if (f->cfg.n_notify == OP_DNS_NOTIFY_MAX) {
+            cli_bad(tool, "too many --notify (at most %d)", OP_DNS_NOTIFY_MAX);
+            return false;
+        }
+        if (!parse_host_port(val, &f->cfg.notify[f->cfg.n_notify])) {
+            cli_bad(tool, "invalid value '%s' for --notify (expected ADDR:PORT or [ADDR6]:PORT, "
+                          "port 1..65535)", val);
+            return false;
+        }
+        f->cfg.n_notify++;
         return true;
     case O_XFR_ACL:
         if (f->cfg.n_xfr_acl == OP_DNS_ACL_MAX) {
@@ -267,11 +296,13 @@ static void reload(struct op_dns_server *s, const struct dns_flags *f, const str
         op_dns_server_count(s, OP_DNS_C_reload_failed);
         return;
     }
-    op_dns_zones_free(op_dns_server_reload(s, z));
+    struct op_dns_zones *old = op_dns_server_reload(s, z);
     *current = z;
     op_dns_server_count(s, OP_DNS_C_reloads);
     OP_INFO(log, "reloaded %zu zones, %zu records", op_dns_zones_count(z),
             op_dns_zones_records(z));
+    op_dns_server_notify(s, old, z);
+    op_dns_zones_free(old);
 }
 
 #ifdef OP_HAVE_DPDK

@@ -385,6 +385,19 @@ static void add_additionals(struct plan *p, const struct dns_zone *z, const stru
     }
 }
 
+/* SOA RDATA's numbers after its two names: serial, refresh, retry,
+ * expire, minimum. */
+enum soa_field { SOA_SERIAL, SOA_REFRESH, SOA_RETRY, SOA_EXPIRE, SOA_MINIMUM };
+
+static uint32_t soa_field(const struct dns_zone *z, const struct dns_rec *soa, enum soa_field f)
+{
+    const uint8_t *rd = dns_rec_rdata(z, soa);
+    size_t off = dns_name_len(rd);
+    off += dns_name_len(rd + off) + 4 * (size_t)f;
+    return (uint32_t)rd[off] << 24 | (uint32_t)rd[off + 1] << 16 | (uint32_t)rd[off + 2] << 8 |
+           rd[off + 3];
+}
+
 static void add_soa(struct plan *p, const struct dns_zone *z, bool dnssec)
 {
     const struct dns_node *apex = &z->nodes[z->apex];
@@ -392,11 +405,7 @@ static void add_soa(struct plan *p, const struct dns_zone *z, bool dnssec)
     if (!plan_add(p, S_NS, z, apex, soa, apex->name, dnssec))
         return;
     /* RFC 2308 section 3: a negative answer lives min(SOA TTL, MINIMUM). */
-    const uint8_t *rd = dns_rec_rdata(z, &z->recs[soa->first]);
-    size_t off = dns_name_len(rd);
-    off += dns_name_len(rd + off) + 16;
-    uint32_t min = (uint32_t)rd[off] << 24 | (uint32_t)rd[off + 1] << 16 |
-                   (uint32_t)rd[off + 2] << 8 | rd[off + 3];
+    uint32_t min = soa_field(z, &z->recs[soa->first], SOA_MINIMUM);
     struct item *it = &p->sec[S_NS][p->n[S_NS] - 1];
     if (it->set == soa && min < it->ttl)
         it->ttl = min;
@@ -838,6 +847,45 @@ static int xfr_start(const struct op_dns_zones *zs, const struct query *qr,
         return RC_SERVFAIL; /* a record larger than a message */
     }
     return RC_NOERROR;
+}
+
+/* ---- NOTIFY (RFC 1996) ---- */
+
+#define OPCODE_NOTIFY 4
+
+size_t op_dns_notify_build(const struct op_dns_zones *zs, size_t zone, uint16_t id,
+                           uint8_t *out, size_t cap)
+{
+    const struct dns_zone *z = &zs->z[zone];
+    const struct dns_rec *soa = apex_soa(z);
+    struct writer w = {.out = {.buf = out, .cap = cap, .len = OP_DNS_HDR_LEN}};
+    if (!w_name(&w, z->origin, true) || !w_be(&w, T_SOA, 2) || !w_be(&w, C_IN, 2) ||
+        !w_rr(&w, z->origin, T_SOA, soa->ttl, dns_rec_rdata(z, soa), soa->rdlen))
+        return 0;
+    struct op_dns_hdr h = {.id = id, .flags = OPCODE_NOTIFY << 11 | F_AA, .qdcount = 1,
+                           .ancount = 1};
+    op_dns_hdr_encode(&h, out);
+    return w.out.len;
+}
+
+bool op_dns_notify_acked(const uint8_t *msg, size_t len, uint16_t id)
+{
+    struct op_dns_hdr h;
+    return op_dns_hdr_decode(msg, len, &h) == OP_OK && h.id == id && (h.flags & F_QR) &&
+           (h.flags >> 11 & 0xf) == OPCODE_NOTIFY && (h.flags & 0xf) == RC_NOERROR;
+}
+
+static uint32_t zone_serial(const struct dns_zone *z)
+{
+    return soa_field(z, apex_soa(z), SOA_SERIAL);
+}
+
+bool op_dns_zone_changed(const struct op_dns_zones *old, const struct op_dns_zones *now,
+                         size_t zone)
+{
+    const struct dns_zone *z = &now->z[zone];
+    size_t before = old != NULL ? apex_zone(old, z->origin, z->origin_len) : SIZE_MAX;
+    return before == SIZE_MAX || zone_serial(&old->z[before]) != zone_serial(z);
 }
 
 /* The rcode for the query as parsed, before any lookup. */

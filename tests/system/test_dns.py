@@ -402,6 +402,75 @@ def test_zone_transfer_equals_knot(tmp_path):
     assert c["balanced"] and d["balanced"]
 
 
+def test_notify_knot_secondary(tmp_path):
+    """Knot as the secondary of a zone offpath serves (--allow-transfer):
+    it transfers the zone; a changed serial and SIGHUP make offpath send
+    NOTIFY (--notify), Knot acknowledges it and transfers the new zone at
+    once (its refresh timer would wait 7200 s), so the new record answers
+    from Knot within seconds; a second target where nothing listens is
+    tried 3 times and reported; an unchanged reload notifies nobody."""
+    zone = tmp_path / "example.zone"
+    text = open(os.path.join(ZONES, "example.zone")).read()
+    zone.write_text(text)
+    shutil.copy(os.path.join(ZONES, "example.inc"), tmp_path / "example.inc")
+    kport, oport, dead = free_ports(3)
+    conf = tmp_path / "knot.conf"
+    conf.write_text(
+        f"server:\n    listen: 127.0.0.1@{kport}\n    rundir: {tmp_path}\n"
+        f"database:\n    storage: {tmp_path}\n"
+        f"remote:\n  - id: primary\n    address: 127.0.0.1@{oport}\n"
+        f"acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n"
+        f"template:\n  - id: default\n    storage: {tmp_path}\n    zonefile-sync: -1\n"
+        f"    journal-content: none\n"
+        f"zone:\n  - domain: example.test\n    file: {tmp_path}/secondary.zone\n"
+        f"    master: primary\n    acl: from_primary\n"
+        f"log:\n  - target: {tmp_path}/knot.log\n    any: info\n")
+    off = subprocess.Popen([BIN, "dns", "--zone", str(zone), "--listen", f"127.0.0.1:{oport}",
+                            "--allow-transfer", "127.0.0.1", "--notify", f"127.0.0.1:{kport}",
+                            "--notify", f"127.0.0.1:{dead}",
+                            "--log-level", "info", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    knot = None
+    try:
+        wait_answers(oport)
+        knot = subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+        def knot_answer(name, rdtype, deadline_s):
+            end = time.time() + deadline_s
+            while time.time() < end:
+                try:
+                    m = ask(kport, name, rdtype)
+                    if m.rcode() == 0 and m.answer:
+                        return m
+                except Exception:
+                    pass
+                time.sleep(0.1)
+            return None
+
+        m = knot_answer("example.test.", "SOA", 15)  # its first transfer
+        assert m is not None and m.answer[0][0].serial == 2026112401
+        zone.write_text(text.replace("2026112401 ; serial", "2026112402 ; serial") +
+                        "notified A 192.0.2.123\n")
+        off.send_signal(signal.SIGHUP)
+        m = knot_answer("notified.example.test.", "A", 8)
+        assert m is not None and m.answer[0][0].address == "192.0.2.123"
+        time.sleep(2)  # the dead target's three tries
+        off.send_signal(signal.SIGHUP)  # the same serial: nothing to tell
+        time.sleep(1)
+    finally:
+        if knot is not None:
+            knot.send_signal(signal.SIGTERM)
+            knot.wait(timeout=10)
+        off.send_signal(signal.SIGTERM)
+        out, err = off.communicate(timeout=10)
+    c = json.loads(out)
+    assert (c["notify_acked"], c["notify_failed"], c["reloads"]) == (1, 1, 2), err
+    assert c["notify_sent"] == 1 + 3 and c["xfr_started"] >= 2 and c["balanced"]
+    assert f"NOTIFY example.test. to 127.0.0.1:{kport}: acknowledged" in err
+    assert f"NOTIFY example.test. to 127.0.0.1:{dead}: no acknowledgement after 3 tries" in err
+
+
 def malformed_datagrams(rng, n):
     """Hostile bytes: cut queries, pointer loops, forward pointers, bad
     counts, oversized labels, responses, random noise."""

@@ -797,6 +797,48 @@ static void test_zone_transfer(void **state)
     assert_int_equal(fx->c[OP_DNS_C_refused_xfr], refused + 3);
 }
 
+/* NOTIFY (RFC 1996): opcode 4 with AA, the zone's SOA as question and
+ * answer; only a NOERROR response of the same id and opcode acknowledges
+ * it; a zone counts as changed when its serial moved or it is new. */
+static void test_notify_messages(void **state)
+{
+    (void)state;
+    struct ans a;
+    a.len = op_dns_notify_build(fx->z, 0, 0x4242, a.raw, sizeof(a.raw));
+    parse_answer(&a);
+    assert_int_equal(a.h.id, 0x4242);
+    assert_int_equal(a.h.flags, 4 << 11 | 0x0400);
+    assert_int_equal(a.h.qdcount, 1);
+    assert_int_equal(a.n[0], 1);
+    assert_int_equal(a.rr[0][0].type, T_SOA);
+    assert_string_equal(a.rr[0][0].name, "example.test.");
+    assert_int_equal(op_dns_notify_build(fx->z, 0, 1, a.raw, 20), 0); /* no room */
+    uint8_t r[OP_DNS_HDR_LEN];
+    struct op_dns_hdr h = {.id = 0x4242, .flags = 0x8000 | 4 << 11 | 0x0400};
+    op_dns_hdr_encode(&h, r);
+    assert_true(op_dns_notify_acked(r, sizeof(r), 0x4242));
+    assert_false(op_dns_notify_acked(r, sizeof(r), 0x4243));
+    assert_false(op_dns_notify_acked(r, sizeof(r) - 1, 0x4242));
+    static const uint16_t wrong[] = {4 << 11 | 0x0400, 0x8000 | 0x0400, 0x8000 | 4 << 11 | 5};
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+        h.flags = wrong[i]; /* not a response; a QUERY's; REFUSED */
+        op_dns_hdr_encode(&h, r);
+        assert_false(op_dns_notify_acked(r, sizeof(r), 0x4242));
+    }
+    assert_true(op_dns_zone_changed(NULL, fx->z, 0));
+    assert_false(op_dns_zone_changed(fx->z, fx->z, 0));
+    char text[sizeof(zone_text)];
+    memcpy(text, zone_text, sizeof(zone_text));
+    char *serial = strstr(text, "( 1 7200");
+    assert_non_null(serial);
+    serial[2] = '2';
+    struct op_dns_zones *next;
+    struct op_dns_load_err err;
+    assert_int_equal(op_dns_zones_parse(text, strlen(text), NULL, &next, &err), OP_OK);
+    assert_true(op_dns_zone_changed(fx->z, next, 0));
+    op_dns_zones_free(next);
+}
+
 /* --allow-transfer's networks: IPv4 ones match IPv4-mapped clients too. */
 static void test_transfer_acl(void **state)
 {
@@ -1031,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_nsec3_opt_out),
         cmocka_unit_test(test_zone_transfer),
         cmocka_unit_test(test_transfer_acl),
+        cmocka_unit_test(test_notify_messages),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),

@@ -1,0 +1,121 @@
+/* NOTIFY's I/O (RFC 1996): after a reload, each zone whose SOA serial
+ * changed is announced to every --notify secondary over UDP, so it
+ * transfers the new zone now instead of at its next SOA refresh. The
+ * messages are op_dns_notify_build's; a secondary acknowledges with a
+ * NOERROR response of the same id. Bounded: 3 tries 500 ms apart each. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dns_internal.h"
+
+#define TRIES 3
+#define WAIT_MS 500
+
+static socklen_t target_addr(const struct op_dns_target *t, struct sockaddr_in6 *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (t->ipv6) {
+        out->sin6_family = AF_INET6;
+        out->sin6_port = htons(t->port);
+        memcpy(&out->sin6_addr, t->addr, 16);
+        return sizeof(struct sockaddr_in6);
+    }
+    struct sockaddr_in *in = (struct sockaddr_in *)out;
+    in->sin_family = AF_INET;
+    in->sin_port = htons(t->port);
+    memcpy(&in->sin_addr, t->addr, 4);
+    return sizeof(struct sockaddr_in);
+}
+
+/* Waits up to WAIT_MS for the acknowledgement of id on fd. */
+static bool wait_ack(int fd, uint16_t id)
+{
+    uint8_t buf[OP_DNS_UDP_MIN];
+    uint64_t end = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
+    for (uint64_t now = op_now_ns(); now < end; now = op_now_ns()) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)((end - now) / OP_NS_PER_MS) + 1) <= 0)
+            continue;
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0 && op_dns_notify_acked(buf, (size_t)n, id))
+            return true;
+    }
+    return false;
+}
+
+/* A name in wire form as dotted text, for the log. */
+static void name_text(const uint8_t *name, char out[OP_DNS_NAME_MAX * 4 + 2])
+{
+    size_t o = 0;
+    for (; *name != 0; name += 1 + *name) {
+        for (uint8_t i = 1; i <= *name; i++) {
+            uint8_t ch = name[i];
+            o += (size_t)(ch > ' ' && ch < 127 && ch != '.' && ch != '\\'
+                              ? snprintf(out + o, 2, "%c", ch)
+                              : snprintf(out + o, 5, "\\%03u", ch));
+        }
+        out[o++] = '.';
+    }
+    if (o == 0)
+        out[o++] = '.';
+    out[o] = 0;
+}
+
+static void target_text(const struct op_dns_target *t, char out[INET6_ADDRSTRLEN + 8])
+{
+    char ip[INET6_ADDRSTRLEN];
+    inet_ntop(t->ipv6 ? AF_INET6 : AF_INET, t->addr, ip, sizeof(ip));
+    snprintf(out, INET6_ADDRSTRLEN + 8, t->ipv6 ? "[%s]:%u" : "%s:%u", ip, t->port);
+}
+
+/* One zone to one secondary: true once acknowledged. */
+static bool notify_one(struct op_dns_server *s, const uint8_t *msg, size_t len, uint16_t id,
+                       const struct op_dns_target *t)
+{
+    struct sockaddr_in6 sa;
+    socklen_t salen = target_addr(t, &sa);
+    int fd = socket(t->ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool acked = false;
+    /* connect: replies from any other address are not taken for the ack */
+    if (connect(fd, (struct sockaddr *)&sa, salen) == 0)
+        for (int i = 0; i < TRIES && !acked; i++) {
+            op_dns_server_count(s, OP_DNS_C_notify_sent);
+            acked = send(fd, msg, len, 0) == (ssize_t)len && wait_ack(fd, id);
+        }
+    close(fd);
+    return acked;
+}
+
+unsigned op_dns_server_notify(struct op_dns_server *s, const struct op_dns_zones *old,
+                              const struct op_dns_zones *now)
+{
+    uint8_t msg[OP_DNS_UDP_MIN];
+    unsigned acked = 0;
+    for (size_t z = 0; z < now->n && s->cfg.n_notify > 0; z++) {
+        if (!op_dns_zone_changed(old, now, z))
+            continue;
+        uint16_t id = (uint16_t)(op_now_ns() >> 10);
+        size_t len = op_dns_notify_build(now, z, id, msg, sizeof(msg));
+        char zone[OP_DNS_NAME_MAX * 4 + 2], to[INET6_ADDRSTRLEN + 8];
+        name_text(now->z[z].origin, zone);
+        for (unsigned t = 0; t < s->cfg.n_notify && len > 0; t++) {
+            bool ok = notify_one(s, msg, len, id, &s->cfg.notify[t]);
+            op_dns_server_count(s, ok ? OP_DNS_C_notify_acked : OP_DNS_C_notify_failed);
+            acked += ok;
+            target_text(&s->cfg.notify[t], to);
+            if (ok)
+                OP_INFO(s->cfg.log, "NOTIFY %s to %s: acknowledged", zone, to);
+            else
+                OP_WARN(s->cfg.log, "NOTIFY %s to %s: no acknowledgement after %d tries", zone,
+                        to, TRIES);
+        }
+    }
+    return acked;
+}
