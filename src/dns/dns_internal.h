@@ -162,6 +162,10 @@ struct op_dns_server {
     void *priv;                            /* the model's own state */
 };
 
+/* t as a sockaddr of its family (IPv4 fits the IPv6 one); its length. */
+struct sockaddr_in6;
+size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out);
+
 struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
                                        struct op_dns_zones *zones, unsigned nw);
 /* TCP (RFC 7766) through the kernel, for every model: w gets a listening

@@ -16,22 +16,6 @@
 #define TRIES 3
 #define WAIT_MS 500
 
-static socklen_t target_addr(const struct op_dns_target *t, struct sockaddr_in6 *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (t->ipv6) {
-        out->sin6_family = AF_INET6;
-        out->sin6_port = htons(t->port);
-        memcpy(&out->sin6_addr, t->addr, 16);
-        return sizeof(struct sockaddr_in6);
-    }
-    struct sockaddr_in *in = (struct sockaddr_in *)out;
-    in->sin_family = AF_INET;
-    in->sin_port = htons(t->port);
-    memcpy(&in->sin_addr, t->addr, 4);
-    return sizeof(struct sockaddr_in);
-}
-
 /* Waits up to WAIT_MS for the acknowledgement of id on fd. */
 static bool wait_ack(int fd, uint16_t id)
 {
@@ -78,7 +62,7 @@ static bool notify_one(struct op_dns_server *s, const uint8_t *msg, size_t len, 
                        const struct op_dns_target *t)
 {
     struct sockaddr_in6 sa;
-    socklen_t salen = target_addr(t, &sa);
+    socklen_t salen = (socklen_t)dns_sockaddr(t, &sa);
     int fd = socket(t->ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return false;

@@ -303,21 +303,29 @@ static void *tcp_main(void *arg)
 }
 
 /* ---- setup ---- */
-/* --listen's address as a sockaddr of its family; returns its length. */
-static socklen_t listen_addr(const struct op_dns_server_config *cfg, struct sockaddr_in6 *out)
+size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out)
 {
     memset(out, 0, sizeof(*out));
-    if (cfg->ipv6) {
+    if (t->ipv6) {
         out->sin6_family = AF_INET6;
-        out->sin6_port = htons(cfg->port);
-        memcpy(&out->sin6_addr, cfg->addr6, 16);
+        out->sin6_port = htons(t->port);
+        memcpy(&out->sin6_addr, t->addr, 16);
         return sizeof(struct sockaddr_in6);
     }
     struct sockaddr_in *in = (struct sockaddr_in *)out;
     in->sin_family = AF_INET;
-    in->sin_port = htons(cfg->port);
-    in->sin_addr.s_addr = htonl(cfg->addr);
+    in->sin_port = htons(t->port);
+    memcpy(&in->sin_addr, t->addr, 4);
     return sizeof(struct sockaddr_in);
+}
+
+/* --listen's address as a sockaddr of its family; returns its length. */
+static socklen_t listen_addr(const struct op_dns_server_config *cfg, struct sockaddr_in6 *out)
+{
+    struct op_dns_target t = {.ipv6 = cfg->ipv6, .port = cfg->port};
+    uint32_t v4 = htonl(cfg->addr);
+    memcpy(t.addr, cfg->ipv6 ? cfg->addr6 : (const uint8_t *)&v4, cfg->ipv6 ? 16 : 4);
+    return (socklen_t)dns_sockaddr(&t, out);
 }
 
 static op_status_t open_socket(const struct op_dns_server_config *cfg, int type, int *out)

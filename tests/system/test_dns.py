@@ -108,14 +108,16 @@ def fqdn(label, zone):
     return f"{label}.{zone}." if label else f"{zone}."
 
 
-def knot_conf(tmp):
-    zones = "".join(f"  - domain: {z}\n    file: {os.path.join(ZONES, f)}\n"
-                    for z, f in ZONE_FILES.items())
-    return (f"server:\n    listen: 127.0.0.1@{PORTS.knot}\n    rundir: {tmp}\n"
-            f"database:\n    storage: {tmp}\n"
+def knot_conf(tmp, port, zones, sections="", template="    zonefile-load: whole\n",
+              zone_opts=""):
+    """knotd serving zones ({domain: file}) on 127.0.0.1@port, its state in
+    tmp; sections (remote:, acl:) and template and zone_opts lines added."""
+    listed = "".join(f"  - domain: {z}\n    file: {f}\n{zone_opts}" for z, f in zones.items())
+    return (f"server:\n    listen: 127.0.0.1@{port}\n    rundir: {tmp}\n"
+            f"database:\n    storage: {tmp}\n{sections}"
             f"template:\n  - id: default\n    storage: {tmp}\n    zonefile-sync: -1\n"
-            f"    zonefile-load: whole\n    journal-content: none\n"
-            f"zone:\n{zones}"
+            f"    journal-content: none\n{template}"
+            f"zone:\n{listed}"
             f"log:\n  - target: {tmp}/knot.log\n    any: info\n")
 
 
@@ -136,7 +138,8 @@ def servers(tmp_path_factory):
     assert os.path.exists(KNOTD), "knotd missing: run scripts/bootstrap"
     tmp = tmp_path_factory.mktemp("knot")
     conf = tmp / "knot.conf"
-    conf.write_text(knot_conf(tmp))
+    conf.write_text(knot_conf(tmp, PORTS.knot,
+                              {z: os.path.join(ZONES, f) for z, f in ZONE_FILES.items()}))
     knot = subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     args = [BIN, "dns", "--listen", f"127.0.0.1:{PORTS.off}", "--json", "--threads", "2"]
@@ -348,14 +351,9 @@ def test_zone_transfer_equals_knot(tmp_path):
                     "".join(f"h{i} TXT \"{i:040d}\"\n" for i in range(60000)))
     kport, oport, denied = free_ports(3)
     conf = tmp_path / "knot.conf"
-    conf.write_text(
-        f"server:\n    listen: 127.0.0.1@{kport}\n    rundir: {tmp_path}\n"
-        f"database:\n    storage: {tmp_path}\n"
-        f"acl:\n  - id: xfr\n    address: 127.0.0.1\n    action: transfer\n"
-        f"template:\n  - id: default\n    storage: {tmp_path}\n    zonefile-sync: -1\n"
-        f"    zonefile-load: whole\n    journal-content: none\n    acl: xfr\n"
-        f"zone:\n" + "".join(f"  - domain: {z}\n    file: {f}\n" for z, f in zones.items()) +
-        f"log:\n  - target: {tmp_path}/knot.log\n    any: info\n")
+    conf.write_text(knot_conf(
+        tmp_path, kport, zones, "acl:\n  - id: xfr\n    address: 127.0.0.1\n    action: transfer\n",
+        "    zonefile-load: whole\n    acl: xfr\n"))
     zone_args = [a for f in zones.values() for a in ("--zone", f)]
     procs = [subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)]
@@ -415,16 +413,11 @@ def test_notify_knot_secondary(tmp_path):
     shutil.copy(os.path.join(ZONES, "example.inc"), tmp_path / "example.inc")
     kport, oport, dead = free_ports(3)
     conf = tmp_path / "knot.conf"
-    conf.write_text(
-        f"server:\n    listen: 127.0.0.1@{kport}\n    rundir: {tmp_path}\n"
-        f"database:\n    storage: {tmp_path}\n"
+    conf.write_text(knot_conf(
+        tmp_path, kport, {"example.test": tmp_path / "secondary.zone"},
         f"remote:\n  - id: primary\n    address: 127.0.0.1@{oport}\n"
-        f"acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n"
-        f"template:\n  - id: default\n    storage: {tmp_path}\n    zonefile-sync: -1\n"
-        f"    journal-content: none\n"
-        f"zone:\n  - domain: example.test\n    file: {tmp_path}/secondary.zone\n"
-        f"    master: primary\n    acl: from_primary\n"
-        f"log:\n  - target: {tmp_path}/knot.log\n    any: info\n")
+        "acl:\n  - id: from_primary\n    address: 127.0.0.1\n    action: notify\n",
+        "", "    master: primary\n    acl: from_primary\n"))
     off = subprocess.Popen([BIN, "dns", "--zone", str(zone), "--listen", f"127.0.0.1:{oport}",
                             "--allow-transfer", "127.0.0.1", "--notify", f"127.0.0.1:{kport}",
                             "--notify", f"127.0.0.1:{dead}",
