@@ -171,6 +171,10 @@ struct op_dns_query_info {
     /* A TCP client allowed transfers: a transfer query starts one here (its
      * first message is the answer); NULL refuses them (refused_xfr). */
     struct op_dns_xfr *xfr;
+    /* The server's identity, sent to a client whose OPT asks for it (NSID,
+     * RFC 5001); nsid_len 0: none. */
+    const uint8_t *nsid;
+    uint16_t nsid_len;
 };
 
 /* Answer the query of qlen bytes into out (cap bytes, at least 512; 65535
@@ -211,6 +215,7 @@ struct op_dns_target {
     uint16_t port;
 };
 #define OP_DNS_NOTIFY_MAX 16
+#define OP_DNS_NSID_MAX 128
 
 struct op_dns_server_config {
     uint32_t addr;       /* host order */
@@ -229,6 +234,8 @@ struct op_dns_server_config {
     unsigned n_xfr_acl;                        /* 0: nobody */
     struct op_dns_target notify[OP_DNS_NOTIFY_MAX]; /* secondaries told of changes */
     unsigned n_notify;
+    char nsid[OP_DNS_NSID_MAX]; /* this server's identity (NSID), nsid_len octets */
+    uint16_t nsid_len;
 };
 /* Does acl allow the client at sa (AF_INET or AF_INET6)? */
 OP_API bool op_dns_acl_allows(const struct op_dns_acl *acl, unsigned n, const void *sa);

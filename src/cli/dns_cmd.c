@@ -56,6 +56,8 @@ static void help(void)
            "  --allow-transfer NET  clients in NET (ADDR[/PREFIX], IPv4 or IPv6; repeatable,\n"
            "                        16 at most) may transfer zones (AXFR; IXFR gets the\n"
            "                        whole zone) over TCP; nobody by default\n"
+           "  --nsid TEXT           this server's identity, sent to clients whose EDNS asks\n"
+           "                        for it (NSID, RFC 5001; dig +nsid), 1..128 octets\n"
            "  --notify ADDR:PORT    a secondary sent NOTIFY over UDP for each zone whose SOA\n"
            "                        serial a reload (SIGHUP) changed ([ADDR6]:PORT too;\n"
            "                        repeatable, 16 at most)\n"
@@ -79,13 +81,14 @@ struct dns_flags {
     struct op_dns_server_config cfg;
 };
 
-enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
+enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_NSID, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
        O_HELP };
 
 static const struct option options[] = {
     {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
     {"allow-transfer", 1, 0, O_XFR_ACL}, {"notify", 1, 0, O_NOTIFY},
+    {"nsid", 1, 0, O_NSID},
     {"model", 1, 0, O_MODEL},        {"threads", 1, 0, O_THREADS},
     {"burst", 1, 0, O_BURST},        {"udp-max-payload", 1, 0, O_UDPMAX},
     {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
@@ -197,6 +200,16 @@ static bool set(int opt, const char *val, void *arg)
         }
         f->cfg.n_notify++;
         return true;
+    case O_NSID: {
+        size_t n = strlen(val);
+        if (n < 1 || n > OP_DNS_NSID_MAX) {
+            cli_bad(tool, "invalid value for --nsid (1..%d octets)", OP_DNS_NSID_MAX);
+            return false;
+        }
+        memcpy(f->cfg.nsid, val, n);
+        f->cfg.nsid_len = (uint16_t)n;
+        return true;
+    }
     case O_XFR_ACL:
         if (f->cfg.n_xfr_acl == OP_DNS_ACL_MAX) {
             cli_bad(tool, "too many --allow-transfer (at most %d)", OP_DNS_ACL_MAX);

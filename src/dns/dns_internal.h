@@ -162,6 +162,16 @@ struct op_dns_server {
     void *priv;                            /* the model's own state */
 };
 
+/* How a query reached one of the models: over TCP or UDP (its answer at
+ * most udp_max), with the server's identity for NSID. */
+static inline struct op_dns_query_info dns_query_info(const struct op_dns_server_config *cfg,
+                                                      bool tcp, uint16_t udp_max)
+{
+    return (struct op_dns_query_info){.tcp = tcp, .udp_max = udp_max,
+                                      .nsid = (const uint8_t *)cfg->nsid,
+                                      .nsid_len = cfg->nsid_len};
+}
+
 /* t as a sockaddr of its family (IPv4 fits the IPv6 one); its length. */
 struct sockaddr_in6;
 size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out);

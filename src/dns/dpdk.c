@@ -74,9 +74,8 @@ static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
     }
     w->c[OP_DNS_C_udp_rx]++;
     size_t room = m->buf_len - rte_pktmbuf_headroom(m) - OP_UDP_FRAME_HDR_LEN;
-    struct op_dns_query_info qi = {.tcp = false,
-                                   .udp_max = (uint16_t)(room < w->s->cfg.udp_max
-                                                             ? room : w->s->cfg.udp_max)};
+    struct op_dns_query_info qi = dns_query_info(
+        &w->s->cfg, false, (uint16_t)(room < w->s->cfg.udp_max ? room : w->s->cfg.udp_max));
     size_t alen = op_dns_respond(z, &qi, f + off, plen, scratch, 4096, w->c);
     if (alen == 0)
         return false;

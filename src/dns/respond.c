@@ -12,6 +12,7 @@
 #define MAX_ITEMS 48
 #define MAX_CHAIN 16 /* CNAMEs followed inside a zone */
 #define OPT_LEN 11   /* an OPT record without options */
+#define OPT_NSID 3   /* RFC 5001 */
 
 #define RC_NOERROR 0
 #define RC_FORMERR 1
@@ -35,6 +36,7 @@ struct query {
     uint8_t lname[OP_DNS_NAME_MAX]; /* the question's name in lower case */
     unsigned labels;
     bool has_q, edns, dnssec;
+    bool nsid; /* the client asked for the server's identity */
     uint16_t edns_size;
 };
 
@@ -91,7 +93,9 @@ static int take_opt(struct query *qr, const uint8_t *msg, const struct op_dns_rr
             c[OP_DNS_C_formerr_opt]++;
             return RC_FORMERR;
         }
-        size_t olen = (size_t)msg[rr->rdata_off + at + 2] << 8 | msg[rr->rdata_off + at + 3];
+        const uint8_t *o = msg + rr->rdata_off + at;
+        size_t olen = (size_t)o[2] << 8 | o[3];
+        qr->nsid |= ((unsigned)o[0] << 8 | o[1]) == OPT_NSID;
         at += 4 + olen;
         if (at > rr->rdlen) {
             c[OP_DNS_C_formerr_opt]++;
@@ -726,8 +730,14 @@ static bool write_sections(struct writer *w, const struct plan *p)
     return true;
 }
 
-static size_t finish(struct writer *w, const struct query *qr, int rcode, bool aa, bool tc,
-                     uint16_t edns_max)
+/* Our OPT's length: with NSID when asked and we have one. */
+static size_t opt_len(const struct query *qr, const struct op_dns_query_info *qi)
+{
+    return !qr->edns ? 0 : OPT_LEN + (qr->nsid && qi->nsid_len > 0 ? 4u + qi->nsid_len : 0);
+}
+
+static size_t finish(struct writer *w, const struct query *qr, const struct op_dns_query_info *qi,
+                     int rcode, bool aa, bool tc)
 {
     struct op_dns_hdr h = {
         .id = qr->h.id,
@@ -741,12 +751,15 @@ static size_t finish(struct writer *w, const struct query *qr, int rcode, bool a
     op_dns_hdr_encode(&h, w->out.buf);
     if (qr->edns) { /* room for it was kept */
         uint32_t ttl = (uint32_t)(rcode >> 4) << 24 | (qr->dnssec ? EDNS_DO : 0);
-        w->out.cap += OPT_LEN;
+        size_t len = opt_len(qr, qi);
+        w->out.cap += len;
         w_be(w, 0, 1);
         w_be(w, T_OPT, 2);
-        w_be(w, edns_max, 2);
+        w_be(w, qi->udp_max, 2);
         w_be(w, ttl, 4);
-        w_be(w, 0, 2);
+        w_be(w, len - OPT_LEN, 2);
+        if (len > OPT_LEN)
+            w_be(w, OPT_NSID, 2), w_be(w, qi->nsid_len, 2), w_bytes(w, qi->nsid, qi->nsid_len);
     }
     return w->out.len;
 }
@@ -924,7 +937,7 @@ size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_i
     if (limit < OP_DNS_UDP_MIN)
         limit = OP_DNS_UDP_MIN;
     struct writer w = {.out = {.buf = out,
-                               .cap = (limit < cap ? limit : cap) - (qr.edns ? OPT_LEN : 0),
+                               .cap = (limit < cap ? limit : cap) - opt_len(&qr, qi),
                                .len = OP_DNS_HDR_LEN}};
     bool tc = false, aa = false;
     if (qr.has_q && !w_name(&w, qr.q.name, true))
@@ -948,7 +961,7 @@ size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_i
         c[OP_DNS_C_truncated]++;
     count_rcode(c, rcode);
     c[OP_DNS_C_responses]++;
-    return finish(&w, &qr, rcode, aa, tc, qi->udp_max);
+    return finish(&w, &qr, qi, rcode, aa, tc);
 }
 
 static const char *const counter_names[] = {OP_DNS_COUNTERS(OP_COUNTER_NAME)};

@@ -54,7 +54,7 @@ struct udp_bufs {
 
 static void udp_burst(struct dns_worker *w, struct udp_bufs *b, unsigned n)
 {
-    struct op_dns_query_info qi = {.tcp = false, .udp_max = w->s->cfg.udp_max};
+    struct op_dns_query_info qi = dns_query_info(&w->s->cfg, false, w->s->cfg.udp_max);
     unsigned m = 0;
     const struct op_dns_zones *z = dns_zones_enter(w);
     for (unsigned i = 0; i < n; i++) {
@@ -201,8 +201,8 @@ static bool conn_answer(struct dns_worker *w, struct conn *c)
     size_t mlen = (size_t)c->in[0] << 8 | c->in[1];
     if (c->inlen < 2 + mlen)
         return false;
-    struct op_dns_query_info qi = {.tcp = true, .udp_max = w->s->cfg.udp_max,
-                                   .xfr = c->xfr_ok ? &c->xfr : NULL};
+    struct op_dns_query_info qi = dns_query_info(&w->s->cfg, true, w->s->cfg.udp_max);
+    qi.xfr = c->xfr_ok ? &c->xfr : NULL;
     w->c[OP_DNS_C_tcp_rx]++;
     const struct op_dns_zones *z = dns_zones_enter(w);
     size_t len = op_dns_respond(z, &qi, c->in + 2, mlen, c->out + 2, OP_DNS_MSG_MAX, w->c);

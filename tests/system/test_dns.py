@@ -108,12 +108,16 @@ def fqdn(label, zone):
     return f"{label}.{zone}." if label else f"{zone}."
 
 
+NSID = "ns1.offpath-test"  # both servers' identity (RFC 5001)
+
+
 def knot_conf(tmp, port, zones, sections="", template="    zonefile-load: whole\n",
               zone_opts=""):
     """knotd serving zones ({domain: file}) on 127.0.0.1@port, its state in
     tmp; sections (remote:, acl:) and template and zone_opts lines added."""
     listed = "".join(f"  - domain: {z}\n    file: {f}\n{zone_opts}" for z, f in zones.items())
     return (f"server:\n    listen: 127.0.0.1@{port}\n    rundir: {tmp}\n"
+            f"    nsid: \"{NSID}\"\n"
             f"database:\n    storage: {tmp}\n{sections}"
             f"template:\n  - id: default\n    storage: {tmp}\n    zonefile-sync: -1\n"
             f"    journal-content: none\n{template}"
@@ -142,7 +146,8 @@ def servers(tmp_path_factory):
                               {z: os.path.join(ZONES, f) for z, f in ZONE_FILES.items()}))
     knot = subprocess.Popen([KNOTD, "-c", str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    args = [BIN, "dns", "--listen", f"127.0.0.1:{PORTS.off}", "--json", "--threads", "2"]
+    args = [BIN, "dns", "--listen", f"127.0.0.1:{PORTS.off}", "--json", "--threads", "2",
+            "--nsid", NSID]
     for f in ZONE_FILES.values():
         args += ["--zone", os.path.join(ZONES, f)]
     off = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -171,6 +176,7 @@ def canon(msg):
         return sorted(out)
     return {"rcode": msg.rcode(), "flags": dns.flags.to_text(msg.flags),
             "edns": msg.edns, "payload": msg.payload if msg.edns >= 0 else None,
+            "options": sorted((o.otype, o.to_wire()) for o in msg.options),
             "ednsflags": msg.ednsflags, "question": [q.to_text().lower() for q in msg.question],
             "answer": section(msg.answer), "authority": section(msg.authority),
             "additional": section(msg.additional)}
@@ -213,6 +219,13 @@ def query_set():
                 {"use_edns": 0, "payload": size, "want_dnssec": True}
             out.append((fqdn(label, "signed.test"), "A", opts, False))
             out.append((fqdn(label, "signed3.test"), "A", opts, False))
+    # NSID asked (RFC 5001): alone, beside a truncated answer, and over TCP.
+    nsid = [dns.edns.GenericOption(3, b"")]
+    for label, t, size in (("www", "A", 1232), ("big", "TXT", 512), ("mid", "TXT", 1232),
+                           ("nothere", "A", 4096)):
+        out.append((fqdn(label, "example.test"), t, {"use_edns": 0, "payload": size,
+                                                     "options": nsid}, False))
+    out.append((fqdn("www", "signed.test"), "A", {"want_dnssec": True, "options": nsid}, True))
     # Over TCP: the truncated ones whole, and a sample of the rest.
     for label in ["big", "mid", "www", "chain1", "nothere", "host.sub", "x.wild"]:
         for t in ["TXT", "A", "ANY"]:
@@ -297,7 +310,7 @@ def test_ipv6_answers_equal_knot(servers, tmp_path):
     on IPv6, answered as Knot answers it on IPv4; [::] takes IPv4 too."""
     for listen, host in (("::1", "::1"), ("::", "127.0.0.1")):
         port = free_port()  # free on 127.0.0.1; ::1 and :: share the kernel's port space
-        args = [BIN, "dns", "--listen", f"[{listen}]:{port}"]
+        args = [BIN, "dns", "--listen", f"[{listen}]:{port}", "--nsid", NSID]
         for f in ZONE_FILES.values():
             args += ["--zone", os.path.join(ZONES, f)]
         off = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -729,7 +742,8 @@ def veth():
 
 def start_in_srv(model, port, tmp_path):
     args = ["ip", "netns", "exec", SRV_NS, BIN, "dns", "--model", model, "--json",
-            "--listen", f"{SRV_IP}:{port}", "--stats-json", str(tmp_path / f"{model}.json")]
+            "--listen", f"{SRV_IP}:{port}", "--stats-json", str(tmp_path / f"{model}.json"),
+            "--nsid", NSID]
     for f in ZONE_FILES.values():
         args += ["--zone", os.path.join(ZONES, f)]
     if model != "socket":

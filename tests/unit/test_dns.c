@@ -839,6 +839,41 @@ static void test_notify_messages(void **state)
     op_dns_zones_free(next);
 }
 
+/* NSID (RFC 5001): a client whose OPT carries option 3 gets the server's
+ * identity in ours, room for it kept even when the answer is truncated;
+ * no identity, no EDNS or no option 3: a bare OPT or none. */
+static void test_nsid(void **state)
+{
+    (void)state;
+    static const uint8_t id[] = "ns1.test";
+    struct op_dns_query_info qi = {.udp_max = OP_DNS_UDP_DEFAULT, .nsid = id, .nsid_len = 8};
+    static const char *const names[] = {"www.example.test", "big.example.test"};
+    for (size_t i = 0; i < 2; i++) {
+        static struct msg q;
+        static struct ans a;
+        put_query(&q, 0, names[i], T_TXT);
+        put_opt(&q, 512, 0, 0);
+        q.b[q.n - 1] = 4; /* RDLEN 4: option 3, length 0 */
+        put16(&q, 3);
+        put16(&q, 0);
+        a.len = op_dns_respond(fx->z, &qi, q.b, q.n, a.raw, sizeof(a.raw), fx->c);
+        parse_answer(&a);
+        assert_true(a.len <= 512);
+        assert_int_equal(TC(&a), i == 1); /* big: truncated, and still its NSID */
+        assert_int_equal(RCODE(&a), 0);
+        assert_true(a.n[2] > 0);
+        const struct rr *opt = &a.rr[2][a.n[2] - 1];
+        assert_int_equal(opt->type, T_OPT);
+        assert_int_equal(opt->rdlen, 4 + 8);
+        assert_memory_equal(opt->rd, "\x00\x03\x00\x08ns1.test", 12);
+        qi.nsid_len = 0; /* none configured */
+        a.len = op_dns_respond(fx->z, &qi, q.b, q.n, a.raw, sizeof(a.raw), fx->c);
+        parse_answer(&a);
+        assert_int_equal(a.rr[2][a.n[2] - 1].rdlen, 0);
+        qi.nsid_len = 8;
+    }
+}
+
 /* --allow-transfer's networks: IPv4 ones match IPv4-mapped clients too. */
 static void test_transfer_acl(void **state)
 {
@@ -1074,6 +1109,7 @@ int main(void)
         cmocka_unit_test(test_zone_transfer),
         cmocka_unit_test(test_transfer_acl),
         cmocka_unit_test(test_notify_messages),
+        cmocka_unit_test(test_nsid),
         cmocka_unit_test(test_zone_errors),
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),
