@@ -80,6 +80,7 @@
     X(drop_ring_rx)      /* pipeline: the workers' ring was full */                                \
     X(tx_ring_full)      /* pipeline: answers lost to a full TX ring (in drop_tx) */               \
     X(tx_retries)        /* TX queue full: paused and tried again */                               \
+    X(rt_yields)         /* a real-time lcore's bounded sleeps (--rt-yield-us) */                 \
     X(port_imissed)      /* DPDK port: frames the NIC/PMD dropped before us (RX ring full) */       \
     X(port_rx_nombuf)    /* DPDK port: frames dropped for want of an mbuf */                       \
     X(port_oerrors)      /* DPDK port: frames the NIC/PMD failed to send */
@@ -191,6 +192,9 @@ struct op_dns_dpdk_config {
     unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
     unsigned idle_sleep_us; /* the longest sleep of an idle lcore (doubling from 1) */
     unsigned idle_after_us; /* how long an lcore polls an empty queue before it sleeps */
+    unsigned rt_yield_us, rt_yield_every_us; /* an lcore under a real-time policy sleeps
+                                                this long (0: what the kernel's real-time
+                                                throttle needs, + 3%) this often */
     int eal_argc;         /* EAL arguments, argv[0] first */
     char **eal_argv;
 };

@@ -45,6 +45,11 @@ static void help(void)
            "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
            "  --idle-after-us US    DPDK: how long an lcore polls an empty queue before it\n"
            "                        sleeps, 0..1000000 (default 1000)\n"
+           "  --rt-yield-us US, --rt-yield-every-us US  DPDK: under a real-time policy\n"
+           "                        (started by chrt -f N) no ordinary task preempts an\n"
+           "                        lcore, so it sleeps US every US', busy or not, for the\n"
+           "                        kernel's real-time throttle and per-CPU threads\n"
+           "                        (default: the throttle's share + 3%% of 10000 us)\n"
            "  --threads N           UDP threads (default 1)\n"
            "  --burst N             datagrams per recvmmsg or rx_burst, 1..1024, DPDK up to\n"
            "                        512 (default 64)\n"
@@ -73,6 +78,7 @@ struct dns_flags {
 
 enum { O_ZONE = 256, O_LISTEN, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
+       O_RT_YIELD, O_RT_EVERY,
        O_HELP };
 
 static const struct option options[] = {
@@ -87,6 +93,8 @@ static const struct option options[] = {
     {"tx-retries", 1, 0, O_TXR},     {"tx-backoff-us", 1, 0, O_TXB},
     {"idle-sleep-us", 1, 0, O_IDLE},
     {"idle-after-us", 1, 0, O_IDLE_AFTER},
+    {"rt-yield-us", 1, 0, O_RT_YIELD},
+    {"rt-yield-every-us", 1, 0, O_RT_EVERY},
     {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
 
 static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
@@ -104,6 +112,8 @@ static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
     case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
     case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->idle_sleep_us = (unsigned)v; return true;
     case O_IDLE_AFTER: if (!cli_u64(tool, "--idle-after-us", val, 0, 1000000, &v)) return false; d->idle_after_us = (unsigned)v; return true;
+    case O_RT_YIELD: if (!cli_u64(tool, "--rt-yield-us", val, 0, 1000000, &v)) return false; d->rt_yield_us = (unsigned)v; return true;
+    case O_RT_EVERY: if (!cli_u64(tool, "--rt-yield-every-us", val, 100, 1000000, &v)) return false; d->rt_yield_every_us = (unsigned)v; return true;
     default: return false;
     }
 }

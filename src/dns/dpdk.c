@@ -16,6 +16,8 @@
  * do for --idle-after-us sleeps, doubling up to --idle-sleep-us, so an
  * idle server costs a few wake-ups a millisecond, not a core. */
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -163,18 +165,76 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
  * empty polls, since its sleep is what lets the other one run (sched_yield
  * instead lost more: 2% against 0.06-0.4% at 400k for the pipeline on one
  * core). Either sleeps a little longer each time, doubling from 1 us up to
- * --idle-sleep-us, so an idle server costs a few wake-ups a millisecond. */
+ * --idle-sleep-us, so an idle server costs a few wake-ups a millisecond.
+ *
+ * An lcore under a real-time policy (the process started by `chrt -f N`;
+ * EAL's threads inherit it) is not preempted by ordinary tasks: another
+ * job's compile or test on its CPU no longer takes half of it in 4 ms
+ * slices while the fill ring runs dry (CFS shares a CPU between sessions'
+ * autogroups equally, whatever the nice value). It must still leave the
+ * CPU now and then: the kernel throttles real-time tasks that run more
+ * than sched_rt_runtime_us of each sched_rt_period_us (950 ms of 1 s by
+ * default) by taking the CPU from them for the rest of the period, which
+ * here was 45 ms once a second with every frame of it lost; and the
+ * per-CPU kernel threads need some time. So it sleeps --rt-yield-us every
+ * --rt-yield-every-us, busy or not; by default (0) the sleep is the share
+ * the throttle needs plus 3% (800 us of every 10 ms), and its wake-up
+ * preempts whatever ran meanwhile. Its idle sleeps count as such a yield. */
 struct idle {
     uint64_t since; /* TSC at the first empty poll in a row; 0 while busy */
     uint64_t after; /* --idle-after-us in TSC cycles */
-    unsigned empty, sleep_us;
-    bool shared;
+    uint64_t yield_at, yield_every; /* real-time lcores: the next forced sleep, the period */
+    uint64_t *c; /* the lcore's counters */
+    unsigned empty, sleep_us, yield_us;
+    bool shared, rt;
 };
 
-static struct idle idle_init(const struct dpdk_state *d, const struct dns_worker *w)
+static bool policy_is_rt(void)
 {
-    return (struct idle){.after = rte_get_tsc_hz() / 1000000 * d->dc.idle_after_us,
-                         .sleep_us = 1, .shared = d->cpu_shared[w->index]};
+    int p = sched_getscheduler(0);
+    return p == SCHED_FIFO || p == SCHED_RR;
+}
+
+static long read_long(const char *path, long dflt)
+{
+    FILE *f = fopen(path, "r");
+    long v;
+    if (f == NULL)
+        return dflt;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = dflt;
+    fclose(f);
+    return v;
+}
+
+/* The sleep a real-time lcore takes every `every` us: the share of each
+ * period the kernel keeps from real-time tasks (none: -1), plus 3%. */
+static unsigned rt_yield_auto(unsigned every)
+{
+    long runtime = read_long("/proc/sys/kernel/sched_rt_runtime_us", 950000);
+    long period = read_long("/proc/sys/kernel/sched_rt_period_us", 1000000);
+    double kept = runtime < 0 || period <= 0 || runtime >= period ? 0.0
+                                                                  : 1.0 - (double)runtime / (double)period;
+    unsigned us = (unsigned)((kept + 0.03) * every);
+    return us > 0 ? us : 1;
+}
+
+static struct idle idle_init(const struct dpdk_state *d, struct dns_worker *w)
+{
+    uint64_t us = rte_get_tsc_hz() / 1000000;
+    struct idle i = {.after = us * d->dc.idle_after_us, .sleep_us = 1, .c = w->c,
+                     .shared = d->cpu_shared[w->index], .rt = policy_is_rt(),
+                     .yield_every = us * d->dc.rt_yield_every_us,
+                     .yield_us = d->dc.rt_yield_us ? d->dc.rt_yield_us
+                                                   : rt_yield_auto(d->dc.rt_yield_every_us)};
+    i.yield_at = rte_get_tsc_cycles() + i.yield_every;
+    return i;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
 }
 
 static bool time_to_sleep(struct idle *i)
@@ -190,6 +250,11 @@ static bool time_to_sleep(struct idle *i)
 /* Returns busy, so a loop reads `if (!polled(...)) continue;`. */
 static bool polled(const struct dpdk_state *d, struct idle *i, bool busy)
 {
+    if (i->rt && rte_get_tsc_cycles() >= i->yield_at) {
+        sleep_us(i->yield_us);
+        i->c[OP_DNS_C_rt_yields]++;
+        i->yield_at = rte_get_tsc_cycles() + i->yield_every;
+    }
     if (busy) {
         i->since = 0;
         i->empty = 0;
@@ -198,8 +263,9 @@ static bool polled(const struct dpdk_state *d, struct idle *i, bool busy)
     }
     if (!time_to_sleep(i))
         return false;
-    struct timespec ts = {0, (long)i->sleep_us * 1000};
-    nanosleep(&ts, NULL);
+    sleep_us(i->sleep_us); /* it left the CPU: that stands for a real-time yield too */
+    if (i->rt)
+        i->yield_at = rte_get_tsc_cycles() + i->yield_every;
     i->sleep_us = i->sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : i->sleep_us * 2;
     return false;
 }
@@ -458,7 +524,8 @@ void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
     *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
                                       .ring_size = 4096, .rx_desc = 2048, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
-                                      .idle_sleep_us = 1000, .idle_after_us = 1000};
+                                      .idle_sleep_us = 1000, .idle_after_us = 1000,
+                                      .rt_yield_us = 0, .rt_yield_every_us = 10000};
 }
 
 /* TCP through the kernel (RFC 7766: truncated answers are asked again
