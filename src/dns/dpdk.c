@@ -12,12 +12,10 @@
  *
  * Every frame is accounted for: answered (DNS, ARP, ICMP echo) or dropped
  * under a named counter; a full TX queue is retried with a doubling pause
- * (bounded), then the rest is counted and freed. An lcore with nothing to
- * do for --idle-after-us sleeps, doubling up to --idle-sleep-us, so an
- * idle server costs a few wake-ups a millisecond, not a core. */
+ * (bounded), then the rest is counted and freed. The lcores poll as
+ * poll.c says (sleeping when idle, bounded sleeps under a real-time
+ * policy). */
 #include <errno.h>
-#include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -155,121 +153,6 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     return keep;
 }
 
-/* An lcore's adaptive polling. An lcore with a CPU to itself keeps
- * polling an empty queue for --idle-after-us before it sleeps: a vCPU that
- * sleeps here wakes late, and the AF_XDP fill ring (2048 buffers, 5 ms at
- * 400k qps) runs dry meanwhile. Sleeping after 64 empty polls lost 9-12%
- * of the queries at 90% of rtc's peak here; polling through the gaps
- * between the load's bursts, 0-7% (the rest is this shared VM's noise).
- * An lcore that shares its CPU with another of ours still sleeps after 64
- * empty polls, since its sleep is what lets the other one run (sched_yield
- * instead lost more: 2% against 0.06-0.4% at 400k for the pipeline on one
- * core). Either sleeps a little longer each time, doubling from 1 us up to
- * --idle-sleep-us, so an idle server costs a few wake-ups a millisecond.
- *
- * An lcore under a real-time policy (the process started by `chrt -f N`;
- * EAL's threads inherit it) is not preempted by ordinary tasks: another
- * job's compile or test on its CPU no longer takes half of it in 4 ms
- * slices while the fill ring runs dry (CFS shares a CPU between sessions'
- * autogroups equally, whatever the nice value). It must still leave the
- * CPU now and then: the kernel throttles real-time tasks that run more
- * than sched_rt_runtime_us of each sched_rt_period_us (950 ms of 1 s by
- * default) by taking the CPU from them for the rest of the period, which
- * here was 45 ms once a second with every frame of it lost; and the
- * per-CPU kernel threads need some time. So it sleeps --rt-yield-us every
- * --rt-yield-every-us, busy or not; by default (0) the sleep is the share
- * the throttle needs plus 3% (800 us of every 10 ms), and its wake-up
- * preempts whatever ran meanwhile. Its idle sleeps count as such a yield. */
-struct idle {
-    uint64_t since; /* TSC at the first empty poll in a row; 0 while busy */
-    uint64_t after; /* --idle-after-us in TSC cycles */
-    uint64_t yield_at, yield_every; /* real-time lcores: the next forced sleep, the period */
-    uint64_t *c; /* the lcore's counters */
-    unsigned empty, sleep_us, yield_us;
-    bool shared, rt;
-};
-
-static bool policy_is_rt(void)
-{
-    int p = sched_getscheduler(0);
-    return p == SCHED_FIFO || p == SCHED_RR;
-}
-
-static long read_long(const char *path, long dflt)
-{
-    FILE *f = fopen(path, "r");
-    long v;
-    if (f == NULL)
-        return dflt;
-    if (fscanf(f, "%ld", &v) != 1)
-        v = dflt;
-    fclose(f);
-    return v;
-}
-
-/* The sleep a real-time lcore takes every `every` us: the share of each
- * period the kernel keeps from real-time tasks (none: -1), plus 3%. */
-static unsigned rt_yield_auto(unsigned every)
-{
-    long runtime = read_long("/proc/sys/kernel/sched_rt_runtime_us", 950000);
-    long period = read_long("/proc/sys/kernel/sched_rt_period_us", 1000000);
-    double kept = runtime < 0 || period <= 0 || runtime >= period ? 0.0
-                                                                  : 1.0 - (double)runtime / (double)period;
-    unsigned us = (unsigned)((kept + 0.03) * every);
-    return us > 0 ? us : 1;
-}
-
-static struct idle idle_init(const struct dpdk_state *d, struct dns_worker *w)
-{
-    uint64_t us = rte_get_tsc_hz() / 1000000;
-    struct idle i = {.after = us * d->dc.idle_after_us, .sleep_us = 1, .c = w->c,
-                     .shared = d->cpu_shared[w->index], .rt = policy_is_rt(),
-                     .yield_every = us * d->dc.rt_yield_every_us,
-                     .yield_us = d->dc.rt_yield_us ? d->dc.rt_yield_us
-                                                   : rt_yield_auto(d->dc.rt_yield_every_us)};
-    i.yield_at = rte_get_tsc_cycles() + i.yield_every;
-    return i;
-}
-
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static bool time_to_sleep(struct idle *i)
-{
-    if (i->shared)
-        return ++i->empty >= 64;
-    uint64_t now = rte_get_tsc_cycles();
-    if (i->since == 0)
-        i->since = now;
-    return now - i->since >= i->after;
-}
-
-/* Returns busy, so a loop reads `if (!polled(...)) continue;`. */
-static bool polled(const struct dpdk_state *d, struct idle *i, bool busy)
-{
-    if (i->rt && rte_get_tsc_cycles() >= i->yield_at) {
-        sleep_us(i->yield_us);
-        i->c[OP_DNS_C_rt_yields]++;
-        i->yield_at = rte_get_tsc_cycles() + i->yield_every;
-    }
-    if (busy) {
-        i->since = 0;
-        i->empty = 0;
-        i->sleep_us = 1;
-        return true;
-    }
-    if (!time_to_sleep(i))
-        return false;
-    sleep_us(i->sleep_us); /* it left the CPU: that stands for a real-time yield too */
-    if (i->rt)
-        i->yield_at = rte_get_tsc_cycles() + i->yield_every;
-    i->sleep_us = i->sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : i->sleep_us * 2;
-    return false;
-}
-
 static int rtc_main(void *arg)
 {
     struct dns_worker *w = arg;
@@ -277,11 +160,12 @@ static int rtc_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     uint16_t q = (uint16_t)w->index;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, q, m, (uint16_t)w->s->cfg.burst);
-        if (!polled(d, &idle, n > 0))
+        if (!dns_polled(&idle, n > 0))
             continue;
         unsigned none;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
@@ -299,7 +183,8 @@ static int io_main(void *arg)
     const struct dpdk_state *d = w->s->priv;
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     unsigned burst = w->s->cfg.burst;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)burst);
@@ -320,7 +205,7 @@ static int io_main(void *arg)
         }
         if (k > 0)
             send_burst(w, d, 0, m, is_dns, k);
-        if (!polled(d, &idle, n > 0 || got > 0))
+        if (!dns_polled(&idle, n > 0 || got > 0))
             continue;
         dns_publish(w);
     }
@@ -336,10 +221,11 @@ static int worker_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
-        if (!polled(d, &idle, n > 0))
+        if (!dns_polled(&idle, n > 0))
             continue;
         unsigned dropped;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
@@ -524,8 +410,7 @@ void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
     *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
                                       .ring_size = 4096, .rx_desc = 2048, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
-                                      .idle_sleep_us = 1000, .idle_after_us = 1000,
-                                      .rt_yield_us = 0, .rt_yield_every_us = 10000};
+                                      .poll = OP_DNS_POLL_DEFAULT};
 }
 
 /* TCP through the kernel (RFC 7766: truncated answers are asked again

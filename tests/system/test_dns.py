@@ -520,7 +520,9 @@ def start_in_srv(model, port, tmp_path, prefix=()):
             "--listen", f"{SRV_IP}:{port}", "--stats-json", str(tmp_path / f"{model}.json")]
     for f in ZONE_FILES.values():
         args += ["--zone", os.path.join(ZONES, f)]
-    if model != "socket":
+    if model == "xdp":
+        args += ["--xdp-if", SRV_IF]
+    elif model != "socket":
         lcores = "0@0,1@1" if model == "rtc" else "0@0,1@1,2@0"
         args += ["--", "--no-huge", "-m", "512", "--no-pci", "--lcores", lcores,
                  f"--vdev=net_af_xdp0,iface={SRV_IF}", f"--file-prefix=ofdt{port}",
@@ -567,7 +569,7 @@ def idle_share(pid):
 def test_dpdk_models_answer_as_socket(veth, tmp_path):
     port = 53
     answers, tcp, counters = {}, {}, {}
-    for model in ("socket", "rtc", "pipeline"):
+    for model in ("socket", "rtc", "pipeline", "xdp"):
         p = start_in_srv(model, port, tmp_path)
         try:
             # Ask for the MAC now that the model is up: DPDK must answer ARP.
@@ -588,9 +590,14 @@ def test_dpdk_models_answer_as_socket(veth, tmp_path):
     assert len(answers["socket"]) >= 300
     assert answers["rtc"] == answers["socket"]
     assert answers["pipeline"] == answers["socket"]
+    assert answers["xdp"] == answers["socket"]
     assert sum(tc for tc, _ in tcp["socket"]) >= 4  # some were truncated over UDP
     assert all("'flags': 'QR AA'" in a or "'flags': 'QR'" in a for _, a in tcp["socket"])
     assert tcp["rtc"] == tcp["socket"] and tcp["pipeline"] == tcp["socket"]
+    assert tcp["xdp"] == tcp["socket"]
+    c = counters["xdp"]  # ARP and ICMP went to the kernel: the frames are the queries
+    assert c["formerr_ptr_loop"] >= 250 and c["drop_response"] >= 250
+    assert c["tcp_rx"] == c["tcp_tx"] == len(tcp["xdp"]) and c["rt_yields"] == 0
     for model in ("rtc", "pipeline"):
         c = counters[model]
         assert c["ctl_rx"] >= 4 and c["ctl_tx"] == c["ctl_rx"]  # ARP + 3 echoes
