@@ -24,7 +24,10 @@
  * per-CPU kernel threads need some time. So it sleeps --rt-yield-us every
  * --rt-yield-every-us, busy or not; by default (0) the sleep is the share
  * the throttle needs plus 3% (800 us of every 10 ms), and its wake-up
- * preempts whatever ran meanwhile. Its idle sleeps count as such a yield. */
+ * preempts whatever ran meanwhile. Its idle sleeps count as such a yield.
+ * Two real-time workers sharing a CPU (the pipeline on one core) have the
+ * same priority, so neither preempts the other: each calls sched_yield
+ * after a busy poll, which hands the CPU to the other if it is waiting. */
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -100,6 +103,8 @@ bool dns_polled(struct dns_poll *p, bool busy)
         p->since_ns = 0;
         p->empty = 0;
         p->sleep_us = 1;
+        if (p->rt && p->shared) /* the other worker on this CPU, at our priority, */
+            sched_yield();      /* would not run otherwise until we sleep */
         return true;
     }
     if (!time_to_sleep(p))
