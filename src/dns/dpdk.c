@@ -26,6 +26,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_prefetch.h>
 #include <rte_ring.h>
 
 #include "dns_internal.h"
@@ -56,16 +57,17 @@ static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
         w->c[OP_DNS_C_drop_frame]++;
         return false;
     }
-    if ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
-        (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0) {
+    struct op_flow flow;
+    uint8_t src_mac[6];
+    size_t off, plen;
+    /* UDP first (nearly every frame); ARP and ICMP echo are neither */
+    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK && ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
+                             (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0)) {
         w->c[OP_DNS_C_ctl_rx]++;
         m->data_len = m->pkt_len = (uint32_t)n;
         return true;
     }
-    struct op_flow flow;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
     if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != w->s->cfg.port) {
         w->c[v == OP_FRAME_OK || v == OP_FRAME_NOT_IPV4 || v == OP_FRAME_NOT_UDP
                  ? OP_DNS_C_drop_not_ours
@@ -134,8 +136,12 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     struct rte_mbuf *gone[MAX_BURST];
     unsigned keep = 0, ngone = 0;
     const struct op_dns_zones *z = dns_zones_enter(w);
+    for (unsigned i = 0; i < n && i < 2; i++)
+        rte_prefetch0(rte_pktmbuf_mtod(m[i], void *));
     for (unsigned i = 0; i < n; i++) {
         bool dns;
+        if (i + 2 < n) /* the frames were written by another CPU: fetch ahead */
+            rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
         if (handle_frame(w, d, z, m[i], scratch, &dns)) {
             is_dns[keep] = dns;
             m[keep++] = m[i];
