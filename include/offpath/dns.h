@@ -88,6 +88,7 @@
     X(drop_ring_rx)      /* pipeline: the workers' ring was full */                                \
     X(tx_ring_full)      /* pipeline: answers lost to a full TX ring (in drop_tx) */               \
     X(tx_retries)        /* TX queue full: paused and tried again */                               \
+    X(rt_yields)         /* a real-time lcore's bounded sleeps (--rt-yield-us) */                 \
     X(port_imissed)      /* DPDK port: frames the NIC/PMD dropped before us (RX ring full) */       \
     X(port_rx_nombuf)    /* DPDK port: frames dropped for want of an mbuf */                       \
     X(port_oerrors)      /* DPDK port: frames the NIC/PMD failed to send */
@@ -260,14 +261,38 @@ OP_API void op_dns_server_count(struct op_dns_server *s, enum op_dns_counter c);
  * (notify_sent, notify_acked, notify_failed); returns the acknowledged. */
 OP_API unsigned op_dns_server_notify(struct op_dns_server *s, const struct op_dns_zones *old,
                                      const struct op_dns_zones *now);
+/* How the polling models' workers wait (src/dns/poll.c). */
+struct op_dns_poll_config {
+    unsigned idle_sleep_us; /* the longest sleep of an idle worker (doubling from 1) */
+    unsigned idle_after_us; /* how long a worker polls an empty queue before it sleeps */
+    unsigned rt_yield_us, rt_yield_every_us; /* a worker under a real-time policy sleeps
+                                                this long (0: what the kernel's real-time
+                                                throttle needs, + 3%) this often */
+};
+#define OP_DNS_POLL_DEFAULT                                                                        \
+    {.idle_sleep_us = 1000, .idle_after_us = 1000, .rt_yield_us = 0, .rt_yield_every_us = 10000}
+
+/* ---- The xdp model: run to completion on offpath's own AF_XDP socket ---- */
+struct op_dns_xdp_config {
+    const char *ifname;  /* the interface; its queue 0 is served */
+    unsigned rx_frames;  /* UMEM frames for RX, all on the fill ring (a power of 2) */
+    struct op_dns_poll_config poll;
+};
+OP_API void op_dns_xdp_config_default(struct op_dns_xdp_config *xc);
+/* Opens the AF_XDP socket (root), starts the worker and the TCP thread
+ * (through the kernel: it needs the address too, else UDP alone is
+ * served); setup failures are logged to cfg->log. */
+OP_API op_status_t op_dns_xdp_start(const struct op_dns_server_config *cfg,
+                                    const struct op_dns_xdp_config *xc,
+                                    struct op_dns_zones *zones, struct op_dns_server **out);
+
 /* ---- The DPDK models (only in builds that found libdpdk) ---- */
 struct op_dns_dpdk_config {
     bool pipeline;        /* false: run-to-completion, one queue per worker lcore */
     unsigned mbufs, mbuf_cache, ring_size, rx_desc, tx_desc;
     unsigned tx_retries;  /* tries after a partial tx_burst */
     unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
-    unsigned idle_sleep_us; /* the longest sleep of an idle lcore (doubling from 1) */
-    unsigned idle_after_us; /* how long an lcore polls an empty queue before it sleeps */
+    struct op_dns_poll_config poll;
     int eal_argc;         /* EAL arguments, argv[0] first */
     char **eal_argv;
 };

@@ -73,6 +73,12 @@ OP_API void op_io_udp_batching(struct op_io *io, bool on);
  * kernel's reason to log (NULL: nowhere); its errno is in the status. */
 OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
                                   const struct op_log *log, struct op_io **out);
+/* The same with rx_frames UMEM frames for RX (a power of 2, 64..2^20; the
+ * fill and RX rings are as long): frames the kernel can hand over while
+ * the reader is away, 2048 for op_io_xdp_open. 4 KiB each. */
+OP_API op_status_t op_io_xdp_open_sized(const char *ifname, uint32_t ip, uint16_t port,
+                                        uint32_t rx_frames, const struct op_log *log,
+                                        struct op_io **out);
 /* What the AF_XDP path did besides the ring. rx_refused: frames the ring
  * brought that were not ours or not valid (op_frame_verdict); rx_ring_full
  * and rx_kernel_dropped are the kernel's (lost because our ring was full,

@@ -38,15 +38,26 @@ static void help(void)
            "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP and\n"
            "                        ICMP echo for --listen's address; TCP goes through the\n"
            "                        kernel (when it has the address too; an AF_XDP vdev\n"
-           "                        gets an XDP program passing TCP to it)\n"
+           "                        gets an XDP program passing TCP to it);\n"
+           "                        xdp: one thread on offpath's own AF_XDP socket on\n"
+           "                        queue 0 of --xdp-if, no DPDK (ARP, ICMP and TCP go to\n"
+           "                        the kernel, which must have the address)\n"
+           "  --xdp-if IF           xdp: the interface\n"
+           "  --xdp-frames N        xdp: UMEM frames for RX, all given to the kernel's fill\n"
+           "                        ring, a power of 2, 64..1048576 (default 16384)\n"
            "  --mbufs N             DPDK: mbuf pool size (default 65535)\n"
            "  --ring-size N         pipeline: ring size, a power of 2 (default 4096)\n"
            "  --rx-desc N, --tx-desc N  DPDK: descriptors per queue (default 2048, 1024)\n"
            "  --tx-retries N        DPDK: tries after a partial TX burst (default 16)\n"
            "  --tx-backoff-us US    DPDK: longest pause between them (default 100)\n"
-           "  --idle-sleep-us US    DPDK: longest sleep of an idle lcore (default 1000)\n"
-           "  --idle-after-us US    DPDK: how long an lcore polls an empty queue before it\n"
+           "  --idle-sleep-us US    DPDK, xdp: longest sleep of an idle lcore (default 1000)\n"
+           "  --idle-after-us US    DPDK, xdp: how long a worker polls an empty queue before it\n"
            "                        sleeps, 0..1000000 (default 1000)\n"
+           "  --rt-yield-us US, --rt-yield-every-us US  DPDK, xdp: under a real-time policy\n"
+           "                        (started by chrt -f N) no ordinary task preempts a\n"
+           "                        worker, so it sleeps US every US', busy or not, for the\n"
+           "                        kernel's real-time throttle and per-CPU threads\n"
+           "                        (default: the throttle's share + 3%% of 10000 us)\n"
            "  --threads N           UDP threads (default 1)\n"
            "  --burst N             datagrams per recvmmsg or rx_burst, 1..1024, DPDK up to\n"
            "                        512 (default 64)\n"
@@ -74,6 +85,7 @@ struct dns_flags {
     const char *zones[MAX_ZONES];
     const char *model;
     struct op_dns_dpdk_config dc;
+    struct op_dns_xdp_config xc;
     size_t nzones;
     const char *stats_json;
     bool check, json;
@@ -83,6 +95,7 @@ struct dns_flags {
 
 enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_NSID, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
+       O_RT_YIELD, O_RT_EVERY, O_XDP_IF, O_XDP_FRAMES,
        O_HELP };
 
 static const struct option options[] = {
@@ -99,6 +112,10 @@ static const struct option options[] = {
     {"tx-retries", 1, 0, O_TXR},     {"tx-backoff-us", 1, 0, O_TXB},
     {"idle-sleep-us", 1, 0, O_IDLE},
     {"idle-after-us", 1, 0, O_IDLE_AFTER},
+    {"rt-yield-us", 1, 0, O_RT_YIELD},
+    {"rt-yield-every-us", 1, 0, O_RT_EVERY},
+    {"xdp-if", 1, 0, O_XDP_IF},
+    {"xdp-frames", 1, 0, O_XDP_FRAMES},
     {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
 
 static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
@@ -114,8 +131,10 @@ static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
     case O_TXD: if (!cli_u64(tool, "--tx-desc", val, 64, 32768, &v)) return false; d->tx_desc = (unsigned)v; return true;
     case O_TXR: if (!cli_u64(tool, "--tx-retries", val, 0, 1000, &v)) return false; d->tx_retries = (unsigned)v; return true;
     case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
-    case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->idle_sleep_us = (unsigned)v; return true;
-    case O_IDLE_AFTER: if (!cli_u64(tool, "--idle-after-us", val, 0, 1000000, &v)) return false; d->idle_after_us = (unsigned)v; return true;
+    case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->poll.idle_sleep_us = (unsigned)v; return true;
+    case O_IDLE_AFTER: if (!cli_u64(tool, "--idle-after-us", val, 0, 1000000, &v)) return false; d->poll.idle_after_us = (unsigned)v; return true;
+    case O_RT_YIELD: if (!cli_u64(tool, "--rt-yield-us", val, 0, 1000000, &v)) return false; d->poll.rt_yield_us = (unsigned)v; return true;
+    case O_RT_EVERY: if (!cli_u64(tool, "--rt-yield-every-us", val, 100, 1000000, &v)) return false; d->poll.rt_yield_every_us = (unsigned)v; return true;
     default: return false;
     }
 }
@@ -130,6 +149,10 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     case O_UDPMAX: if (!cli_u64(tool, "--udp-max-payload", val, 512, 4096, &v)) return false; c->udp_max = (uint16_t)v; return true;
     case O_TCPMAX: if (!cli_u64(tool, "--tcp-max", val, 1, 4096, &v)) return false; c->tcp_max = (unsigned)v; return true;
     case O_TCPIDLE: if (!cli_u64(tool, "--tcp-idle-ms", val, 1, 3600000, &v)) return false; c->tcp_idle_ms = (unsigned)v; return true;
+    case O_XDP_FRAMES:
+        if (!cli_u64(tool, "--xdp-frames", val, 64, 1u << 20, &v)) return false;
+        if (v & (v - 1)) { cli_bad(tool, "invalid value '%s' for --xdp-frames (not a power of 2)", val); return false; }
+        f->xc.rx_frames = (unsigned)v; return true;
     default: return set_dpdk(opt, val, &f->dc);
     }
 }
@@ -223,18 +246,21 @@ static bool set(int opt, const char *val, void *arg)
         f->cfg.n_xfr_acl++;
         return true;
     case O_MODEL:
-        if (strcmp(val, "socket") != 0 && strcmp(val, "rtc") != 0 && strcmp(val, "pipeline") != 0) {
-            cli_bad(tool, "invalid value '%s' for --model (expected socket, rtc or pipeline)", val);
+        if (strcmp(val, "socket") != 0 && strcmp(val, "rtc") != 0 &&
+            strcmp(val, "pipeline") != 0 && strcmp(val, "xdp") != 0) {
+            cli_bad(tool, "invalid value '%s' for --model (expected socket, rtc, pipeline or xdp)",
+                    val);
             return false;
         }
 #ifndef OP_HAVE_DPDK
-        if (strcmp(val, "socket") != 0) {
+        if (strcmp(val, "socket") != 0 && strcmp(val, "xdp") != 0) {
             cli_bad(tool, "--model %s: this build has no DPDK (install libdpdk-dev, rebuild)", val);
             return false;
         }
 #endif
         f->model = val;
         return true;
+    case O_XDP_IF: f->xc.ifname = val; return true;
     case O_CHECK: f->check = true; return true;
     case O_JSON: f->json = true; return true;
     case O_STATS: f->stats_json = val; return true;
@@ -350,6 +376,13 @@ static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zon
             cli_bad(tool, "cannot serve on --listen: %s", op_status_str(st));
         return st == OP_OK;
     }
+    if (strcmp(f->model, "xdp") == 0) {
+        f->xc.poll = f->dc.poll;
+        op_status_t st = op_dns_xdp_start(&f->cfg, &f->xc, z, s);
+        if (st != OP_OK)
+            cli_bad(tool, "--model xdp on %s: %s", f->xc.ifname, op_status_str(st));
+        return st == OP_OK;
+    }
 #ifdef OP_HAVE_DPDK
     char *eal[130];
     char name[] = "offpath-dns";
@@ -422,13 +455,15 @@ int cli_dns(int argc, char **argv)
 {
     struct dns_flags f = {.log_level = OP_LOG_WARNING, .model = "socket"};
     op_dns_server_config_default(&f.cfg);
+    op_dns_xdp_config_default(&f.xc);
+    f.dc.poll = f.xc.poll;
 #ifdef OP_HAVE_DPDK
     op_dns_dpdk_config_default(&f.dc);
 #endif
     int r = cli_flags(argc, argv, "h", options, O_HELP, help, set, &f);
     if (r >= 0)
         return r;
-    bool dpdk = strcmp(f.model, "socket") != 0;
+    bool dpdk = strcmp(f.model, "socket") != 0 && strcmp(f.model, "xdp") != 0;
     if (optind < argc && !dpdk) {
         cli_bad(tool, "unexpected argument '%s' (EAL arguments go with --model rtc|pipeline)",
                 argv[optind]);
@@ -440,6 +475,10 @@ int cli_dns(int argc, char **argv)
     }
     if (dpdk && f.cfg.ipv6) {
         cli_bad(tool, "--listen: --model %s serves IPv4; IPv6 is --model socket's", f.model);
+        return 2;
+    }
+    if (strcmp(f.model, "xdp") == 0 && f.xc.ifname == NULL) {
+        cli_bad(tool, "--model xdp needs --xdp-if IF");
         return 2;
     }
     struct op_log log;

@@ -188,6 +188,22 @@ void dns_publish(struct dns_worker *w);
 const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);
 void dns_zones_leave(struct dns_worker *w);
 
+/* ---- polling workers (poll.c) ---- */
+struct dns_poll {
+    uint64_t since_ns; /* the first empty poll in a row; 0 while busy */
+    uint64_t after_ns; /* --idle-after-us */
+    uint64_t yield_at_ns, yield_every_ns; /* real-time workers: the next forced sleep */
+    uint64_t *c;                          /* the worker's counters */
+    unsigned empty, sleep_us, idle_sleep_us, yield_us;
+    bool shared; /* another of our workers runs on its CPU */
+    bool rt;     /* it runs under SCHED_FIFO or SCHED_RR */
+};
+void dns_poll_init(struct dns_poll *p, const struct op_dns_poll_config *pc, bool shared,
+                   uint64_t *c);
+/* After each poll: returns busy, sleeping first when it is time to, so a
+ * loop reads `if (!dns_polled(&p, n > 0)) continue;`. */
+bool dns_polled(struct dns_poll *p, bool busy);
+
 void dns_load_fail(struct op_dns_load_err *err, int reason, const char *file, unsigned line,
                    const char *fmt, ...) OP_PRINTF(5, 6);
 

@@ -12,9 +12,9 @@
  *
  * Every frame is accounted for: answered (DNS, ARP, ICMP echo) or dropped
  * under a named counter; a full TX queue is retried with a doubling pause
- * (bounded), then the rest is counted and freed. An lcore with nothing to
- * do for --idle-after-us sleeps, doubling up to --idle-sleep-us, so an
- * idle server costs a few wake-ups a millisecond, not a core. */
+ * (bounded), then the rest is counted and freed. The lcores poll as
+ * poll.c says (sleeping when idle, bounded sleeps under a real-time
+ * policy). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_prefetch.h>
 #include <rte_ring.h>
 
 #include "dns_internal.h"
@@ -56,16 +57,17 @@ static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
         w->c[OP_DNS_C_drop_frame]++;
         return false;
     }
-    if ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
-        (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0) {
+    struct op_flow flow;
+    uint8_t src_mac[6];
+    size_t off, plen;
+    /* UDP first (nearly every frame); ARP and ICMP echo are neither */
+    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK && ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
+                             (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0)) {
         w->c[OP_DNS_C_ctl_rx]++;
         m->data_len = m->pkt_len = (uint32_t)n;
         return true;
     }
-    struct op_flow flow;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
     if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != w->s->cfg.port) {
         w->c[v == OP_FRAME_OK || v == OP_FRAME_NOT_IPV4 || v == OP_FRAME_NOT_UDP
                  ? OP_DNS_C_drop_not_ours
@@ -133,8 +135,12 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     struct rte_mbuf *gone[MAX_BURST];
     unsigned keep = 0, ngone = 0;
     const struct op_dns_zones *z = dns_zones_enter(w);
+    for (unsigned i = 0; i < n && i < 2; i++)
+        rte_prefetch0(rte_pktmbuf_mtod(m[i], void *));
     for (unsigned i = 0; i < n; i++) {
         bool dns;
+        if (i + 2 < n) /* the frames were written by another CPU: fetch ahead */
+            rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
         if (handle_frame(w, d, z, m[i], scratch, &dns)) {
             is_dns[keep] = dns;
             m[keep++] = m[i];
@@ -152,57 +158,6 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     return keep;
 }
 
-/* An lcore's adaptive polling. An lcore with a CPU to itself keeps
- * polling an empty queue for --idle-after-us before it sleeps: a vCPU that
- * sleeps here wakes late, and the AF_XDP fill ring (2048 buffers, 5 ms at
- * 400k qps) runs dry meanwhile. Sleeping after 64 empty polls lost 9-12%
- * of the queries at 90% of rtc's peak here; polling through the gaps
- * between the load's bursts, 0-7% (the rest is this shared VM's noise).
- * An lcore that shares its CPU with another of ours still sleeps after 64
- * empty polls, since its sleep is what lets the other one run (sched_yield
- * instead lost more: 2% against 0.06-0.4% at 400k for the pipeline on one
- * core). Either sleeps a little longer each time, doubling from 1 us up to
- * --idle-sleep-us, so an idle server costs a few wake-ups a millisecond. */
-struct idle {
-    uint64_t since; /* TSC at the first empty poll in a row; 0 while busy */
-    uint64_t after; /* --idle-after-us in TSC cycles */
-    unsigned empty, sleep_us;
-    bool shared;
-};
-
-static struct idle idle_init(const struct dpdk_state *d, const struct dns_worker *w)
-{
-    return (struct idle){.after = rte_get_tsc_hz() / 1000000 * d->dc.idle_after_us,
-                         .sleep_us = 1, .shared = d->cpu_shared[w->index]};
-}
-
-static bool time_to_sleep(struct idle *i)
-{
-    if (i->shared)
-        return ++i->empty >= 64;
-    uint64_t now = rte_get_tsc_cycles();
-    if (i->since == 0)
-        i->since = now;
-    return now - i->since >= i->after;
-}
-
-/* Returns busy, so a loop reads `if (!polled(...)) continue;`. */
-static bool polled(const struct dpdk_state *d, struct idle *i, bool busy)
-{
-    if (busy) {
-        i->since = 0;
-        i->empty = 0;
-        i->sleep_us = 1;
-        return true;
-    }
-    if (!time_to_sleep(i))
-        return false;
-    struct timespec ts = {0, (long)i->sleep_us * 1000};
-    nanosleep(&ts, NULL);
-    i->sleep_us = i->sleep_us * 2 > d->dc.idle_sleep_us ? d->dc.idle_sleep_us : i->sleep_us * 2;
-    return false;
-}
-
 static int rtc_main(void *arg)
 {
     struct dns_worker *w = arg;
@@ -210,11 +165,12 @@ static int rtc_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     uint16_t q = (uint16_t)w->index;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, q, m, (uint16_t)w->s->cfg.burst);
-        if (!polled(d, &idle, n > 0))
+        if (!dns_polled(&idle, n > 0))
             continue;
         unsigned none;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
@@ -232,7 +188,8 @@ static int io_main(void *arg)
     const struct dpdk_state *d = w->s->priv;
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     unsigned burst = w->s->cfg.burst;
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)burst);
@@ -253,7 +210,7 @@ static int io_main(void *arg)
         }
         if (k > 0)
             send_burst(w, d, 0, m, is_dns, k);
-        if (!polled(d, &idle, n > 0 || got > 0))
+        if (!dns_polled(&idle, n > 0 || got > 0))
             continue;
         dns_publish(w);
     }
@@ -269,10 +226,11 @@ static int worker_main(void *arg)
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
     uint8_t scratch[4096];
-    struct idle idle = idle_init(d, w);
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     while (!dns_server_stopping(w->s)) {
         unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
-        if (!polled(d, &idle, n > 0))
+        if (!dns_polled(&idle, n > 0))
             continue;
         unsigned dropped;
         unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
@@ -457,7 +415,7 @@ void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
     *dc = (struct op_dns_dpdk_config){.pipeline = false, .mbufs = 65535, .mbuf_cache = 256,
                                       .ring_size = 4096, .rx_desc = 2048, .tx_desc = 1024,
                                       .tx_retries = 16, .tx_backoff_us = 100,
-                                      .idle_sleep_us = 1000, .idle_after_us = 1000};
+                                      .poll = OP_DNS_POLL_DEFAULT};
 }
 
 /* TCP through the kernel (RFC 7766: truncated answers are asked again

@@ -35,9 +35,9 @@
 #endif
 
 #define XDP_FRAME 4096u
-#define XDP_RX_FRAMES 2048u
+#define XDP_RX_FRAMES 2048u /* the default; op_io_xdp_open_sized takes more */
 #define XDP_TX_FRAMES 2048u
-#define XDP_RING 2048u
+#define XDP_TX_RING_LEN 2048u
 #define XDP_FRAME_ROOM (XDP_FRAME - 256u) /* copy mode leaves XDP_PACKET_HEADROOM */
 #define XDP_KICKS 64 /* bound on TX kicks per burst */
 #define NEIGH_SLOTS 32
@@ -70,6 +70,7 @@ struct xdp_io {
     struct op_frame_l2 l2;
     struct xdp_bpf bpf;
     uint8_t *umem;
+    uint32_t rx_frames; /* UMEM frames for RX: the fill and RX rings' size too */
     struct xring fill, comp, rx, tx;
     uint64_t free_tx[XDP_TX_FRAMES];
     uint32_t n_free;
@@ -173,9 +174,14 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
 
 /* Descriptors come from the kernel; still, nothing outside the UMEM is
  * ever read or handed back. */
-static bool frame_in_umem(uint64_t addr, uint32_t len)
+static size_t umem_len(const struct xdp_io *x)
 {
-    uint64_t size = (uint64_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME;
+    return (size_t)(x->rx_frames + XDP_TX_FRAMES) * XDP_FRAME;
+}
+
+static bool frame_in_umem(const struct xdp_io *x, uint64_t addr, uint32_t len)
+{
+    uint64_t size = umem_len(x);
     return addr < size && len <= XDP_FRAME && (addr & (XDP_FRAME - 1)) + len <= XDP_FRAME;
 }
 
@@ -197,7 +203,7 @@ static int xdp_recv(struct op_io *io, struct op_pkt *pkts, int max)
     int k = 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct xdp_desc *d = desc_slot(&x->rx, x->rx.head + i);
-        if (frame_in_umem(d->addr, d->len) &&
+        if (frame_in_umem(x, d->addr, d->len) &&
             take_frame(x, x->umem + d->addr, d->len, &pkts[k]))
             k++;
         *addr_slot(&x->fill, x->fill.head++) = d->addr & ~(uint64_t)(XDP_FRAME - 1);
@@ -219,7 +225,7 @@ static void reclaim_tx(struct xdp_io *x)
     uint32_t done = load_acquire(x->comp.prod) - x->comp.head;
     for (uint32_t i = 0; i < done && x->n_free < XDP_TX_FRAMES; i++) {
         uint64_t addr = *addr_slot(&x->comp, x->comp.head + i);
-        if (addr >= (uint64_t)XDP_RX_FRAMES * XDP_FRAME && frame_in_umem(addr, 0))
+        if (addr >= (uint64_t)x->rx_frames * XDP_FRAME && frame_in_umem(x, addr, 0))
             x->free_tx[x->n_free++] = addr & ~(uint64_t)(XDP_FRAME - 1);
     }
     x->comp.head += done;
@@ -323,7 +329,7 @@ static void xdp_close(struct op_io *io)
     if (x->kernel != NULL)
         op_io_close(x->kernel);
     if (x->umem != NULL)
-        munmap(x->umem, (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME);
+        munmap(x->umem, umem_len(x));
     free(x);
 }
 
@@ -352,9 +358,9 @@ static op_status_t fail(const struct xdp_io *x, const char *what)
 }
 
 static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offset *o, size_t elem,
-                            off_t pgoff)
+                            off_t pgoff, uint32_t size)
 {
-    r->map_len = o->desc + XDP_RING * elem;
+    r->map_len = o->desc + size * elem;
     r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, pgoff);
     if (r->map == MAP_FAILED)
         return op_status_from_errno(errno);
@@ -363,42 +369,44 @@ static op_status_t map_ring(int fd, struct xring *r, const struct xdp_ring_offse
     r->cons = (uint32_t *)(void *)(base + o->consumer);
     r->flags = (uint32_t *)(void *)(base + o->flags);
     r->desc = base + o->desc;
-    r->mask = XDP_RING - 1;
+    r->mask = size - 1;
     return OP_OK;
 }
 
 static op_status_t make_rings(struct xdp_io *x)
 {
-    size_t umem_len = (size_t)(XDP_RX_FRAMES + XDP_TX_FRAMES) * XDP_FRAME;
-    x->umem = mmap(NULL, umem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t len = umem_len(x);
+    x->umem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (x->umem == MAP_FAILED) {
         x->umem = NULL;
         return fail(x, "UMEM");
     }
-    struct xdp_umem_reg reg = {.addr = (uint64_t)(uintptr_t)x->umem, .len = umem_len,
+    struct xdp_umem_reg reg = {.addr = (uint64_t)(uintptr_t)x->umem, .len = len,
                                .chunk_size = XDP_FRAME};
-    unsigned ring = XDP_RING;
+    unsigned rxr = x->rx_frames, txr = XDP_TX_RING_LEN;
     if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) != 0)
         return fail(x, "registering the UMEM");
-    if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &ring, sizeof ring) != 0 ||
-        setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &ring, sizeof ring) != 0 ||
-        setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &ring, sizeof ring) != 0 ||
-        setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &ring, sizeof ring) != 0)
+    if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_FILL_RING, &rxr, sizeof rxr) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &txr, sizeof txr) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_RX_RING, &rxr, sizeof rxr) != 0 ||
+        setsockopt(x->fd, SOL_XDP, XDP_TX_RING, &txr, sizeof txr) != 0)
         return fail(x, "sizing the rings");
     struct xdp_mmap_offsets off;
     socklen_t olen = sizeof off;
     if (getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &olen) != 0 ||
-        map_ring(x->fd, &x->fill, &off.fr, sizeof(uint64_t), XDP_UMEM_PGOFF_FILL_RING) != OP_OK ||
-        map_ring(x->fd, &x->comp, &off.cr, sizeof(uint64_t), XDP_UMEM_PGOFF_COMPLETION_RING) !=
+        map_ring(x->fd, &x->fill, &off.fr, sizeof(uint64_t), XDP_UMEM_PGOFF_FILL_RING, rxr) !=
             OP_OK ||
-        map_ring(x->fd, &x->rx, &off.rx, sizeof(struct xdp_desc), XDP_PGOFF_RX_RING) != OP_OK ||
-        map_ring(x->fd, &x->tx, &off.tx, sizeof(struct xdp_desc), XDP_PGOFF_TX_RING) != OP_OK)
+        map_ring(x->fd, &x->comp, &off.cr, sizeof(uint64_t), XDP_UMEM_PGOFF_COMPLETION_RING,
+                 txr) != OP_OK ||
+        map_ring(x->fd, &x->rx, &off.rx, sizeof(struct xdp_desc), XDP_PGOFF_RX_RING, rxr) !=
+            OP_OK ||
+        map_ring(x->fd, &x->tx, &off.tx, sizeof(struct xdp_desc), XDP_PGOFF_TX_RING, txr) != OP_OK)
         return fail(x, "mapping the rings");
-    for (uint32_t i = 0; i < XDP_RX_FRAMES; i++)
+    for (uint32_t i = 0; i < x->rx_frames; i++)
         *addr_slot(&x->fill, x->fill.head++) = (uint64_t)i * XDP_FRAME;
     store_release(x->fill.prod, x->fill.head);
     for (uint32_t i = 0; i < XDP_TX_FRAMES; i++)
-        x->free_tx[x->n_free++] = (uint64_t)(XDP_RX_FRAMES + i) * XDP_FRAME;
+        x->free_tx[x->n_free++] = (uint64_t)(x->rx_frames + i) * XDP_FRAME;
     return OP_OK;
 }
 
@@ -456,14 +464,25 @@ static op_status_t xdp_setup(struct xdp_io *x)
 op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port,
                            const struct op_log *log, struct op_io **out)
 {
+    return op_io_xdp_open_sized(ifname, ip, port, XDP_RX_FRAMES, log, out);
+}
+
+op_status_t op_io_xdp_open_sized(const char *ifname, uint32_t ip, uint16_t port,
+                                 uint32_t rx_frames, const struct op_log *log, struct op_io **out)
+{
     if (ifname == NULL || strlen(ifname) >= IF_NAMESIZE || ip == 0 || port == 0 || out == NULL) {
         OP_ERROR(log, "AF_XDP: an interface name, an address and a port are needed");
+        return OP_ERR_INVAL;
+    }
+    if (rx_frames < 64 || rx_frames > (1u << 20) || (rx_frames & (rx_frames - 1)) != 0) {
+        OP_ERROR(log, "AF_XDP: %u RX frames: a power of 2 from 64 to 2^20 is needed", rx_frames);
         return OP_ERR_INVAL;
     }
     struct xdp_io *x = calloc(1, sizeof *x);
     if (x == NULL)
         return OP_ERR_NOMEM;
     x->fd = -1;
+    x->rx_frames = rx_frames;
     x->bpf.map_fd = x->bpf.prog_fd = x->bpf.link_fd = -1;
     snprintf(x->ifname, sizeof x->ifname, "%s", ifname);
     x->io.ops = &xdp_ops;

@@ -666,6 +666,17 @@ static void test_counter_names(void **state)
         assert_int_equal(c[i], 0);
 }
 
+/* The AF_XDP sizes are checked before any socket (so without root). */
+static void test_xdp_sizes_refused(void **state)
+{
+    (void)state;
+    struct op_io *io = NULL;
+    uint32_t bad[] = {0, 32, 63, 3000, 16383, (1u << 20) * 2};
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(op_io_xdp_open_sized("lo", IP_A, 5300, bad[i], NULL, &io), OP_ERR_INVAL);
+    assert_null(io);
+}
+
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
 
 int main(void)
@@ -682,7 +693,7 @@ int main(void)
         PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
         PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
         PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
-        cmocka_unit_test(test_counter_names),
+        cmocka_unit_test(test_counter_names), cmocka_unit_test(test_xdp_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
