@@ -74,6 +74,9 @@ struct dns_zone {
     struct dns_node *nodes;
     size_t nnodes;
     size_t apex; /* node index of the origin */
+    uint32_t *index; /* exact-match hash index of nodes (store.c) */
+    size_t index_mask;
+    bool has_dname; /* a DNAME anywhere: else no lookup looks for one */
     struct {     /* from the apex's NSEC3PARAM (RFC 5155): denial by NSEC3 */
         bool on;
         uint16_t iterations;
@@ -106,6 +109,8 @@ static inline uint8_t dns_lc(uint8_t c) { return c >= 'A' && c <= 'Z' ? (uint8_t
 void dns_zone_free(struct dns_zone *z);
 /* Sort, group and check a parsed zone; err filled on failure. */
 bool dns_zone_build(struct dns_zone *z, const char *file, struct op_dns_load_err *err);
+/* Node index of name (lower case, len bytes), or -1: a hash probe. */
+long dns_zone_lookup(const struct dns_zone *z, const uint8_t *name, size_t len);
 /* Node index of name (lower case), or -1; *ins is where it would go. */
 long dns_zone_find(const struct dns_zone *z, const uint8_t *name, size_t *ins);
 const struct dns_rrset *dns_node_rrset(const struct dns_zone *z, const struct dns_node *n,

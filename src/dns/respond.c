@@ -54,10 +54,10 @@ struct item {
 };
 
 struct plan {
-    struct item sec[3][MAX_ITEMS];
     unsigned n[3];
     int rcode;
     bool aa;
+    struct item sec[3][MAX_ITEMS]; /* only the first n[s] of each are set */
     /* owners the chain went through, and room for a DNAME's synthesis at
      * its last hop */
     uint8_t names[MAX_CHAIN + 2][OP_DNS_NAME_MAX];
@@ -208,8 +208,7 @@ static bool plan_add(struct plan *p, int s, const struct dns_zone *z, const stru
 
 static const struct dns_node *node_of(const struct dns_zone *z, const uint8_t *name)
 {
-    size_t ins;
-    long i = dns_zone_find(z, name, &ins);
+    long i = dns_zone_lookup(z, name, dns_name_len(name));
     return i >= 0 ? &z->nodes[i] : NULL;
 }
 
@@ -244,6 +243,8 @@ static const struct dns_node *find_cut(const struct dns_zone *z, const uint8_t *
 static const struct dns_node *find_dname(const struct dns_zone *z, const uint8_t *name,
                                          unsigned labels, const struct dns_node *cut)
 {
+    if (!z->has_dname)
+        return NULL;
     unsigned stop = cut != NULL ? cut->labels : labels;
     for (unsigned l = z->origin_labels; l < stop && l < labels; l++) {
         const struct dns_node *nd = node_of(z, dns_name_skip(name, labels - l));
@@ -578,6 +579,7 @@ struct writer {
     struct op_wbuf out;
     uint16_t count[3];
     uint16_t comp[64]; /* offsets of names written, for compression */
+    uint8_t comp_len[64]; /* the uncompressed length of the name at each */
     unsigned ncomp;
 };
 
@@ -621,22 +623,38 @@ static bool w_bytes(struct writer *w, const void *p, size_t n)
     return op_wbuf_put(&w->out, p, n);
 }
 
-static bool w_be(struct writer *w, uint32_t v, size_t n) { return op_wbuf_put_be(&w->out, v, n); }
+/* Inline, not op_wbuf_put_be: an answer is mostly two- and four-byte
+ * fields, and a call to memcpy for each cost more than the lookup. */
+static bool w_be(struct writer *w, uint32_t v, size_t n)
+{
+    if (n > w->out.cap - w->out.len)
+        return false;
+    for (size_t i = n; i > 0; i--, v >>= 8)
+        w->out.buf[w->out.len + i - 1] = (uint8_t)v;
+    w->out.len += n;
+    return true;
+}
 
-/* A name, its longest suffix already written replaced by a pointer. */
+/* A name, its longest suffix already written replaced by a pointer. Only
+ * an entry of the suffix's length can be equal to it, so the length is
+ * compared before the names. */
 static bool w_name(struct writer *w, const uint8_t *name, bool compress)
 {
+    size_t len = dns_name_len(name);
     for (const uint8_t *s = name; *s != 0; s += 1 + *s) {
+        size_t slen = len - (size_t)(s - name);
         for (unsigned i = 0; compress && i < w->ncomp; i++)
-            if (name_at_eq(w->out.buf, w->comp[i], s))
+            if (w->comp_len[i] == slen && name_at_eq(w->out.buf, w->comp[i], s))
                 return w_bytes(w, name, (size_t)(s - name)) && w_be(w, 0xc000u | w->comp[i], 2);
     }
     size_t start = w->out.len;
-    if (!w_bytes(w, name, dns_name_len(name)))
+    if (!w_bytes(w, name, len))
         return false;
     for (const uint8_t *s = name; *s != 0 && w->ncomp < 64; s += 1 + *s)
-        if (start + (size_t)(s - name) < 0x4000)
+        if (start + (size_t)(s - name) < 0x4000) {
+            w->comp_len[w->ncomp] = (uint8_t)(len - (size_t)(s - name));
             w->comp[w->ncomp++] = (uint16_t)(start + (size_t)(s - name));
+        }
     return true;
 }
 
@@ -951,7 +969,7 @@ size_t op_dns_respond(const struct op_dns_zones *zs, const struct op_dns_query_i
         aa = rcode == RC_NOERROR;
     } else if (rcode == RC_NOERROR) {
         struct plan p;
-        memset(&p, 0, offsetof(struct plan, names)); /* names are written as used */
+        memset(&p, 0, offsetof(struct plan, sec)); /* items and names are written as used */
         plan_answer(&p, zs, &qr, c);
         rcode = p.rcode;
         aa = p.aa;
