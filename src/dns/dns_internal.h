@@ -76,7 +76,9 @@ struct dns_zone {
     size_t apex; /* node index of the origin */
     uint32_t *index; /* exact-match hash index of nodes (store.c) */
     size_t index_mask;
-    bool has_dname; /* a DNAME anywhere: else no lookup looks for one */
+    /* bit l: a zone cut (a DNAME) at a node of l labels, bit 63 for 63 or
+     * more; a lookup probes only those levels of a name */
+    uint64_t cut_depths, dname_depths;
     struct {     /* from the apex's NSEC3PARAM (RFC 5155): denial by NSEC3 */
         bool on;
         uint16_t iterations;

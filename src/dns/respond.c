@@ -222,19 +222,28 @@ static bool name_exists(const struct dns_zone *z, const uint8_t *name, unsigned 
            dns_name_under(z->nodes[ins].name, z->nodes[ins].labels, name, labels);
 }
 
-/* The zone cut (a node with NS below the apex) at or above name, or NULL.
- * at_name_ok: a cut at the name itself does not count (DS is the parent's). */
+/* Can a node of l labels hold what mask records (store.c: a bit per
+ * label count, the last for all deeper ones)? Most levels of most names
+ * cannot, and are not looked up. */
+static bool depth_may(uint64_t mask, unsigned l) { return (mask >> (l < 63 ? l : 63)) & 1; }
+
+/* The zone cut (a node with NS below the apex) at or above name, or NULL;
+ * own is name's node (NULL if none). skip_own: a cut at the name itself
+ * does not count (DS is the parent's). */
 static const struct dns_node *find_cut(const struct dns_zone *z, const uint8_t *name,
-                                       unsigned labels, bool skip_own)
+                                       unsigned labels, const struct dns_node *own,
+                                       bool skip_own)
 {
-    for (unsigned l = z->origin_labels + 1; l <= labels; l++) {
-        if (skip_own && l == labels)
-            break;
+    for (unsigned l = z->origin_labels + 1; l < labels; l++) {
+        if (!depth_may(z->cut_depths, l))
+            continue;
         const struct dns_node *nd = node_of(z, dns_name_skip(name, labels - l));
         if (nd != NULL && dns_node_rrset(z, nd, T_NS) != NULL)
             return nd;
     }
-    return NULL;
+    if (skip_own || own == NULL || labels <= z->origin_labels)
+        return NULL;
+    return dns_node_rrset(z, own, T_NS) != NULL ? own : NULL;
 }
 
 /* The DNAME above name (at the apex or below, never name itself) that
@@ -243,10 +252,10 @@ static const struct dns_node *find_cut(const struct dns_zone *z, const uint8_t *
 static const struct dns_node *find_dname(const struct dns_zone *z, const uint8_t *name,
                                          unsigned labels, const struct dns_node *cut)
 {
-    if (!z->has_dname)
-        return NULL;
     unsigned stop = cut != NULL ? cut->labels : labels;
     for (unsigned l = z->origin_labels; l < stop && l < labels; l++) {
+        if (!depth_may(z->dname_depths, l))
+            continue;
         const struct dns_node *nd = node_of(z, dns_name_skip(name, labels - l));
         if (nd != NULL && dns_node_rrset(z, nd, T_DNAME) != NULL)
             return nd;
@@ -367,7 +376,7 @@ static void add_addresses(struct plan *p, const struct dns_zone *z, const uint8_
     const struct dns_node *nd = node_of(z, lname);
     if (nd == NULL)
         return;
-    bool sigs = dnssec && find_cut(z, lname, labels, false) == NULL; /* glue is unsigned */
+    bool sigs = dnssec && find_cut(z, lname, labels, nd, false) == NULL; /* glue is unsigned */
     plan_add(p, S_AR, z, nd, dns_node_rrset(z, nd, T_A), nd->name, sigs);
     plan_add(p, S_AR, z, nd, dns_node_rrset(z, nd, T_AAAA), nd->name, sigs);
 }
@@ -544,7 +553,8 @@ static void plan_answer(struct plan *p, const struct op_dns_zones *zs, const str
     for (unsigned hop = 0;; hop++) {
         const uint8_t *name = p->names[hop];
         unsigned labels = dns_name_labels(name);
-        const struct dns_node *cut = find_cut(z, name, labels, qtype == T_DS);
+        const struct dns_node *nd = node_of(z, name);
+        const struct dns_node *cut = find_cut(z, name, labels, nd, qtype == T_DS);
         const struct dns_node *dn = find_dname(z, name, labels, cut);
         const uint8_t *next;
         if (dn != NULL) {
@@ -553,7 +563,6 @@ static void plan_answer(struct plan *p, const struct op_dns_zones *zs, const str
             referral(p, z, cut, qr->dnssec, c);
             return;
         } else {
-            const struct dns_node *nd = node_of(z, name);
             next = nd != NULL ? answer_node(p, z, nd, name, qtype, qr, c)
                               : answer_missing(p, z, name, labels, qtype, qr, c);
         }

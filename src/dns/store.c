@@ -219,7 +219,9 @@ static bool check_zone(struct dns_zone *z, const char *file, struct op_dns_load_
         for (uint32_t k = 0; k < nd->set_count; k++) {
             uint16_t t = z->sets[nd->set_first + k].type;
             cname |= t == T_CNAME;
-            z->has_dname |= t == T_DNAME;
+            uint64_t depth = 1ull << (nd->labels < 63 ? nd->labels : 63);
+            z->dname_depths |= t == T_DNAME ? depth : 0;
+            z->cut_depths |= t == T_NS && i != z->apex ? depth : 0;
             other |= t != T_CNAME && t != T_RRSIG && t != T_NSEC;
             if (t == T_SOA && i != z->apex) {
                 dns_load_fail(err, OP_DNS_Z_no_soa, file, 0, "an SOA below the apex");
