@@ -45,7 +45,7 @@ def frame(qid, payload, src_ip, dst_ip, src_port, dst_mac, src_mac):
 def write_pcap(path, count, dst_ip="198.18.0.1", src_ip="198.18.0.2",
                dst_mac="02:70:63:61:70:00", src_mac="02:00:00:00:00:02"):
     """count queries of the mix into path (pcap, microsecond timestamps);
-    returns the list of (id, template index) written."""
+    returns the list of (id, source port, template index) written."""
     dip = [int(x) for x in dst_ip.split(".")]
     sip = [int(x) for x in src_ip.split(".")]
     dmac = bytes.fromhex(dst_mac.replace(":", ""))
@@ -56,9 +56,10 @@ def write_pcap(path, count, dst_ip="198.18.0.1", src_ip="198.18.0.2",
         for i in range(count):
             t = i % len(QUERIES)
             name, qtype, do = QUERIES[t]
-            fr = frame(i, query(i, name, qtype, do), sip, dip, 1024 + i % 60000, dmac, smac)
+            port = 1024 + i % 60000
+            fr = frame(i, query(i, name, qtype, do), sip, dip, port, dmac, smac)
             f.write(struct.pack("<IIII", 0, 0, len(fr), len(fr)) + fr)
-            written.append((i & 0xffff, t))
+            written.append((i & 0xffff, port, t))
     return written
 
 
