@@ -963,6 +963,18 @@ def answers_sent(stats):
         return 0
 
 
+def start_replayed_pipeline(pcap_args, stats):
+    """The pipeline on DPDK's pcap PMD (pcap_args: its files), the port's
+    lcore on CPU 0 and two workers sharing CPU 1."""
+    return subprocess.Popen([BIN, "dns", "--model", "pipeline", "--listen", "198.18.0.1:53",
+                             "--zone", os.path.join(ZONES, "example.zone"), "--json",
+                             "--stats-json", str(stats), "--log-level", "warning", "--",
+                             "--no-huge", "-m", "512", "--no-pci", "--lcores",
+                             "0@0,1@0,2@1,3@1", f"--vdev=net_pcap0,{pcap_args}",
+                             "--file-prefix=ofdt-replay", "--log-level=warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_pipeline_workers_sharing_a_cpu_keep_going(tmp_path):
     """The pipeline's two workers on one CPU under a load that never stops
     (the pcap PMD replaying its file endlessly). With the default ring sync
@@ -976,13 +988,7 @@ def test_pipeline_workers_sharing_a_cpu_keep_going(tmp_path):
     rx = str(tmp_path / "queries.pcap")
     dnsmix.write_pcap(rx, 4096)
     stats = tmp_path / "stats.json"
-    p = subprocess.Popen([BIN, "dns", "--model", "pipeline", "--listen", "198.18.0.1:53",
-                          "--zone", os.path.join(ZONES, "example.zone"), "--json",
-                          "--stats-json", str(stats), "--log-level", "warning", "--",
-                          "--no-huge", "-m", "512", "--no-pci", "--lcores", "0@0,1@0,2@1,3@1",
-                          f"--vdev=net_pcap0,rx_pcap={rx},infinite_rx=1",
-                          "--file-prefix=ofdt-replay", "--log-level=warning"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_replayed_pipeline(f"rx_pcap={rx},infinite_rx=1", stats)
     try:
         time.sleep(4)  # the collapse came within two seconds
         a0, t0 = answers_sent(stats), time.time()
@@ -996,7 +1002,7 @@ def test_pipeline_workers_sharing_a_cpu_keep_going(tmp_path):
 
 def test_pipeline_replay_workers_sharing_a_cpu(tmp_path):
     """The pipeline with its two workers on one CPU (the port's lcore on
-    the other), fed a pcap file of 20000 queries by DPDK's pcap PMD and
+    the other), fed a pcap file of 100000 queries by DPDK's pcap PMD and
     writing its answers to another: every query answered exactly once, each
     answer equal to the socket model's for its query but for the ID, the
     frame sent back to the query's address and port, the counters balanced
@@ -1008,13 +1014,7 @@ def test_pipeline_replay_workers_sharing_a_cpu(tmp_path):
     rx, tx = str(tmp_path / "queries.pcap"), str(tmp_path / "answers.pcap")
     sent_ids = dnsmix.write_pcap(rx, count)
     stats = tmp_path / "stats.json"
-    p = subprocess.Popen([BIN, "dns", "--model", "pipeline", "--listen", "198.18.0.1:53",
-                          "--zone", os.path.join(ZONES, "example.zone"), "--json",
-                          "--stats-json", str(stats), "--log-level", "warning", "--",
-                          "--no-huge", "-m", "512", "--no-pci", "--lcores", "0@0,1@0,2@1,3@1",
-                          f"--vdev=net_pcap0,rx_pcap={rx},tx_pcap={tx}",
-                          "--file-prefix=ofdt-replay", "--log-level=warning"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_replayed_pipeline(f"rx_pcap={rx},tx_pcap={tx}", stats)
     try:
         deadline = time.time() + 60
         done = 0
