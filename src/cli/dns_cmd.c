@@ -69,9 +69,9 @@ static void help(void)
            "                        whole zone) over TCP; nobody by default\n"
            "  --nsid TEXT           this server's identity, sent to clients whose EDNS asks\n"
            "                        for it (NSID, RFC 5001; dig +nsid), 1..128 octets\n"
-           "  --notify ADDR:PORT    a secondary sent NOTIFY over UDP for each zone whose SOA\n"
-           "                        serial a reload (SIGHUP) changed ([ADDR6]:PORT too;\n"
-           "                        repeatable, 16 at most)\n"
+           "  --notify ADDR:PORT    a secondary sent NOTIFY over UDP for every zone at start\n"
+           "                        and for each zone whose SOA serial a reload (SIGHUP)\n"
+           "                        changed ([ADDR6]:PORT too; repeatable, 16 at most)\n"
            "  --check               load the zones, print what was loaded, exit\n"
            "  --json                print the exit counters as JSON on stdout\n"
            "  --stats-json FILE     rewrite FILE with the counters as JSON every second\n"
@@ -506,5 +506,9 @@ int cli_dns(int argc, char **argv)
     }
     fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, model %s\n",
             op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.model);
+    /* A primary that starts (often: restarts with edited zones) tells its
+     * secondaries at once, as BIND does; they would otherwise wait for
+     * their refresh timer, or their retry after failing to reach us. */
+    op_dns_server_notify(s, NULL, z);
     return serve(s, &f, &log, z, &sigs);
 }
