@@ -158,6 +158,33 @@ OP_API size_t op_arp_reply_in_place(uint8_t *frame, size_t len, uint32_t ip, con
 OP_API size_t op_icmp_echo_reply_in_place(uint8_t *frame, size_t len, uint32_t ip,
                                           const uint8_t mac[6]);
 
+/* IPv6 (RFC 8200) for the same servers: UDP datagrams to their address,
+ * and the neighbour advertisements (RFC 4861) and echo replies (RFC 4443)
+ * a host owes. No extension header is followed (a fragment, or any other,
+ * is not a datagram we take). Addresses in network order. The verdicts
+ * are op_udp_frame_parse's (NOT_IPV4: another EtherType; BAD_IPV4: a bad
+ * IPv6 header; BAD_UDP also for a wrong or zero UDP checksum, which IPv6
+ * requires). */
+#define OP_UDP6_FRAME_HDR_LEN 62 /* Ethernet + IPv6 + UDP */
+struct op_flow6 {
+    uint8_t src[16], dst[16];
+    uint16_t src_port, dst_port; /* host order */
+};
+OP_API unsigned op_udp6_frame_parse(const uint8_t *frame, size_t len, struct op_flow6 *flow,
+                                    uint8_t src_mac[6], size_t *payload_off, size_t *payload_len);
+/* The headers (hop limit 64, the UDP checksum computed) for payload_len
+ * bytes already at frame + OP_UDP6_FRAME_HDR_LEN; the frame's length. */
+OP_API size_t op_udp6_frame_headers(uint8_t *frame, const struct op_flow6 *flow,
+                                    const struct op_frame_l2 *l2, size_t payload_len);
+/* A neighbour solicitation for ip6 (hop limit 255, checksum right) turned
+ * into the solicited advertisement with our MAC (to all nodes for
+ * duplicate address detection); the reply may be longer than the request,
+ * so cap is the frame buffer's size. 0 and the frame untouched otherwise. */
+OP_API size_t op_ndp_advert_in_place(uint8_t *frame, size_t len, size_t cap,
+                                     const uint8_t ip6[16], const uint8_t mac[6]);
+OP_API size_t op_icmp6_echo_reply_in_place(uint8_t *frame, size_t len, const uint8_t ip6[16],
+                                           const uint8_t mac[6]);
+
 /* The pcap file format with nanosecond timestamps (magic 0xa1b23c4d, written
  * little-endian, link type Ethernet), as dumpcap writes it for DPDK ports:
  * each record one RoCEv2 packet in the frame op_udp_frame_headers builds, so

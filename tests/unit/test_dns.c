@@ -1090,6 +1090,190 @@ static void test_icmp_echo_reply(void **state)
     assert_int_equal(op_icmp_echo_reply_in_place(f, n - 1, OUR_IP, our_mac), 0); /* cut */
 }
 
+/* ---- IPv6 framing (src/wire/frame6.c) ---- */
+static const uint8_t our_ip6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 1};
+static const uint8_t their_ip6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 2};
+
+/* The ICMPv6/UDP checksum the way RFC 8200 section 8.1 spells it, apart
+ * from frame6.c: the pseudo-header laid out in a buffer, then summed. */
+static uint16_t sum_pseudo6(const uint8_t *ip, uint8_t next, const uint8_t *p, size_t n)
+{
+    uint8_t buf[40 + 1500] = {0};
+    memcpy(buf, ip + 8, 32);
+    buf[34] = (uint8_t)(n >> 8);
+    buf[35] = (uint8_t)n;
+    buf[39] = next;
+    memcpy(buf + 40, p, n);
+    return sum16(buf, 40 + n);
+}
+
+/* An IPv6 frame of next header nh from src to dst carrying body (its
+ * checksum at csum_at filled in when csum_at < n). */
+static size_t ipv6_frame(uint8_t *f, const uint8_t src[16], const uint8_t dst[16], uint8_t nh,
+                         uint8_t hops, const uint8_t *body, size_t n, size_t csum_at)
+{
+    memcpy(f, our_mac, 6);
+    memcpy(f + 6, their_mac, 6);
+    f[12] = 0x86;
+    f[13] = 0xdd;
+    uint8_t *ip = f + 14;
+    memset(ip, 0, 8);
+    ip[0] = 0x60;
+    ip[4] = (uint8_t)(n >> 8);
+    ip[5] = (uint8_t)n;
+    ip[6] = nh;
+    ip[7] = hops;
+    memcpy(ip + 8, src, 16);
+    memcpy(ip + 24, dst, 16);
+    memcpy(ip + 40, body, n);
+    if (csum_at < n) {
+        uint16_t c = sum_pseudo6(ip, nh, ip + 40, n);
+        ip[40 + csum_at] = (uint8_t)(c >> 8);
+        ip[40 + csum_at + 1] = (uint8_t)c;
+    }
+    return 14 + 40 + n;
+}
+
+static void test_udp6_frames(void **state)
+{
+    (void)state;
+    uint8_t f[256] = {0}, mac[6];
+    const char *payload = "a DNS query";
+    size_t plen = strlen(payload);
+    struct op_flow6 out = {.src_port = 53, .dst_port = 40000};
+    memcpy(out.src, our_ip6, 16);
+    memcpy(out.dst, their_ip6, 16);
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, our_mac, 6);
+    memcpy(l2.dst_mac, their_mac, 6);
+    memcpy(f + OP_UDP6_FRAME_HDR_LEN, payload, plen);
+    size_t n = op_udp6_frame_headers(f, &out, &l2, plen);
+    assert_int_equal(n, 62 + plen);
+    uint8_t *ip = f + 14;
+    assert_int_equal(sum_pseudo6(ip, 17, ip + 40, 8 + plen), 0); /* the checksum is right */
+    struct op_flow6 in;
+    size_t off, len;
+    assert_int_equal(op_udp6_frame_parse(f, n + 6, &in, mac, &off, &len), OP_FRAME_OK);
+    assert_memory_equal(in.src, our_ip6, 16);
+    assert_memory_equal(in.dst, their_ip6, 16);
+    assert_int_equal(in.src_port, 53);
+    assert_int_equal(in.dst_port, 40000);
+    assert_memory_equal(mac, our_mac, 6);
+    assert_int_equal(off, 62);
+    assert_int_equal(len, plen);
+    struct {
+        size_t at;
+        uint8_t value;
+        unsigned verdict;
+    } bad[] = {
+        {62, 'A', OP_FRAME_BAD_UDP},                  /* payload changed: checksum */
+        {60, 0, OP_FRAME_BAD_UDP},                    /* zero checksum: not in IPv6 */
+        {61, 0, OP_FRAME_BAD_UDP},
+        {20, 44, OP_FRAME_FRAGMENT},                  /* a fragment header */
+        {20, 0, OP_FRAME_NOT_UDP},                    /* hop-by-hop options */
+        {14, 0x40, OP_FRAME_BAD_IPV4},                /* version 4 inside */
+        {18, 0x7f, OP_FRAME_BAD_IPV4},                /* payload past the frame */
+        {12, 0x08, OP_FRAME_NOT_IPV4},                /* another EtherType */
+        {59, 0, OP_FRAME_BAD_UDP},                    /* UDP length wrong */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint8_t g[256];
+        memcpy(g, f, n);
+        g[bad[i].at] = bad[i].value;
+        if (bad[i].at == 60 || bad[i].at == 61)
+            g[60] = g[61] = 0;
+        assert_int_equal(op_udp6_frame_parse(g, n, &in, mac, &off, &len), bad[i].verdict);
+    }
+    assert_int_equal(op_udp6_frame_parse(f, 14 + 39, &in, mac, &off, &len), OP_FRAME_SHORT);
+    assert_int_equal(op_udp6_frame_parse(f, n - 1, &in, mac, &off, &len), OP_FRAME_BAD_IPV4);
+}
+
+static size_t solicit(uint8_t *f, const uint8_t *src, const uint8_t target[16], uint8_t hops,
+                      bool lladdr_option)
+{
+    const uint8_t group[16] = {0xff, 2, [11] = 1, 0xff, target[13], target[14], target[15]};
+    uint8_t body[32] = {135, 0};
+    memcpy(body + 8, target, 16);
+    body[24] = 1; /* the source link-layer address */
+    body[25] = 1;
+    memcpy(body + 26, their_mac, 6);
+    return ipv6_frame(f, src, group, 58, hops, body, lladdr_option ? 32 : 24, 2);
+}
+
+static void test_ndp_advert(void **state)
+{
+    (void)state;
+    uint8_t f[128] = {0};
+    size_t n = solicit(f, their_ip6, our_ip6, 255, false);
+    assert_int_equal(op_ndp_advert_in_place(f, n, sizeof f, our_ip6, our_mac), 86);
+    assert_memory_equal(f, their_mac, 6);
+    assert_memory_equal(f + 6, our_mac, 6);
+    uint8_t *ip = f + 14, *na = ip + 40;
+    assert_int_equal(ip[4] << 8 | ip[5], 32);
+    assert_int_equal(ip[6], 58);
+    assert_int_equal(ip[7], 255);
+    assert_memory_equal(ip + 8, our_ip6, 16);
+    assert_memory_equal(ip + 24, their_ip6, 16);
+    assert_int_equal(na[0], 136);
+    assert_int_equal(na[4], 0x60); /* solicited, override */
+    assert_memory_equal(na + 8, our_ip6, 16);
+    assert_int_equal(na[24], 2); /* the target link-layer address */
+    assert_int_equal(na[25], 1);
+    assert_memory_equal(na + 26, our_mac, 6);
+    assert_int_equal(sum_pseudo6(ip, 58, na, 32), 0);
+    /* duplicate address detection: from ::, answered to all nodes */
+    const uint8_t none[16] = {0}, all[16] = {0xff, 2, [15] = 1}, all_mac[6] = {0x33, 0x33, 0, 0,
+                                                                               0, 1};
+    n = solicit(f, none, our_ip6, 255, false);
+    assert_int_equal(op_ndp_advert_in_place(f, n, sizeof f, our_ip6, our_mac), 86);
+    assert_memory_equal(f, all_mac, 6);
+    assert_memory_equal(f + 14 + 24, all, 16);
+    assert_int_equal(f[14 + 40 + 4], 0x20); /* not solicited */
+    assert_int_equal(sum_pseudo6(f + 14, 58, f + 54, 32), 0);
+    /* refused, the frame untouched */
+    struct {
+        const uint8_t *target;
+        uint8_t hops;
+        size_t cap;
+        size_t corrupt; /* a body byte flipped: the checksum fails */
+    } no[] = {{their_ip6, 255, 128, 0}, {our_ip6, 64, 128, 0}, {our_ip6, 255, 85, 0},
+              {our_ip6, 255, 128, 30}};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        n = solicit(f, their_ip6, no[i].target, no[i].hops, true);
+        if (no[i].corrupt)
+            f[14 + 40 + no[i].corrupt] ^= 1;
+        uint8_t before[128];
+        memcpy(before, f, sizeof f);
+        assert_int_equal(op_ndp_advert_in_place(f, n, no[i].cap, our_ip6, our_mac), 0);
+        assert_memory_equal(f, before, sizeof f);
+    }
+    n = solicit(f, their_ip6, our_ip6, 255, true);
+    assert_int_equal(op_ndp_advert_in_place(f, n - 9, sizeof f, our_ip6, our_mac), 0); /* cut */
+}
+
+static void test_icmp6_echo_reply(void **state)
+{
+    (void)state;
+    uint8_t f[128] = {0};
+    const uint8_t body[12] = {128, 0, 0, 0, 0x15, 0x15, 0, 7, 'p', 'i', 'n', 'g'};
+    size_t n = ipv6_frame(f, their_ip6, our_ip6, 58, 64, body, 12, 2);
+    assert_int_equal(op_icmp6_echo_reply_in_place(f, n + 4, our_ip6, our_mac), n);
+    assert_memory_equal(f, their_mac, 6);
+    assert_memory_equal(f + 6, our_mac, 6);
+    assert_memory_equal(f + 14 + 8, our_ip6, 16);
+    assert_memory_equal(f + 14 + 24, their_ip6, 16);
+    assert_int_equal(f[54], 129);
+    assert_memory_equal(f + 58, body + 4, 8);
+    assert_int_equal(sum_pseudo6(f + 14, 58, f + 54, 12), 0);
+    n = ipv6_frame(f, their_ip6, their_ip6, 58, 64, body, 12, 2); /* not to us */
+    assert_int_equal(op_icmp6_echo_reply_in_place(f, n, our_ip6, our_mac), 0);
+    n = ipv6_frame(f, their_ip6, our_ip6, 58, 64, body, 12, 12); /* no checksum */
+    assert_int_equal(op_icmp6_echo_reply_in_place(f, n, our_ip6, our_mac), 0);
+    n = ipv6_frame(f, their_ip6, our_ip6, 58, 64, body, 12, 2);
+    f[54] = 129; /* a reply is not answered */
+    assert_int_equal(op_icmp6_echo_reply_in_place(f, n, our_ip6, our_mac), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1114,6 +1298,9 @@ int main(void)
         cmocka_unit_test(test_zone_files),
         cmocka_unit_test(test_arp_reply),
         cmocka_unit_test(test_icmp_echo_reply),
+        cmocka_unit_test(test_udp6_frames),
+        cmocka_unit_test(test_ndp_advert),
+        cmocka_unit_test(test_icmp6_echo_reply),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
