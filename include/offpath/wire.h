@@ -163,8 +163,8 @@ OP_API size_t op_icmp_echo_reply_in_place(uint8_t *frame, size_t len, uint32_t i
  * a host owes. No extension header is followed (a fragment, or any other,
  * is not a datagram we take). Addresses in network order. The verdicts
  * are op_udp_frame_parse's (NOT_IPV4: another EtherType; BAD_IPV4: a bad
- * IPv6 header; BAD_UDP also for a wrong or zero UDP checksum, which IPv6
- * requires). */
+ * IPv6 header; BAD_UDP also for a zero UDP checksum, which IPv6 does not
+ * allow; its value is not checked, as offloads leave it partial). */
 #define OP_UDP6_FRAME_HDR_LEN 62 /* Ethernet + IPv6 + UDP */
 struct op_flow6 {
     uint8_t src[16], dst[16];

@@ -28,15 +28,18 @@ static void help(void)
            "  --zone FILE           a zone file (repeatable); its origin is its first\n"
            "                        $ORIGIN, else the owner of its first record\n"
            "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53); IPv6 as\n"
-           "                        [ADDR6]:PORT (--model socket; [::] takes IPv4 too)\n"
+           "                        [ADDR6]:PORT (socket: [::] takes IPv4 too; rtc and\n"
+           "                        pipeline: twice, an IPv4 and an IPv6 address on one\n"
+           "                        port, serve UDP on both, TCP on the first)\n"
            "  --model M             socket (default): UDP recvmmsg/sendmmsg threads with\n"
            "                        SO_REUSEPORT and TCP per RFC 7766 through the kernel;\n"
            "                        rtc: DPDK, one worker lcore per RX/TX queue (RSS);\n"
            "                        pipeline: DPDK, an RX/TX lcore and worker lcores joined\n"
            "                        by rte_rings. The DPDK models take EAL arguments after\n"
            "                        --, e.g. -- --no-huge -m 512 --no-pci -l 0,1\n"
-           "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP and\n"
-           "                        ICMP echo for --listen's address; TCP goes through the\n"
+           "                        --vdev=net_af_xdp0,iface=veth0; they answer ARP, IPv6\n"
+           "                        neighbour solicitations and ICMP echo for --listen's\n"
+           "                        addresses; TCP goes through the\n"
            "                        kernel (when it has the address too; an AF_XDP vdev\n"
            "                        gets an XDP program passing TCP to it);\n"
            "                        xdp: one thread on offpath's own AF_XDP socket on\n"
@@ -91,6 +94,7 @@ struct dns_flags {
     bool check, json;
     int log_level;
     struct op_dns_server_config cfg;
+    unsigned listens; /* --listen given: a second one makes the DPDK models dual-stack */
 };
 
 enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_NSID, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
@@ -203,12 +207,24 @@ static bool set(int opt, const char *val, void *arg)
                           "port 1..65535)", val);
             return false;
         }
+        if (f->listens == 2 || (f->listens == 1 && (t.ipv6 == f->cfg.ipv6 ||
+                                                    t.port != f->cfg.port))) {
+            cli_bad(tool, "--listen '%s': a second --listen must be the other family on the same "
+                          "port (--model rtc|pipeline serve both)", val);
+            return false;
+        }
         uint32_t v4;
         memcpy(&v4, t.addr, 4);
-        f->cfg.addr = ntohl(v4);
-        f->cfg.port = t.port;
-        f->cfg.ipv6 = t.ipv6;
-        memcpy(f->cfg.addr6, t.addr, 16);
+        if (!t.ipv6)
+            f->cfg.addr = ntohl(v4);
+        else
+            memcpy(f->cfg.addr6, t.addr, 16);
+        if (f->listens++ == 0) { /* the first decides the kernel sockets' family */
+            f->cfg.port = t.port;
+            f->cfg.ipv6 = t.ipv6;
+        } else {
+            f->cfg.dual_stack = true;
+        }
         return true;
     }
     case O_NOTIFY:
@@ -473,8 +489,13 @@ int cli_dns(int argc, char **argv)
         cli_bad(tool, "give at least one --zone FILE (see --help)");
         return 2;
     }
-    if (dpdk && f.cfg.ipv6) {
-        cli_bad(tool, "--listen: --model %s serves IPv4; IPv6 is --model socket's", f.model);
+    if (f.cfg.dual_stack && !dpdk) {
+        cli_bad(tool, "--listen twice: --model %s serves one address ([::] takes both families "
+                      "on --model socket)", f.model);
+        return 2;
+    }
+    if (strcmp(f.model, "xdp") == 0 && f.cfg.ipv6) {
+        cli_bad(tool, "--listen: --model xdp serves IPv4 (IPv6: socket, rtc, pipeline)");
         return 2;
     }
     if (strcmp(f.model, "xdp") == 0 && f.xc.ifname == NULL) {

@@ -44,42 +44,58 @@ struct dpdk_state {
     bool cpu_shared[RTE_MAX_LCORE]; /* by worker index: another worker lcore runs on its CPU */
 };
 
-/* One frame: answered in place (true: send it) or dropped and counted. */
-static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
-                         const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
-                         bool *is_dns)
+/* The query at q (plen bytes) answered into scratch for a frame whose
+ * headers take hdr bytes of m: the answer's length, 0 for none. */
+static size_t answer_query(struct dns_worker *w, const struct op_dns_zones *z,
+                           const struct rte_mbuf *m, size_t hdr, const uint8_t *q, size_t plen,
+                           uint8_t *scratch)
 {
-    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-    size_t len = rte_pktmbuf_data_len(m), n;
-    uint32_t ip = w->s->cfg.addr;
-    *is_dns = false;
-    w->c[OP_DNS_C_frames_rx]++;
-    if (m->nb_segs != 1) {
-        w->c[OP_DNS_C_drop_frame]++;
-        return false;
-    }
-    struct op_flow flow;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    /* UDP first (nearly every frame); ARP and ICMP echo are neither */
-    unsigned v = op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen);
-    if (v != OP_FRAME_OK && ((n = op_arp_reply_in_place(f, len, ip, d->mac)) > 0 ||
-                             (n = op_icmp_echo_reply_in_place(f, len, ip, d->mac)) > 0)) {
+    w->c[OP_DNS_C_udp_rx]++;
+    size_t room = m->buf_len - rte_pktmbuf_headroom(m) - hdr;
+    struct op_dns_query_info qi = dns_query_info(
+        &w->s->cfg, false, (uint16_t)(room < w->s->cfg.udp_max ? room : w->s->cfg.udp_max));
+    return op_dns_respond(z, &qi, q, plen, scratch, 4096, w->c);
+}
+
+/* A frame that is not a datagram for us: a control reply written in place
+ * (n > 0: send it), or counted as a drop by why it is not ours. */
+static bool not_a_query(struct dns_worker *w, struct rte_mbuf *m, size_t n, unsigned verdict)
+{
+    if (n > 0) {
         w->c[OP_DNS_C_ctl_rx]++;
         m->data_len = m->pkt_len = (uint32_t)n;
         return true;
     }
-    if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != w->s->cfg.port) {
-        w->c[v == OP_FRAME_OK || v == OP_FRAME_NOT_IPV4 || v == OP_FRAME_NOT_UDP
-                 ? OP_DNS_C_drop_not_ours
-                 : OP_DNS_C_drop_frame]++;
-        return false;
-    }
-    w->c[OP_DNS_C_udp_rx]++;
-    size_t room = m->buf_len - rte_pktmbuf_headroom(m) - OP_UDP_FRAME_HDR_LEN;
-    struct op_dns_query_info qi = dns_query_info(
-        &w->s->cfg, false, (uint16_t)(room < w->s->cfg.udp_max ? room : w->s->cfg.udp_max));
-    size_t alen = op_dns_respond(z, &qi, f + off, plen, scratch, 4096, w->c);
+    w->c[verdict == OP_FRAME_OK || verdict == OP_FRAME_NOT_IPV4 || verdict == OP_FRAME_NOT_UDP
+             ? OP_DNS_C_drop_not_ours
+             : OP_DNS_C_drop_frame]++;
+    return false;
+}
+
+static bool serves_v4(const struct op_dns_server_config *cfg) { return !cfg->ipv6 || cfg->dual_stack; }
+static bool serves_v6(const struct op_dns_server_config *cfg) { return cfg->ipv6 || cfg->dual_stack; }
+
+/* IPv4: UDP to our address and port, ARP and ICMP echo. */
+static bool handle_frame4(struct dns_worker *w, const struct dpdk_state *d,
+                          const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
+                          bool *is_dns)
+{
+    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+    size_t len = rte_pktmbuf_data_len(m), n = 0;
+    const struct op_dns_server_config *cfg = &w->s->cfg;
+    uint32_t ip = cfg->addr;
+    struct op_flow flow;
+    uint8_t src_mac[6];
+    size_t off, plen;
+    /* UDP first (nearly every frame); ARP and ICMP echo are neither */
+    unsigned v = serves_v4(cfg) ? op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen)
+                                : OP_FRAME_NOT_IPV4;
+    if (v != OP_FRAME_OK && serves_v4(cfg) &&
+        (n = op_arp_reply_in_place(f, len, ip, d->mac)) == 0)
+        n = op_icmp_echo_reply_in_place(f, len, ip, d->mac);
+    if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != cfg->port)
+        return not_a_query(w, m, n, v);
+    size_t alen = answer_query(w, z, m, OP_UDP_FRAME_HDR_LEN, f + off, plen, scratch);
     if (alen == 0)
         return false;
     struct op_flow back = {ip, flow.src_ip, flow.dst_port, flow.src_port};
@@ -93,12 +109,72 @@ static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
     return true;
 }
 
+/* IPv6: UDP to our address and port, neighbour solicitations, echo. */
+static bool handle_frame6(struct dns_worker *w, const struct dpdk_state *d,
+                          const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
+                          bool *is_dns)
+{
+    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+    size_t len = rte_pktmbuf_data_len(m), n = 0;
+    const struct op_dns_server_config *cfg = &w->s->cfg;
+    struct op_flow6 flow;
+    uint8_t src_mac[6];
+    size_t off, plen;
+    unsigned v = op_udp6_frame_parse(f, len, &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK &&
+        (n = op_ndp_advert_in_place(f, len, m->buf_len - rte_pktmbuf_headroom(m), cfg->addr6,
+                                    d->mac)) == 0)
+        n = op_icmp6_echo_reply_in_place(f, len, cfg->addr6, d->mac);
+    if (v != OP_FRAME_OK || memcmp(flow.dst, cfg->addr6, 16) != 0 || flow.dst_port != cfg->port)
+        return not_a_query(w, m, n, v);
+    size_t alen = answer_query(w, z, m, OP_UDP6_FRAME_HDR_LEN, f + off, plen, scratch);
+    if (alen == 0)
+        return false;
+    struct op_flow6 back = {.src_port = flow.dst_port, .dst_port = flow.src_port};
+    memcpy(back.src, cfg->addr6, 16);
+    memcpy(back.dst, flow.src, 16);
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, d->mac, 6);
+    memcpy(l2.dst_mac, src_mac, 6);
+    memcpy(f + OP_UDP6_FRAME_HDR_LEN, scratch, alen);
+    n = op_udp6_frame_headers(f, &back, &l2, alen);
+    m->data_len = m->pkt_len = (uint32_t)n;
+    *is_dns = true;
+    return true;
+}
+
+#define ETHERTYPE_IPV6 0x86dd
+
+static uint16_t ethertype(const struct rte_mbuf *m)
+{
+    const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+    return rte_pktmbuf_data_len(m) >= 14 ? (uint16_t)(f[12] << 8 | f[13]) : 0;
+}
+
+/* One frame: answered in place (true: send it) or dropped and counted. */
+static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
+                         const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
+                         bool *is_dns)
+{
+    *is_dns = false;
+    w->c[OP_DNS_C_frames_rx]++;
+    if (m->nb_segs != 1) {
+        w->c[OP_DNS_C_drop_frame]++;
+        return false;
+    }
+    if (ethertype(m) == ETHERTYPE_IPV6)
+        return serves_v6(&w->s->cfg) ? handle_frame6(w, d, z, m, scratch, is_dns)
+                                     : not_a_query(w, m, 0, OP_FRAME_NOT_IPV4);
+    return handle_frame4(w, d, z, m, scratch, is_dns);
+}
+
 /* An ARP or ICMP reply (the workers of the pipeline send both kinds). */
 static bool frame_is_ctl(const struct rte_mbuf *m)
 {
     const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-    uint16_t type = (uint16_t)(f[12] << 8 | f[13]);
-    return type == 0x0806 || (type == 0x0800 && rte_pktmbuf_data_len(m) > 23 && f[23] == 1);
+    uint16_t type = ethertype(m), len = rte_pktmbuf_data_len(m);
+    return type == 0x0806 || (type == 0x0800 && len > 23 && f[23] == 1) ||
+           (type == ETHERTYPE_IPV6 && len > 20 && f[20] == 58);
 }
 
 /* Send n frames on queue q: retry a full queue with a doubling pause up

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write the seed corpus of fuzz_frame into tests/fuzz/corpus/frame/.
-Frames are encoded here from RFC 791/768 (struct), independently of
-src/wire/frame.c, and the ARP tables are /proc/net/arp as Linux prints it.
+Frames are encoded here from RFC 791/768, 8200, 4861 and 4443 (struct),
+independently of src/wire/frame.c and frame6.c, and the ARP tables are
+/proc/net/arp as Linux prints it.
 Run from the repository root:
     python3 tests/fuzz/gen_frame_corpus.py
 """
@@ -51,6 +52,38 @@ ARP_TABLE = (ARP_HEADER +
              "10.77.0.2        0x1         0x2         8a:1f:22:03:9c:01     *        xa\n")
 
 
+OUR_IP6 = bytes.fromhex("20010db8000000000000000000000001")  # fuzz_frame's address
+THEIR_IP6 = bytes.fromhex("20010db8000000000000000000000002")
+
+
+def ipv6_packet(next_header, body, src=THEIR_IP6, dst=OUR_IP6, hops=64, csum_at=None):
+    """Ethernet + IPv6 + body; the upper-layer checksum (RFC 8200 8.1) at
+    csum_at within body when given."""
+    if csum_at is not None:
+        pseudo = src + dst + struct.pack("!IxxxB", len(body), next_header)
+        data = pseudo + body + (b"\0" if len(body) % 2 else b"")
+        c = ip_checksum(data)
+        body = body[:csum_at] + struct.pack("!H", c) + body[csum_at + 2:]
+    ip = struct.pack("!IHBB", 6 << 28, len(body), next_header, hops) + src + dst
+    return DST_MAC + SRC_MAC + b"\x86\xdd" + ip + body
+
+
+def ipv6_seeds():
+    query = b"\x12\x34\0\0\0\x01" + bytes(6) + b"\x07example\x04test\0\0\x06\0\x01"
+    udp = struct.pack("!HHHH", 40000, 53, 8 + len(query), 0) + query
+    yield "udp6_query", ipv6_packet(17, udp, csum_at=6)
+    yield "udp6_zero_checksum", ipv6_packet(17, udp)
+    yield "udp6_fragment", ipv6_packet(44, bytes(8) + udp)
+    group = bytes.fromhex("ff0200000000000000000001ff000001")
+    ns = struct.pack("!BBHI", 135, 0, 0, 0) + OUR_IP6 + b"\x01\x01" + SRC_MAC
+    yield "ndp_solicit", ipv6_packet(58, ns, dst=group, hops=255, csum_at=2)
+    yield "ndp_solicit_dad", ipv6_packet(58, ns[:24], src=bytes(16), dst=group, hops=255,
+                                         csum_at=2)
+    yield "ndp_solicit_hops_64", ipv6_packet(58, ns, dst=group, hops=64, csum_at=2)
+    echo = struct.pack("!BBHHH", 128, 0, 0, 0x1515, 7) + b"ping"
+    yield "icmp6_echo", ipv6_packet(58, echo, csum_at=2)
+
+
 def seeds():
     good = frame(roce_send_only())
     yield "udp_roce", good
@@ -66,6 +99,7 @@ def seeds():
     yield "arp_table_no_newline", ARP_TABLE.rstrip("\n").encode()
     yield "arp_long_line", ("10.77.0.2 0x1 0x2 8a:1f:22:03:9c:01 * xa" + " " * 260 + "\n").encode()
     yield "empty", b""
+    yield from ipv6_seeds()
 
 
 if __name__ == "__main__":

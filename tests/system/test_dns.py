@@ -631,8 +631,13 @@ def test_cli_errors(tmp_path):
     for bad in ("127.0.0.1", "[::1]", "[::1]:0", "[zz::1]:53", "[::1]53", "[]:53", "::1:53"):
         r = run("--zone", z, "--listen", bad)
         assert r.returncode == 2 and f"'{bad}' for --listen" in r.stderr, bad
-    r = run("--zone", z, "--listen", "[::1]:53", "--model", "rtc")
-    assert r.returncode == 2 and "IPv6 is --model socket's" in r.stderr
+    r = run("--zone", z, "--listen", "[::1]:53", "--model", "xdp", "--xdp-if", "lo")
+    assert r.returncode == 2 and "--model xdp serves IPv4" in r.stderr
+    for second in ("127.0.0.2:53", "[::1]:54"):  # the same family; another port
+        r = run("--zone", z, "--listen", "127.0.0.1:53", "--listen", second, "--model", "rtc")
+        assert r.returncode == 2 and f"--listen '{second}': a second --listen" in r.stderr
+    r = run("--zone", z, "--listen", "127.0.0.1:53", "--listen", "[::1]:53")
+    assert r.returncode == 2 and "--model socket serves one address" in r.stderr
     r = run("--zone", z, "--model", "dpdk")
     assert r.returncode == 2 and "'dpdk' for --model" in r.stderr
     r = run("--zone", z, "--", "--no-huge")
@@ -711,6 +716,26 @@ def ping(host, count=3):
     return got
 
 
+def ping6(host, count=3):
+    """ICMPv6 echo through a raw socket (the kernel sums it): how many of
+    count came back."""
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    s.settimeout(1)
+    got = 0
+    for seq in range(count):
+        s.sendto(struct.pack(">BBHHH", 128, 0, 0, 0x1515, seq) + b"offpath-dns-ping6", (host, 0))
+        try:
+            while True:
+                data = s.recv(2048)  # no IPv6 header on an ICMPv6 raw socket
+                if data[0] == 129 and struct.unpack(">H", data[6:8])[0] == seq:
+                    got += 1
+                    break
+        except socket.timeout:
+            pass
+    s.close()
+    return got
+
+
 def flood(host, port, n):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for pkt in malformed_datagrams(random.Random(99), n):
@@ -767,10 +792,13 @@ def veth():
             sh("ip", "netns", "del", ns)
 
 
-def start_in_srv(model, port, tmp_path, prefix=()):
+def start_in_srv(model, port, tmp_path, prefix=(), listen=(SRV_IP,)):
+    """The model in the server's namespace, on each address of listen (the
+    first decides TCP's family), once it answers (over the first)."""
     args = ["ip", "netns", "exec", SRV_NS, *prefix, BIN, "dns", "--model", model, "--json",
-            "--listen", f"{SRV_IP}:{port}", "--stats-json", str(tmp_path / f"{model}.json"),
-            "--nsid", NSID]
+            "--stats-json", str(tmp_path / f"{model}.json"), "--nsid", NSID]
+    for a in listen:
+        args += ["--listen", f"[{a}]:{port}" if ":" in a else f"{a}:{port}"]
     for f in ZONE_FILES.values():
         args += ["--zone", os.path.join(ZONES, f)]
     if model == "xdp":
@@ -785,7 +813,7 @@ def start_in_srv(model, port, tmp_path, prefix=()):
     while time.time() < end:
         assert p.poll() is None, p.stderr.read()
         try:
-            in_client_ns("--probe", SRV_IP, str(port), timeout=10)
+            in_client_ns("--probe", listen[0], str(port), timeout=10)
             return p
         except AssertionError:
             time.sleep(0.3)
@@ -939,6 +967,51 @@ def test_rtc_real_time_lcore_yields(veth, tmp_path):
     assert c["rt_yields"] >= 150, c["rt_yields"]
 
 
+SRV_IP6, CLI_IP6 = "2001:db8:15::1", "2001:db8:15::2"
+
+
+def test_dpdk_models_dual_stack(veth, tmp_path):
+    """rtc and pipeline on an IPv4 and an IPv6 address at once (--listen
+    twice): the UDP query set asked over IPv6 gets the socket model's
+    answers (asked over IPv4); the client's kernel finds the server's MAC
+    by neighbour discovery, which the DPDK model answers, and 3 ICMPv6
+    echoes come back; TCP goes through the kernel on the first --listen's
+    family (IPv6 for the pipeline: its truncated answers are asked again
+    over TCP there); the counters balance, the IPv6 frames counted."""
+    need_dpdk()
+    for ns, addr in ((SRV_NS, SRV_IP6), (CLI_NS, CLI_IP6)):
+        dev = SRV_IF if ns == SRV_NS else CLI_IF
+        subprocess.run(["ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad"],
+                       check=True, timeout=30)
+    port = 53
+    p = start_in_srv("socket", port, tmp_path)
+    try:
+        want = in_client_ns("--dump", SRV_IP, str(port))
+        want_tcp = in_client_ns("--dump-tcp", SRV_IP, str(port))
+    finally:
+        stop_json(p)
+    for model, listen in (("rtc", (SRV_IP, SRV_IP6)), ("pipeline", (SRV_IP6, SRV_IP))):
+        p = start_in_srv(model, port, tmp_path, listen=listen)
+        try:
+            subprocess.run(["ip", "-n", CLI_NS, "-6", "neigh", "flush", "all"], check=True,
+                           timeout=30)
+            assert in_client_ns("--dump", SRV_IP6, str(port)) == want, model
+            assert in_client_ns("--dump", SRV_IP, str(port)) == want, model
+            assert in_client_ns("--ping6", SRV_IP6) == 3, model
+            neigh = subprocess.run(["ip", "-n", CLI_NS, "-6", "neigh", "show", SRV_IP6],
+                                   capture_output=True, text=True, timeout=30).stdout
+            assert "lladdr" in neigh, neigh  # learnt from our advertisement
+            tcp = in_client_ns("--dump-tcp", listen[0], str(port))
+        finally:
+            rc, c = stop_json(p)
+        assert rc == 0 and c["balanced"] is True, c
+        assert tcp == want_tcp, model
+        assert c["ctl_rx"] >= 1 + 3 and c["ctl_tx"] == c["ctl_rx"]  # NS (or ARP) + echoes
+        assert c["udp_rx"] >= 2 * len(want) and c["tcp_rx"] == c["tcp_tx"] == len(want_tcp)
+        assert c["frames_rx"] == (c["udp_rx"] + c["ctl_rx"] + c["drop_not_ours"] +
+                                  c["drop_frame"] + c["drop_ring_rx"])
+
+
 if __name__ == "__main__":
     import sys
     mode = sys.argv[1]
@@ -950,6 +1023,8 @@ if __name__ == "__main__":
         print(json.dumps(ask_at(sys.argv[2], int(sys.argv[3]), "example.test.", "SOA").rcode()))
     elif mode == "--ping":
         print(json.dumps(ping(sys.argv[2])))
+    elif mode == "--ping6":
+        print(json.dumps(ping6(sys.argv[2])))
     elif mode == "--flood":
         flood(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         print("null")

@@ -1166,7 +1166,6 @@ static void test_udp6_frames(void **state)
         uint8_t value;
         unsigned verdict;
     } bad[] = {
-        {62, 'A', OP_FRAME_BAD_UDP},                  /* payload changed: checksum */
         {60, 0, OP_FRAME_BAD_UDP},                    /* zero checksum: not in IPv6 */
         {61, 0, OP_FRAME_BAD_UDP},
         {20, 44, OP_FRAME_FRAGMENT},                  /* a fragment header */
