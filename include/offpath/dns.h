@@ -225,8 +225,8 @@ struct op_dns_server_config {
      * IPv4 too, as v4-mapped, where net.ipv6.bindv6only is 0) */
     bool ipv6;
     uint8_t addr6[16];
-    /* the DPDK models: UDP to both addr and addr6 (TCP, through the kernel,
-     * on the family of ipv6 only) */
+    /* the DPDK models: both addr and addr6 (TCP through a kernel socket
+     * for each) */
     bool dual_stack;
     unsigned udp_threads;
     unsigned burst;      /* datagrams per recvmmsg */

@@ -30,7 +30,7 @@ static void help(void)
            "  --listen ADDR:PORT    UDP and TCP address (default 127.0.0.1:53); IPv6 as\n"
            "                        [ADDR6]:PORT (socket: [::] takes IPv4 too; rtc and\n"
            "                        pipeline: twice, an IPv4 and an IPv6 address on one\n"
-           "                        port, serve UDP on both, TCP on the first)\n"
+           "                        port, serve both)\n"
            "  --model M             socket (default): UDP recvmmsg/sendmmsg threads with\n"
            "                        SO_REUSEPORT and TCP per RFC 7766 through the kernel;\n"
            "                        rtc: DPDK, one worker lcore per RX/TX queue (RSS);\n"

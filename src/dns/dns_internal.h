@@ -148,6 +148,7 @@ struct dns_worker {
     struct op_dns_server *s;
     pthread_t th;
     bool started;
+    bool other_family; /* TCP: the dual stack's second kernel socket (not --listen's family) */
     int fd;
     unsigned index;
     uint64_t c[OP_DNS_C_COUNT_];

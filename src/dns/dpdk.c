@@ -492,6 +492,13 @@ static void port_stats(const struct op_dns_server *s, uint64_t *c)
     c[OP_DNS_C_port_oerrors] += st.oerrors;
 }
 
+/* The kernel TCP threads after the lcores' workers: one, and a second on
+ * the other family's address for a dual stack. */
+static unsigned tcp_threads(const struct op_dns_server_config *cfg)
+{
+    return cfg->dual_stack ? 2 : 1;
+}
+
 /* Once every lcore has stopped: answers the workers put on the return
  * ring after the port's lcore left are not sent; they are counted as TX
  * drops there, so the counters still balance. Frames still on the
@@ -517,7 +524,8 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
         return;
     rte_eal_mp_wait_lcore();
     drain_rings(s, d);
-    dns_thread_stop(&s->w[s->nw - 1]); /* TCP */
+    for (unsigned k = 0; k < tcp_threads(&s->cfg); k++)
+        dns_thread_stop(&s->w[s->nw - 1 - k]); /* TCP */
     if (final != NULL)
         port_stats(s, final);
     if (d->port_started) {
@@ -546,15 +554,20 @@ void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc)
 }
 
 /* TCP through the kernel (RFC 7766: truncated answers are asked again
- * there), on the listen address when the kernel has it too; the AF_XDP
- * port's XDP program must pass TCP to the kernel (offpath dns gives it
- * one). Without the address, UDP alone is served. */
+ * there), on each listen address the kernel has too; the AF_XDP port's XDP
+ * program must pass TCP to the kernel (offpath dns gives it one). Without
+ * the address, UDP alone is served on it. */
 static void tcp_start(struct op_dns_server *s)
 {
-    op_status_t st = dns_tcp_start(&s->w[s->nw - 1]);
-    if (st != OP_OK)
-        OP_WARN(s->cfg.log, "dns: TCP not served (%s): the kernel must have the --listen "
-                "address (on the port's interface) for TCP to reach it", op_status_str(st));
+    for (unsigned k = 0; k < tcp_threads(&s->cfg); k++) {
+        struct dns_worker *w = &s->w[s->nw - 1 - k];
+        w->other_family = k == 1;
+        op_status_t st = dns_tcp_start(w);
+        if (st != OP_OK)
+            OP_WARN(s->cfg.log, "dns: TCP over %s not served (%s): the kernel must have the "
+                    "--listen address (on the port's interface) for TCP to reach it",
+                    s->cfg.ipv6 != w->other_family ? "IPv6" : "IPv4", op_status_str(st));
+    }
 }
 
 /* Does another worker lcore run on one of this lcore's CPUs? (The main
@@ -613,7 +626,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
         rte_eal_cleanup();
         return OP_ERR_INVAL;
     }
-    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers + 1); /* + TCP */
+    struct op_dns_server *s = dns_server_alloc(cfg, zones, workers + tcp_threads(cfg));
     struct dpdk_state *d = calloc(1, sizeof(*d));
     if (s == NULL || d == NULL) {
         free(d);

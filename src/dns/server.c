@@ -320,23 +320,30 @@ size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out)
 }
 
 /* --listen's address as a sockaddr of its family; returns its length. */
-static socklen_t listen_addr(const struct op_dns_server_config *cfg, struct sockaddr_in6 *out)
+static socklen_t listen_addr(const struct op_dns_server_config *cfg, bool ipv6,
+                             struct sockaddr_in6 *out)
 {
-    struct op_dns_target t = {.ipv6 = cfg->ipv6, .port = cfg->port};
+    struct op_dns_target t = {.ipv6 = ipv6, .port = cfg->port};
     uint32_t v4 = htonl(cfg->addr);
-    memcpy(t.addr, cfg->ipv6 ? cfg->addr6 : (const uint8_t *)&v4, cfg->ipv6 ? 16 : 4);
+    memcpy(t.addr, ipv6 ? cfg->addr6 : (const uint8_t *)&v4, ipv6 ? 16 : 4);
     return (socklen_t)dns_sockaddr(&t, out);
 }
 
-static op_status_t open_socket(const struct op_dns_server_config *cfg, int type, int *out)
+/* A socket on --listen's address, or (other_family: the dual stack's
+ * second kernel socket) on the other family's. */
+static op_status_t open_socket(const struct op_dns_server_config *cfg, int type,
+                               bool other_family, int *out)
 {
-    int fd = socket(cfg->ipv6 ? AF_INET6 : AF_INET,
+    bool ipv6 = cfg->ipv6 != other_family;
+    int fd = socket(ipv6 ? AF_INET6 : AF_INET,
                     type | SOCK_CLOEXEC | (type == SOCK_STREAM ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return op_status_from_errno(errno);
     int one = 1, rcvbuf = 4 << 20;
     struct sockaddr_in6 sa;
-    socklen_t salen = listen_addr(cfg, &sa);
+    socklen_t salen = listen_addr(cfg, ipv6, &sa);
+    if (ipv6 && cfg->dual_stack) /* this family alone: the other socket has the other */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (type == SOCK_DGRAM) /* a bigger queue absorbs bursts; best effort */
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
@@ -446,7 +453,7 @@ bool dns_server_stopping(const struct op_dns_server *s)
 /* One socket and the thread that serves it. */
 static op_status_t worker_start(struct dns_worker *w, int type, void *(*fn)(void *))
 {
-    op_status_t st = open_socket(&w->s->cfg, type, &w->fd);
+    op_status_t st = open_socket(&w->s->cfg, type, w->other_family, &w->fd);
     if (st != OP_OK)
         return st;
     if (pthread_create(&w->th, NULL, fn, w) != 0)

@@ -975,9 +975,9 @@ def test_dpdk_models_dual_stack(veth, tmp_path):
     twice): the UDP query set asked over IPv6 gets the socket model's
     answers (asked over IPv4); the client's kernel finds the server's MAC
     by neighbour discovery, which the DPDK model answers, and 3 ICMPv6
-    echoes come back; TCP goes through the kernel on the first --listen's
-    family (IPv6 for the pipeline: its truncated answers are asked again
-    over TCP there); the counters balance, the IPv6 frames counted."""
+    echoes come back; TCP goes through the kernel on both families (a
+    kernel socket each: the truncated answers are asked again over TCP on
+    each); the counters balance, the IPv6 frames counted."""
     need_dpdk()
     for ns, addr in ((SRV_NS, SRV_IP6), (CLI_NS, CLI_IP6)):
         dev = SRV_IF if ns == SRV_NS else CLI_IF
@@ -1001,13 +1001,13 @@ def test_dpdk_models_dual_stack(veth, tmp_path):
             neigh = subprocess.run(["ip", "-n", CLI_NS, "-6", "neigh", "show", SRV_IP6],
                                    capture_output=True, text=True, timeout=30).stdout
             assert "lladdr" in neigh, neigh  # learnt from our advertisement
-            tcp = in_client_ns("--dump-tcp", listen[0], str(port))
+            tcp = [in_client_ns("--dump-tcp", a, str(port)) for a in listen]
         finally:
             rc, c = stop_json(p)
         assert rc == 0 and c["balanced"] is True, c
-        assert tcp == want_tcp, model
+        assert tcp == [want_tcp, want_tcp], model
         assert c["ctl_rx"] >= 1 + 3 and c["ctl_tx"] == c["ctl_rx"]  # NS (or ARP) + echoes
-        assert c["udp_rx"] >= 2 * len(want) and c["tcp_rx"] == c["tcp_tx"] == len(want_tcp)
+        assert c["udp_rx"] >= 2 * len(want) and c["tcp_rx"] == c["tcp_tx"] == 2 * len(want_tcp)
         assert c["frames_rx"] == (c["udp_rx"] + c["ctl_rx"] + c["drop_not_ours"] +
                                   c["drop_frame"] + c["drop_ring_rx"])
 
