@@ -71,6 +71,8 @@
     X(tcp_tx)                                                                                      \
     X(drop_tx)           /* sendmmsg/write refused it */                                           \
     X(drop_tcp_closed)   /* the client went away before its answer */                            \
+    X(rrl_dropped)       /* UDP answers not sent: over --rrl-rate for the client's network */   \
+    X(rrl_slipped)       /* of those limited, sent truncated instead (--rrl-slip; in udp_tx) */ \
     X(tcp_conns)                                                                                   \
     X(tcp_conn_refused)  /* more connections than --tcp-max */                                     \
     X(tcp_idle_closed)                                                                             \
@@ -102,6 +104,22 @@ enum op_dns_counter {
         OP_DNS_C_COUNT_
 };
 OP_API const char *op_dns_counter_name(unsigned c);
+/* ---- Response rate limiting (rrl.c): UDP answers to one client network
+ * (IPv4 /24, IPv6 /56) of one kind (a positive answer's name and type, or
+ * a negative or error rcode) limited to `rate` a second; past that each is
+ * dropped but every slip-th, which is cut to its question with TC set (the
+ * client asks again over TCP). One table per worker thread. ---- */
+struct op_dns_rrl;
+OP_API struct op_dns_rrl *op_dns_rrl_new(unsigned rate, unsigned slip);
+OP_API void op_dns_rrl_free(struct op_dns_rrl *r);
+enum op_dns_rrl_verdict { OP_DNS_RRL_PASS, OP_DNS_RRL_SLIP, OP_DNS_RRL_DROP };
+/* client: 4 (IPv4) or 16 (ipv6) bytes, network order (read: 3 or 7); answer and *len the
+ * response, cut in place on SLIP; now_ns a monotonic clock. NULL r passes
+ * everything. Counts rrl_dropped and rrl_slipped into c. */
+OP_API enum op_dns_rrl_verdict op_dns_rrl_check(struct op_dns_rrl *r, const uint8_t *client,
+                                                bool ipv6, uint8_t *answer, size_t *len,
+                                                uint64_t now_ns, uint64_t *c);
+
 /* Every query accounted for: received == sent + every drop; and every frame of the DPDK models: frames_rx = udp_rx + ctl_rx +
  * drop_not_ours + drop_frame + drop_ring_rx, ctl_rx = ctl_tx + drop_tx_ctl. */
 OP_API bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_]);
@@ -228,6 +246,8 @@ struct op_dns_server_config {
     /* the DPDK models: both addr and addr6 (TCP through a kernel socket
      * for each) */
     bool dual_stack;
+    unsigned rrl_rate; /* UDP answers a second per client network and kind; 0: no limit */
+    unsigned rrl_slip; /* every slip-th limited answer goes out truncated; 0: none */
     unsigned udp_threads;
     unsigned burst;      /* datagrams per recvmmsg */
     unsigned tcp_max;    /* concurrent TCP connections */

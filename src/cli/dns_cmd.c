@@ -75,6 +75,12 @@ static void help(void)
            "  --notify ADDR:PORT    a secondary sent NOTIFY over UDP for every zone at start\n"
            "                        and for each zone whose SOA serial a reload (SIGHUP)\n"
            "                        changed ([ADDR6]:PORT too; repeatable, 16 at most)\n"
+           "  --rrl-rate N          response rate limiting: UDP answers a second to one client\n"
+           "                        network (IPv4 /24, IPv6 /56) of one kind (a name and\n"
+           "                        type answered, or an error rcode), per worker thread;\n"
+           "                        past it they are dropped (0: no limit, the default)\n"
+           "  --rrl-slip N          every Nth limited answer goes out truncated instead, so\n"
+           "                        a real client asks again over TCP (default 2; 0: none)\n"
            "  --check               load the zones, print what was loaded, exit\n"
            "  --json                print the exit counters as JSON on stdout\n"
            "  --stats-json FILE     rewrite FILE with the counters as JSON every second\n"
@@ -97,7 +103,7 @@ struct dns_flags {
     unsigned listens; /* --listen given: a second one makes the DPDK models dual-stack */
 };
 
-enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_NSID, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
+enum { O_ZONE = 256, O_LISTEN, O_XFR_ACL, O_NOTIFY, O_NSID, O_RRL_RATE, O_RRL_SLIP, O_MODEL, O_THREADS, O_BURST, O_UDPMAX, O_TCPMAX, O_TCPIDLE,
        O_CHECK, O_JSON, O_STATS, O_LOG, O_MBUFS, O_RING, O_RXD, O_TXD, O_TXR, O_TXB, O_IDLE, O_IDLE_AFTER,
        O_RT_YIELD, O_RT_EVERY, O_XDP_IF, O_XDP_FRAMES,
        O_HELP };
@@ -106,6 +112,7 @@ static const struct option options[] = {
     {"zone", 1, 0, O_ZONE},          {"listen", 1, 0, O_LISTEN},
     {"allow-transfer", 1, 0, O_XFR_ACL}, {"notify", 1, 0, O_NOTIFY},
     {"nsid", 1, 0, O_NSID},
+    {"rrl-rate", 1, 0, O_RRL_RATE},  {"rrl-slip", 1, 0, O_RRL_SLIP},
     {"model", 1, 0, O_MODEL},        {"threads", 1, 0, O_THREADS},
     {"burst", 1, 0, O_BURST},        {"udp-max-payload", 1, 0, O_UDPMAX},
     {"tcp-max", 1, 0, O_TCPMAX},     {"tcp-idle-ms", 1, 0, O_TCPIDLE},
@@ -151,6 +158,8 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     case O_THREADS: if (!cli_u64(tool, "--threads", val, 1, 64, &v)) return false; c->udp_threads = (unsigned)v; return true;
     case O_BURST: if (!cli_u64(tool, "--burst", val, 1, 1024, &v)) return false; c->burst = (unsigned)v; return true;
     case O_UDPMAX: if (!cli_u64(tool, "--udp-max-payload", val, 512, 4096, &v)) return false; c->udp_max = (uint16_t)v; return true;
+    case O_RRL_RATE: if (!cli_u64(tool, "--rrl-rate", val, 0, 1000000, &v)) return false; c->rrl_rate = (unsigned)v; return true;
+    case O_RRL_SLIP: if (!cli_u64(tool, "--rrl-slip", val, 0, 100, &v)) return false; c->rrl_slip = (unsigned)v; return true;
     case O_TCPMAX: if (!cli_u64(tool, "--tcp-max", val, 1, 4096, &v)) return false; c->tcp_max = (unsigned)v; return true;
     case O_TCPIDLE: if (!cli_u64(tool, "--tcp-idle-ms", val, 1, 3600000, &v)) return false; c->tcp_idle_ms = (unsigned)v; return true;
     case O_XDP_FRAMES:

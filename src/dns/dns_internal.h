@@ -149,6 +149,7 @@ struct dns_worker {
     pthread_t th;
     bool started;
     bool other_family; /* TCP: the dual stack's second kernel socket (not --listen's family) */
+    struct op_dns_rrl *rrl; /* its own rate-limit table (NULL: no limit) */
     int fd;
     unsigned index;
     uint64_t c[OP_DNS_C_COUNT_];
@@ -193,6 +194,14 @@ op_status_t dns_tcp_start(struct dns_worker *w);
 void dns_thread_stop(struct dns_worker *w);
 bool dns_server_stopping(const struct op_dns_server *s);
 void dns_publish(struct dns_worker *w);
+/* Rate limiting of a UDP answer to client (4 or 16 bytes): false to drop
+ * it; a slipped answer is cut in place (*len). */
+static inline bool dns_rrl_pass(struct dns_worker *w, const void *client, bool ipv6,
+                                uint8_t *answer, size_t *len)
+{
+    return w->rrl == NULL || op_dns_rrl_check(w->rrl, client, ipv6, answer, len, op_now_ns(),
+                                              w->c) != OP_DNS_RRL_DROP;
+}
 const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);
 void dns_zones_leave(struct dns_worker *w);
 

@@ -96,7 +96,9 @@ static bool handle_frame4(struct dns_worker *w, const struct dpdk_state *d,
     if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != cfg->port)
         return not_a_query(w, m, n, v);
     size_t alen = answer_query(w, z, m, OP_UDP_FRAME_HDR_LEN, f + off, plen, scratch);
-    if (alen == 0)
+    uint8_t client[4] = {(uint8_t)(flow.src_ip >> 24), (uint8_t)(flow.src_ip >> 16),
+                         (uint8_t)(flow.src_ip >> 8), (uint8_t)flow.src_ip};
+    if (alen == 0 || !dns_rrl_pass(w, client, false, scratch, &alen))
         return false;
     struct op_flow back = {ip, flow.src_ip, flow.dst_port, flow.src_port};
     struct op_frame_l2 l2 = {.tos = 0};
@@ -128,7 +130,7 @@ static bool handle_frame6(struct dns_worker *w, const struct dpdk_state *d,
     if (v != OP_FRAME_OK || memcmp(flow.dst, cfg->addr6, 16) != 0 || flow.dst_port != cfg->port)
         return not_a_query(w, m, n, v);
     size_t alen = answer_query(w, z, m, OP_UDP6_FRAME_HDR_LEN, f + off, plen, scratch);
-    if (alen == 0)
+    if (alen == 0 || !dns_rrl_pass(w, flow.src, true, scratch, &alen))
         return false;
     struct op_flow6 back = {.src_port = flow.dst_port, .dst_port = flow.src_port};
     memcpy(back.src, cfg->addr6, 16);

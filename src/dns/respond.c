@@ -1003,7 +1003,7 @@ bool op_dns_counters_balanced(const uint64_t c[OP_DNS_C_COUNT_])
     uint64_t rx = c[OP_DNS_C_received];
     uint64_t out = c[OP_DNS_C_responses] + c[OP_DNS_C_drop_short] + c[OP_DNS_C_drop_response];
     uint64_t sent = c[OP_DNS_C_udp_tx] + c[OP_DNS_C_tcp_tx] + c[OP_DNS_C_drop_tx] +
-                    c[OP_DNS_C_drop_tcp_closed];
+                    c[OP_DNS_C_drop_tcp_closed] + c[OP_DNS_C_rrl_dropped];
     bool io = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == 0 ||
               (c[OP_DNS_C_udp_rx] + c[OP_DNS_C_tcp_rx] == rx && sent == c[OP_DNS_C_responses]);
     uint64_t frames = c[OP_DNS_C_udp_rx] + c[OP_DNS_C_ctl_rx] + c[OP_DNS_C_drop_not_ours] +

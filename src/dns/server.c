@@ -44,6 +44,13 @@ const struct op_dns_zones *dns_zones_enter(struct dns_worker *w)
 void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
 
 /* ---- UDP ---- */
+/* A client's address bytes for rate limiting: IPv4's 4, IPv6's 16. */
+static const void *client_addr(const struct sockaddr_in6 *sa)
+{
+    return sa->sin6_family == AF_INET6 ? (const void *)&sa->sin6_addr
+                                       : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+}
+
 struct udp_bufs {
     struct mmsghdr in[1024], out[1024];
     struct iovec iin[1024], iout[1024];
@@ -59,7 +66,8 @@ static void udp_burst(struct dns_worker *w, struct udp_bufs *b, unsigned n)
     const struct op_dns_zones *z = dns_zones_enter(w);
     for (unsigned i = 0; i < n; i++) {
         size_t len = op_dns_respond(z, &qi, b->rx[i], b->in[i].msg_len, b->tx[m], UDP_BUF, w->c);
-        if (len == 0)
+        if (len == 0 || !dns_rrl_pass(w, client_addr(&b->from[i]),
+                                      b->from[i].sin6_family == AF_INET6, b->tx[m], &len))
             continue;
         b->iout[m] = (struct iovec){b->tx[m], len};
         b->out[m].msg_hdr = (struct msghdr){.msg_name = &b->from[i],
@@ -418,7 +426,15 @@ void op_dns_server_config_default(struct op_dns_server_config *cfg)
 {
     *cfg = (struct op_dns_server_config){
         .addr = 0x7f000001u, .port = 53, .udp_threads = 1, .burst = 64, .tcp_max = 64,
-        .tcp_idle_ms = 10000, .udp_max = OP_DNS_UDP_DEFAULT, .log = NULL};
+        .tcp_idle_ms = 10000, .udp_max = OP_DNS_UDP_DEFAULT, .rrl_slip = 2, .log = NULL};
+}
+
+static void dns_server_free_workers(struct op_dns_server *s)
+{
+    for (unsigned i = 0; i < s->nw; i++)
+        op_dns_rrl_free(s->w[i].rrl);
+    free(s->w);
+    free(s);
 }
 
 struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
@@ -440,6 +456,11 @@ struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
         s->w[i].s = s;
         s->w[i].fd = -1;
         s->w[i].index = i;
+        s->w[i].rrl = cfg->rrl_rate > 0 ? op_dns_rrl_new(cfg->rrl_rate, cfg->rrl_slip) : NULL;
+        if (cfg->rrl_rate > 0 && s->w[i].rrl == NULL) {
+            dns_server_free_workers(s);
+            return NULL;
+        }
     }
     atomic_store(&s->zones, zones);
     return s;
@@ -551,7 +572,6 @@ struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s, uint64_t final[
         for (int k = 0; k < OP_DNS_C_COUNT_; k++)
             final[k] += port[k];
     }
-    free(s->w);
-    free(s);
+    dns_server_free_workers(s);
     return z;
 }

@@ -42,7 +42,9 @@ static int answer(struct dns_worker *w, struct xdp_state *s, int n, uint16_t udp
     for (int i = 0; i < n; i++) {
         const struct op_pkt *q = &s->in[i];
         size_t len = op_dns_respond(z, &qi, q->data, q->len, s->out[k].data, udp_max, w->c);
-        if (len == 0)
+        uint8_t client[4] = {(uint8_t)(q->flow.src_ip >> 24), (uint8_t)(q->flow.src_ip >> 16),
+                             (uint8_t)(q->flow.src_ip >> 8), (uint8_t)q->flow.src_ip};
+        if (len == 0 || !dns_rrl_pass(w, client, false, s->out[k].data, &len))
             continue;
         s->out[k].len = (uint32_t)len;
         s->out[k].flow = (struct op_flow){.src_ip = q->flow.dst_ip, .dst_ip = q->flow.src_ip,

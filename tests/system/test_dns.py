@@ -592,6 +592,52 @@ def test_counters_balance_after_flood(tmp_path):
     assert c["formerr_qdcount"] >= 250
 
 
+def test_response_rate_limiting(tmp_path):
+    """--rrl-rate 20: 300 queries for one name from one client within a
+    second or two get at most 20 whole answers a second; of the rest every
+    second one comes back truncated and empty (--rrl-slip 2 by default) and
+    the others are dropped, each counted; an error kind has its own bucket,
+    TCP is not limited, and the counters balance."""
+    port = free_port()
+    p = subprocess.Popen([BIN, "dns", "--listen", f"127.0.0.1:{port}", "--json",
+                          "--zone", os.path.join(ZONES, "example.zone"), "--rrl-rate", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_answers(port)
+        q = dns.message.make_query("www.example.test.", "A")
+        whole = slipped = 0
+        t0 = time.time()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.5)
+            for i in range(300):
+                q.id = i
+                s.sendto(q.to_wire(), ("127.0.0.1", port))
+            try:
+                while True:
+                    m = dns.message.from_wire(s.recv(4096))
+                    if m.flags & dns.flags.TC:
+                        assert not m.answer and not m.authority and not m.additional
+                        slipped += 1
+                    else:
+                        assert m.answer and m.rcode() == 0
+                        whole += 1
+            except socket.timeout:
+                pass
+        seconds = int(time.time() - t0) + 1  # the buckets' seconds it spanned, at most
+        assert 20 <= whole <= 20 * (seconds + 1), (whole, seconds)
+        nx = ask(port, "nothere.example.test.", "A")  # another kind: its own bucket
+        assert nx.rcode() == dns.rcode.NXDOMAIN
+        assert ask(port, "www.example.test.", "A", tcp=True).answer  # TCP: not limited
+    finally:
+        rc, c = stop_json(p)
+    assert rc == 0 and c["balanced"] is True, c
+    limited = 300 - whole
+    # every second one of a second's limited answers: +-1 where a second ends
+    assert c["rrl_slipped"] == slipped and abs(slipped - limited / 2) <= 2, (c, slipped)
+    assert c["rrl_dropped"] == limited - slipped
+    assert c["udp_tx"] >= whole + slipped + 1 + 1  # and the probes, the NXDOMAIN
+
+
 def test_sighup_reload(tmp_path):
     port = free_port()
     zone = tmp_path / "second.zone"

@@ -1273,6 +1273,113 @@ static void test_icmp6_echo_reply(void **state)
     assert_int_equal(op_icmp6_echo_reply_in_place(f, n, our_ip6, our_mac), 0);
 }
 
+/* The answer to name/type as the UDP path would send it, into buf. */
+static size_t rrl_answer(const char *name, uint16_t type, uint8_t *buf, size_t cap)
+{
+    static struct msg q;
+    struct op_dns_query_info qi = {.udp_max = OP_DNS_UDP_DEFAULT};
+    put_query(&q, 0, name, type);
+    put_opt(&q, 1232, 0, 0);
+    return op_dns_respond(fx->z, &qi, q.b, q.n, buf, cap, fx->c);
+}
+
+/* One check of the answer to name/type for client at second t. */
+static enum op_dns_rrl_verdict rrl_ask(struct op_dns_rrl *r, const uint8_t *client, bool ipv6,
+                                       const char *name, uint16_t type, uint64_t t,
+                                       size_t *len_out)
+{
+    static uint8_t buf[4096];
+    size_t len = rrl_answer(name, type, buf, sizeof buf), whole = len;
+    enum op_dns_rrl_verdict v =
+        op_dns_rrl_check(r, client, ipv6, buf, &len, t * 1000000000ull + 5, fx->c);
+    if (v == OP_DNS_RRL_SLIP) { /* cut to header and question, TC set, no records */
+        assert_true(len < whole);
+        assert_true(buf[2] & 0x02);
+        assert_memory_equal(buf + 6, "\0\0\0\0\0\0", 6);
+        assert_int_equal(buf[4] << 8 | buf[5], 1);
+    } else {
+        assert_int_equal(len, whole);
+    }
+    if (len_out != NULL)
+        *len_out = len;
+    return v;
+}
+
+static void test_rrl(void **state)
+{
+    (void)state;
+    const uint8_t a[4] = {198, 18, 0, 2}, a_net[4] = {198, 18, 0, 77}, b[4] = {198, 18, 1, 2};
+    struct op_dns_rrl *r = op_dns_rrl_new(3, 2);
+    assert_non_null(r);
+    memset(fx->c, 0, sizeof fx->c);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 100, NULL),
+                         OP_DNS_RRL_PASS);
+    /* past the rate: dropped, every second one slipped; the /24 shares it */
+    size_t len;
+    assert_int_equal(rrl_ask(r, a_net, false, "www.example.test", T_A, 100, NULL),
+                     OP_DNS_RRL_DROP);
+    assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 100, &len), OP_DNS_RRL_SLIP);
+    assert_int_equal(len, 12 + 18 + 4); /* www.example.test, type, class */
+    assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 100, NULL), OP_DNS_RRL_DROP);
+    assert_int_equal(rrl_ask(r, a, false, "WWW.Example.test", T_A, 100, NULL), OP_DNS_RRL_SLIP);
+    assert_int_equal(fx->c[OP_DNS_C_rrl_dropped], 2);
+    assert_int_equal(fx->c[OP_DNS_C_rrl_slipped], 2);
+    /* another network, another name or type: buckets of their own */
+    assert_int_equal(rrl_ask(r, b, false, "www.example.test", T_A, 100, NULL), OP_DNS_RRL_PASS);
+    assert_int_equal(rrl_ask(r, a, false, "web.example.test", T_A, 100, NULL), OP_DNS_RRL_PASS);
+    assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_AAAA, 100, NULL),
+                     OP_DNS_RRL_PASS);
+    /* the next second: the rate again */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 101, NULL),
+                         OP_DNS_RRL_PASS);
+    assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 101, NULL), OP_DNS_RRL_DROP);
+    /* NXDOMAIN: one bucket for every name (a random-name flood) */
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "rnd%d.example.test", i);
+        assert_int_equal(rrl_ask(r, a, false, name, T_A, 102, NULL), OP_DNS_RRL_PASS);
+    }
+    assert_int_equal(rrl_ask(r, a, false, "rnd9.example.test", T_A, 102, NULL), OP_DNS_RRL_DROP);
+    /* IPv6: a /56 shares a bucket, the next /56 does not */
+    const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, [15] = 1};
+    uint8_t same[16], other[16];
+    memcpy(same, v6, 16);
+    same[8] = 0xff;
+    memcpy(other, v6, 16);
+    other[6] = 1;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rrl_ask(r, v6, true, "www.example.test", T_A, 103, NULL),
+                         OP_DNS_RRL_PASS);
+    assert_int_equal(rrl_ask(r, same, true, "www.example.test", T_A, 103, NULL), OP_DNS_RRL_DROP);
+    assert_int_equal(rrl_ask(r, other, true, "www.example.test", T_A, 103, NULL),
+                     OP_DNS_RRL_PASS);
+    op_dns_rrl_free(r);
+    /* no slip: every limited answer dropped; rate 0 or no table: no limit */
+    r = op_dns_rrl_new(1, 0);
+    assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 5, NULL), OP_DNS_RRL_PASS);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 5, NULL),
+                         OP_DNS_RRL_DROP);
+    op_dns_rrl_free(r);
+    r = op_dns_rrl_new(0, 2);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(rrl_ask(r, a, false, "www.example.test", T_A, 5, NULL), OP_DNS_RRL_PASS);
+        assert_int_equal(rrl_ask(NULL, a, false, "www.example.test", T_A, 5, NULL),
+                         OP_DNS_RRL_PASS);
+    }
+    op_dns_rrl_free(r);
+    /* thousands of networks: the fixed table evicts, and never limits a new one */
+    r = op_dns_rrl_new(1, 2);
+    for (unsigned i = 0; i < 20000; i++) {
+        const uint8_t net[4] = {10, (uint8_t)(i >> 8), (uint8_t)i, 1};
+        assert_int_equal(rrl_ask(r, net, false, "www.example.test", T_A, 7, NULL),
+                         OP_DNS_RRL_PASS);
+    }
+    op_dns_rrl_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1300,6 +1407,7 @@ int main(void)
         cmocka_unit_test(test_udp6_frames),
         cmocka_unit_test(test_ndp_advert),
         cmocka_unit_test(test_icmp6_echo_reply),
+        cmocka_unit_test(test_rrl),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
