@@ -72,6 +72,26 @@ static bool not_a_query(struct dns_worker *w, struct rte_mbuf *m, size_t n, unsi
     return false;
 }
 
+/* The answer in scratch moved behind hdr bytes of headers in the query's
+ * frame; the Ethernet addresses for them, back to the asker. */
+static struct op_frame_l2 answer_in_frame(const struct dpdk_state *d, uint8_t *f,
+                                          const uint8_t to_mac[6], size_t hdr,
+                                          const uint8_t *scratch, size_t alen)
+{
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, d->mac, 6);
+    memcpy(l2.dst_mac, to_mac, 6);
+    memcpy(f + hdr, scratch, alen);
+    return l2;
+}
+
+static bool answer_ready(struct rte_mbuf *m, size_t n, bool *is_dns)
+{
+    m->data_len = m->pkt_len = (uint32_t)n;
+    *is_dns = true;
+    return true;
+}
+
 static bool serves_v4(const struct op_dns_server_config *cfg) { return !cfg->ipv6 || cfg->dual_stack; }
 static bool serves_v6(const struct op_dns_server_config *cfg) { return cfg->ipv6 || cfg->dual_stack; }
 
@@ -101,14 +121,8 @@ static bool handle_frame4(struct dns_worker *w, const struct dpdk_state *d,
     if (alen == 0 || !dns_rrl_pass(w, client, false, scratch, &alen))
         return false;
     struct op_flow back = {ip, flow.src_ip, flow.dst_port, flow.src_port};
-    struct op_frame_l2 l2 = {.tos = 0};
-    memcpy(l2.src_mac, d->mac, 6);
-    memcpy(l2.dst_mac, src_mac, 6);
-    memcpy(f + OP_UDP_FRAME_HDR_LEN, scratch, alen);
-    n = op_udp_frame_headers(f, &back, &l2, alen);
-    m->data_len = m->pkt_len = (uint32_t)n;
-    *is_dns = true;
-    return true;
+    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, OP_UDP_FRAME_HDR_LEN, scratch, alen);
+    return answer_ready(m, op_udp_frame_headers(f, &back, &l2, alen), is_dns);
 }
 
 /* IPv6: UDP to our address and port, neighbour solicitations, echo. */
@@ -135,14 +149,8 @@ static bool handle_frame6(struct dns_worker *w, const struct dpdk_state *d,
     struct op_flow6 back = {.src_port = flow.dst_port, .dst_port = flow.src_port};
     memcpy(back.src, cfg->addr6, 16);
     memcpy(back.dst, flow.src, 16);
-    struct op_frame_l2 l2 = {.tos = 0};
-    memcpy(l2.src_mac, d->mac, 6);
-    memcpy(l2.dst_mac, src_mac, 6);
-    memcpy(f + OP_UDP6_FRAME_HDR_LEN, scratch, alen);
-    n = op_udp6_frame_headers(f, &back, &l2, alen);
-    m->data_len = m->pkt_len = (uint32_t)n;
-    *is_dns = true;
-    return true;
+    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, OP_UDP6_FRAME_HDR_LEN, scratch, alen);
+    return answer_ready(m, op_udp6_frame_headers(f, &back, &l2, alen), is_dns);
 }
 
 #define ETHERTYPE_IPV6 0x86dd

@@ -736,44 +736,26 @@ def dump_tcp_answers(host, port):
     return out
 
 
-def ping(host, count=3):
-    """ICMP echo through a raw socket: how many of count came back."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def ping(host, count=3, v6=False):
+    """ICMP (v6: ICMPv6) echo through a raw socket: how many of count came
+    back. IPv4's checksum is ours to sum; the kernel sums ICMPv6's."""
+    family, proto, request, reply = ((socket.AF_INET6, socket.IPPROTO_ICMPV6, 128, 129) if v6
+                                     else (socket.AF_INET, socket.IPPROTO_ICMP, 8, 0))
+    s = socket.socket(family, socket.SOCK_RAW, proto)
     s.settimeout(1)
     got = 0
     for seq in range(count):
-        body = struct.pack(">BBHHH", 8, 0, 0, 0x1515, seq) + b"offpath-dns-ping"
-        csum = 0
-        for i in range(0, len(body), 2):
-            csum += body[i] << 8 | body[i + 1]
-        csum = (csum & 0xffff) + (csum >> 16)
-        csum = ~(csum + (csum >> 16)) & 0xffff
-        s.sendto(body[:2] + struct.pack(">H", csum) + body[4:], (host, 0))
+        body = struct.pack(">BBHHH", request, 0, 0, 0x1515, seq) + b"offpath-dns-ping"
+        if not v6:
+            csum = sum(body[i] << 8 | body[i + 1] for i in range(0, len(body), 2))
+            csum = (csum & 0xffff) + (csum >> 16)
+            body = body[:2] + struct.pack(">H", ~(csum + (csum >> 16)) & 0xffff) + body[4:]
+        s.sendto(body, (host, 0))
         try:
             while True:
                 data = s.recv(2048)
-                ihl = (data[0] & 0xf) * 4
-                if data[ihl] == 0 and struct.unpack(">H", data[ihl + 6:ihl + 8])[0] == seq:
-                    got += 1
-                    break
-        except socket.timeout:
-            pass
-    s.close()
-    return got
-
-
-def ping6(host, count=3):
-    """ICMPv6 echo through a raw socket (the kernel sums it): how many of
-    count came back."""
-    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
-    s.settimeout(1)
-    got = 0
-    for seq in range(count):
-        s.sendto(struct.pack(">BBHHH", 128, 0, 0, 0x1515, seq) + b"offpath-dns-ping6", (host, 0))
-        try:
-            while True:
-                data = s.recv(2048)  # no IPv6 header on an ICMPv6 raw socket
-                if data[0] == 129 and struct.unpack(">H", data[6:8])[0] == seq:
+                at = 0 if v6 else (data[0] & 0xf) * 4  # IPv4 raw sockets get the IP header
+                if data[at] == reply and struct.unpack(">H", data[at + 6:at + 8])[0] == seq:
                     got += 1
                     break
         except socket.timeout:
@@ -1070,7 +1052,7 @@ if __name__ == "__main__":
     elif mode == "--ping":
         print(json.dumps(ping(sys.argv[2])))
     elif mode == "--ping6":
-        print(json.dumps(ping6(sys.argv[2])))
+        print(json.dumps(ping(sys.argv[2], v6=True)))
     elif mode == "--flood":
         flood(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         print("null")
