@@ -80,6 +80,37 @@ static void check_answer(const uint8_t *q, size_t qlen, const uint8_t *a, size_t
     require(off == n);
 }
 
+/* Bit 3: the answer through a rate limit of one a second (src/dns/rrl.c),
+ * asked three times from the query's first bytes as the client: the
+ * first passes untouched, the second is dropped, the third slipped, and
+ * that one still decodes whole, TC set. */
+static void rate_limited(const uint8_t *q, size_t qlen, uint8_t *a, size_t n)
+{
+    static struct op_dns_rrl *r;
+    static uint8_t copy[OP_DNS_MSG_MAX];
+    static uint64_t second = 1;
+    uint64_t c[OP_DNS_C_COUNT_] = {0};
+    uint8_t client[16] = {0};
+    memcpy(client, q, qlen < 16 ? qlen : 16);
+    if (r == NULL)
+        require((r = op_dns_rrl_new(1, 2)) != NULL);
+    second++; /* a fresh second: every bucket full again */
+    enum op_dns_rrl_verdict want[3] = {OP_DNS_RRL_PASS, OP_DNS_RRL_DROP, OP_DNS_RRL_SLIP};
+    size_t len = n;
+    for (int i = 0; i < 3; i++) {
+        len = n;
+        memcpy(copy, a, n);
+        require(op_dns_rrl_check(r, client, q[0] & 1, copy, &len, second * 1000000000u, c) ==
+                want[i]);
+        require(i == 2 ? len <= n : len == n && memcmp(copy, a, n) == 0);
+    }
+    require(c[OP_DNS_C_rrl_dropped] == 1 && c[OP_DNS_C_rrl_slipped] == 1);
+    struct op_dns_hdr h;
+    require(op_dns_hdr_decode(copy, len, &h) == OP_OK && (h.flags & 0x0200));
+    require(h.ancount == 0 && h.nscount == 0 && h.arcount == 0);
+    check_answer(q, qlen, copy, len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -98,6 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     require(qi.tcp || n <= OP_DNS_UDP_DEFAULT);
     check_answer(data + 1, size - 1, out, n);
+    if (data[0] & 8)
+        rate_limited(data + 1, size - 1, out, n);
     for (unsigned i = 0; xfr.active; i++) {
         require(qi.tcp && i < 10000);
         n = op_dns_xfr_next(&xfr, out, OP_DNS_UDP_MIN, c);

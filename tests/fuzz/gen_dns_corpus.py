@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds for the DNS fuzz targets: queries of every kind the responder
-answers (fuzz_dns_lookup: a first byte 0 for UDP, 1 for TCP), messages with
+answers (fuzz_dns_lookup: a first byte 0 for UDP, 1 for TCP, 8 rate limited), messages with
 compressed names and the malformed ones the unit tests name (fuzz_dns_msg),
 and zone texts (fuzz_dns_zone)."""
 import os
@@ -57,6 +57,13 @@ LOOKUPS = {
 }
 
 
+def base_formerr():
+    """Two questions: FORMERR, its answer without a question section."""
+    q = bytearray(query("f.test", 1))
+    q[5] = 2
+    return bytes(q)
+
+
 def main(out_root):
     seeds = {"dns_lookup": {}, "dns_msg": {}, "dns_zone": {}}
     for k, v in LOOKUPS.items():
@@ -64,6 +71,10 @@ def main(out_root):
     seeds["dns_lookup"]["tcp_big"] = b"\1" + query("big.f.test", 16)
     seeds["dns_lookup"]["tcp_axfr"] = b"\5" + query("f.test", 252)
     seeds["dns_lookup"]["tcp_ixfr_nsec3"] = b"\7" + query("f.test", 251)
+    # bit 3: the answer through a rate limit (dropped, then slipped)
+    seeds["dns_lookup"]["rrl_positive"] = b"\x08" + query("f.test", 15)
+    seeds["dns_lookup"]["rrl_nxdomain_v6"] = b"\x08" + query("zz.f.test", 1, edns=1232, qid=0x1335)  # odd first byte: IPv6
+    seeds["dns_lookup"]["rrl_formerr"] = b"\x08" + base_formerr()
     badvers = bytearray(query("f.test", 6, edns=1232))
     badvers[-5] = 1  # EDNS version 1
     seeds["dns_lookup"]["udp_badvers"] = b"\0" + bytes(badvers)
