@@ -632,17 +632,7 @@ static bool w_bytes(struct writer *w, const void *p, size_t n)
     return op_wbuf_put(&w->out, p, n);
 }
 
-/* Inline, not op_wbuf_put_be: an answer is mostly two- and four-byte
- * fields, and a call to memcpy for each cost more than the lookup. */
-static bool w_be(struct writer *w, uint32_t v, size_t n)
-{
-    if (n > w->out.cap - w->out.len)
-        return false;
-    for (size_t i = n; i > 0; i--, v >>= 8)
-        w->out.buf[w->out.len + i - 1] = (uint8_t)v;
-    w->out.len += n;
-    return true;
-}
+static bool w_be(struct writer *w, uint32_t v, size_t n) { return op_wbuf_put_be(&w->out, v, n); }
 
 /* A name, its longest suffix already written replaced by a pointer. Only
  * an entry of the suffix's length can be equal to it, so the length is

@@ -15,15 +15,7 @@
 #define IP_TTL_DEFAULT 64
 #define IPPROTO_UDP_ 17
 
-static uint16_t ipv4_checksum(const uint8_t *h, size_t len)
-{
-    uint32_t sum = 0;
-    for (size_t i = 0; i + 1 < len; i += 2)
-        sum += ld_be16(h + i);
-    while (sum >> 16)
-        sum = (sum & 0xffffu) + (sum >> 16);
-    return (uint16_t)~sum;
-}
+static uint16_t ipv4_checksum(const uint8_t *h, size_t len) { return wire_inet_sum(0, h, len); }
 
 size_t op_udp_frame_build(uint8_t *frame, size_t cap, const struct op_flow *flow,
                           const struct op_frame_l2 *l2, size_t payload_len)

@@ -32,13 +32,7 @@ static uint16_t sum6(const uint8_t *ip, uint8_t next, const uint8_t *p, size_t l
     uint32_t sum = next + (uint32_t)(len >> 16) + (uint32_t)(len & 0xffff);
     for (size_t i = 8; i < IPV6_HDR; i += 2) /* source and destination */
         sum += ld_be16(ip + i);
-    for (size_t i = 0; i + 1 < len; i += 2)
-        sum += ld_be16(p + i);
-    if (len & 1)
-        sum += (uint32_t)p[len - 1] << 8;
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)~sum;
+    return wire_inet_sum(sum, p, len);
 }
 
 /* The IPv6 header of a frame, if it is IPv6 with its whole payload: the

@@ -7,17 +7,7 @@
 #define ETH_IPV4 0x0800
 #define ARP_LEN 28
 
-static uint16_t inet_sum(const uint8_t *p, size_t n)
-{
-    uint32_t sum = 0;
-    for (size_t i = 0; i + 1 < n; i += 2)
-        sum += ld_be16(p + i);
-    if (n & 1)
-        sum += (uint32_t)p[n - 1] << 8;
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)~sum;
-}
+static uint16_t inet_sum(const uint8_t *p, size_t n) { return wire_inet_sum(0, p, n); }
 
 size_t op_arp_reply_in_place(uint8_t *frame, size_t len, uint32_t ip, const uint8_t mac[6])
 {

@@ -12,14 +12,15 @@ bool op_wbuf_put(struct op_wbuf *w, const void *p, size_t n)
     return true;
 }
 
+/* Written in place, not through memcpy: DNS answers are mostly two- and
+ * four-byte fields, and a library call for each cost the responder more
+ * than its lookups. */
 bool op_wbuf_put_be(struct op_wbuf *w, uint64_t v, size_t n)
 {
-    uint8_t b[8];
-    if (n == 0 || n > sizeof b)
+    if (n == 0 || n > 8 || n > w->cap - w->len)
         return false;
-    for (size_t i = n; i > 0; i--) {
-        b[i - 1] = (uint8_t)v;
-        v >>= 8;
-    }
-    return op_wbuf_put(w, b, n);
+    for (size_t i = n; i > 0; i--, v >>= 8)
+        w->buf[w->len + i - 1] = (uint8_t)v;
+    w->len += n;
+    return true;
 }

@@ -180,6 +180,19 @@ static inline uint8_t *wp_fields(uint8_t *p, const void *s, const struct wire_fi
 
 /* Host-order loads from a buffer the caller has bounds-checked. */
 static inline uint32_t ld_be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* The Internet checksum (RFC 1071): n bytes at p added to sum (a
+ * pseudo-header's, or 0), an odd last byte padded, folded, complemented. */
+static inline uint16_t wire_inet_sum(uint32_t sum, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i += 2)
+        sum += ld_be16(p + i);
+    if (n & 1)
+        sum += (uint32_t)p[n - 1] << 8;
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
 static inline uint32_t ld_be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | ld_be16(p + 1); }
 static inline uint32_t ld_be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | ld_be24(p + 1); }
 
