@@ -39,7 +39,7 @@ for dir in src/*/; do
         continue
     fi
     while IFS=: read -r file _ inc; do
-        dep=$(echo "$inc" | sed -n 's/.*"offpath\/\([a-z_]*\)\.h".*/\1/p')
+        dep=$(echo "$inc" | sed -n 's/.*"offpath\/\([a-z_]*\)[./].*/\1/p')
         [ -z "$dep" ] && continue
         case " $ok " in *" $dep "*) ;; *) echo "layering: $file includes offpath/$dep.h"; bad=1 ;; esac
     done < <(grep -n '#include "offpath/' "$dir"*.c "$dir"*.h 2>/dev/null)
