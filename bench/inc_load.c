@@ -85,8 +85,8 @@ struct gen {
 
 static struct op_flow out_flow(const struct leader *l)
 {
-    return (struct op_flow){.src_ip = l->ip, .src_port = l->cfg->port,
-                            .dst_ip = l->cfg->target_ip, .dst_port = l->cfg->port};
+    return (struct op_flow){.src.v4 = l->ip, .src_port = l->cfg->port,
+                            .dst.v4 = l->cfg->target_ip, .dst_port = l->cfg->port};
 }
 
 static void relay_send(struct leader *l, uint32_t i, uint8_t flags, uint64_t now,
@@ -144,7 +144,7 @@ static void relay_input(void *eng, const struct op_pkt *pkt, uint64_t now, struc
     struct leader *l = eng;
     struct op_inc_pkt ip;
     struct op_flow f = out_flow(l); /* the ICRC was sealed for the way out */
-    if (pkt->flow.src_ip != l->cfg->target_ip || op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK ||
+    if (pkt->flow.src.v4 != l->cfg->target_ip || op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK ||
         !op_icrc_check(&f, pkt->data, pkt->len))
         return;
     uint32_t i = ip.hdr.seq - l->base_seq;

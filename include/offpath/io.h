@@ -218,7 +218,23 @@ static inline void op_txq_commit(struct op_txq *q) { q->n++; }
 OP_API int op_io_signalfd_open(void);
 
 /* Wait until io is readable or the deadline (absolute, op_now_ns clock) passes.
- * Returns 1 readable, 0 deadline, -errno on error (EINTR returns 0). */
+ * Returns 1 readable, 0 deadline, -errno on error (a signal does not end
+ * the wait: drivers take theirs through op_io_signalfd_open). */
 OP_API int op_io_wait(const struct op_io *io, uint64_t deadline_ns);
+
+/* Bounded waits on plain descriptors (a control socket, a pipe, a timerfd,
+ * a side channel), for code that runs no packet loop: until one of n (at
+ * most OP_IO_WAIT_MAX_FDS) descriptors is ready for events, an OR of
+ * OP_IO_IN and OP_IO_OUT, or the deadline (op_now_ns clock; UINT64_MAX:
+ * none) passes. A signal does not end the wait early. Returns how many are
+ * ready (a descriptor with an error or hang-up counts: the next call on it
+ * reports), 0 at the deadline, or -errno. */
+#define OP_IO_IN 1u
+#define OP_IO_OUT 2u
+#define OP_IO_WAIT_MAX_FDS 8
+OP_API int op_io_wait_fds(const int *fds, int n, unsigned events, uint64_t deadline_ns);
+OP_API int op_io_wait_fd(int fd, unsigned events, uint64_t deadline_ns);
+/* The deadline ms milliseconds from now (ms < 0: none, UINT64_MAX). */
+OP_API uint64_t op_io_deadline_in_ms(int ms);
 
 #endif

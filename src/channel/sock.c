@@ -1,12 +1,11 @@
 /* Unix-socket and TCP transports: one connected stream socket, non-blocking,
- * every wait a poll() bounded by the caller's deadline. */
+ * every wait bounded by the caller's deadline (op_io_wait_fd). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "channel_internal.h"
+#include "offpath/io.h"
 
 #define RETRY_NS (20 * OP_NS_PER_MS)
 
@@ -25,29 +25,11 @@ struct sock_transport {
     int fd;
 };
 
-static int poll_ms(uint64_t deadline_ns)
+/* Waits until fd is ready for events; false at the deadline (an error is
+ * readiness: the following call reports it). */
+static bool wait_fd(int fd, unsigned events, uint64_t deadline_ns)
 {
-    uint64_t now = op_now_ns();
-    if (now >= deadline_ns)
-        return 0;
-    uint64_t ms = (deadline_ns - now + OP_NS_PER_MS - 1) / OP_NS_PER_MS;
-    return ms > 1000 ? 1000 : (int)ms;
-}
-
-/* Waits until fd is ready for events; false at the deadline. */
-static bool wait_fd(int fd, short events, uint64_t deadline_ns)
-{
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = events};
-        int ms = poll_ms(deadline_ns);
-        if (ms == 0)
-            return false;
-        int n = poll(&p, 1, ms);
-        if (n > 0)
-            return true;
-        if (n < 0 && errno != EINTR)
-            return true; /* let the following call report the error */
-    }
+    return op_io_wait_fd(fd, events, deadline_ns) != 0;
 }
 
 static op_status_t sock_write(struct chan_transport *t, const uint8_t *buf, size_t len,
@@ -67,7 +49,7 @@ static op_status_t sock_write(struct chan_transport *t, const uint8_t *buf, size
             snprintf(t->tx_why, sizeof t->tx_why, "send to the peer failed: %s", strerror(errno));
             return op_status_from_errno(errno);
         }
-        if (!wait_fd(s->fd, POLLOUT, deadline_ns)) {
+        if (!wait_fd(s->fd, OP_IO_OUT, deadline_ns)) {
             snprintf(t->tx_why, sizeof t->tx_why, "the peer stopped reading (send timed out)");
             return OP_ERR_TIMEOUT;
         }
@@ -96,7 +78,7 @@ static op_status_t sock_read(struct chan_transport *t, uint8_t *buf, size_t cap,
             snprintf(t->rx_why, sizeof t->rx_why, "receive from the peer failed: %s", strerror(errno));
             return op_status_from_errno(errno);
         }
-        if (!wait_fd(s->fd, POLLIN, deadline_ns)) {
+        if (!wait_fd(s->fd, OP_IO_IN, deadline_ns)) {
             snprintf(t->rx_why, sizeof t->rx_why, "nothing from the peer before the timeout (stalled?)");
             return OP_ERR_TIMEOUT;
         }
@@ -185,7 +167,7 @@ static op_status_t accept_one(int lfd, const struct op_channel_config *cfg, int 
         }
         if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
             return sys_fail("accept on", &cfg->addr, why);
-        if (!wait_fd(lfd, POLLIN, deadline)) {
+        if (!wait_fd(lfd, OP_IO_IN, deadline)) {
             snprintf(why, 256, "no peer connected within the timeout");
             return OP_ERR_TIMEOUT;
         }
@@ -249,7 +231,7 @@ static op_status_t connect_retry(const struct op_channel_config *cfg, int *out, 
         if (fd < 0)
             return sys_fail("socket for", &cfg->addr, why);
         int rc = connect(fd, (struct sockaddr *)&ss, len);
-        if (rc != 0 && errno == EINPROGRESS && wait_fd(fd, POLLOUT, deadline)) {
+        if (rc != 0 && errno == EINPROGRESS && wait_fd(fd, OP_IO_OUT, deadline)) {
             socklen_t el = sizeof rc;
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &el);
             errno = rc;

@@ -66,7 +66,7 @@ static bool not_a_query(struct dns_worker *w, struct rte_mbuf *m, size_t n, unsi
         m->data_len = m->pkt_len = (uint32_t)n;
         return true;
     }
-    w->c[verdict == OP_FRAME_OK || verdict == OP_FRAME_NOT_IPV4 || verdict == OP_FRAME_NOT_UDP
+    w->c[verdict == OP_FRAME_OK || verdict == OP_FRAME_NOT_IP || verdict == OP_FRAME_NOT_UDP
              ? OP_DNS_C_drop_not_ours
              : OP_DNS_C_drop_frame]++;
     return false;
@@ -95,70 +95,80 @@ static bool answer_ready(struct rte_mbuf *m, size_t n, bool *is_dns)
 static bool serves_v4(const struct op_dns_server_config *cfg) { return !cfg->ipv6 || cfg->dual_stack; }
 static bool serves_v6(const struct op_dns_server_config *cfg) { return cfg->ipv6 || cfg->dual_stack; }
 
-/* IPv4: UDP to our address and port, ARP and ICMP echo. */
-static bool handle_frame4(struct dns_worker *w, const struct dpdk_state *d,
-                          const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
-                          bool *is_dns)
-{
-    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-    size_t len = rte_pktmbuf_data_len(m), n = 0;
-    const struct op_dns_server_config *cfg = &w->s->cfg;
-    uint32_t ip = cfg->addr;
-    struct op_flow flow;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    /* UDP first (nearly every frame); ARP and ICMP echo are neither */
-    unsigned v = serves_v4(cfg) ? op_udp_frame_parse(f, len, &flow, src_mac, &off, &plen)
-                                : OP_FRAME_NOT_IPV4;
-    if (v != OP_FRAME_OK && serves_v4(cfg) &&
-        (n = op_arp_reply_in_place(f, len, ip, d->mac)) == 0)
-        n = op_icmp_echo_reply_in_place(f, len, ip, d->mac);
-    if (v != OP_FRAME_OK || flow.dst_ip != ip || flow.dst_port != cfg->port)
-        return not_a_query(w, m, n, v);
-    size_t alen = answer_query(w, z, m, OP_UDP_FRAME_HDR_LEN, f + off, plen, scratch);
-    uint8_t client[4] = {(uint8_t)(flow.src_ip >> 24), (uint8_t)(flow.src_ip >> 16),
-                         (uint8_t)(flow.src_ip >> 8), (uint8_t)flow.src_ip};
-    if (alen == 0 || !dns_rrl_pass(w, client, false, scratch, &alen))
-        return false;
-    struct op_flow back = {ip, flow.src_ip, flow.dst_port, flow.src_port};
-    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, OP_UDP_FRAME_HDR_LEN, scratch, alen);
-    return answer_ready(m, op_udp_frame_headers(f, &back, &l2, alen), is_dns);
-}
-
-/* IPv6: UDP to our address and port, neighbour solicitations, echo. */
-static bool handle_frame6(struct dns_worker *w, const struct dpdk_state *d,
-                          const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
-                          bool *is_dns)
-{
-    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-    size_t len = rte_pktmbuf_data_len(m), n = 0;
-    const struct op_dns_server_config *cfg = &w->s->cfg;
-    struct op_flow6 flow;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    unsigned v = op_udp6_frame_parse(f, len, &flow, src_mac, &off, &plen);
-    if (v != OP_FRAME_OK &&
-        (n = op_ndp_advert_in_place(f, len, m->buf_len - rte_pktmbuf_headroom(m), cfg->addr6,
-                                    d->mac)) == 0)
-        n = op_icmp6_echo_reply_in_place(f, len, cfg->addr6, d->mac);
-    if (v != OP_FRAME_OK || memcmp(flow.dst, cfg->addr6, 16) != 0 || flow.dst_port != cfg->port)
-        return not_a_query(w, m, n, v);
-    size_t alen = answer_query(w, z, m, OP_UDP6_FRAME_HDR_LEN, f + off, plen, scratch);
-    if (alen == 0 || !dns_rrl_pass(w, flow.src, true, scratch, &alen))
-        return false;
-    struct op_flow6 back = {.src_port = flow.dst_port, .dst_port = flow.src_port};
-    memcpy(back.src, cfg->addr6, 16);
-    memcpy(back.dst, flow.src, 16);
-    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, OP_UDP6_FRAME_HDR_LEN, scratch, alen);
-    return answer_ready(m, op_udp6_frame_headers(f, &back, &l2, alen), is_dns);
-}
-
 #define ETHERTYPE_IPV6 0x86dd
 
 static uint16_t ethertype(const struct rte_mbuf *m)
 {
     const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
     return rte_pktmbuf_data_len(m) >= 14 ? (uint16_t)(f[12] << 8 | f[13]) : 0;
+}
+
+/* The server's address of the flow's family, if it serves that family. */
+static bool our_addr(const struct op_dns_server_config *cfg, unsigned family,
+                     struct op_addr *out)
+{
+    if (family == OP_AF_IPV6 && serves_v6(cfg))
+        *out = op_addr_ipv6(cfg->addr6);
+    else if (family == OP_AF_IPV4 && serves_v4(cfg))
+        *out = op_addr_ipv4(cfg->addr);
+    else
+        return false;
+    return true;
+}
+
+/* ARP and ICMP echo for our IPv4 address, neighbour solicitations and
+ * ICMPv6 echo for our IPv6 one: the reply's length (written in place), or 0. */
+static size_t control_reply(const struct op_dns_server_config *cfg, const struct dpdk_state *d,
+                            struct rte_mbuf *m)
+{
+    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+    size_t len = rte_pktmbuf_data_len(m), n = 0;
+    size_t room = m->buf_len - rte_pktmbuf_headroom(m);
+    if (ethertype(m) == ETHERTYPE_IPV6) {
+        if (serves_v6(cfg) && (n = op_ndp_advert_in_place(f, len, room, cfg->addr6, d->mac)) == 0)
+            n = op_icmp6_echo_reply_in_place(f, len, cfg->addr6, d->mac);
+    } else if (serves_v4(cfg) && (n = op_arp_reply_in_place(f, len, cfg->addr, d->mac)) == 0) {
+        n = op_icmp_echo_reply_in_place(f, len, cfg->addr, d->mac);
+    }
+    return n;
+}
+
+/* The client as the rate limiter keys it: the address's bytes in network
+ * order (4 or 16). */
+static const uint8_t *rrl_client(const struct op_addr *a, uint8_t v4[4])
+{
+    if (op_addr_is_ipv6(a))
+        return a->v6;
+    for (int i = 0; i < 4; i++)
+        v4[i] = (uint8_t)(a->v4 >> (24 - 8 * i));
+    return v4;
+}
+
+/* A UDP query to our address and port of either family, answered in the
+ * query's frame; ARP, neighbour discovery and echo answered beside it. */
+static bool handle_ip_frame(struct dns_worker *w, const struct dpdk_state *d,
+                            const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
+                            bool *is_dns)
+{
+    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+    const struct op_dns_server_config *cfg = &w->s->cfg;
+    struct op_flow flow;
+    struct op_addr ours;
+    uint8_t src_mac[6], v4[4];
+    size_t off, plen;
+    /* UDP first (nearly every frame); ARP, NDP and echo are not UDP */
+    unsigned v = op_udp_frame_parse(f, rte_pktmbuf_data_len(m), &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK || !our_addr(cfg, flow.dst.family, &ours) ||
+        !op_addr_eq(&flow.dst, &ours) || flow.dst_port != cfg->port)
+        return not_a_query(w, m, v == OP_FRAME_OK ? 0 : control_reply(cfg, d, m), v);
+    size_t hdr = op_udp_frame_hdr_len(flow.dst.family);
+    size_t alen = answer_query(w, z, m, hdr, f + off, plen, scratch);
+    bool v6 = op_addr_is_ipv6(&flow.src);
+    if (alen == 0 || !dns_rrl_pass(w, rrl_client(&flow.src, v4), v6, scratch, &alen))
+        return false;
+    struct op_flow back = op_flow_reverse(&flow);
+    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, hdr, scratch, alen);
+    return answer_ready(m, op_udp_frame_headers(f, &back, &l2, alen), is_dns);
 }
 
 /* One frame: answered in place (true: send it) or dropped and counted. */
@@ -172,10 +182,7 @@ static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
         w->c[OP_DNS_C_drop_frame]++;
         return false;
     }
-    if (ethertype(m) == ETHERTYPE_IPV6)
-        return serves_v6(&w->s->cfg) ? handle_frame6(w, d, z, m, scratch, is_dns)
-                                     : not_a_query(w, m, 0, OP_FRAME_NOT_IPV4);
-    return handle_frame4(w, d, z, m, scratch, is_dns);
+    return handle_ip_frame(w, d, z, m, scratch, is_dns);
 }
 
 /* An ARP or ICMP reply (the workers of the pipeline send both kinds). */

@@ -6,12 +6,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "dns_internal.h"
+#include "offpath/io.h"
 
 #define TRIES 3
 #define WAIT_MS 500
@@ -22,8 +22,7 @@ static bool wait_ack(int fd, uint16_t id)
     uint8_t buf[OP_DNS_UDP_MIN];
     uint64_t end = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
     for (uint64_t now = op_now_ns(); now < end; now = op_now_ns()) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, (int)((end - now) / OP_NS_PER_MS) + 1) <= 0)
+        if (op_io_wait_fd(fd, OP_IO_IN, end) <= 0)
             continue;
         ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
         if (n > 0 && op_dns_notify_acked(buf, (size_t)n, id))

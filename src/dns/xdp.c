@@ -42,12 +42,12 @@ static int answer(struct dns_worker *w, struct xdp_state *s, int n, uint16_t udp
     for (int i = 0; i < n; i++) {
         const struct op_pkt *q = &s->in[i];
         size_t len = op_dns_respond(z, &qi, q->data, q->len, s->out[k].data, udp_max, w->c);
-        uint8_t client[4] = {(uint8_t)(q->flow.src_ip >> 24), (uint8_t)(q->flow.src_ip >> 16),
-                             (uint8_t)(q->flow.src_ip >> 8), (uint8_t)q->flow.src_ip};
+        uint8_t client[4] = {(uint8_t)(q->flow.src.v4 >> 24), (uint8_t)(q->flow.src.v4 >> 16),
+                             (uint8_t)(q->flow.src.v4 >> 8), (uint8_t)q->flow.src.v4};
         if (len == 0 || !dns_rrl_pass(w, client, false, s->out[k].data, &len))
             continue;
         s->out[k].len = (uint32_t)len;
-        s->out[k].flow = (struct op_flow){.src_ip = q->flow.dst_ip, .dst_ip = q->flow.src_ip,
+        s->out[k].flow = (struct op_flow){.src.v4 = q->flow.dst.v4, .dst.v4 = q->flow.src.v4,
                                           .src_port = q->flow.dst_port,
                                           .dst_port = q->flow.src_port};
         k++;

@@ -1,5 +1,4 @@
 /* Switch processes of a topology: start, wait until listening, stop. */
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,9 +90,9 @@ static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd,
 
 static bool wait_ready(int fd)
 {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
     char buf[8] = {0};
-    return poll(&p, 1, 5000) == 1 && read(fd, buf, sizeof(buf) - 1) > 0 &&
+    return op_io_wait_fd(fd, OP_IO_IN, op_io_deadline_in_ms(5000)) == 1 &&
+           read(fd, buf, sizeof(buf) - 1) > 0 &&
            strncmp(buf, "ready", 5) == 0;
 }
 

@@ -350,7 +350,7 @@ static bool from_peer(const struct op_har_eng *e, const struct op_har_hdr *h,
         h->src == e->cfg.rank)
         return false;
     const struct op_har_peer *src = &e->addr[h->src], *me = &e->addr[e->cfg.rank];
-    return f->src_ip == src->ip && f->src_port == src->port && f->dst_ip == me->ip &&
+    return f->src.v4 == src->ip && f->src_port == src->port && f->dst.v4 == me->ip &&
            f->dst_port == me->port;
 }
 

@@ -10,7 +10,6 @@
  * for PORT_IDLE_NS later at the earliest: while calls follow each other the
  * thread never wakes, and on two shared cores every wake-up is latency. */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -90,9 +89,9 @@ static void *timer_main(void *arg)
 {
     struct op_har_port *p = arg;
     for (;;) {
-        struct pollfd pfd = {.fd = p->tfd, .events = POLLIN};
         uint64_t expirations;
-        if (poll(&pfd, 1, -1) <= 0 || read(p->tfd, &expirations, sizeof(expirations)) < 0)
+        if (op_io_wait_fd(p->tfd, OP_IO_IN, UINT64_MAX) <= 0 ||
+            read(p->tfd, &expirations, sizeof(expirations)) < 0)
             continue;
         /* a running call re-arms the timer when it ends */
         if (pthread_mutex_trylock(&p->mu) != 0) {

@@ -82,7 +82,7 @@ static bool queue_room(struct op_har_eng *e, struct har_peer *p)
 static struct op_flow flow_to(const struct op_har_eng *e, uint32_t rank)
 {
     const struct op_har_peer *me = &e->addr[e->cfg.rank], *to = &e->addr[rank];
-    return (struct op_flow){.src_ip = me->ip, .src_port = me->port, .dst_ip = to->ip,
+    return (struct op_flow){.src.v4 = me->ip, .src_port = me->port, .dst.v4 = to->ip,
                             .dst_port = to->port};
 }
 

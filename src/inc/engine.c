@@ -123,8 +123,8 @@ void eng_send(struct op_inc_eng *e, struct op_txq *out, const struct op_inc_hdr 
               const void *payload, size_t len)
 {
     struct op_pkt *p = op_txq_next(out);
-    p->flow = (struct op_flow){.src_ip = e->cfg.ip, .src_port = e->cfg.port,
-                               .dst_ip = e->cfg.tor_ip, .dst_port = e->cfg.tor_port};
+    p->flow = (struct op_flow){.src.v4 = e->cfg.ip, .src_port = e->cfg.port,
+                               .dst.v4 = e->cfg.tor_ip, .dst_port = e->cfg.tor_port};
     size_t n = op_inc_encode(h, 0, payload, len, p->data, OP_IO_BUF_SIZE);
     n = n ? op_icrc_seal(&p->flow, p->data, n, OP_IO_BUF_SIZE) : 0;
     if (n == 0)
@@ -138,7 +138,7 @@ void op_inc_eng_input(struct op_inc_eng *e, const struct op_pkt *pkt, uint64_t n
 {
     struct op_inc_pkt ip;
     /* Only our TOR speaks to us; anything else is dropped before parsing. */
-    if (pkt->flow.src_ip != e->cfg.tor_ip || pkt->flow.src_port != e->cfg.tor_port ||
+    if (pkt->flow.src.v4 != e->cfg.tor_ip || pkt->flow.src_port != e->cfg.tor_port ||
         op_inc_decode(pkt->data, pkt->len, &ip) != OP_OK ||
         !op_icrc_check(&pkt->flow, pkt->data, pkt->len)) {
         e->c[OP_INC_C_dropped]++;

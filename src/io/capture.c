@@ -54,7 +54,7 @@ static int capture_send(struct op_io *io, const struct op_pkt *pkts, int n)
     for (int i = 0; i < r; i++) {
         struct op_flow f = pkts[i].flow;
         if (io->local_ip != 0) { /* else the engine's own idea of its address */
-            f.src_ip = io->local_ip;
+            f.src.v4 = io->local_ip;
             f.src_port = io->local_port;
         }
         op_pcap_write(c->w, ts, &f, pkts[i].data, pkts[i].len);

@@ -110,7 +110,7 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
 
 static bool link_down(const struct fault_io *f, const struct op_pkt *p, uint64_t now)
 {
-    return f->cfg.down_ip != 0 && p->flow.dst_ip == f->cfg.down_ip && now >= f->cfg.down_from_ns &&
+    return f->cfg.down_ip != 0 && p->flow.dst.v4 == f->cfg.down_ip && now >= f->cfg.down_from_ns &&
            now < f->cfg.down_until_ns;
 }
 

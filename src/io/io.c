@@ -1,6 +1,5 @@
 /* Backend-independent io helpers: close, packet buffers, waiting. */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -75,24 +74,6 @@ void op_pktbuf_free(struct op_pktbuf *b)
 
 int op_io_wait(const struct op_io *io, uint64_t deadline_ns)
 {
-    struct pollfd pfd = {.fd = op_io_fd(io), .events = POLLIN};
-    struct timespec ts = {0, 0};
-    const struct timespec *tsp = &ts;
-
-    if (deadline_ns == UINT64_MAX) {
-        tsp = NULL;
-    } else {
-        uint64_t now = op_now_ns();
-        if (deadline_ns > now) {
-            uint64_t left = deadline_ns - now;
-            ts.tv_sec = (time_t)(left / OP_NS_PER_S);
-            ts.tv_nsec = (long)(left % OP_NS_PER_S);
-        }
-    }
-    int r = ppoll(&pfd, 1, tsp, NULL);
-    if (r > 0)
-        return 1;
-    if (r == 0 || errno == EINTR)
-        return 0;
-    return -errno;
+    int r = op_io_wait_fd(op_io_fd(io), OP_IO_IN, deadline_ns);
+    return r > 0 ? 1 : r;
 }

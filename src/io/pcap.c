@@ -51,12 +51,13 @@ static void put(struct op_pcap *w, const void *p, size_t len)
 void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
                    const uint8_t *data, size_t len)
 {
-    uint8_t hdr[OP_PCAP_PKT_HDR_LEN];
-    if (op_pcap_packet_headers(hdr, ts_ns, flow, len) == 0) {
+    uint8_t hdr[OP_PCAP_PKT_HDR_MAX];
+    size_t n = op_pcap_packet_headers(hdr, ts_ns, flow, len);
+    if (n == 0) {
         fail(w, EMSGSIZE);
         return;
     }
-    put(w, hdr, sizeof hdr);
+    put(w, hdr, n);
     put(w, data, len);
     w->pkts += w->err == 0;
 }

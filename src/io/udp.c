@@ -2,7 +2,7 @@
  * with DF set. Never connect() it: on an unconnected socket with
  * IP_PMTUDISC_DO Linux sends IPv4 Identification 0, which the ICRC covers.
  * When bound to 0.0.0.0 the local address of each datagram comes from
- * IP_PKTINFO, so flow.dst_ip is always the real one.
+ * IP_PKTINFO, so flow.dst.v4 is always the real one.
  *
  * Batching (on by default where the kernel has it): consecutive packets to
  * one destination with one length leave as a single UDP GSO datagram, and
@@ -95,11 +95,11 @@ static void set_rx_msg(struct udp_io *u, int i, void *buf, size_t cap)
 
 static struct op_flow rx_flow(struct udp_io *u, int i, uint32_t *seg)
 {
-    struct op_flow f = {.src_ip = ntohl(u->addr[i].sin_addr.s_addr),
+    struct op_flow f = {.src.v4 = ntohl(u->addr[i].sin_addr.s_addr),
                         .src_port = ntohs(u->addr[i].sin_port),
-                        .dst_ip = u->io.local_ip,
+                        .dst.v4 = u->io.local_ip,
                         .dst_port = u->io.local_port};
-    read_cmsgs(&u->msgs[i].msg_hdr, &f.dst_ip, seg);
+    read_cmsgs(&u->msgs[i].msg_hdr, &f.dst.v4, seg);
     return f;
 }
 
@@ -235,7 +235,7 @@ static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
 
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
 {
-    return a->flow.dst_ip == b->flow.dst_ip && a->flow.dst_port == b->flow.dst_port;
+    return a->flow.dst.v4 == b->flow.dst.v4 && a->flow.dst_port == b->flow.dst_port;
 }
 
 /* Message m carries the packets pkts[idx[0..count)], as one GSO datagram
@@ -250,7 +250,7 @@ static void set_tx_msg(struct udp_io *u, int m, const struct op_pkt *pkts, const
     *slot += count;
     u->addr[m] = (struct sockaddr_in){.sin_family = AF_INET,
                                       .sin_port = htons(first->flow.dst_port),
-                                      .sin_addr.s_addr = htonl(first->flow.dst_ip)};
+                                      .sin_addr.s_addr = htonl(first->flow.dst.v4)};
     struct msghdr *mh = &u->msgs[m].msg_hdr;
     *mh = (struct msghdr){.msg_name = &u->addr[m],
                           .msg_namelen = sizeof u->addr[m],
@@ -320,7 +320,7 @@ static int udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
             continue;
         int count = 1;
         idx[0] = first;
-        if (u->batching && stays_on_host(pkts[first].flow.dst_ip))
+        if (u->batching && stays_on_host(pkts[first].flow.dst.v4))
             count = gather_batch(pkts, n, first, &taken, idx);
         set_tx_msg(u, m++, pkts, idx, count, &slot);
     }

@@ -157,7 +157,8 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
     uint8_t mac[6];
     size_t off, plen;
     unsigned v = op_udp_frame_parse(frame, len, &flow, mac, &off, &plen);
-    if (v == OP_FRAME_OK && (flow.dst_port != x->io.local_port || flow.dst_ip != x->io.local_ip))
+    struct op_addr ours = op_addr_ipv4(x->io.local_ip);
+    if (v == OP_FRAME_OK && (flow.dst_port != x->io.local_port || !op_addr_eq(&flow.dst, &ours)))
         v = OP_FRAME_VERDICTS_; /* not ours: the program lets only ours through */
     if (v == OP_FRAME_OK && plen > OP_IO_BUF_SIZE)
         v = OP_FRAME_BAD_UDP;
@@ -165,7 +166,7 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
         x->xc[OP_IO_XDP_C_rx_refused]++;
         return false;
     }
-    neigh_learn(x, flow.src_ip, mac);
+    neigh_learn(x, flow.src.v4, mac);
     memcpy(pkt->data, frame + off, plen);
     pkt->len = (uint32_t)plen;
     pkt->flow = flow;
@@ -248,7 +249,9 @@ static void kick_tx(struct xdp_io *x)
 /* Returns whether the packet went (on the ring, or through the kernel). */
 static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
 {
-    const uint8_t *mac = neigh_mac(x, p->flow.dst_ip);
+    if (op_addr_is_ipv6(&p->flow.dst))
+        return false; /* this socket's address is IPv4: counted as a drop */
+    const uint8_t *mac = neigh_mac(x, p->flow.dst.v4);
     if (mac == NULL) {
         bool sent = op_io_send(x->kernel, p, 1) == 1;
         x->xc[OP_IO_XDP_C_tx_via_kernel] += sent;
@@ -261,7 +264,7 @@ static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
     uint64_t addr = x->free_tx[--x->n_free];
     uint8_t *frame = x->umem + addr;
     struct op_flow f = p->flow;
-    f.src_ip = x->io.local_ip;
+    f.src.v4 = x->io.local_ip;
     f.src_port = x->io.local_port;
     memcpy(x->l2.dst_mac, mac, 6);
     size_t len = op_udp_frame_build(frame, XDP_FRAME_ROOM, &f, &x->l2, p->len);

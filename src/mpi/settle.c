@@ -4,7 +4,6 @@
  * allreduce settles from inside MPI_Test, a blocking one waits on the same
  * steps (opm_settle_wait). The only MPI call is the redo, a nonblocking
  * allreduce among the leaders that every leader posts in the same call. */
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +190,5 @@ void opm_settle_wait(struct opm_settle *s)
 /* A pause in a waiting loop: until an answer may be in, or 2 ms. */
 void opm_settle_idle(const struct opm_settle *s)
 {
-    struct pollfd p = {.fd = s->have_asker ? s->asker.fd : -1, .events = POLLIN};
-    (void)poll(&p, 1, 2);
+    (void)op_io_wait_fd(s->have_asker ? s->asker.fd : -1, OP_IO_IN, op_io_deadline_in_ms(2));
 }

@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -154,6 +153,5 @@ int perf_oob_wait_readable(const struct perf_oob *o, int timeout_ms)
 {
     if (memchr(o->buf, '\n', o->len) != NULL)
         return 1;
-    struct pollfd p = {.fd = o->fd, .events = POLLIN};
-    return poll(&p, 1, timeout_ms);
+    return op_io_wait_fd(o->fd, OP_IO_IN, op_io_deadline_in_ms(timeout_ms));
 }

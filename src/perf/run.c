@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,11 +18,11 @@
 
 static void idle_sleep(struct perf_run *r, uint64_t now)
 {
-    struct pollfd p[2] = {{.fd = op_io_fd(r->ep.io), .events = POLLIN},
-                          {.fd = r->oob.fd, .events = POLLIN}};
+    const int fds[2] = {op_io_fd(r->ep.io), r->oob.fd};
     uint64_t next = op_rdma_dev_next_timer(r->ep.dev);
+    /* whole milliseconds (at least one for a timer due within one), at most 10 */
     int ms = next <= now ? 0 : next - now < OP_NS_PER_MS ? 1 : (int)((next - now) / OP_NS_PER_MS);
-    (void)poll(p, 2, ms > 10 ? 10 : ms);
+    (void)op_io_wait_fds(fds, 2, OP_IO_IN, now + (uint64_t)(ms > 10 ? 10 : ms) * OP_NS_PER_MS);
 }
 
 static op_status_t peer_gone(struct perf_run *r, int err)

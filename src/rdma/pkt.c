@@ -80,7 +80,7 @@ static void decode_ext(const uint8_t *b, struct rdma_pkt *p)
 static bool from_peer(const struct op_rdma_qp *qp, const struct op_pkt *raw)
 {
     return qp->init.type == OP_RDMA_QPT_UD ||
-           (raw->flow.src_ip == qp->attr.remote_ip && raw->flow.src_port == qp->attr.remote_port);
+           (raw->flow.src.v4 == qp->attr.remote_ip && raw->flow.src_port == qp->attr.remote_port);
 }
 
 /* Returns the counter of the reason to drop, or RDMA_OK_. The caller
@@ -142,8 +142,8 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
     uint8_t pad = (uint8_t)((0u - o->len) & 3u);
     const struct op_bth bth = {.opcode = o->opcode, .se = o->se, .padcnt = pad, .pkey = RDMA_PKEY,
                                .dest_qp = o->dest_qp, .ackreq = o->ackreq, .psn = o->psn};
-    pkt->flow = (struct op_flow){.src_ip = qp->dev->cfg.ip, .src_port = qp->dev->cfg.port,
-                                 .dst_ip = o->dst_ip, .dst_port = o->dst_port};
+    pkt->flow = (struct op_flow){.src.v4 = qp->dev->cfg.ip, .src_port = qp->dev->cfg.port,
+                                 .dst.v4 = o->dst_ip, .dst_port = o->dst_port};
     op_bth_encode(&bth, pkt->data);
     uint8_t *b = put_ext(o, pkt->data + OP_BTH_LEN);
     if (o->sgl != NULL)

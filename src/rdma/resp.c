@@ -32,7 +32,7 @@ static void recv_done(struct op_rdma_qp *qp, const struct rdma_pkt *p, unsigned 
     }
     if (p->hdr & RDMA_H_DETH) {
         wc.src_qp = p->deth.src_qp;
-        wc.src_ip = p->raw->flow.src_ip;
+        wc.src_ip = p->raw->flow.src.v4;
         wc.src_port = p->raw->flow.src_port;
     }
     s->head++;
@@ -361,7 +361,7 @@ static void put_grh(const struct rdma_pkt *p, uint8_t grh[OP_RDMA_UD_GRH_LEN])
 {
     uint8_t *ip = grh + OP_RDMA_UD_GRH_LEN - IPV4_HDR_LEN;
     uint32_t total = IPV4_HDR_LEN + UDP_HDR_LEN + p->raw->len;
-    uint32_t src = p->raw->flow.src_ip, dst = p->raw->flow.dst_ip;
+    uint32_t src = p->raw->flow.src.v4, dst = p->raw->flow.dst.v4;
     memset(grh, 0, OP_RDMA_UD_GRH_LEN);
     ip[0] = 0x45;
     ip[2] = (uint8_t)(total >> 8);

@@ -7,13 +7,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "offpath/io.h"
 #include "offpath/rescue.h"
 
 #define SVC_MAX_ENTRIES 256
@@ -167,9 +167,8 @@ static void serve_one(struct op_rsc_svc *s)
 static void *serve(void *arg)
 {
     struct op_rsc_svc *s = arg;
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
     while (!atomic_load(&s->stop))
-        if (poll(&p, 1, SVC_POLL_MS) > 0)
+        if (op_io_wait_fd(s->fd, OP_IO_IN, op_io_deadline_in_ms(SVC_POLL_MS)) > 0)
             serve_one(s);
     return NULL;
 }
@@ -457,8 +456,7 @@ op_status_t op_rsc_fetch_step(struct op_rsc_svc *s, struct op_rsc_asker *a)
 /* Until the asker's socket has something or ms pass. */
 static void idle(const struct op_rsc_asker *a, int ms)
 {
-    struct pollfd p = {.fd = a->fd, .events = POLLIN};
-    (void)poll(&p, 1, ms);
+    (void)op_io_wait_fd(a->fd, OP_IO_IN, op_io_deadline_in_ms(ms));
 }
 
 void op_rsc_poll(struct op_rsc_svc *s, struct op_rsc_entry *e, const uint32_t *peer_ips, int n,

@@ -216,11 +216,11 @@ static int child_of(const struct op_sw *sw, const struct sw_group *g, const stru
                     uint32_t rank)
 {
     if (!sw->me->spine)
-        return sw_group_child(g, pkt->flow.src_ip, pkt->flow.src_port, rank);
+        return sw_group_child(g, pkt->flow.src.v4, pkt->flow.src_port, rank);
     if (rank >= g->n_children)
         return -1;
     const struct sw_member *m = &g->children[rank];
-    return m->ip == pkt->flow.src_ip && m->port == pkt->flow.src_port ? (int)rank : -1;
+    return m->ip == pkt->flow.src.v4 && m->port == pkt->flow.src_port ? (int)rank : -1;
 }
 
 void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,
@@ -247,7 +247,7 @@ void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_i
         return;
     }
     if (h->flags & OP_INC_F_RESULT) {
-        if (g->root || pkt->flow.src_ip != g->parent_ip || pkt->flow.src_port != g->parent_port) {
+        if (g->root || pkt->flow.src.v4 != g->parent_ip || pkt->flow.src_port != g->parent_port) {
             sw->c[OP_SW_C_drop_not_member]++;
             return;
         }

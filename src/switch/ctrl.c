@@ -169,7 +169,7 @@ static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct o
     struct sw_key key = ctrl_key(c);
     struct sw_group *g = sw_group_find_key(sw, &key);
     if (g != NULL) { /* the member missed its notify */
-        int i = sw_group_child(g, f->src_ip, f->src_port, h->src_rank);
+        int i = sw_group_child(g, f->src.v4, f->src_port, h->src_rank);
         if (i < 0) {
             sw->c[OP_SW_C_drop_not_member]++;
             return;
@@ -177,7 +177,7 @@ static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct o
         deliver_to_member(sw, g, i, OP_INC_CTRL_NOTIFY, out);
         return;
     }
-    if (!record_member(sw, &key, f->src_ip, f->src_port, h->src_rank, c, now, out))
+    if (!record_member(sw, &key, f->src.v4, f->src_port, h->src_rank, c, now, out))
         return;
     c->tor1_ip = sw->me->ip;
     if (sw->me->n_up == 0) { /* this TOR is the root of a one-level tree */
@@ -203,13 +203,13 @@ static void query_at_spine(struct op_sw *sw, const struct op_pkt *pkt, struct op
     struct sw_group *g = sw_group_find_key(sw, &key);
     if (g != NULL) { /* resend the notify to the TOR that missed it */
         for (int i = 0; i < g->n_children; i++)
-            if (g->children[i].ip == pkt->flow.src_ip)
+            if (g->children[i].ip == pkt->flow.src.v4)
                 send_down_to_tor(sw, g, i, OP_INC_CTRL_NOTIFY, out);
         return;
     }
     int master_tor = op_topo_tor_of(&sw->topo, c->dst_ip);
     int member_tor = op_topo_tor_of(&sw->topo, c->src_ip);
-    if (master_tor < 0 || member_tor < 0 || sw->topo.sw[member_tor].ip != pkt->flow.src_ip) {
+    if (master_tor < 0 || member_tor < 0 || sw->topo.sw[member_tor].ip != pkt->flow.src.v4) {
         sw->c[OP_SW_C_drop_no_route]++;
         return;
     }
@@ -359,7 +359,7 @@ static void notify_from_spine(struct op_sw *sw, const struct op_pkt *pkt, struct
         sw->c[OP_SW_C_refusals]++;
         return;
     }
-    g->parent_ip = pkt->flow.src_ip;
+    g->parent_ip = pkt->flow.src.v4;
     g->parent_port = pkt->flow.src_port;
     g->index_at_parent = (uint16_t)h->src_rank;
     g->last_ns = now;
@@ -371,7 +371,7 @@ static void notify_from_spine(struct op_sw *sw, const struct op_pkt *pkt, struct
 static void notify_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct op_inc_hdr *h,
                              struct op_inc_ctrl *c, uint64_t now, struct op_txq *out)
 {
-    if (c->src_ip != pkt->flow.src_ip) {
+    if (c->src_ip != pkt->flow.src.v4) {
         sw->c[OP_SW_C_drop_not_member]++;
         return;
     }
@@ -415,7 +415,7 @@ static void kill_group(struct op_sw *sw, struct sw_group *g, struct op_txq *out)
 void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pkt *pkt,
                    const struct op_inc_hdr *h, struct op_txq *out)
 {
-    const struct sw_member from = {.ip = pkt->flow.src_ip, .port = pkt->flow.src_port,
+    const struct sw_member from = {.ip = pkt->flow.src.v4, .port = pkt->flow.src_port,
                                    .rank = h->src_rank};
     sw->c[OP_SW_C_kills_repeated]++;
     tell_member(sw, t->id, t->token, &t->notify, t->n_children, &from, OP_INC_CTRL_KILL, out);
@@ -425,9 +425,9 @@ static bool member_of(const struct op_sw *sw, const struct sw_group *g, const st
                       const struct op_inc_hdr *h)
 {
     if (!sw->me->spine)
-        return sw_group_child(g, pkt->flow.src_ip, pkt->flow.src_port, h->src_rank) >= 0;
+        return sw_group_child(g, pkt->flow.src.v4, pkt->flow.src_port, h->src_rank) >= 0;
     for (int i = 0; i < g->n_children; i++)
-        if (g->children[i].ip == pkt->flow.src_ip && g->children[i].port == pkt->flow.src_port)
+        if (g->children[i].ip == pkt->flow.src.v4 && g->children[i].port == pkt->flow.src_port)
             return true;
     return false;
 }
@@ -437,7 +437,7 @@ static void kill_from_below(struct op_sw *sw, const struct op_pkt *pkt, struct o
 {
     struct sw_group *g = sw->by_id[h->group_id];
     if (g == NULL) { /* already gone: confirm, so a retrying member can stop */
-        send_ctrl(sw, out, pkt->flow.src_ip, pkt->flow.src_port, h, c);
+        send_ctrl(sw, out, pkt->flow.src.v4, pkt->flow.src_port, h, c);
         return;
     }
     if (g->token != h->token) {
@@ -460,7 +460,7 @@ static void kill_from_spine(struct op_sw *sw, const struct op_pkt *pkt, struct o
                             struct op_txq *out)
 {
     struct sw_group *g = sw->by_id[h->group_id];
-    if (g == NULL || g->token != h->token || g->parent_ip != pkt->flow.src_ip) {
+    if (g == NULL || g->token != h->token || g->parent_ip != pkt->flow.src.v4) {
         sw->c[g == NULL ? OP_SW_C_drop_unknown_group : OP_SW_C_drop_bad_token]++;
         return;
     }
@@ -476,7 +476,7 @@ static void ctrl_below(struct op_sw *sw, const struct op_pkt *pkt, struct op_inc
     case OP_INC_CTRL_QUERY:
         if (sw->me->spine)
             query_at_spine(sw, pkt, h, c, now, out);
-        else if (c->src_ip == pkt->flow.src_ip)
+        else if (c->src_ip == pkt->flow.src.v4)
             query_from_host(sw, pkt, h, c, now, out);
         else
             sw->c[OP_SW_C_drop_not_member]++;
@@ -527,7 +527,7 @@ void sw_ctrl_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_i
         sw->c[OP_SW_C_queries]++;
     else if (type == OP_INC_CTRL_KILL)
         sw->c[OP_SW_C_kills]++;
-    switch (sw_side_of(sw, pkt->flow.src_ip, pkt->flow.src_port)) {
+    switch (sw_side_of(sw, pkt->flow.src.v4, pkt->flow.src_port)) {
     case SIDE_BELOW:
         ctrl_below(sw, pkt, &h, &c, now, out);
         break;

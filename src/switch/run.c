@@ -32,7 +32,7 @@ struct sw_driver {
 
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
 {
-    return a->flow.dst_ip == b->flow.dst_ip && a->flow.dst_port == b->flow.dst_port;
+    return a->flow.dst.v4 == b->flow.dst.v4 && a->flow.dst_port == b->flow.dst_port;
 }
 
 /* A completed chunk goes to each child in turn, so the queue interleaves

@@ -136,9 +136,9 @@ void sw_emit(struct op_sw *sw, struct op_txq *out, uint32_t ip, uint16_t port,
 {
     struct op_pkt *p = op_txq_next(out);
     size_t n = op_inc_encode(h, 0, payload, len, p->data, OP_IO_BUF_SIZE);
-    p->flow = (struct op_flow){.src_ip = sw->me->ip,
+    p->flow = (struct op_flow){.src.v4 = sw->me->ip,
                                .src_port = sw->me->port,
-                               .dst_ip = ip,
+                               .dst.v4 = ip,
                                .dst_port = port};
     n = n ? op_icrc_seal(&p->flow, p->data, n, OP_IO_BUF_SIZE) : 0;
     if (n == 0)

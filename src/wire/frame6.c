@@ -5,6 +5,7 @@
  * (a fragment included), as a DNS server needs none. */
 #include <string.h>
 
+#include "frame_internal.h"
 #include "offpath/wire.h"
 #include "wire_cursor.h"
 
@@ -40,20 +41,20 @@ static uint16_t sum6(const uint8_t *ip, uint8_t next, const uint8_t *p, size_t l
 static size_t ipv6_payload(const uint8_t *frame, size_t len, unsigned *why)
 {
     if (len < OP_ETH_HDR_LEN + IPV6_HDR) {
-        *why = len >= OP_ETH_HDR_LEN && ld_be16(frame + 12) != ETH_IPV6 ? OP_FRAME_NOT_IPV4
+        *why = len >= OP_ETH_HDR_LEN && ld_be16(frame + 12) != ETH_IPV6 ? OP_FRAME_NOT_IP
                                                                          : OP_FRAME_SHORT;
         return 0;
     }
     const uint8_t *ip = frame + OP_ETH_HDR_LEN;
     size_t plen = ld_be16(ip + 4);
-    *why = ld_be16(frame + 12) != ETH_IPV6                          ? OP_FRAME_NOT_IPV4
-           : ip[0] >> 4 != 6 || plen > len - OP_ETH_HDR_LEN - IPV6_HDR ? OP_FRAME_BAD_IPV4
+    *why = ld_be16(frame + 12) != ETH_IPV6                          ? OP_FRAME_NOT_IP
+           : ip[0] >> 4 != 6 || plen > len - OP_ETH_HDR_LEN - IPV6_HDR ? OP_FRAME_BAD_IP
                                                                     : OP_FRAME_OK;
     return *why == OP_FRAME_OK ? plen : 0;
 }
 
-unsigned op_udp6_frame_parse(const uint8_t *frame, size_t len, struct op_flow6 *flow,
-                             uint8_t src_mac[6], size_t *payload_off, size_t *payload_len)
+unsigned wire_udp6_frame_parse(const uint8_t *frame, size_t len, struct op_flow *flow,
+                               uint8_t src_mac[6], size_t *payload_off, size_t *payload_len)
 {
     unsigned why;
     size_t plen = ipv6_payload(frame, len, &why);
@@ -69,8 +70,8 @@ unsigned op_udp6_frame_parse(const uint8_t *frame, size_t len, struct op_flow6 *
      * path does not check it either. */
     if (plen < UDP_HDR || ld_be16(udp + 4) != plen || ld_be16(udp + 6) == 0)
         return OP_FRAME_BAD_UDP;
-    memcpy(flow->src, ip + 8, 16);
-    memcpy(flow->dst, ip + 24, 16);
+    flow->src = op_addr_ipv6(ip + 8);
+    flow->dst = op_addr_ipv6(ip + 24);
     flow->src_port = (uint16_t)ld_be16(udp);
     flow->dst_port = (uint16_t)ld_be16(udp + 2);
     memcpy(src_mac, frame + 6, 6);
@@ -96,13 +97,13 @@ static uint8_t *ipv6_headers(uint8_t *frame, const uint8_t src[16], const uint8_
     return ip;
 }
 
-size_t op_udp6_frame_headers(uint8_t *frame, const struct op_flow6 *flow,
-                             const struct op_frame_l2 *l2, size_t payload_len)
+size_t wire_udp6_frame_headers(uint8_t *frame, const struct op_flow *flow,
+                               const struct op_frame_l2 *l2, size_t payload_len)
 {
     if (payload_len > 0xffff - UDP_HDR)
         return 0;
     size_t ulen = UDP_HDR + payload_len;
-    uint8_t *ip = ipv6_headers(frame, flow->src, flow->dst, l2, NH_UDP, HOP_LIMIT_DEFAULT, ulen);
+    uint8_t *ip = ipv6_headers(frame, flow->src.v6, flow->dst.v6, l2, NH_UDP, HOP_LIMIT_DEFAULT, ulen);
     uint8_t *udp = ip + IPV6_HDR;
     uint8_t *p = wp_u16(udp, flow->src_port);
     p = wp_u16(p, flow->dst_port);

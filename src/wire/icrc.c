@@ -1,7 +1,9 @@
 /* RoCEv2 invariant CRC (IBTA annex A17; docs/wire.md section 7): CRC-32 over 8 bytes of
- * 0xFF, the IPv4 header with TOS, TTL and checksum set to ones, the UDP header
- * with checksum 0xffff, the BTH with byte 4 set to 0xff, then everything after
- * the BTH up to the ICRC. The result goes on the wire little-endian. */
+ * 0xFF, the IP header with the fields routers change set to ones (IPv4: TOS,
+ * TTL and checksum; IPv6: traffic class, flow label and hop limit), the UDP
+ * header with checksum 0xffff, the BTH with byte 4 set to 0xff, then
+ * everything after the BTH up to the ICRC. The result goes on the wire
+ * little-endian. */
 #include <string.h>
 
 #include "crc32_internal.h"
@@ -11,6 +13,7 @@
 #define LRH_LEN 8
 #define IPV4_MIN_HDR 20
 #define IPV4_MAX_HDR 60
+#define IPV6_HDR 40
 #define UDP_HDR_LEN 8
 #define IPPROTO_UDP_NUM 17
 #define IPV4_DF 0x4000u
@@ -33,9 +36,15 @@ static void prefix_ip(struct icrc_prefix *x, const uint8_t *ip, size_t ihl)
 {
     memset(x->b, 0xff, LRH_LEN);
     memcpy(x->b + LRH_LEN, ip, ihl);
-    x->b[LRH_LEN + 1] = 0xff;                /* TOS */
-    x->b[LRH_LEN + 8] = 0xff;                /* TTL */
-    memset(x->b + LRH_LEN + 10, 0xff, 2);    /* header checksum */
+    if (ip[0] >> 4 == 6) {
+        x->b[LRH_LEN] |= 0x0f;                /* traffic class, high half */
+        memset(x->b + LRH_LEN + 1, 0xff, 3); /* the rest of it, flow label */
+        x->b[LRH_LEN + 7] = 0xff;             /* hop limit */
+    } else {
+        x->b[LRH_LEN + 1] = 0xff;             /* TOS */
+        x->b[LRH_LEN + 8] = 0xff;             /* TTL */
+        memset(x->b + LRH_LEN + 10, 0xff, 2); /* header checksum */
+    }
     x->len = LRH_LEN + ihl;
 }
 
@@ -89,13 +98,42 @@ static uint32_t icrc_finish(struct icrc_prefix *x, const uint8_t *roce, size_t r
     return op_crc32(icrc_crc(x->b, x->len), roce + OP_BTH_LEN, tail);
 }
 
+/* After the IP header: the flow's UDP header, the BTH and the rest. */
+static uint32_t icrc_udp_rest(struct icrc_prefix *x, const struct op_flow *flow, size_t udp_len,
+                              const uint8_t *roce, size_t len)
+{
+    uint8_t udp[UDP_HDR_LEN];
+    uint8_t *p = wp_u16(udp, flow->src_port);
+    p = wp_u16(p, flow->dst_port);
+    wp_u16(wp_u16(p, (uint16_t)udp_len), 0);
+    prefix_udp_bth(x, udp, roce, len);
+    return icrc_finish(x, roce, len);
+}
+
+/* The IPv6 header of the flow (no extension headers), already masked. */
+static size_t masked_ipv6(const struct op_flow *flow, size_t udp_len, uint8_t ip[IPV6_HDR])
+{
+    uint8_t *p = wp_u32(ip, 0x6fffffffu); /* version 6, class and label masked */
+    p = wp_u16(p, (uint16_t)udp_len);
+    p = wp_u8(p, IPPROTO_UDP_NUM);
+    p = wp_u8(p, 0xff); /* hop limit, masked */
+    memcpy(p, flow->src.v6, 16);
+    memcpy(p + 16, flow->dst.v6, 16);
+    return IPV6_HDR;
+}
+
 /* The frame Linux sends for the flow: a 20-byte IPv4 header with
- * Identification 0 (unconnected socket, DF) and UDP; masked as the ICRC
- * wants, straight into the prefix. */
+ * Identification 0 (unconnected socket, DF), or a 40-byte IPv6 one, and UDP;
+ * masked as the ICRC wants, straight into the prefix. */
 uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len)
 {
     struct icrc_prefix x;
     size_t udp_len = UDP_HDR_LEN + len + OP_ICRC_LEN;
+    memset(x.b, 0xff, LRH_LEN);
+    if (flow->dst.family == OP_AF_IPV6) {
+        x.len = LRH_LEN + masked_ipv6(flow, udp_len, x.b + LRH_LEN);
+        return icrc_udp_rest(&x, flow, udp_len, roce, len);
+    }
     uint8_t ip[IPV4_MIN_HDR] = {0x45, 0xff};
     uint8_t *p = wp_u16(ip + 2, (uint16_t)(IPV4_MIN_HDR + udp_len));
     p = wp_u16(p, 0);
@@ -103,24 +141,42 @@ uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t le
     p = wp_u8(p, 0xff); /* TTL, masked */
     p = wp_u8(p, IPPROTO_UDP_NUM);
     p = wp_u16(p, 0xffff); /* checksum, masked */
-    p = wp_u32(p, flow->src_ip);
-    wp_u32(p, flow->dst_ip);
-    memset(x.b, 0xff, LRH_LEN);
+    p = wp_u32(p, flow->src.v4);
+    wp_u32(p, flow->dst.v4);
     memcpy(x.b + LRH_LEN, ip, sizeof ip);
     x.len = LRH_LEN + sizeof ip;
-    uint8_t udp[UDP_HDR_LEN];
-    p = wp_u16(udp, flow->src_port);
-    p = wp_u16(p, flow->dst_port);
-    wp_u16(wp_u16(p, (uint16_t)udp_len), 0);
-    prefix_udp_bth(&x, udp, roce, len);
-    return icrc_finish(&x, roce, len);
+    return icrc_udp_rest(&x, flow, udp_len, roce, len);
 }
 
-/* Check the IPv4 and UDP headers of a captured frame; on success *ihl is the
- * IPv4 header length and *end the frame length by the IPv4 total length
+/* The same for IPv6: a 40-byte header straight before UDP (no extension
+ * header), the payload length the UDP length. */
+static op_status_t frame_check6(const uint8_t *ip, size_t len, size_t *ihl, size_t *end)
+{
+    struct wire_cur c;
+    wc_init(&c, ip, len);
+    (void)wc_u32(&c); /* version, class, label: the caller saw the 6 */
+    size_t plen = wc_u16(&c);
+    uint8_t next = wc_u8(&c);
+    wc_check(&c, next == IPPROTO_UDP_NUM && plen >= UDP_HDR_LEN + OP_BTH_LEN + OP_ICRC_LEN);
+    if (c.err != OP_OK)
+        return c.err;
+    if (len < IPV6_HDR || plen > len - IPV6_HDR)
+        return OP_ERR_TRUNCATED;
+    wc_init(&c, ip + IPV6_HDR, plen);
+    (void)wc_u32(&c); /* ports */
+    wc_check(&c, wc_u16(&c) == plen);
+    *ihl = IPV6_HDR;
+    *end = IPV6_HDR + plen;
+    return c.err;
+}
+
+/* Check the IP and UDP headers of a captured frame; on success *ihl is the
+ * IP header length and *end the frame length by the IP header's length
  * (bytes after it, such as Ethernet padding, are not part of the packet). */
 static op_status_t frame_check(const uint8_t *ip, size_t len, size_t *ihl, size_t *end)
 {
+    if (len > 0 && ip[0] >> 4 == 6)
+        return frame_check6(ip, len, ihl, end);
     struct wire_cur c;
     wc_init(&c, ip, len);
     uint8_t vihl = wc_u8(&c);
@@ -145,7 +201,7 @@ static op_status_t frame_check(const uint8_t *ip, size_t len, size_t *ihl, size_
     return c.err;
 }
 
-op_status_t op_icrc_ipv4_frame(const uint8_t *ip, size_t len, uint32_t *icrc)
+op_status_t op_icrc_ip_frame(const uint8_t *ip, size_t len, uint32_t *icrc)
 {
     size_t ihl = 0, end = 0;
     op_status_t st = frame_check(ip, len, &ihl, &end);

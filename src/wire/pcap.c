@@ -55,20 +55,30 @@ void op_pcap_mac_of(uint32_t ip, uint8_t mac[6])
     mac[5] = (uint8_t)ip;
 }
 
-size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_LEN], uint64_t ts_ns,
+/* An IPv6 host's made-up MAC: from the last 4 bytes of its address. */
+static void mac_of_addr(const struct op_addr *a, uint8_t mac[6])
+{
+    const uint8_t *t = a->v6 + 12;
+    op_pcap_mac_of(op_addr_is_ipv6(a) ? (uint32_t)t[0] << 24 | t[1] << 16 | t[2] << 8 | t[3]
+                                      : a->v4,
+                   mac);
+}
+
+size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_MAX], uint64_t ts_ns,
                               const struct op_flow *flow, size_t payload_len)
 {
     struct op_frame_l2 l2 = {.tos = 0};
-    op_pcap_mac_of(flow->src_ip, l2.src_mac);
-    op_pcap_mac_of(flow->dst_ip, l2.dst_mac);
+    mac_of_addr(&flow->src, l2.src_mac);
+    mac_of_addr(&flow->dst, l2.dst_mac);
+    size_t hdr = op_udp_frame_hdr_len(flow->dst.family);
     if (op_udp_frame_headers(out + OP_PCAP_REC_HDR_LEN, flow, &l2, payload_len) == 0)
         return 0;
-    uint32_t frame_len = (uint32_t)(OP_UDP_FRAME_HDR_LEN + payload_len);
+    uint32_t frame_len = (uint32_t)(hdr + payload_len);
     uint8_t *p = put_le32(out, (uint32_t)(ts_ns / 1000000000u));
     p = put_le32(p, (uint32_t)(ts_ns % 1000000000u));
     p = put_le32(p, frame_len); /* captured: all of it (below the snap length) */
     put_le32(p, frame_len);
-    return OP_PCAP_PKT_HDR_LEN;
+    return OP_PCAP_REC_HDR_LEN + hdr;
 }
 
 op_status_t op_pcap_record_parse(const uint8_t in[OP_PCAP_REC_HDR_LEN], uint64_t *ts_ns,

@@ -67,7 +67,7 @@ static void step(struct net *net, uint64_t now)
     net->n_inflight[net->cur] = 0;
     for (int i = 0; i < n; i++) {
         const struct op_pkt *pkt = &net->inflight[w][i];
-        int to = leader_at(net, pkt->flow.dst_ip);
+        int to = leader_at(net, pkt->flow.dst.v4);
         if (to >= 0)
             op_har_eng_input(net->eng[to], pkt, now, &net->txq[to]);
     }
@@ -134,8 +134,8 @@ static void run_with(const uint8_t *data, size_t size, bool seal)
     size_t len = size < OP_HAR_MAX_PKT ? size : OP_HAR_MAX_PKT;
     memcpy(buf, data, len);
     struct op_pkt forged = {
-        .flow = {.src_ip = net.peers[1].ip, .src_port = net.peers[1].port,
-                 .dst_ip = net.peers[0].ip, .dst_port = net.peers[0].port},
+        .flow = {.src.v4 = net.peers[1].ip, .src_port = net.peers[1].port,
+                 .dst.v4 = net.peers[0].ip, .dst_port = net.peers[0].port},
         .data = buf};
     if (seal && len >= OP_ICRC_LEN)
         len = op_icrc_seal(&forged.flow, buf, len - OP_ICRC_LEN, sizeof(buf));

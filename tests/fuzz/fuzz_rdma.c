@@ -137,8 +137,8 @@ static void inject(struct world *w, uint8_t ctl, const uint8_t *bytes, size_t le
         return;
     memcpy(buf, bytes, len);
     struct op_pkt p = {.len = (uint32_t)len, .data = buf};
-    p.flow = (struct op_flow){.src_ip = (ctl & 0x10) ? STRANGER_IP : to ? RSIM_IP_A : RSIM_IP_B,
-                              .dst_ip = to ? RSIM_IP_B : RSIM_IP_A,
+    p.flow = (struct op_flow){.src.v4 = (ctl & 0x10) ? STRANGER_IP : to ? RSIM_IP_A : RSIM_IP_B,
+                              .dst.v4 = to ? RSIM_IP_B : RSIM_IP_A,
                               .src_port = OP_ROCE_UDP_PORT, .dst_port = OP_ROCE_UDP_PORT};
     if (len >= OP_BTH_LEN && (qsel == 1 || qsel == 2))
         put_be(buf + 5, qsel == 1 ? op_rdma_qp_num(to ? w->b.qp : w->a.qp) : op_rdma_qp_num(w->ud),

@@ -108,13 +108,13 @@ static struct op_flow source(const struct world *w, unsigned src)
     const struct sim *s = &w->sim;
     struct op_flow f = {.src_port = OP_ROCE_UDP_PORT, .dst_port = OP_ROCE_UDP_PORT};
     if (src <= SRC_L2)
-        f.src_ip = s->leader_ip[src];
+        f.src.v4 = s->leader_ip[src];
     else if (src <= SRC_TOR1)
-        f.src_ip = s->topo.sw[src - SRC_SPINE].ip; /* s0, t0, t1 in topology order */
+        f.src.v4 = s->topo.sw[src - SRC_SPINE].ip; /* s0, t0, t1 in topology order */
     else if (src == SRC_STRANGER)
-        f.src_ip = 0x7f090001u;
+        f.src.v4 = 0x7f090001u;
     else {
-        f.src_ip = s->leader_ip[0];
+        f.src.v4 = s->leader_ip[0];
         f.src_port = OP_ROCE_UDP_PORT - 1;
     }
     return f;
@@ -151,7 +151,7 @@ static void inject(struct world *w, struct fifo *f, uint8_t ctl, uint8_t *buf, s
     unsigned src = ctl & 7u, target = (ctl >> 3) & 3u;
     struct op_sw *sw = target == 3 ? NULL : s->sw[(target + 1) % 3]; /* t0, t1, s0 */
     struct op_pkt p = {.flow = source(w, src), .len = (uint32_t)len, .data = buf};
-    p.flow.dst_ip = target == 3 ? s->leader_ip[0] : s->topo.sw[(target + 1) % 3].ip;
+    p.flow.dst.v4 = target == 3 ? s->leader_ip[0] : s->topo.sw[(target + 1) % 3].ip;
     if (ctl & 0x80)
         s->now += OP_NS_PER_MS;
     if ((ctl & 0x40) && len >= TOKEN_OFF + 8)

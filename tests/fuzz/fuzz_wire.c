@@ -97,8 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_inc_packet(data, size);
     require(op_crc32(0, data, size) == ~wire_crc32_slice8(~0u, data, size));
     uint32_t icrc;
-    (void)op_icrc_ipv4_frame(data, size, &icrc);
-    const struct op_flow flow = {0x7f000001u, 0x7f000002u, 0xc000, OP_ROCE_UDP_PORT};
+    (void)op_icrc_ip_frame(data, size, &icrc);
+    const struct op_flow flow = {.src.v4 = 0x7f000001u, .dst.v4 = 0x7f000002u, .src_port = 0xc000, .dst_port = OP_ROCE_UDP_PORT};
     (void)op_icrc_check(&flow, data, size);
     return 0;
 }

@@ -62,7 +62,7 @@ static struct sim_event heap_pop(struct sim *s)
 
 static void enqueue(struct sim *s, const struct op_pkt *p)
 {
-    if (p->flow.dst_ip == s->dead_ip || p->flow.src_ip == s->dead_ip ||
+    if (p->flow.dst.v4 == s->dead_ip || p->flow.src.v4 == s->dead_ip ||
         (s->lose != NULL && s->lose(s, p)) || op_rng_unit(&s->rng) < s->drop) {
         s->dropped++;
         return;
@@ -189,12 +189,12 @@ void sim_free(struct sim *s)
 void sim_deliver(struct sim *s, const struct op_pkt *p)
 {
     for (int i = 0; i < s->n_sw; i++)
-        if (s->topo.sw[i].ip == p->flow.dst_ip) {
+        if (s->topo.sw[i].ip == p->flow.dst.v4) {
             op_sw_input(s->sw[i], p, s->now, &s->q);
             return;
         }
     for (int i = 0; i < s->n_leaders; i++)
-        if (s->leader_ip[i] == p->flow.dst_ip) {
+        if (s->leader_ip[i] == p->flow.dst.v4) {
             op_inc_eng_input(s->leader[i], p, s->now, &s->q);
             return;
         }

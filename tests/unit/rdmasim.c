@@ -49,7 +49,7 @@ int rsim_side(uint32_t ip) { return ip == RSIM_IP_A ? 0 : ip == RSIM_IP_B ? 1 : 
 
 static void transmit(struct rsim *s, const struct op_pkt *p)
 {
-    int from = rsim_side(p->flow.src_ip);
+    int from = rsim_side(p->flow.src.v4);
     if (from < 0)
         abort();
     const struct rsim_link *l = &s->link[from];
@@ -150,7 +150,7 @@ void rsim_connect(struct rsim *s, const struct rsim_qp_opts *o, struct rsim_ep *
 
 void rsim_deliver(struct rsim *s, const struct op_pkt *p)
 {
-    int to = rsim_side(p->flow.dst_ip);
+    int to = rsim_side(p->flow.dst.v4);
     if (to >= 0) {
         s->delivered++;
         op_rdma_dev_input(s->dev[to], p, s->now, &s->q);

@@ -1140,22 +1140,23 @@ static void test_udp6_frames(void **state)
     uint8_t f[256] = {0}, mac[6];
     const char *payload = "a DNS query";
     size_t plen = strlen(payload);
-    struct op_flow6 out = {.src_port = 53, .dst_port = 40000};
-    memcpy(out.src, our_ip6, 16);
-    memcpy(out.dst, their_ip6, 16);
+    struct op_flow out = {.src = op_addr_ipv6(our_ip6), .dst = op_addr_ipv6(their_ip6),
+                          .src_port = 53, .dst_port = 40000};
     struct op_frame_l2 l2 = {.tos = 0};
     memcpy(l2.src_mac, our_mac, 6);
     memcpy(l2.dst_mac, their_mac, 6);
     memcpy(f + OP_UDP6_FRAME_HDR_LEN, payload, plen);
-    size_t n = op_udp6_frame_headers(f, &out, &l2, plen);
+    size_t n = op_udp_frame_headers(f, &out, &l2, plen);
     assert_int_equal(n, 62 + plen);
     uint8_t *ip = f + 14;
     assert_int_equal(sum_pseudo6(ip, 17, ip + 40, 8 + plen), 0); /* the checksum is right */
-    struct op_flow6 in;
+    struct op_flow in;
     size_t off, len;
-    assert_int_equal(op_udp6_frame_parse(f, n + 6, &in, mac, &off, &len), OP_FRAME_OK);
-    assert_memory_equal(in.src, our_ip6, 16);
-    assert_memory_equal(in.dst, their_ip6, 16);
+    assert_int_equal(op_udp_frame_parse(f, n + 6, &in, mac, &off, &len), OP_FRAME_OK);
+    assert_int_equal(in.src.family, OP_AF_IPV6);
+    assert_int_equal(in.dst.family, OP_AF_IPV6);
+    assert_memory_equal(in.src.v6, our_ip6, 16);
+    assert_memory_equal(in.dst.v6, their_ip6, 16);
     assert_int_equal(in.src_port, 53);
     assert_int_equal(in.dst_port, 40000);
     assert_memory_equal(mac, our_mac, 6);
@@ -1170,9 +1171,9 @@ static void test_udp6_frames(void **state)
         {61, 0, OP_FRAME_BAD_UDP},
         {20, 44, OP_FRAME_FRAGMENT},                  /* a fragment header */
         {20, 0, OP_FRAME_NOT_UDP},                    /* hop-by-hop options */
-        {14, 0x40, OP_FRAME_BAD_IPV4},                /* version 4 inside */
-        {18, 0x7f, OP_FRAME_BAD_IPV4},                /* payload past the frame */
-        {12, 0x08, OP_FRAME_NOT_IPV4},                /* another EtherType */
+        {14, 0x40, OP_FRAME_BAD_IP},                /* version 4 inside */
+        {18, 0x7f, OP_FRAME_BAD_IP},                /* payload past the frame */
+        {12, 0x08, OP_FRAME_NOT_IP},                  /* another EtherType */
         {59, 0, OP_FRAME_BAD_UDP},                    /* UDP length wrong */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -1181,10 +1182,10 @@ static void test_udp6_frames(void **state)
         g[bad[i].at] = bad[i].value;
         if (bad[i].at == 60 || bad[i].at == 61)
             g[60] = g[61] = 0;
-        assert_int_equal(op_udp6_frame_parse(g, n, &in, mac, &off, &len), bad[i].verdict);
+        assert_int_equal(op_udp_frame_parse(g, n, &in, mac, &off, &len), bad[i].verdict);
     }
-    assert_int_equal(op_udp6_frame_parse(f, 14 + 39, &in, mac, &off, &len), OP_FRAME_SHORT);
-    assert_int_equal(op_udp6_frame_parse(f, n - 1, &in, mac, &off, &len), OP_FRAME_BAD_IPV4);
+    assert_int_equal(op_udp_frame_parse(f, 14 + 39, &in, mac, &off, &len), OP_FRAME_SHORT);
+    assert_int_equal(op_udp_frame_parse(f, n - 1, &in, mac, &off, &len), OP_FRAME_BAD_IP);
 }
 
 static size_t solicit(uint8_t *f, const uint8_t *src, const uint8_t target[16], uint8_t hops,

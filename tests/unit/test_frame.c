@@ -34,7 +34,7 @@
 #define FRAME_MAX 2048
 
 static const struct op_flow flow = {
-    .src_ip = 0x0a4d0001u, .dst_ip = 0x0a4d0002u, .src_port = 0xc123, .dst_port = 4791,
+    .src.v4 = 0x0a4d0001u, .dst.v4 = 0x0a4d0002u, .src_port = 0xc123, .dst_port = 4791,
 };
 static const struct op_frame_l2 l2 = {
     .src_mac = {0x8a, 0x1f, 0x22, 0x03, 0x9c, 0x01},
@@ -116,7 +116,7 @@ struct parsed {
 };
 
 static const struct parsed sentinel = {
-    .flow = {0xdeadbeefu, 0xfeedfaceu, 0xabcd, 0xdcba},
+    .flow = {.src.v4 = 0xdeadbeefu, .dst.v4 = 0xfeedfaceu, .src_port = 0xabcd, .dst_port = 0xdcba},
     .mac = {0xee, 0xee, 0xee, 0xee, 0xee, 0xee},
     .off = 0x5a5a5a,
     .len = 0xa5a5a5,
@@ -157,8 +157,8 @@ static void assert_parsed(const uint8_t *f, size_t len, size_t off, size_t paylo
 {
     struct parsed p;
     assert_int_equal(parse(f, len, &p), OP_FRAME_OK);
-    assert_int_equal(p.flow.src_ip, flow.src_ip);
-    assert_int_equal(p.flow.dst_ip, flow.dst_ip);
+    assert_int_equal(p.flow.src.v4, flow.src.v4);
+    assert_int_equal(p.flow.dst.v4, flow.dst.v4);
     assert_int_equal(p.flow.src_port, flow.src_port);
     assert_int_equal(p.flow.dst_port, flow.dst_port);
     assert_memory_equal(p.mac, l2.src_mac, 6);
@@ -181,8 +181,8 @@ static void assert_headers(const uint8_t *f, size_t payload_len)
     assert_int_equal(f[IP_TTL], 64);
     assert_int_equal(f[IP_PROTO], 17);
     assert_int_equal(ones_sum(f + ETH, 20), 0xffff);
-    assert_int_equal(get32(f + IP_SRC), flow.src_ip);
-    assert_int_equal(get32(f + IP_DST), flow.dst_ip);
+    assert_int_equal(get32(f + IP_SRC), flow.src.v4);
+    assert_int_equal(get32(f + IP_DST), flow.dst.v4);
     assert_int_equal(get16(f + UDP), flow.src_port);
     assert_int_equal(get16(f + UDP + 2), flow.dst_port);
     assert_int_equal(get16(f + UDP + 4), 8 + payload_len);
@@ -220,7 +220,7 @@ static void test_frame_icrc_valid_on_wire(void **state)
     size_t n = op_udp_frame_build(f, sizeof f, &flow, &l2, roce_len);
     assert_int_equal(n, HDRS + roce_len);
     uint32_t icrc = 0;
-    assert_int_equal(op_icrc_ipv4_frame(f + ETH, n - ETH, &icrc), OP_OK);
+    assert_int_equal(op_icrc_ip_frame(f + ETH, n - ETH, &icrc), OP_OK);
     const uint8_t *wire = f + n - OP_ICRC_LEN; /* little-endian on the wire */
     assert_int_equal(icrc, (uint32_t)wire[0] | (uint32_t)wire[1] << 8 |
                                (uint32_t)wire[2] << 16 | (uint32_t)wire[3] << 24);
@@ -267,21 +267,25 @@ static void test_frame_parse_truncated(void **state)
     uint8_t f[FRAME_MAX];
     size_t n = good_frame(f, sizeof f, 16);
     for (size_t len = 0; len < n; len++)
-        assert_refused(f, len, len < ETH + 20 ? OP_FRAME_SHORT : OP_FRAME_BAD_IPV4);
+        assert_refused(f, len, len < ETH + 20 ? OP_FRAME_SHORT : OP_FRAME_BAD_IP);
     assert_refused(NULL, 0, OP_FRAME_SHORT);
 }
 
-static void test_frame_parse_not_ipv4(void **state)
+static void test_frame_parse_not_ip(void **state)
 {
     (void)state;
-    static const uint16_t types[] = {0x0806 /* ARP */, 0x86dd /* IPv6 */, 0x8100 /* VLAN */,
-                                     0x88a8 /* QinQ */, 0x0000};
+    static const uint16_t types[] = {0x0806 /* ARP */, 0x8100 /* VLAN */, 0x88a8 /* QinQ */,
+                                     0x0000};
     uint8_t f[FRAME_MAX];
     for (size_t i = 0; i < COUNT_OF(types); i++) {
         size_t n = good_frame(f, sizeof f, 8);
         put16(f + 12, types[i]);
-        assert_refused(f, n, OP_FRAME_NOT_IPV4);
+        assert_refused(f, n, OP_FRAME_NOT_IP);
     }
+    /* an IPv4 packet labelled IPv6 is read as IPv6, and is no IPv6 header */
+    size_t n = good_frame(f, sizeof f, 64);
+    put16(f + 12, 0x86dd);
+    assert_refused(f, n, OP_FRAME_BAD_IP);
 }
 
 /* One header edit on a good frame and the verdict it must give. */
@@ -310,18 +314,18 @@ static void test_frame_parse_bad_ipv4(void **state)
 {
     (void)state;
     static const struct header_case cases[] = {
-        {"version 6", IP_VIHL, 0x65, false, OP_FRAME_BAD_IPV4},
-        {"IHL 4", IP_VIHL, 0x44, false, OP_FRAME_BAD_IPV4},
-        {"IHL 0", IP_VIHL, 0x40, false, OP_FRAME_BAD_IPV4},
-        {"total length past the frame", IP_TOTAL, 20 + 8 + 8 + 1, true, OP_FRAME_BAD_IPV4},
-        {"total length below IP + UDP", IP_TOTAL, 20 + 7, true, OP_FRAME_BAD_IPV4},
+        {"version 6", IP_VIHL, 0x65, false, OP_FRAME_BAD_IP},
+        {"IHL 4", IP_VIHL, 0x44, false, OP_FRAME_BAD_IP},
+        {"IHL 0", IP_VIHL, 0x40, false, OP_FRAME_BAD_IP},
+        {"total length past the frame", IP_TOTAL, 20 + 8 + 8 + 1, true, OP_FRAME_BAD_IP},
+        {"total length below IP + UDP", IP_TOTAL, 20 + 7, true, OP_FRAME_BAD_IP},
         {"IHL 15 past the frame", IP_VIHL, 0x4f, false, OP_FRAME_SHORT},
     };
     check_header_cases(cases, COUNT_OF(cases));
     uint8_t f[FRAME_MAX];
     size_t n = good_frame(f, sizeof f, 8);
     f[IP_CSUM + 1] ^= 0x01;
-    assert_refused(f, n, OP_FRAME_BAD_IPV4);
+    assert_refused(f, n, OP_FRAME_BAD_IP);
 }
 
 static void test_frame_parse_fragment(void **state)
@@ -388,7 +392,7 @@ static void test_frame_parse_ip_options(void **state)
     assert_int_equal(ones_sum(f + ETH, 24), 0xffff);
     assert_parsed(f, n + 4, HDRS + 4, 10);
     f[UDP] = 0x00; /* an option changed without fixing the checksum */
-    assert_refused(f, n + 4, OP_FRAME_BAD_IPV4);
+    assert_refused(f, n + 4, OP_FRAME_BAD_IP);
 }
 
 /* Only the DF bit and the variant fields differ from what we build. */
@@ -563,7 +567,7 @@ int main(void)
         cmocka_unit_test(test_frame_build_refuses_small_cap),
         cmocka_unit_test(test_frame_build_refuses_past_64k),
         cmocka_unit_test(test_frame_parse_truncated),
-        cmocka_unit_test(test_frame_parse_not_ipv4),
+        cmocka_unit_test(test_frame_parse_not_ip),
         cmocka_unit_test(test_frame_parse_bad_ipv4),
         cmocka_unit_test(test_frame_parse_fragment),
         cmocka_unit_test(test_frame_parse_not_udp),

@@ -67,7 +67,7 @@ static bool is_dead(const struct net *s, uint32_t ip)
 
 static bool drops_ack(const struct net *s, const struct op_pkt *p)
 {
-    return s->drop_acks_from >= 0 && p->flow.src_ip == s->addr[s->drop_acks_from].ip &&
+    return s->drop_acks_from >= 0 && p->flow.src.v4 == s->addr[s->drop_acks_from].ip &&
            p->data[OP_BTH_LEN + OP_DETH_LEN + 1] == OP_HAR_KIND_ACK;
 }
 
@@ -76,7 +76,7 @@ static void net_flush(void *ctx, struct op_txq *q)
     struct net *s = ctx;
     for (int i = 0; i < q->n; i++) {
         const struct op_pkt *p = &q->pkts[i];
-        if (is_dead(s, p->flow.src_ip) || is_dead(s, p->flow.dst_ip) || drops_ack(s, p) ||
+        if (is_dead(s, p->flow.src.v4) || is_dead(s, p->flow.dst.v4) || drops_ack(s, p) ||
             op_rng_unit(&s->rng) < s->drop) {
             s->lost++;
             continue;
@@ -135,7 +135,7 @@ static void base_config(struct op_har_config *cfg, uint16_t max_data, uint64_t r
 static void deliver(struct net *s, const struct op_pkt *p)
 {
     for (int r = 0; r < s->n; r++)
-        if (s->addr[r].ip == p->flow.dst_ip)
+        if (s->addr[r].ip == p->flow.dst.v4)
             op_har_eng_input(s->eng[r], p, s->now, &s->q);
 }
 
@@ -497,8 +497,8 @@ static void make_pkt(struct net *s, int from, int to, struct op_har_hdr *h, cons
     size_t n = op_har_frame(h, len, buf, OP_IO_BUF_SIZE);
     assert_true(n > 0);
     memcpy(buf + OP_HAR_PREFIX_LEN, payload, len);
-    p->flow = (struct op_flow){.src_ip = s->addr[from].ip, .src_port = s->addr[from].port,
-                               .dst_ip = s->addr[to].ip, .dst_port = s->addr[to].port};
+    p->flow = (struct op_flow){.src.v4 = s->addr[from].ip, .src_port = s->addr[from].port,
+                               .dst.v4 = s->addr[to].ip, .dst_port = s->addr[to].port};
     p->data = buf;
     p->len = (uint32_t)op_icrc_seal(&p->flow, buf, n, OP_IO_BUF_SIZE);
 }
@@ -669,7 +669,7 @@ static void test_codec(void **state)
     size_t n = op_har_frame(&h, 3, buf, sizeof(buf));
     assert_int_equal(n, OP_HAR_PREFIX_LEN + 3 + 1);
     memcpy(buf + OP_HAR_PREFIX_LEN, pay, 3);
-    struct op_flow f = {.src_ip = 1, .dst_ip = 2, .src_port = 3, .dst_port = 4};
+    struct op_flow f = {.src.v4 = 1, .dst.v4 = 2, .src_port = 3, .dst_port = 4};
     n = op_icrc_seal(&f, buf, n, sizeof(buf));
     struct op_har_pkt k;
     assert_int_equal(op_har_decode(buf, n, &k), OP_OK);

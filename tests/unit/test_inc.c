@@ -347,12 +347,12 @@ static void test_foreign_packets_never_change_results(void **state)
     assert_int_equal(sim_join(&s, 1), OP_OK);
     uint64_t token = op_inc_eng_caps(s.leader[0])->token;
     uint8_t pkt[OP_INC_MAX_PKT];
-    struct op_flow member = {.src_ip = sim_leader_ip(1), .src_port = 4791,
-                             .dst_ip = s.topo.sw[1].ip, .dst_port = 4791};
+    struct op_flow member = {.src.v4 = sim_leader_ip(1), .src_port = 4791,
+                             .dst.v4 = s.topo.sw[1].ip, .dst_port = 4791};
     struct op_flow stranger = member;
-    stranger.src_ip = sim_leader_ip(0) + 1000; /* not under any TOR of the group */
+    stranger.src.v4 = sim_leader_ip(0) + 1000; /* not under any TOR of the group */
     struct op_flow neighbour = member;
-    neighbour.src_ip = sim_leader_ip(2);       /* a member, but of the other TOR */
+    neighbour.src.v4 = sim_leader_ip(2);       /* a member, but of the other TOR */
     for (uint32_t seq = 0; seq < 4; seq++) {
         size_t n = forge(&s, token ^ 0x5a5a, 1, seq, &member, pkt);
         sim_inject(&s, &member, pkt, n);
@@ -399,7 +399,7 @@ static bool lose_results_and_first_kill(struct sim *s, const struct op_pkt *p)
     struct lose_leave *l = s->lose_ctx;
     struct op_inc_pkt ip;
     struct op_inc_ctrl c;
-    if (p->flow.dst_ip != l->ip || op_inc_decode(p->data, p->len, &ip) != OP_OK)
+    if (p->flow.dst.v4 != l->ip || op_inc_decode(p->data, p->len, &ip) != OP_OK)
         return false;
     if (ip.hdr.kind == OP_INC_KIND_DATA)
         return (ip.hdr.flags & OP_INC_F_RESULT) != 0;
@@ -436,8 +436,8 @@ static void test_leave_when_result_and_kill_are_lost(void **state)
     struct op_inc_hdr h = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_DATA,
                            .group_id = caps.group_id, .op = OP_RED_SUM, .dtype = OP_RED_INT32,
                            .src_rank = 3, .token = caps.token ^ 1, .count = 1};
-    struct op_flow from = {.src_ip = sim_leader_ip(3), .src_port = 4791,
-                           .dst_ip = s.topo.sw[sim_tor_of_leader(&s, 3)].ip, .dst_port = 4791};
+    struct op_flow from = {.src.v4 = sim_leader_ip(3), .src_port = 4791,
+                           .dst.v4 = s.topo.sw[sim_tor_of_leader(&s, 3)].ip, .dst_port = 4791};
     int32_t one = 1;
     uint8_t pkt[OP_INC_MAX_PKT];
     size_t n = op_inc_encode(&h, 0, &one, sizeof one, pkt, sizeof pkt);

@@ -77,7 +77,7 @@ static void fill_len(struct op_pkt *pkt, uint32_t i, uint32_t len, uint32_t dst_
     memcpy(pkt->data + 4, &len, 4);
     for (uint32_t j = 8; j < len; j++)
         pkt->data[j] = (uint8_t)(i + j);
-    pkt->flow = (struct op_flow){.dst_ip = dst_ip, .dst_port = dst_port};
+    pkt->flow = (struct op_flow){.dst.v4 = dst_ip, .dst_port = dst_port};
 }
 
 static void fill(struct op_pkt *pkt, uint32_t i, uint32_t dst_ip, uint16_t dst_port)
@@ -124,9 +124,9 @@ static int drain(struct pair *p, struct op_io *io, const struct op_io *from, int
             int idx = check_payload(pkt->data, pkt->len);
             assert_true(idx >= 0);
             p->seen[idx]++;
-            assert_int_equal(pkt->flow.src_ip, op_io_local_ip(from));
+            assert_int_equal(pkt->flow.src.v4, op_io_local_ip(from));
             assert_int_equal(pkt->flow.src_port, op_io_local_port(from));
-            assert_int_equal(pkt->flow.dst_ip, op_io_local_ip(io));
+            assert_int_equal(pkt->flow.dst.v4, op_io_local_ip(io));
             assert_int_equal(pkt->flow.dst_port, op_io_local_port(io));
         }
         got += r;
@@ -341,9 +341,9 @@ static void test_udp_wildcard(void **state)
     while (r == 0 && op_io_wait(any, deadline) == 1)
         r = op_io_recv(any, p->rx.pkts, p->rx.n);
     assert_int_equal(r, 1);
-    assert_int_equal(p->rx.pkts[0].flow.dst_ip, 0x7f000018u);
+    assert_int_equal(p->rx.pkts[0].flow.dst.v4, 0x7f000018u);
     assert_int_equal(p->rx.pkts[0].flow.dst_port, op_io_local_port(any));
-    assert_int_equal(p->rx.pkts[0].flow.src_ip, IP_A);
+    assert_int_equal(p->rx.pkts[0].flow.src.v4, IP_A);
     op_io_close(any);
 }
 
@@ -677,6 +677,33 @@ static void test_xdp_sizes_refused(void **state)
     assert_null(io);
 }
 
+/* The bounded wait on plain descriptors: the deadline holds, readiness
+ * returns at once, either of two wakes it, writability, bad counts refused. */
+static void test_wait_fds(void **state)
+{
+    (void)state;
+    int a[2], b[2];
+    assert_int_equal(pipe(a), 0);
+    assert_int_equal(pipe(b), 0);
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_io_wait_fd(a[0], OP_IO_IN, t0 + 3 * OP_NS_PER_MS), 0);
+    assert_true(op_now_ns() - t0 >= 3 * OP_NS_PER_MS);
+    assert_int_equal(op_io_wait_fd(a[0], OP_IO_IN, 0), 0); /* past: a check */
+    assert_int_equal(op_io_wait_fd(a[1], OP_IO_OUT, UINT64_MAX), 1);
+    const int both[2] = {a[0], b[0]};
+    assert_int_equal(write(b[1], "x", 1), 1);
+    assert_int_equal(op_io_wait_fds(both, 2, OP_IO_IN, op_io_deadline_in_ms(1000)), 1);
+    assert_int_equal(write(a[1], "x", 1), 1);
+    assert_int_equal(op_io_wait_fds(both, 2, OP_IO_IN, UINT64_MAX), 2);
+    assert_int_equal(op_io_wait_fds(both, -1, OP_IO_IN, 0), -EINVAL);
+    assert_int_equal(op_io_wait_fds(both, OP_IO_WAIT_MAX_FDS + 1, OP_IO_IN, 0), -EINVAL);
+    assert_int_equal(op_io_deadline_in_ms(-1), UINT64_MAX);
+    for (int i = 0; i < 2; i++) {
+        close(a[i]);
+        close(b[i]);
+    }
+}
+
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
 
 int main(void)
@@ -693,6 +720,7 @@ int main(void)
         PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
         PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
         PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
+        cmocka_unit_test(test_wait_fds),
         cmocka_unit_test(test_counter_names), cmocka_unit_test(test_xdp_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

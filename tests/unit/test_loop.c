@@ -44,7 +44,7 @@ static void put(struct op_txq *q, uint32_t src, uint32_t dst, uint8_t id, uint8_
                 uint32_t seq)
 {
     struct op_pkt *p = op_txq_next(q);
-    p->flow = (struct op_flow){.src_ip = src, .src_port = PORT, .dst_ip = dst, .dst_port = PORT};
+    p->flow = (struct op_flow){.src.v4 = src, .src_port = PORT, .dst.v4 = dst, .dst_port = PORT};
     p->data[0] = id;
     p->data[1] = type;
     memcpy(p->data + 4, &seq, 4);
@@ -115,7 +115,7 @@ static void answerer_input(void *eng, const struct op_pkt *pkt, uint64_t now, st
     struct answerer *s = eng;
     if (pkt->len == 8 && pkt->data[1] == REQ) {
         s->requests++;
-        put(out, IP_S, pkt->flow.src_ip, pkt->data[0], ACK, seq_of(pkt));
+        put(out, IP_S, pkt->flow.src.v4, pkt->data[0], ACK, seq_of(pkt));
     }
 }
 

@@ -35,7 +35,7 @@ static uint64_t io_counter(const struct op_io *io, enum op_io_counter c)
 }
 
 static const struct op_flow flow_ab = {
-    .src_ip = HOST_A, .dst_ip = HOST_B, .src_port = 0xc123, .dst_port = OP_ROCE_UDP_PORT};
+    .src.v4 = HOST_A, .dst.v4 = HOST_B, .src_port = 0xc123, .dst_port = OP_ROCE_UDP_PORT};
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -127,7 +127,7 @@ static void test_file_header_bytes(void **state)
 static void test_packet_is_a_roce_frame_with_valid_icrc(void **state)
 {
     (void)state;
-    uint8_t frame[OP_PCAP_PKT_HDR_LEN + PKT_MAX];
+    uint8_t frame[OP_PCAP_PKT_HDR_MAX + PKT_MAX];
     size_t len = roce_packet(&flow_ab, 0x5a, frame + OP_PCAP_PKT_HDR_LEN, 64);
     assert_int_equal(op_pcap_packet_headers(frame, TS_NS, &flow_ab, len), OP_PCAP_PKT_HDR_LEN);
 
@@ -154,14 +154,39 @@ static void test_packet_is_a_roce_frame_with_valid_icrc(void **state)
     assert_int_equal(off, OP_UDP_FRAME_HDR_LEN);
     assert_int_equal(plen, len);
     uint32_t icrc;
-    assert_int_equal(op_icrc_ipv4_frame(ip, 20 + 8 + len, &icrc), OP_OK);
+    assert_int_equal(op_icrc_ip_frame(ip, 20 + 8 + len, &icrc), OP_OK);
     assert_int_equal(icrc, le32(eth + OP_UDP_FRAME_HDR_LEN + len - OP_ICRC_LEN));
+}
+
+/* An IPv6 flow's record: the IPv6 frame, MACs from the addresses' last
+ * bytes, the ICRC the engine sealed read back from the captured packet. */
+static void test_ipv6_packet(void **state)
+{
+    (void)state;
+    const struct op_flow flow = {.src = op_addr_ipv6((const uint8_t[16]){0xfd, [15] = 1}),
+                                 .dst = op_addr_ipv6((const uint8_t[16]){0xfd, [15] = 2}),
+                                 .src_port = 0xc000, .dst_port = OP_ROCE_UDP_PORT};
+    uint8_t frame[OP_PCAP_PKT_HDR_MAX + PKT_MAX];
+    size_t len = roce_packet(&flow, 0x5a, frame + OP_PCAP_PKT_HDR_MAX, 64);
+    assert_int_equal(op_pcap_packet_headers(frame, TS_NS, &flow, len), OP_PCAP_PKT_HDR_MAX);
+    assert_int_equal(le32(frame + 8), OP_UDP6_FRAME_HDR_LEN + len);
+    const uint8_t *eth = frame + OP_PCAP_REC_HDR_LEN;
+    assert_memory_equal(eth, ((const uint8_t[6]){0x02, 0x00, 0, 0, 0, 2}), 6);
+    struct op_flow f;
+    uint8_t mac[6];
+    size_t off, plen;
+    assert_int_equal(op_udp_frame_parse(eth, OP_UDP6_FRAME_HDR_LEN + len, &f, mac, &off, &plen),
+                     OP_FRAME_OK);
+    assert_true(op_flow_eq(&f, &flow));
+    uint32_t icrc;
+    assert_int_equal(op_icrc_ip_frame(eth + ETH, 40 + 8 + len, &icrc), OP_OK);
+    assert_int_equal(icrc, le32(eth + OP_UDP6_FRAME_HDR_LEN + len - OP_ICRC_LEN));
 }
 
 static void test_packet_too_long_for_ipv4(void **state)
 {
     (void)state;
-    uint8_t h[OP_PCAP_PKT_HDR_LEN];
+    uint8_t h[OP_PCAP_PKT_HDR_MAX];
     assert_int_equal(op_pcap_packet_headers(h, TS_NS, &flow_ab, 0xffff - 28 + 1), 0);
     assert_int_equal(op_pcap_packet_headers(h, TS_NS, &flow_ab, 0xffff - 28), OP_PCAP_PKT_HDR_LEN);
 }
@@ -358,7 +383,7 @@ static int mock_recv(struct op_io *io, struct op_pkt *pkts, int max)
 {
     struct mock_io *m = (struct mock_io *)io;
     static const struct op_flow from_b = {
-        .src_ip = HOST_B, .dst_ip = HOST_A, .src_port = OP_ROCE_UDP_PORT, .dst_port = 0xc123};
+        .src.v4 = HOST_B, .dst.v4 = HOST_A, .src_port = OP_ROCE_UDP_PORT, .dst_port = 0xc123};
     int n = max < 2 ? max : 2;
     for (int i = 0; i < n; i++) {
         pkts[i].flow = from_b;
@@ -397,7 +422,7 @@ static void check_frame(const uint8_t *frame, uint32_t flen, const struct op_flo
     uint32_t icrc;
     assert_int_equal(op_udp_frame_parse(frame, flen, &f, mac, &off, &plen), OP_FRAME_OK);
     assert_memory_equal(&f, want, sizeof f);
-    assert_int_equal(op_icrc_ipv4_frame(frame + ETH, flen - ETH, &icrc), OP_OK);
+    assert_int_equal(op_icrc_ip_frame(frame + ETH, flen - ETH, &icrc), OP_OK);
     assert_int_equal(icrc, le32(frame + flen - OP_ICRC_LEN));
 }
 
@@ -410,7 +435,7 @@ static void test_capture_layer(void **state)
                                .link_mtu = 1500},
                         .accept = 2, .rx_len = 60};
     const struct op_flow from_b = {
-        .src_ip = HOST_B, .dst_ip = HOST_A, .src_port = OP_ROCE_UDP_PORT, .dst_port = 0xc123};
+        .src.v4 = HOST_B, .dst.v4 = HOST_A, .src_port = OP_ROCE_UDP_PORT, .dst_port = 0xc123};
     roce_packet(&from_b, 1, m.rx[0], m.rx_len);
     roce_packet(&from_b, 2, m.rx[1], m.rx_len);
     struct op_pcap *w = NULL;
@@ -427,7 +452,7 @@ static void test_capture_layer(void **state)
     assert_int_equal(op_io_recv(io, b.pkts, 3), 2);
     for (int i = 0; i < 3; i++) {
         b.pkts[i].flow = flow_ab;
-        b.pkts[i].flow.src_ip = 0;
+        b.pkts[i].flow.src.v4 = 0;
         b.pkts[i].len = (uint32_t)roce_packet(&flow_ab, (uint8_t)(10 + i), b.pkts[i].data, 80);
     }
     assert_int_equal(op_io_send(io, b.pkts, 3), 2);
@@ -476,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_file_header_bytes),
         cmocka_unit_test(test_packet_is_a_roce_frame_with_valid_icrc),
         cmocka_unit_test(test_packet_too_long_for_ipv4),
+        cmocka_unit_test(test_ipv6_packet),
         cmocka_unit_test(test_record_parse),
         DIR_TEST(test_writer_round_trip),
         DIR_TEST(test_open_unwritable_says_why),

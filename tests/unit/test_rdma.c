@@ -899,7 +899,7 @@ static void m_qpn(struct op_pkt *p) { p->data[7] ^= 0x40; reseal(p); }
 static void m_uc_opcode(struct op_pkt *p) { p->data[0] |= OP_UC_BASE; reseal(p); }
 static void m_ud_opcode(struct op_pkt *p) { p->data[0] = OP_UD_SEND_ONLY; reseal(p); }
 static void m_pkey(struct op_pkt *p) { p->data[2] = 0x7f; reseal(p); }
-static void m_source(struct op_pkt *p) { p->flow.src_ip = 0x7f000009u; reseal(p); }
+static void m_source(struct op_pkt *p) { p->flow.src.v4 = 0x7f000009u; reseal(p); }
 static void m_tver(struct op_pkt *p) { p->data[1] |= 1; reseal(p); }
 static void m_long(struct op_pkt *p) { p->len += 1024 * 4; reseal(p); }
 static void m_pad(struct op_pkt *p) { p->data[1] |= 0x30; p->len = OP_BTH_LEN + OP_RETH_LEN + 2 + OP_ICRC_LEN; reseal(p); }

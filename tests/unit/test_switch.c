@@ -287,7 +287,7 @@ static void feed_at(struct rig *r, uint32_t src, uint16_t port, const uint8_t *d
 {
     uint8_t buf[OP_IO_BUF_SIZE];
     memcpy(buf, data, len);
-    struct op_pkt p = {.flow = {.src_ip = src, .dst_ip = TOR_IP, .src_port = port, .dst_port = PORT},
+    struct op_pkt p = {.flow = {.src.v4 = src, .dst.v4 = TOR_IP, .src_port = port, .dst_port = PORT},
                        .len = (uint32_t)len,
                        .data = buf};
     op_sw_input(r->sw, &p, T0, &r->q);
@@ -303,7 +303,7 @@ static void feed(struct rig *r, uint32_t src, const uint8_t *data, size_t len)
 static size_t build(uint32_t src, const struct op_inc_hdr *h, const void *payload, size_t len,
                     uint8_t *out)
 {
-    struct op_flow f = {.src_ip = src, .dst_ip = TOR_IP, .src_port = PORT, .dst_port = PORT};
+    struct op_flow f = {.src.v4 = src, .dst.v4 = TOR_IP, .src_port = PORT, .dst_port = PORT};
     size_t n = op_inc_encode(h, 0, payload, len, out, OP_IO_BUF_SIZE);
     assert_true(n > 0);
     n = op_icrc_seal(&f, out, n, OP_IO_BUF_SIZE);
@@ -356,7 +356,7 @@ static void rig_join(struct rig *r, uint16_t n)
     for (uint16_t i = 1; i <= n; i++) {
         feed(r, HOST(i), pkt, build_ctrl(HOST(i), i - 1u, OP_INC_CTRL_QUERY, n, pkt));
         assert_int_equal(r->n_out, 1); /* on to the master */
-        assert_int_equal(r->out_flow[0].dst_ip, HOST(1));
+        assert_int_equal(r->out_flow[0].dst.v4, HOST(1));
         rig_clear(r);
     }
     feed(r, HOST(1), pkt, build_ctrl(HOST(1), 0, OP_INC_CTRL_NOTIFY, n, pkt));
@@ -432,7 +432,7 @@ static void test_sw_foreign_and_truncated(void **state)
 
     /* RoCEv2, ICRC right, but not INC: an RC send, a UD send to another QP,
      * and a UD send to the INC QP with the wrong Q_Key. */
-    struct op_flow f = {.src_ip = HOST(1), .dst_ip = TOR_IP, .src_port = PORT, .dst_port = PORT};
+    struct op_flow f = {.src.v4 = HOST(1), .dst.v4 = TOR_IP, .src_port = PORT, .dst_port = PORT};
     struct op_bth bth = {.opcode = OP_RC_SEND_ONLY, .pkey = 0xffff, .dest_qp = 0x11, .psn = 5};
     memset(pkt, 0xab, 80);
     op_bth_encode(&bth, pkt);
@@ -525,7 +525,7 @@ static void test_sw_hostile_data(void **state)
     n = build_data(&r, HOST(2), 1, 0, 8, 5, pkt);
     feed_at(&r, HOST(2), PORT + 1, pkt, n); /* the member's address, another port */
     assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_drop_icrc], start[OP_SW_C_drop_icrc] + 4);
-    struct op_flow f = {.src_ip = HOST(2), .dst_ip = TOR_IP, .src_port = PORT + 1,
+    struct op_flow f = {.src.v4 = HOST(2), .dst.v4 = TOR_IP, .src_port = PORT + 1,
                         .dst_port = PORT};
     n = op_icrc_seal(&f, pkt, n - OP_ICRC_LEN, sizeof(pkt));
     feed_at(&r, HOST(2), PORT + 1, pkt, n);
@@ -570,7 +570,7 @@ static void test_sw_hostile_data(void **state)
         struct op_inc_pkt ip;
         assert_int_equal(op_inc_decode(r.out[i], r.out_len[i], &ip), OP_OK);
         assert_true(op_icrc_check(&r.out_flow[i], r.out[i], r.out_len[i]));
-        assert_int_equal(r.out_flow[i].dst_ip, HOST(i + 1));
+        assert_int_equal(r.out_flow[i].dst.v4, HOST(i + 1));
         assert_int_equal(ip.hdr.flags, OP_INC_F_RESULT);
         assert_int_equal(ip.hdr.token, r.token);
         assert_int_equal(ip.payload_len, 32);
@@ -580,7 +580,7 @@ static void test_sw_hostile_data(void **state)
     rig_clear(&r);
     feed(&r, HOST(3), pkt, build_data(&r, HOST(3), 2, 0, 8, 7, pkt));
     assert_int_equal(r.n_out, 1); /* a retransmission after the result: resent to it alone */
-    assert_int_equal(r.out_flow[0].dst_ip, HOST(3));
+    assert_int_equal(r.out_flow[0].dst.v4, HOST(3));
     rig_clear(&r);
 
     const uint64_t *c = op_sw_counters(r.sw);
@@ -620,13 +620,13 @@ static void test_sw_hostile_control(void **state)
     expect_drop(&r, STRANGER, pkt, build_ctrl(STRANGER, 0, OP_INC_CTRL_QUERY, 2, pkt),
                 OP_SW_C_drop_not_member);
     size_t n = build_ctrl(HOST(1), 0, OP_INC_CTRL_KILL, 2, pkt);
-    struct op_flow f = {.src_ip = HOST(1), .dst_ip = TOR_IP, .src_port = 9, .dst_port = PORT};
+    struct op_flow f = {.src.v4 = HOST(1), .dst.v4 = TOR_IP, .src_port = 9, .dst_port = PORT};
     n = op_icrc_seal(&f, pkt, n - OP_ICRC_LEN, sizeof(pkt));
     feed_at(&r, HOST(1), 9, pkt, n);
     assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_drop_not_member], 2);
     /* a query naming someone else as its sender */
     n = build_ctrl(HOST(2), 0, OP_INC_CTRL_QUERY, 2, pkt);
-    f = (struct op_flow){.src_ip = HOST(3), .dst_ip = TOR_IP, .src_port = PORT, .dst_port = PORT};
+    f = (struct op_flow){.src.v4 = HOST(3), .dst.v4 = TOR_IP, .src_port = PORT, .dst_port = PORT};
     n = op_icrc_seal(&f, pkt, n - OP_ICRC_LEN, sizeof(pkt));
     expect_drop(&r, HOST(3), pkt, n, OP_SW_C_drop_not_member);
     /* a kill with the wrong token leaves the group alone */

@@ -10,40 +10,49 @@
 #include "offpath/common.h"
 #include "offpath/wire/addr.h"
 
-/* Ethernet + IPv4 + UDP around a RoCEv2 payload, for backends that move
- * whole frames (AF_XDP). Built as Linux sends from an unconnected DF socket
- * (ID 0, DF, TTL 64; no UDP checksum, as RoCEv2 allows): the ICRC stays
- * valid. No VLAN tags, no IPv4 options on the way out. */
+/* Ethernet + IP + UDP around a payload (RoCEv2, DNS), for backends that
+ * move whole frames (AF_XDP, DPDK), of the flow's family. IPv4 is built as
+ * Linux sends from an unconnected DF socket (ID 0, DF, TTL 64; no UDP
+ * checksum, as RoCEv2 allows): the ICRC stays valid. IPv6 (RFC 8200) with
+ * hop limit 64 and the UDP checksum computed (IPv6 requires one). No VLAN
+ * tags, no IPv4 options or IPv6 extension headers on the way out. */
 #define OP_ETH_HDR_LEN 14
-#define OP_UDP_FRAME_HDR_LEN 42 /* Ethernet + IPv4 + UDP */
+#define OP_UDP_FRAME_HDR_LEN 42  /* Ethernet + IPv4 + UDP */
+#define OP_UDP6_FRAME_HDR_LEN 62 /* Ethernet + IPv6 + UDP */
 struct op_frame_l2 {
     uint8_t src_mac[6], dst_mac[6];
-    uint8_t tos;
+    uint8_t tos; /* IPv4 TOS, IPv6 traffic class */
 };
+/* The headers' length for a family: where the payload starts. */
+OP_API size_t op_udp_frame_hdr_len(unsigned family);
 /* Writes the headers for payload_len bytes that the caller puts (or has put)
- * at frame + OP_UDP_FRAME_HDR_LEN; returns the frame's length, 0 if cap or
- * IPv4's 64 KiB is too small. */
+ * at frame + op_udp_frame_hdr_len(family); returns the frame's length, 0 if
+ * cap or the IP packet's 64 KiB is too small. */
 OP_API size_t op_udp_frame_build(uint8_t *frame, size_t cap, const struct op_flow *flow,
                                  const struct op_frame_l2 *l2, size_t payload_len);
-/* The same headers alone, into OP_UDP_FRAME_HDR_LEN bytes, for a writer that
- * keeps the payload where it is (a capture); 0 if IPv4's 64 KiB is too small. */
+/* The same headers alone, into op_udp_frame_hdr_len bytes, for a writer
+ * that keeps the payload where it is (a capture) or has put it there; 0 if
+ * the IP packet's 64 KiB is too small. */
 OP_API size_t op_udp_frame_headers(uint8_t *frame, const struct op_flow *flow,
                                    const struct op_frame_l2 *l2, size_t payload_len);
-/* Why a frame is not a UDP/IPv4 datagram we take: the verdicts' names are
- * the backends' drop counters. */
+/* Why a frame is not a UDP datagram we take: the verdicts' names are the
+ * backends' drop counters. */
 enum op_frame_verdict {
     OP_FRAME_OK,
-    OP_FRAME_SHORT,     /* ends inside a header */
-    OP_FRAME_NOT_IPV4,  /* another EtherType (ARP, IPv6, a VLAN tag) */
-    OP_FRAME_BAD_IPV4,  /* version, header length, checksum, total length */
-    OP_FRAME_FRAGMENT,
-    OP_FRAME_NOT_UDP,
-    OP_FRAME_BAD_UDP,   /* UDP length disagrees with IPv4's */
+    OP_FRAME_SHORT,    /* ends inside a header */
+    OP_FRAME_NOT_IP,   /* another EtherType (ARP, a VLAN tag) */
+    OP_FRAME_BAD_IP,   /* version, header length, checksum, total or payload length */
+    OP_FRAME_FRAGMENT, /* IPv4 fragment, or an IPv6 fragment header */
+    OP_FRAME_NOT_UDP,  /* another protocol, or an IPv6 extension header first */
+    OP_FRAME_BAD_UDP,  /* UDP length disagrees with IP's; IPv6: zero UDP checksum */
     OP_FRAME_VERDICTS_
 };
-/* On OP_FRAME_OK: the flow (host order), the sender's MAC and where the UDP
- * payload lies; Ethernet padding after the IPv4 packet is ignored. Nothing
- * is written otherwise. */
+/* A frame of either family. On OP_FRAME_OK: the flow (its family the
+ * frame's), the sender's MAC and where the UDP payload lies; Ethernet
+ * padding after the IP packet is ignored. Nothing is written otherwise.
+ * No IPv6 extension header is followed, and an IPv6 UDP checksum's value is
+ * not checked (only that it is not zero): a sender's checksum offload
+ * leaves it partial on a veth. */
 OP_API unsigned op_udp_frame_parse(const uint8_t *frame, size_t len, struct op_flow *flow,
                                    uint8_t src_mac[6], size_t *payload_off, size_t *payload_len);
 OP_API const char *op_frame_verdict_str(unsigned v);
@@ -56,24 +65,8 @@ OP_API size_t op_arp_reply_in_place(uint8_t *frame, size_t len, uint32_t ip, con
 OP_API size_t op_icmp_echo_reply_in_place(uint8_t *frame, size_t len, uint32_t ip,
                                           const uint8_t mac[6]);
 
-/* IPv6 (RFC 8200) for the same servers: UDP datagrams to their address,
- * and the neighbour advertisements (RFC 4861) and echo replies (RFC 4443)
- * a host owes. No extension header is followed (a fragment, or any other,
- * is not a datagram we take). Addresses in network order. The verdicts
- * are op_udp_frame_parse's (NOT_IPV4: another EtherType; BAD_IPV4: a bad
- * IPv6 header; BAD_UDP also for a zero UDP checksum, which IPv6 does not
- * allow; its value is not checked, as offloads leave it partial). */
-#define OP_UDP6_FRAME_HDR_LEN 62 /* Ethernet + IPv6 + UDP */
-struct op_flow6 {
-    uint8_t src[16], dst[16];
-    uint16_t src_port, dst_port; /* host order */
-};
-OP_API unsigned op_udp6_frame_parse(const uint8_t *frame, size_t len, struct op_flow6 *flow,
-                                    uint8_t src_mac[6], size_t *payload_off, size_t *payload_len);
-/* The headers (hop limit 64, the UDP checksum computed) for payload_len
- * bytes already at frame + OP_UDP6_FRAME_HDR_LEN; the frame's length. */
-OP_API size_t op_udp6_frame_headers(uint8_t *frame, const struct op_flow6 *flow,
-                                    const struct op_frame_l2 *l2, size_t payload_len);
+/* The neighbour advertisements (RFC 4861) and echo replies (RFC 4443) an
+ * IPv6 host owes, for the same servers; addresses in network order. */
 /* A neighbour solicitation for ip6 (hop limit 255, checksum right) turned
  * into the solicited advertisement with our MAC (to all nodes for
  * duplicate address detection); the reply may be longer than the request,

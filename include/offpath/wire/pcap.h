@@ -11,20 +11,23 @@
 
 /* The pcap file format with nanosecond timestamps (magic 0xa1b23c4d, written
  * little-endian, link type Ethernet), as dumpcap writes it for DPDK ports:
- * each record one RoCEv2 packet in the frame op_udp_frame_headers builds, so
- * the IPv4 header is the one the ICRC was computed over (Identification 0)
- * and Wireshark checks it. The MACs are made up (op_pcap_mac_of). */
+ * each record one RoCEv2 packet in the frame op_udp_frame_headers builds for
+ * its flow's family, so the IP header is the one the ICRC was computed over
+ * (IPv4 Identification 0) and Wireshark checks it. The MACs are made up
+ * (op_pcap_mac_of; from an IPv6 address's last 4 bytes). */
 #define OP_PCAP_FILE_HDR_LEN 24
 #define OP_PCAP_REC_HDR_LEN 16
-#define OP_PCAP_PKT_HDR_LEN (OP_PCAP_REC_HDR_LEN + OP_UDP_FRAME_HDR_LEN)
+#define OP_PCAP_PKT_HDR_LEN (OP_PCAP_REC_HDR_LEN + OP_UDP_FRAME_HDR_LEN) /* IPv4 */
+#define OP_PCAP_PKT_HDR_MAX (OP_PCAP_REC_HDR_LEN + OP_UDP6_FRAME_HDR_LEN)
 #define OP_PCAP_SNAPLEN 65535 /* every IPv4 packet whole */
 OP_API void op_pcap_file_header(uint8_t out[OP_PCAP_FILE_HDR_LEN]);
 /* Is this the header op_pcap_file_header writes? (What merging reads back.) */
 OP_API bool op_pcap_file_header_ok(const uint8_t in[OP_PCAP_FILE_HDR_LEN]);
-/* The record header and Ethernet/IPv4/UDP headers of one packet of
+/* The record header and Ethernet/IP/UDP headers of one packet of
  * payload_len bytes taken at ts_ns (CLOCK_REALTIME); the payload follows
- * them in the file. Returns OP_PCAP_PKT_HDR_LEN, 0 if the payload is too long. */
-OP_API size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_LEN], uint64_t ts_ns,
+ * them in the file. Returns their length (OP_PCAP_PKT_HDR_LEN for IPv4), 0
+ * if the payload is too long. */
+OP_API size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_MAX], uint64_t ts_ns,
                                      const struct op_flow *flow, size_t payload_len);
 /* A record header: its time and captured length; OP_ERR_MALFORMED when the
  * nanoseconds are 1e9 or more or the length is above OP_PCAP_SNAPLEN. */

@@ -90,12 +90,13 @@ OP_API op_status_t op_immdt_decode(const uint8_t *buf, size_t len, uint32_t *imm
 /* zlib-compatible CRC-32 (reflected 0xEDB88320); crc starts at 0. */
 OP_API uint32_t op_crc32(uint32_t crc, const void *data, size_t len);
 
-/* ICRC over the IPv4 pseudo-frame built from flow plus the RoCEv2 bytes
- * (BTH .. pad, without the ICRC itself). */
+/* ICRC over the IP pseudo-frame of the flow's family (IPv4 as Linux sends
+ * from an unconnected DF socket; IPv6 with no extension header) plus the
+ * RoCEv2 bytes (BTH .. pad, without the ICRC itself). */
 OP_API uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len);
-/* ICRC of a captured frame starting at its IPv4 header: ip points to the IPv4
- * header, len covers IP header .. end of the ICRC; the ICRC field is excluded. */
-OP_API op_status_t op_icrc_ipv4_frame(const uint8_t *ip, size_t len, uint32_t *icrc);
+/* ICRC of a captured packet starting at its IP header (IPv4, or IPv6 with UDP
+ * next): len covers IP header .. end of the ICRC; the ICRC field is excluded. */
+OP_API op_status_t op_icrc_ip_frame(const uint8_t *ip, size_t len, uint32_t *icrc);
 /* Append the ICRC (little-endian) after len bytes; returns the new length or 0
  * if cap is too small. */
 OP_API size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len, size_t cap);
