@@ -216,15 +216,4 @@ OP_API void op_channel_counters(const struct op_channel *c, uint64_t tx[OP_CHAN_
 OP_API const char *op_channel_cipher(const struct op_channel *c);
 OP_API void op_channel_close(struct op_channel *c);
 
-/* ---- DOCA-style JSON configuration ----
- * Reads {"doca_general_flags": {...}, "doca_program_flags": {...}} (`//`
- * comments and trailing commas allowed, as DOCA's files have them) and calls
- * apply(flag, value-as-text, ctx) for each member, in file order; apply
- * returns false to stop (the caller reports the flag). Strings are passed
- * without quotes, integers in decimal, booleans as "true"/"false". A syntax
- * error gives OP_ERR_MALFORMED and why[] with line and column. */
-OP_API op_status_t op_chan_json_flags(const char *text, size_t len,
-                                      bool (*apply)(const char *flag, const char *value, void *ctx),
-                                      void *ctx, char why[256]);
-
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "doca_json.h"
 #include "offpath/channel.h"
 
 #define TOOL "secure_channel"
@@ -233,7 +234,7 @@ static int read_json(struct sc_cli *c)
     memcpy(seen_cli, c->seen, sizeof seen_cli);
     struct json_ctx j = {.c = c};
     c->from_json = true;
-    op_status_t st = op_chan_json_flags(text, len, apply_json, &j, why);
+    op_status_t st = cli_doca_json_flags(text, len, apply_json, &j, why);
     free(text);
     if (st == OP_ERR_MALFORMED) {
         snprintf(c->why, sizeof c->why, "%s: %s", c->json_in, why);

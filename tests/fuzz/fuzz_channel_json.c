@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "offpath/channel.h"
+#include "../../src/cli/doca_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char why[256] = "";
     struct seen s = {.size = size};
-    op_status_t st = op_chan_json_flags((const char *)data, size, apply, &s, why);
+    op_status_t st = cli_doca_json_flags((const char *)data, size, apply, &s, why);
     require(st == OP_OK || st == OP_ERR_MALFORMED || st == OP_ERR_INVAL || st == OP_ERR_NOMEM);
     require(st == OP_OK || why[0] != '\0');
     require((st == OP_ERR_INVAL) == s.refused);

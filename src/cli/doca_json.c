@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "channel_internal.h"
+#include "doca_json.h"
 
 static size_t skip_string(char *s, size_t len, size_t i)
 {
@@ -130,9 +130,9 @@ static op_status_t apply_section(json_t *sec, const char *name,
     return OP_OK;
 }
 
-op_status_t op_chan_json_flags(const char *text, size_t len,
-                               bool (*apply)(const char *flag, const char *value, void *ctx),
-                               void *ctx, char why[256])
+op_status_t cli_doca_json_flags(const char *text, size_t len,
+                                bool (*apply)(const char *flag, const char *value, void *ctx),
+                                void *ctx, char why[256])
 {
     json_error_t err;
     const char *key;
