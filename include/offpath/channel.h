@@ -216,4 +216,18 @@ OP_API void op_channel_counters(const struct op_channel *c, uint64_t tx[OP_CHAN_
 OP_API const char *op_channel_cipher(const struct op_channel *c);
 OP_API void op_channel_close(struct op_channel *c);
 
+/* ---- the secure_channel tool (DOCA's sample, over this channel) ---- */
+#define OP_SC_MAX_NUM_MSGS 1000000000ull
+struct op_sc_tool_config {
+    struct op_channel_config chan; /* its secret key is wiped once the channel is up */
+    uint64_t msg_size, num_msgs, max_msg;
+    int log_level;        /* DOCA's 10..70 */
+    const char *json_out; /* NULL: no results file */
+};
+/* Opens the channel, announces the run, sends num_msgs messages of
+ * msg_size bytes while receiving (and checking) what the peer announced,
+ * logs DOCA's lines to stdout. 0 when every message went both ways intact,
+ * 1 otherwise. */
+OP_API int op_sc_tool_run(struct op_sc_tool_config *cfg);
+
 #endif

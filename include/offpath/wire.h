@@ -19,5 +19,6 @@
 #include "offpath/wire/rescue.h"
 #include "offpath/wire/dns.h"
 #include "offpath/wire/wbuf.h"
+#include "offpath/wire/sc_meta.h"
 
 #endif

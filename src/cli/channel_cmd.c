@@ -1,9 +1,8 @@
-/* `offpath secure_channel` (DOCA's secure_channel flags, log lines and
- * timing over offpath's encrypted channel) and `offpath keygen`. */
+/* `offpath secure_channel`: DOCA's secure_channel flags (and flag files)
+ * into the tool's configuration; the run is src/channel's op_sc_tool_run. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +13,6 @@
 #include "offpath/channel.h"
 
 #define TOOL "secure_channel"
-#define META_MAGIC 0x4f505343u /* "OPSC" */
-#define META_BYTES 16
-#define MAX_NUM_MSGS 1000000000ull
-#define PROGRESS_NS OP_NS_PER_S
 
 enum { O_SDK_LOG = 256, O_KEY, O_PEER, O_MAX_MSG, O_TIMEOUT, O_CIPHER, O_JSON_OUT, O_PLAIN,
        O_COUNT_ };
@@ -79,7 +74,7 @@ static void usage(FILE *out)
             "--peer host.pub\n"
             "  offpath secure_channel -s 256 -n 1000 -p tcp:127.0.0.1:7000 --key host.key --peer "
             "agent.pub\n",
-            MAX_NUM_MSGS, OP_CHAN_DEFAULT_MAX_MSG);
+            OP_SC_MAX_NUM_MSGS, OP_CHAN_DEFAULT_MAX_MSG);
 }
 
 static void help(void)
@@ -128,7 +123,7 @@ static bool apply_flag(struct sc_cli *c, int opt, const char *val)
     case O_SDK_LOG: return set_level(c, &c->sdk_level, val);
     case 'j': c->json_in = val; return !c->from_json;
     case 's': return set_u64(c, &c->msg_size, val, 1, OP_CHAN_LIMIT_MAX_MSG);
-    case 'n': return set_u64(c, &c->num_msgs, val, 1, MAX_NUM_MSGS);
+    case 'n': return set_u64(c, &c->num_msgs, val, 1, OP_SC_MAX_NUM_MSGS);
     case 'p': c->addr = val; return true;
     case 'r': c->rep = val; return true;
     case O_KEY: c->key = val; return true;
@@ -269,155 +264,6 @@ static int validate(struct sc_cli *c)
     return -1;
 }
 
-struct run {
-    struct sc_cli *cli;
-    struct op_log log;
-    struct op_channel *ch;
-    const uint8_t *pattern; /* pattern[k] = k & 0xff: message i starts at i & 0xff */
-    uint64_t peer_msgs, peer_size;
-    uint64_t sent, received;
-    uint64_t send_ns, recv_ns;
-    op_status_t send_st, recv_st;
-    char recv_why[160];
-};
-
-static double secs(uint64_t ns)
-{
-    return (double)ns / 1e9;
-}
-
-static void *send_thread(void *arg)
-{
-    struct run *r = arg;
-    struct sc_cli *c = r->cli;
-    uint64_t n = c->num_msgs, t0 = op_now_ns();
-    OP_INFO(&r->log, "SEND START TIME: %.9f seconds", secs(t0));
-    OP_INFO(&r->log, "Starting message transmission. Will send %llu messages of size %llu bytes",
-            (unsigned long long)n, (unsigned long long)c->msg_size);
-    r->send_st = OP_OK;
-    for (uint64_t i = 0; i < n; i++) {
-        r->send_st = op_channel_send(r->ch, r->pattern + (i & 0xff), c->msg_size,
-                                     i + 1 < n ? OP_CHAN_MORE : 0);
-        if (r->send_st != OP_OK) {
-            OP_ERROR(&r->log, "Message was not sent: %s", op_channel_error(r->ch));
-            break;
-        }
-        OP_LOG(&r->log, OP_LOG_TRACE, "message sent: %llu", (unsigned long long)i);
-        r->sent++;
-    }
-    uint64_t t1 = op_now_ns();
-    r->send_ns = t1 - t0;
-    OP_INFO(&r->log, "send end at: %.9f seconds", secs(t1));
-    OP_INFO(&r->log, "Send thread exiting, total amount of messages sent successfully: %llu",
-            (unsigned long long)r->sent);
-    return NULL;
-}
-
-static bool check_message(struct run *r, uint64_t i, const uint8_t *m, size_t len)
-{
-    if (len != r->peer_size) {
-        snprintf(r->recv_why, sizeof r->recv_why, "message %llu has %zu bytes, expected %llu",
-                 (unsigned long long)i, len, (unsigned long long)r->peer_size);
-        return false;
-    }
-    if (memcmp(m, r->pattern + (i & 0xff), len) == 0)
-        return true;
-    size_t j = 0;
-    while (m[j] == r->pattern[(i & 0xff) + j])
-        j++;
-    snprintf(r->recv_why, sizeof r->recv_why, "message %llu is corrupted at byte %zu",
-             (unsigned long long)i, j);
-    return false;
-}
-
-static void *recv_thread(void *arg)
-{
-    struct run *r = arg;
-    uint64_t t0 = op_now_ns(), next_progress = t0 + PROGRESS_NS;
-    OP_INFO(&r->log, "RECV START TIME: %.9f seconds", secs(t0));
-    r->recv_st = OP_OK;
-    for (uint64_t i = 0; i < r->peer_msgs; i++) {
-        const uint8_t *m;
-        size_t len;
-        r->recv_st = op_channel_recv(r->ch, &m, &len);
-        if (r->recv_st != OP_OK) {
-            snprintf(r->recv_why, sizeof r->recv_why, "%s", op_channel_error(r->ch));
-            break;
-        }
-        if (!check_message(r, i, m, len)) {
-            r->recv_st = OP_ERR_MALFORMED;
-            break;
-        }
-        OP_LOG(&r->log, OP_LOG_TRACE, "message received: %llu", (unsigned long long)i);
-        r->received++;
-        if ((i & 1023) == 1023 && op_now_ns() >= next_progress) {
-            OP_INFO(&r->log, "Progress: received %llu of %llu messages", (unsigned long long)(i + 1),
-                    (unsigned long long)r->peer_msgs);
-            next_progress += PROGRESS_NS;
-        }
-    }
-    if (r->recv_st != OP_OK)
-        OP_ERROR(&r->log, "Message was not received: %s", r->recv_why);
-    uint64_t t1 = op_now_ns();
-    r->recv_ns = t1 - t0;
-    OP_INFO(&r->log, "receive end at: %.9f seconds", secs(t1));
-    OP_INFO(&r->log, "Receive thread exiting, total amount of messages received successfully: %llu",
-            (unsigned long long)r->received);
-    return NULL;
-}
-
-static void put_be(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
-}
-
-static uint64_t get_be(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* {num_msgs, msg_size} both ways, before the data (as DOCA 3.3 does). */
-static bool exchange_meta(struct run *r)
-{
-    uint8_t out[META_BYTES];
-    const uint8_t *in;
-    size_t len;
-    put_be(out, META_MAGIC, 4);
-    put_be(out + 4, r->cli->msg_size, 4);
-    put_be(out + 8, r->cli->num_msgs, 8);
-    if (op_channel_send(r->ch, out, sizeof out, 0) != OP_OK ||
-        op_channel_recv(r->ch, &in, &len) != OP_OK) {
-        OP_ERROR(&r->log, "Failed to exchange the run's parameters: %s", op_channel_error(r->ch));
-        return false;
-    }
-    if (len != META_BYTES || get_be(in, 4) != META_MAGIC) {
-        OP_ERROR(&r->log, "The peer's first message is not a secure_channel header");
-        return false;
-    }
-    r->peer_size = get_be(in + 4, 4);
-    r->peer_msgs = get_be(in + 8, 8);
-    if (r->peer_size < 1 || r->peer_size > r->cli->max_msg || r->peer_msgs < 1 ||
-        r->peer_msgs > MAX_NUM_MSGS) {
-        OP_ERROR(&r->log, "The peer announced %llu messages of %llu bytes: out of range "
-                          "(--max-msg-size %llu)",
-                 (unsigned long long)r->peer_msgs, (unsigned long long)r->peer_size,
-                 (unsigned long long)r->cli->max_msg);
-        return false;
-    }
-    OP_INFO(&r->log, "Peer will send %llu messages of size %llu bytes",
-            (unsigned long long)r->peer_msgs, (unsigned long long)r->peer_size);
-    if (r->peer_msgs != r->cli->num_msgs || r->peer_size != r->cli->msg_size)
-        OP_WARN(&r->log, "The peer's -n/-s (%llu x %llu B) differ from ours (%llu x %llu B): each "
-                         "side receives what the other announced",
-                (unsigned long long)r->peer_msgs, (unsigned long long)r->peer_size,
-                (unsigned long long)r->cli->num_msgs, (unsigned long long)r->cli->msg_size);
-    return true;
-}
-
 static bool build_config(struct sc_cli *c, struct op_channel_config *cfg, int *rc)
 {
     char why[256], awhy[128];
@@ -458,139 +304,11 @@ static bool build_config(struct sc_cli *c, struct op_channel_config *cfg, int *r
     return true;
 }
 
-static void print_counters_json(FILE *f, struct op_channel *ch)
-{
-    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
-    op_channel_counters(ch, tx, rx);
-    fprintf(f, "\"tx\": {");
-    op_counters_print(f, op_chan_tx_counter_names, tx, OP_CHAN_TX_COUNT_, OP_COUNTERS_JSON);
-    fprintf(f, "}, \"rx\": {");
-    op_counters_print(f, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_JSON);
-    fprintf(f, "}");
-}
-
-static void us_per_msg(uint64_t ns, uint64_t n, double *out)
-{
-    *out = n > 0 ? (double)ns / 1e3 / (double)n : 0.0;
-}
-
-static bool write_results(const struct run *r, const struct op_channel_config *cfg, bool ok)
-{
-    static const char *const kinds[] = {"unix", "tcp", "shm"};
-    double su, ru;
-    FILE *f = fopen(r->cli->json_out, "w");
-    if (f == NULL)
-        return false;
-    us_per_msg(r->send_ns, r->sent, &su);
-    us_per_msg(r->recv_ns, r->received, &ru);
-    fprintf(f,
-            "{\"role\": \"%s\", \"transport\": \"%s\", \"cipher\": \"%s\", \"msg_size\": %llu, "
-            "\"num_msgs\": %llu, \"peer_msg_size\": %llu, \"peer_num_msgs\": %llu, \"sent\": %llu, "
-            "\"received\": %llu, \"send_ms\": %.6f, \"recv_ms\": %.6f, \"send_us_per_msg\": %.4f, "
-            "\"recv_us_per_msg\": %.4f, \"ok\": %s, ",
-            cfg->listen ? "agent" : "host", kinds[cfg->addr.kind], op_channel_cipher(r->ch),
-            (unsigned long long)r->cli->msg_size, (unsigned long long)r->cli->num_msgs,
-            (unsigned long long)r->peer_size, (unsigned long long)r->peer_msgs,
-            (unsigned long long)r->sent, (unsigned long long)r->received, (double)r->send_ns / 1e6,
-            (double)r->recv_ns / 1e6, su, ru, ok ? "true" : "false");
-    print_counters_json(f, r->ch);
-    fprintf(f, "}\n");
-    return fclose(f) == 0;
-}
-
-static void report_times(struct run *r)
-{
-    double su, ru;
-    us_per_msg(r->send_ns, r->sent, &su);
-    us_per_msg(r->recv_ns, r->received, &ru);
-    OP_INFO(&r->log, "Producer sent %llu messages in approximately %.4f milliseconds",
-            (unsigned long long)r->sent, (double)r->send_ns / 1e6);
-    OP_INFO(&r->log, "Consumer received %llu messages in approximately %.4f milliseconds",
-            (unsigned long long)r->received, (double)r->recv_ns / 1e6);
-    OP_INFO(&r->log, "Average time per message: send %.3f us, receive %.3f us", su, ru);
-}
-
-static void log_failure_counters(struct run *r)
-{
-    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
-    char line[512];
-    op_channel_counters(r->ch, tx, rx);
-    FILE *m = fmemopen(line, sizeof line, "w");
-    if (m == NULL)
-        return;
-    op_counters_print(m, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_LINE);
-    fclose(m);
-    OP_ERROR(&r->log, "Session failed; receive counters:%s", line);
-}
-
-/* pattern[k] = k & 0xff, long enough for any message at any offset. */
-static uint8_t *new_pattern(size_t max_msg)
-{
-    uint8_t *p = malloc(max_msg + 256);
-    for (size_t k = 0; p != NULL && k < max_msg + 256; k++)
-        p[k] = (uint8_t)k;
-    return p;
-}
-
-/* Both threads at once, as DOCA's sample runs them; true when every
- * message went out and every announced one came in intact. */
-static bool exchange_messages(struct run *r)
-{
-    pthread_t ts, tr;
-    if (pthread_create(&tr, NULL, recv_thread, r) != 0) {
-        OP_ERROR(&r->log, "Cannot start the receive thread");
-        return false;
-    }
-    if (pthread_create(&ts, NULL, send_thread, r) != 0) {
-        OP_ERROR(&r->log, "Cannot start the send thread");
-        pthread_join(tr, NULL); /* ends by --timeout at the latest */
-        return false;
-    }
-    pthread_join(ts, NULL);
-    pthread_join(tr, NULL);
-    report_times(r);
-    return r->send_st == OP_OK && r->recv_st == OP_OK && r->sent == r->cli->num_msgs &&
-           r->received == r->peer_msgs;
-}
-
-static int run_channel(struct sc_cli *c, struct op_channel_config *cfg)
-{
-    struct run r = {.cli = c};
-    char why[256];
-    op_log_init(&r.log, TOOL, c->log_level);
-    r.log.stream = stdout;
-    r.log.doca = true;
-    if (cfg->listen)
-        OP_INFO(&r.log, "Started Listening, waiting for new connection");
-    op_status_t st = op_channel_open(cfg, &r.ch, why);
-    memset(&cfg->local, 0, sizeof cfg->local);
-    if (st != OP_OK) {
-        OP_ERROR(&r.log, "Failed to establish the connection: %s", why);
-        return 1;
-    }
-    OP_INFO(&r.log, cfg->listen ? "Connection has been established (peer authenticated, %s)"
-                                : "Connection to DPU was established successfully (peer "
-                                  "authenticated, %s)",
-            op_channel_cipher(r.ch));
-    uint8_t *pattern = new_pattern(c->max_msg);
-    r.pattern = pattern;
-    bool ok = pattern != NULL && exchange_meta(&r) && exchange_messages(&r);
-    if (!ok)
-        log_failure_counters(&r);
-    if (c->json_out != NULL && !write_results(&r, cfg, ok)) {
-        OP_ERROR(&r.log, "Cannot write --json-out %s", c->json_out);
-        ok = false;
-    }
-    op_channel_close(r.ch);
-    free(pattern);
-    return ok ? 0 : 1;
-}
-
 int cli_secure_channel(int argc, char **argv)
 {
     struct sc_cli c = {.log_level = OP_LOG_INFO, .sdk_level = OP_LOG_ERROR,
                        .max_msg = OP_CHAN_DEFAULT_MAX_MSG, .timeout_s = 10};
-    struct op_channel_config cfg;
+    struct op_sc_tool_config run;
     int rc = cli_flags(argc, argv, "hvl:j:s:n:p:r:", options, 'h', help, set_flag, &c);
     if (rc == 2 && c.bad_opt != 0)
         return param_error(&c, long_name(c.bad_opt));
@@ -613,49 +331,12 @@ int cli_secure_channel(int argc, char **argv)
     if ((rc = validate(&c)) >= 0)
         return rc;
     setvbuf(stdout, NULL, c.log_level >= OP_LOG_TRACE ? _IOFBF : _IOLBF, 1 << 16);
-    if (!build_config(&c, &cfg, &rc))
+    if (!build_config(&c, &run.chan, &rc))
         return rc;
-    return run_channel(&c, &cfg);
-}
-
-/* ---- keygen ---- */
-
-static void keygen_help(void)
-{
-    printf("Usage: offpath keygen NAME\n\n"
-           "Writes an X25519 key pair for offpath secure_channel: NAME.key (the secret key,\n"
-           "mode 0600) and NAME.pub (the public key, to give to the peer, which pins it with\n"
-           "--peer). Refuses to replace existing files.\n");
-}
-
-static bool keygen_set(int opt, const char *val, void *cfg)
-{
-    (void)opt, (void)val, (void)cfg;
-    return false;
-}
-
-int cli_keygen(int argc, char **argv)
-{
-    static const struct option kopts[] = {{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    struct op_chan_keypair kp;
-    char why[256];
-    int rc = cli_flags(argc, argv, "h", kopts, 'h', keygen_help, keygen_set, NULL);
-    if (rc >= 0)
-        return rc;
-    if (optind + 1 != argc) {
-        cli_bad("keygen", "expected one NAME (writes NAME.key and NAME.pub)");
-        return 2;
-    }
-    if (op_chan_keypair_generate(&kp) != OP_OK) {
-        cli_bad("keygen", "no random source for the key");
-        return 1;
-    }
-    op_status_t st = op_chan_write_keys(argv[optind], &kp, why);
-    memset(&kp, 0, sizeof kp);
-    if (st != OP_OK) {
-        cli_bad("keygen", "%s", why);
-        return 1;
-    }
-    printf("wrote %s.key (secret, mode 0600) and %s.pub (public)\n", argv[optind], argv[optind]);
-    return 0;
+    run.msg_size = c.msg_size;
+    run.num_msgs = c.num_msgs;
+    run.max_msg = c.max_msg;
+    run.log_level = c.log_level;
+    run.json_out = c.json_out;
+    return op_sc_tool_run(&run);
 }

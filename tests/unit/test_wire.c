@@ -374,6 +374,35 @@ static size_t icrc_message(uint8_t *m, const uint8_t *ip, size_t ihl, size_t len
     return 8 + ihl + 8 + len;
 }
 
+/* secure_channel's run header: its bytes, the round trip, and every
+ * malformed form refused with the output untouched. */
+static void test_sc_meta(void **state)
+{
+    (void)state;
+    const struct op_sc_meta m = {.msg_size = 10000, .num_msgs = 0x0102030405ull};
+    uint8_t b[OP_SC_META_LEN + 1];
+    op_sc_meta_encode(&m, b);
+    static const uint8_t want[OP_SC_META_LEN] = {'O', 'P', 'S', 'C', 0, 0, 0x27, 0x10,
+                                                 0, 0, 0, 1, 2,   3,   4,   5};
+    assert_memory_equal(b, want, sizeof want);
+    struct op_sc_meta got = {0}, before = {.msg_size = 7, .num_msgs = 7};
+    assert_int_equal(op_sc_meta_decode(b, OP_SC_META_LEN, &got), OP_OK);
+    assert_int_equal(got.msg_size, 10000);
+    assert_int_equal(got.num_msgs, 0x0102030405ull);
+    for (size_t len = 0; len < OP_SC_META_LEN; len++) {
+        got = before;
+        assert_int_equal(op_sc_meta_decode(b, len, &got), OP_ERR_TRUNCATED);
+        assert_int_equal(got.msg_size, 7);
+    }
+    b[OP_SC_META_LEN] = 0;
+    assert_int_equal(op_sc_meta_decode(b, OP_SC_META_LEN + 1, &got), OP_ERR_MALFORMED);
+    b[3] = 'D';
+    got = before;
+    assert_int_equal(op_sc_meta_decode(b, OP_SC_META_LEN, &got), OP_ERR_MALFORMED);
+    assert_int_equal(got.num_msgs, 7);
+    assert_int_equal(op_sc_meta_decode(NULL, 0, &got), OP_ERR_TRUNCATED);
+}
+
 /* One address type for both families: text both ways, equality by
  * family, the reversed flow; malformed text refused. */
 static void test_addr(void **state)
@@ -1145,6 +1174,7 @@ int main(void)
         cmocka_unit_test(test_icrc_every_length_matches_reference),
         cmocka_unit_test(test_icrc_ipv6),
         cmocka_unit_test(test_addr),
+        cmocka_unit_test(test_sc_meta),
         cmocka_unit_test(test_icrc_seal_check),
         cmocka_unit_test(test_red_types),
         cmocka_unit_test(test_red_ops),
