@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "offpath/common.h"
+#include "offpath/wire/addr.h"
 
 #define OP_DNS_UDP_MIN 512       /* without EDNS (RFC 1035) */
 #define OP_DNS_UDP_DEFAULT 1232  /* EDNS payload we offer (DNS flag day 2020, Knot's default) */
@@ -227,12 +228,6 @@ struct op_dns_acl {
 };
 #define OP_DNS_ACL_MAX 16
 
-/* A secondary's address for NOTIFY. */
-struct op_dns_target {
-    bool ipv6;
-    uint8_t addr[16]; /* network order; IPv4 in the first 4 */
-    uint16_t port;
-};
 #define OP_DNS_NOTIFY_MAX 16
 #define OP_DNS_NSID_MAX 128
 
@@ -256,7 +251,7 @@ struct op_dns_server_config {
     struct op_log *log;
     struct op_dns_acl xfr_acl[OP_DNS_ACL_MAX]; /* who may transfer (over TCP) */
     unsigned n_xfr_acl;                        /* 0: nobody */
-    struct op_dns_target notify[OP_DNS_NOTIFY_MAX]; /* secondaries told of changes */
+    struct op_endpoint notify[OP_DNS_NOTIFY_MAX]; /* secondaries told of changes */
     unsigned n_notify;
     char nsid[OP_DNS_NSID_MAX]; /* this server's identity (NSID), nsid_len octets */
     uint16_t nsid_len;

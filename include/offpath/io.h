@@ -222,6 +222,15 @@ OP_API int op_io_signalfd_open(void);
  * the wait: drivers take theirs through op_io_signalfd_open). */
 OP_API int op_io_wait(const struct op_io *io, uint64_t deadline_ns);
 
+/* An endpoint as the socket address of its family (a sockaddr_in or a
+ * sockaddr_in6 in out); returns its length. */
+struct sockaddr;
+struct sockaddr_storage;
+OP_API unsigned op_io_sockaddr(const struct op_endpoint *e, struct sockaddr_storage *out);
+/* The reverse, for AF_INET and AF_INET6 (an IPv4-mapped IPv6 address stays
+ * IPv6); false for any other family. */
+OP_API bool op_io_endpoint_of(const struct sockaddr *sa, struct op_endpoint *out);
+
 /* Bounded waits on plain descriptors (a control socket, a pipe, a timerfd,
  * a side channel), for code that runs no packet loop: until one of n (at
  * most OP_IO_WAIT_MAX_FDS) descriptors is ready for events, an OR of

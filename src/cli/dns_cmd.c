@@ -170,34 +170,6 @@ static bool set_num(int opt, const char *val, struct dns_flags *f)
     }
 }
 
-/* ADDR:PORT, or [ADDR6]:PORT with the brackets of URLs (RFC 3986) since
- * ADDR6 has colons; port 1..65535. */
-static bool parse_host_port(const char *val, struct op_dns_target *t)
-{
-    memset(t, 0, sizeof(*t));
-    if (val[0] != '[') {
-        uint32_t addr;
-        if (op_parse_ipv4(val, &addr, &t->port) != OP_OK || t->port == 0)
-            return false;
-        addr = htonl(addr);
-        memcpy(t->addr, &addr, 4);
-        return true;
-    }
-    const char *close = strchr(val, ']');
-    char text[INET6_ADDRSTRLEN];
-    uint64_t port;
-    size_t n = close != NULL ? (size_t)(close - val - 1) : 0;
-    if (close == NULL || n == 0 || n >= sizeof(text) || close[1] != ':')
-        return false;
-    memcpy(text, val + 1, n);
-    text[n] = 0;
-    if (inet_pton(AF_INET6, text, t->addr) != 1 || op_parse_u64(close + 2, 1, 65535, &port) != OP_OK)
-        return false;
-    t->port = (uint16_t)port;
-    t->ipv6 = true;
-    return true;
-}
-
 static bool set(int opt, const char *val, void *arg)
 {
     struct dns_flags *f = arg;
@@ -210,27 +182,25 @@ static bool set(int opt, const char *val, void *arg)
         f->zones[f->nzones++] = val;
         return true;
     case O_LISTEN: {
-        struct op_dns_target t;
-        if (!parse_host_port(val, &t)) {
+        struct op_endpoint t;
+        if (!op_endpoint_parse(val, &t)) {
             cli_bad(tool, "invalid value '%s' for --listen (expected ADDR:PORT or [ADDR6]:PORT, "
                           "port 1..65535)", val);
             return false;
         }
-        if (f->listens == 2 || (f->listens == 1 && (t.ipv6 == f->cfg.ipv6 ||
-                                                    t.port != f->cfg.port))) {
+        bool v6 = op_addr_is_ipv6(&t.addr);
+        if (f->listens == 2 || (f->listens == 1 && (v6 == f->cfg.ipv6 || t.port != f->cfg.port))) {
             cli_bad(tool, "--listen '%s': a second --listen must be the other family on the same "
                           "port (--model rtc|pipeline serve both)", val);
             return false;
         }
-        uint32_t v4;
-        memcpy(&v4, t.addr, 4);
-        if (!t.ipv6)
-            f->cfg.addr = ntohl(v4);
+        if (!v6)
+            f->cfg.addr = t.addr.v4;
         else
-            memcpy(f->cfg.addr6, t.addr, 16);
+            memcpy(f->cfg.addr6, t.addr.v6, 16);
         if (f->listens++ == 0) { /* the first decides the kernel sockets' family */
             f->cfg.port = t.port;
-            f->cfg.ipv6 = t.ipv6;
+            f->cfg.ipv6 = v6;
         } else {
             f->cfg.dual_stack = true;
         }
@@ -241,7 +211,7 @@ static bool set(int opt, const char *val, void *arg)
             cli_bad(tool, "too many --notify (at most %d)", OP_DNS_NOTIFY_MAX);
             return false;
         }
-        if (!parse_host_port(val, &f->cfg.notify[f->cfg.n_notify])) {
+        if (!op_endpoint_parse(val, &f->cfg.notify[f->cfg.n_notify])) {
             cli_bad(tool, "invalid value '%s' for --notify (expected ADDR:PORT or [ADDR6]:PORT, "
                           "port 1..65535)", val);
             return false;

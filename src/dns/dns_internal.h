@@ -181,9 +181,6 @@ static inline struct op_dns_query_info dns_query_info(const struct op_dns_server
                                       .nsid_len = cfg->nsid_len};
 }
 
-/* t as a sockaddr of its family (IPv4 fits the IPv6 one); its length. */
-struct sockaddr_in6;
-size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out);
 
 struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
                                        struct op_dns_zones *zones, unsigned nw);

@@ -49,20 +49,13 @@ static void name_text(const uint8_t *name, char out[OP_DNS_NAME_MAX * 4 + 2])
     out[o] = 0;
 }
 
-static void target_text(const struct op_dns_target *t, char out[INET6_ADDRSTRLEN + 8])
-{
-    char ip[INET6_ADDRSTRLEN];
-    inet_ntop(t->ipv6 ? AF_INET6 : AF_INET, t->addr, ip, sizeof(ip));
-    snprintf(out, INET6_ADDRSTRLEN + 8, t->ipv6 ? "[%s]:%u" : "%s:%u", ip, t->port);
-}
-
 /* One zone to one secondary: true once acknowledged. */
 static bool notify_one(struct op_dns_server *s, const uint8_t *msg, size_t len, uint16_t id,
-                       const struct op_dns_target *t)
+                       const struct op_endpoint *t)
 {
-    struct sockaddr_in6 sa;
-    socklen_t salen = (socklen_t)dns_sockaddr(t, &sa);
-    int fd = socket(t->ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage sa;
+    socklen_t salen = (socklen_t)op_io_sockaddr(t, &sa);
+    int fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return false;
     bool acked = false;
@@ -86,13 +79,13 @@ unsigned op_dns_server_notify(struct op_dns_server *s, const struct op_dns_zones
             continue;
         uint16_t id = (uint16_t)(op_now_ns() >> 10);
         size_t len = op_dns_notify_build(now, z, id, msg, sizeof(msg));
-        char zone[OP_DNS_NAME_MAX * 4 + 2], to[INET6_ADDRSTRLEN + 8];
+        char zone[OP_DNS_NAME_MAX * 4 + 2], to[OP_ENDPOINT_STRLEN];
         name_text(now->z[z].origin, zone);
         for (unsigned t = 0; t < s->cfg.n_notify && len > 0; t++) {
             bool ok = notify_one(s, msg, len, id, &s->cfg.notify[t]);
             op_dns_server_count(s, ok ? OP_DNS_C_notify_acked : OP_DNS_C_notify_failed);
             acked += ok;
-            target_text(&s->cfg.notify[t], to);
+            op_endpoint_format(&s->cfg.notify[t], to, sizeof(to));
             if (ok)
                 OP_INFO(s->cfg.log, "NOTIFY %s to %s: acknowledged", zone, to);
             else

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dns_internal.h"
+#include "offpath/io.h"
 
 #define UDP_BUF 4096
 #define POLL_MS 100 /* how soon a blocked thread sees stop */
@@ -311,30 +312,13 @@ static void *tcp_main(void *arg)
 }
 
 /* ---- setup ---- */
-size_t dns_sockaddr(const struct op_dns_target *t, struct sockaddr_in6 *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (t->ipv6) {
-        out->sin6_family = AF_INET6;
-        out->sin6_port = htons(t->port);
-        memcpy(&out->sin6_addr, t->addr, 16);
-        return sizeof(struct sockaddr_in6);
-    }
-    struct sockaddr_in *in = (struct sockaddr_in *)out;
-    in->sin_family = AF_INET;
-    in->sin_port = htons(t->port);
-    memcpy(&in->sin_addr, t->addr, 4);
-    return sizeof(struct sockaddr_in);
-}
-
 /* --listen's address as a sockaddr of its family; returns its length. */
 static socklen_t listen_addr(const struct op_dns_server_config *cfg, bool ipv6,
-                             struct sockaddr_in6 *out)
+                             struct sockaddr_storage *out)
 {
-    struct op_dns_target t = {.ipv6 = ipv6, .port = cfg->port};
-    uint32_t v4 = htonl(cfg->addr);
-    memcpy(t.addr, ipv6 ? cfg->addr6 : (const uint8_t *)&v4, ipv6 ? 16 : 4);
-    return (socklen_t)dns_sockaddr(&t, out);
+    struct op_endpoint e = {.addr = ipv6 ? op_addr_ipv6(cfg->addr6) : op_addr_ipv4(cfg->addr),
+                            .port = cfg->port};
+    return (socklen_t)op_io_sockaddr(&e, out);
 }
 
 /* A socket on --listen's address, or (other_family: the dual stack's
@@ -348,7 +332,7 @@ static op_status_t open_socket(const struct op_dns_server_config *cfg, int type,
     if (fd < 0)
         return op_status_from_errno(errno);
     int one = 1, rcvbuf = 4 << 20;
-    struct sockaddr_in6 sa;
+    struct sockaddr_storage sa;
     socklen_t salen = listen_addr(cfg, ipv6, &sa);
     if (ipv6 && cfg->dual_stack) /* this family alone: the other socket has the other */
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));

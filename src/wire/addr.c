@@ -1,6 +1,7 @@
 /* Addresses of both families: text forms through libc's inet_pton and
  * inet_ntop (pure conversions, no socket), comparison by family. */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "offpath/wire.h"
@@ -51,6 +52,54 @@ bool op_addr_parse(const char *text, struct op_addr *out)
         *out = op_addr_ipv6(v6);
         return true;
     }
+    return false;
+}
+
+bool op_endpoint_parse(const char *text, struct op_endpoint *out)
+{
+    char host[OP_ADDR_STRLEN];
+    const char *colon = NULL;
+    size_t n;
+    if (text == NULL)
+        return false;
+    bool bracketed = text[0] == '[';
+    if (bracketed) {
+        const char *close = strchr(text, ']');
+        if (close == NULL || close[1] != ':')
+            return false;
+        colon = close + 1;
+        text++;
+        n = (size_t)(close - text);
+    } else {
+        colon = strchr(text, ':');
+        if (colon == NULL || strchr(colon + 1, ':') != NULL)
+            return false; /* an IPv6 address without brackets: where is the port? */
+        n = (size_t)(colon - text);
+    }
+    if (n == 0 || n >= sizeof host)
+        return false;
+    memcpy(host, text, n);
+    host[n] = '\0';
+    struct op_addr a;
+    uint64_t port;
+    if (!op_addr_parse(host, &a) || bracketed != op_addr_is_ipv6(&a) ||
+        op_parse_u64(colon + 1, 1, 65535, &port) != OP_OK)
+        return false;
+    *out = (struct op_endpoint){.addr = a, .port = (uint16_t)port};
+    return true;
+}
+
+bool op_endpoint_format(const struct op_endpoint *e, char *out, size_t cap)
+{
+    char host[OP_ADDR_STRLEN];
+    bool v6 = op_addr_is_ipv6(&e->addr);
+    int n = op_addr_format(&e->addr, host, sizeof host)
+                ? snprintf(out, cap, v6 ? "[%s]:%u" : "%s:%u", host, e->port)
+                : -1;
+    if (n >= 0 && (size_t)n < cap)
+        return true;
+    if (cap > 0)
+        out[0] = '\0';
     return false;
 }
 

@@ -704,6 +704,29 @@ static void test_wait_fds(void **state)
     }
 }
 
+/* Endpoints to socket addresses of their family and back. */
+static void test_sockaddr(void **state)
+{
+    (void)state;
+    struct sockaddr_storage ss;
+    struct op_endpoint e, back;
+    assert_true(op_endpoint_parse("10.1.2.3:4791", &e));
+    assert_int_equal(op_io_sockaddr(&e, &ss), sizeof(struct sockaddr_in));
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+    assert_int_equal(in->sin_family, AF_INET);
+    assert_int_equal(ntohs(in->sin_port), 4791);
+    assert_int_equal(ntohl(in->sin_addr.s_addr), 0x0a010203u);
+    assert_true(op_io_endpoint_of((const struct sockaddr *)&ss, &back));
+    assert_true(op_addr_eq(&back.addr, &e.addr) && back.port == 4791);
+    assert_true(op_endpoint_parse("[::1]:53", &e));
+    assert_int_equal(op_io_sockaddr(&e, &ss), sizeof(struct sockaddr_in6));
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_true(op_io_endpoint_of((const struct sockaddr *)&ss, &back));
+    assert_true(op_addr_eq(&back.addr, &e.addr) && back.port == 53);
+    ss.ss_family = AF_UNIX;
+    assert_false(op_io_endpoint_of((const struct sockaddr *)&ss, &back));
+}
+
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
 
 int main(void)
@@ -720,7 +743,7 @@ int main(void)
         PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
         PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
         PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
-        cmocka_unit_test(test_wait_fds),
+        cmocka_unit_test(test_wait_fds),   cmocka_unit_test(test_sockaddr),
         cmocka_unit_test(test_counter_names), cmocka_unit_test(test_xdp_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

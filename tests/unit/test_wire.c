@@ -444,6 +444,34 @@ static void test_addr(void **state)
     assert_true(op_flow_eq(&rr, &f));
 }
 
+/* ADDR:PORT and [ADDR6]:PORT both ways; everything else refused. */
+static void test_endpoint(void **state)
+{
+    (void)state;
+    struct op_endpoint e;
+    char text[OP_ENDPOINT_STRLEN];
+    assert_true(op_endpoint_parse("127.0.0.1:53", &e));
+    assert_int_equal(e.addr.v4, 0x7f000001u);
+    assert_int_equal(e.port, 53);
+    assert_true(op_endpoint_format(&e, text, sizeof text));
+    assert_string_equal(text, "127.0.0.1:53");
+    assert_true(op_endpoint_parse("[fd00::5]:65535", &e));
+    assert_true(op_addr_is_ipv6(&e.addr));
+    assert_int_equal(e.port, 65535);
+    assert_true(op_endpoint_format(&e, text, sizeof text));
+    assert_string_equal(text, "[fd00::5]:65535");
+    assert_false(op_endpoint_format(&e, text, 8));
+    static const char *const bad[] = {
+        "127.0.0.1",     "127.0.0.1:0",  "127.0.0.1:65536", "fd00::5:53",   "[fd00::5]",
+        "[fd00::5]53",   "[10.0.0.1]:5", "[]:53",           ":53",          "host:53",
+        "127.0.0.1:5x",  "[fd00::5:53",  "",                "1.2.3.4:-1",   "[fd00::5]:",
+    };
+    for (size_t i = 0; i < COUNT_OF(bad); i++)
+        if (op_endpoint_parse(bad[i], &e))
+            fail_msg("'%s' was taken", bad[i]);
+    assert_false(op_endpoint_parse(NULL, &e));
+}
+
 /* RoCEv2 over IPv6 (IBTA A17.3.3, as Linux's rxe masks it): 8 ones, the
  * IPv6 header with traffic class, flow label and hop limit ones, UDP with
  * its checksum ones, BTH byte 4 ones, the rest; against the bitwise
@@ -1174,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_icrc_every_length_matches_reference),
         cmocka_unit_test(test_icrc_ipv6),
         cmocka_unit_test(test_addr),
+        cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_sc_meta),
         cmocka_unit_test(test_icrc_seal_check),
         cmocka_unit_test(test_red_types),

@@ -57,6 +57,19 @@ OP_API bool op_addr_format(const struct op_addr *a, char *out, size_t cap);
 /* Either family's text form; false for anything else (a name, a port, a
  * prefix length, spaces). */
 OP_API bool op_addr_parse(const char *text, struct op_addr *out);
+/* An address and a port (host order): where to listen, whom to notify. */
+struct op_endpoint {
+    struct op_addr addr;
+    uint16_t port;
+};
+/* room for "[ADDR6]:PORT", NUL included */
+#define OP_ENDPOINT_STRLEN (OP_ADDR_STRLEN + 8)
+/* ADDR:PORT, or [ADDR6]:PORT with the brackets of URLs (RFC 3986) since an
+ * IPv6 address has colons; port 1..65535. False for anything else. */
+OP_API bool op_endpoint_parse(const char *text, struct op_endpoint *out);
+/* The same forms back; false (and "") when cap is too small. */
+OP_API bool op_endpoint_format(const struct op_endpoint *e, char *out, size_t cap);
+
 /* Flows are equal when both ends and both ports are. */
 OP_API bool op_flow_eq(const struct op_flow *a, const struct op_flow *b);
 /* The flow of the answer: ends and ports swapped. */
