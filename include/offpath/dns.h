@@ -311,8 +311,10 @@ struct op_dns_dpdk_config {
     unsigned tx_retries;  /* tries after a partial tx_burst */
     unsigned tx_backoff_us; /* the longest pause between them (doubling from 1) */
     struct op_dns_poll_config poll;
-    int eal_argc;         /* EAL arguments, argv[0] first */
-    char **eal_argv;
+    /* EAL arguments (without a program name): an AF_XDP vdev without
+     * xdp_prog= gets offpath's program, so TCP and ARP reach the kernel */
+    int n_eal_args;
+    char *const *eal_args;
 };
 OP_API void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc);
 /* Initialises the EAL, the port (the first one), the pool and rings, and
@@ -328,5 +330,27 @@ OP_API op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
  * returns the zone set in use. */
 OP_API struct op_dns_zones *op_dns_server_stop(struct op_dns_server *s,
                                                uint64_t final[OP_DNS_C_COUNT_]);
+
+/* ---- the `offpath dns` tool around a server ---- */
+struct op_dns_tool_config {
+    const char *const *zones; /* zone files, loaded (and reloaded) in this order */
+    size_t nzones;
+    const struct op_log *log;
+    const char *stats_json; /* rewritten with the counters every second; NULL: none */
+    bool json;              /* the exit counters as JSON on stdout (else a table) */
+};
+/* The zones; NULL, with the reason logged, when one does not load. */
+OP_API struct op_dns_zones *op_dns_tool_load(const struct op_dns_tool_config *t);
+/* SIGINT, SIGTERM and SIGHUP blocked in the calling thread, before the
+ * server starts (its threads inherit the mask), so op_dns_tool_serve takes
+ * them in turn. */
+OP_API void op_dns_tool_block_signals(void);
+/* NOTIFY to every secondary, then serve until SIGINT or SIGTERM: SIGHUP
+ * reloads every zone (one that fails keeps the old set serving), every
+ * second the counters go to the log (info) and the stats file. Stops the
+ * server, reports, frees z (or what replaced it): 0 when the counters
+ * balance, 1 otherwise. */
+OP_API int op_dns_tool_serve(struct op_dns_server *s, const struct op_dns_tool_config *t,
+                             struct op_dns_zones *z);
 
 #endif

@@ -3,6 +3,7 @@
 #define OFFPATH_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "offpath/common.h"
@@ -33,6 +34,22 @@ int cli_dns(int argc, char **argv);
 bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, uint64_t max,
              uint64_t *out);
 bool cli_rate(const char *tool, const char *flag, const char *val, double *out);
+/* Numeric flags as a table: the option, its name for errors, its range
+ * (pow2: a power of 2 too) and the unsigned or uint16_t field it fills, as
+ * an offset into the tool's flag struct. */
+struct cli_num {
+    int opt;
+    const char *flag;
+    uint64_t min, max;
+    bool pow2;
+    size_t off, size;
+};
+#define CLI_NUM(opt, flag, type, field, min, max, pow2)                                           \
+    {opt, flag, min, max, pow2, offsetof(type, field), sizeof(((type *)0)->field)}
+/* The value of opt's table entry into base; *known false when opt has none
+ * (nothing done); false on a bad value (reported). */
+bool cli_num_set(const char *tool, const struct cli_num *t, size_t n, int opt, const char *val,
+                 void *base, bool *known);
 void cli_bad(const char *tool, const char *fmt, ...) OP_PRINTF(2, 3);
 
 struct op_chan_keypair;

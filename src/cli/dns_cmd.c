@@ -1,16 +1,10 @@
 /* `offpath dns`: an authoritative DNS server. Flags to a server
- * configuration and zone files; the main thread then waits for signals:
- * SIGHUP reloads the zones, SIGINT/SIGTERM stop, and every second the
- * counters go to the log (info) and to --stats-json. */
-#include <arpa/inet.h>
-#include <errno.h>
+ * configuration and zone files, the model started; src/dns's tool then
+ * serves until a signal (op_dns_tool_serve). */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "offpath/dns.h"
@@ -129,46 +123,27 @@ static const struct option options[] = {
     {"xdp-frames", 1, 0, O_XDP_FRAMES},
     {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
 
-static bool set_dpdk(int opt, const char *val, struct op_dns_dpdk_config *d)
-{
-    uint64_t v;
-    switch (opt) {
-    case O_MBUFS: if (!cli_u64(tool, "--mbufs", val, 1024, 1u << 24, &v)) return false; d->mbufs = (unsigned)v; return true;
-    case O_RING:
-        if (!cli_u64(tool, "--ring-size", val, 64, 1u << 20, &v)) return false;
-        if (v & (v - 1)) { cli_bad(tool, "invalid value '%s' for --ring-size (not a power of 2)", val); return false; }
-        d->ring_size = (unsigned)v; return true;
-    case O_RXD: if (!cli_u64(tool, "--rx-desc", val, 64, 32768, &v)) return false; d->rx_desc = (unsigned)v; return true;
-    case O_TXD: if (!cli_u64(tool, "--tx-desc", val, 64, 32768, &v)) return false; d->tx_desc = (unsigned)v; return true;
-    case O_TXR: if (!cli_u64(tool, "--tx-retries", val, 0, 1000, &v)) return false; d->tx_retries = (unsigned)v; return true;
-    case O_TXB: if (!cli_u64(tool, "--tx-backoff-us", val, 1, 100000, &v)) return false; d->tx_backoff_us = (unsigned)v; return true;
-    case O_IDLE: if (!cli_u64(tool, "--idle-sleep-us", val, 1, 100000, &v)) return false; d->poll.idle_sleep_us = (unsigned)v; return true;
-    case O_IDLE_AFTER: if (!cli_u64(tool, "--idle-after-us", val, 0, 1000000, &v)) return false; d->poll.idle_after_us = (unsigned)v; return true;
-    case O_RT_YIELD: if (!cli_u64(tool, "--rt-yield-us", val, 0, 1000000, &v)) return false; d->poll.rt_yield_us = (unsigned)v; return true;
-    case O_RT_EVERY: if (!cli_u64(tool, "--rt-yield-every-us", val, 100, 1000000, &v)) return false; d->poll.rt_yield_every_us = (unsigned)v; return true;
-    default: return false;
-    }
-}
-
-static bool set_num(int opt, const char *val, struct dns_flags *f)
-{
-    uint64_t v;
-    struct op_dns_server_config *c = &f->cfg;
-    switch (opt) {
-    case O_THREADS: if (!cli_u64(tool, "--threads", val, 1, 64, &v)) return false; c->udp_threads = (unsigned)v; return true;
-    case O_BURST: if (!cli_u64(tool, "--burst", val, 1, 1024, &v)) return false; c->burst = (unsigned)v; return true;
-    case O_UDPMAX: if (!cli_u64(tool, "--udp-max-payload", val, 512, 4096, &v)) return false; c->udp_max = (uint16_t)v; return true;
-    case O_RRL_RATE: if (!cli_u64(tool, "--rrl-rate", val, 0, 1000000, &v)) return false; c->rrl_rate = (unsigned)v; return true;
-    case O_RRL_SLIP: if (!cli_u64(tool, "--rrl-slip", val, 0, 100, &v)) return false; c->rrl_slip = (unsigned)v; return true;
-    case O_TCPMAX: if (!cli_u64(tool, "--tcp-max", val, 1, 4096, &v)) return false; c->tcp_max = (unsigned)v; return true;
-    case O_TCPIDLE: if (!cli_u64(tool, "--tcp-idle-ms", val, 1, 3600000, &v)) return false; c->tcp_idle_ms = (unsigned)v; return true;
-    case O_XDP_FRAMES:
-        if (!cli_u64(tool, "--xdp-frames", val, 64, 1u << 20, &v)) return false;
-        if (v & (v - 1)) { cli_bad(tool, "invalid value '%s' for --xdp-frames (not a power of 2)", val); return false; }
-        f->xc.rx_frames = (unsigned)v; return true;
-    default: return set_dpdk(opt, val, &f->dc);
-    }
-}
+#define NUM(opt, flag, field, min, max) CLI_NUM(opt, flag, struct dns_flags, field, min, max, false)
+static const struct cli_num numeric[] = {
+    NUM(O_THREADS, "--threads", cfg.udp_threads, 1, 64),
+    NUM(O_BURST, "--burst", cfg.burst, 1, 1024),
+    NUM(O_UDPMAX, "--udp-max-payload", cfg.udp_max, 512, 4096),
+    NUM(O_RRL_RATE, "--rrl-rate", cfg.rrl_rate, 0, 1000000),
+    NUM(O_RRL_SLIP, "--rrl-slip", cfg.rrl_slip, 0, 100),
+    NUM(O_TCPMAX, "--tcp-max", cfg.tcp_max, 1, 4096),
+    NUM(O_TCPIDLE, "--tcp-idle-ms", cfg.tcp_idle_ms, 1, 3600000),
+    CLI_NUM(O_XDP_FRAMES, "--xdp-frames", struct dns_flags, xc.rx_frames, 64, 1u << 20, true),
+    NUM(O_MBUFS, "--mbufs", dc.mbufs, 1024, 1u << 24),
+    CLI_NUM(O_RING, "--ring-size", struct dns_flags, dc.ring_size, 64, 1u << 20, true),
+    NUM(O_RXD, "--rx-desc", dc.rx_desc, 64, 32768),
+    NUM(O_TXD, "--tx-desc", dc.tx_desc, 64, 32768),
+    NUM(O_TXR, "--tx-retries", dc.tx_retries, 0, 1000),
+    NUM(O_TXB, "--tx-backoff-us", dc.tx_backoff_us, 1, 100000),
+    NUM(O_IDLE, "--idle-sleep-us", dc.poll.idle_sleep_us, 1, 100000),
+    NUM(O_IDLE_AFTER, "--idle-after-us", dc.poll.idle_after_us, 0, 1000000),
+    NUM(O_RT_YIELD, "--rt-yield-us", dc.poll.rt_yield_us, 0, 1000000),
+    NUM(O_RT_EVERY, "--rt-yield-every-us", dc.poll.rt_yield_every_us, 100, 1000000),
+};
 
 static bool set(int opt, const char *val, void *arg)
 {
@@ -266,99 +241,13 @@ static bool set(int opt, const char *val, void *arg)
             return false;
         }
         return true;
-    default: return set_num(opt, val, f);
+    default: {
+        bool known;
+        return cli_num_set(tool, numeric, sizeof numeric / sizeof numeric[0], opt, val, f, &known) &&
+               known;
+    }
     }
 }
-
-static void print_json(FILE *out, const uint64_t *c, const struct op_dns_zones *z)
-{
-    const char *names[OP_DNS_C_COUNT_];
-    for (unsigned i = 0; i < OP_DNS_C_COUNT_; i++)
-        names[i] = op_dns_counter_name(i);
-    fprintf(out, "{\"tool\": \"dns\", \"zones\": %zu, \"records\": %zu, \"balanced\": %s, ",
-            op_dns_zones_count(z), op_dns_zones_records(z),
-            op_dns_counters_balanced(c) ? "true" : "false");
-    op_counters_print(out, names, c, OP_DNS_C_COUNT_, OP_COUNTERS_JSON);
-    fprintf(out, "}\n");
-}
-
-/* Written beside and renamed over, so a reader never sees half a file. */
-static void write_stats(const char *path, const uint64_t *c, const struct op_dns_zones *z)
-{
-    char tmp[4200];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return;
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return;
-    print_json(f, c, z);
-    if (fclose(f) == 0)
-        rename(tmp, path);
-}
-
-static void log_stats(const struct op_log *log, const uint64_t *c, const uint64_t *prev)
-{
-    OP_INFO(log, "qps %llu received %llu sent %llu drops %llu truncated %llu formerr %llu "
-            "nxdomain %llu refused %llu",
-            (unsigned long long)(c[OP_DNS_C_received] - prev[OP_DNS_C_received]),
-            (unsigned long long)c[OP_DNS_C_received],
-            (unsigned long long)(c[OP_DNS_C_udp_tx] + c[OP_DNS_C_tcp_tx]),
-            (unsigned long long)(c[OP_DNS_C_drop_short] + c[OP_DNS_C_drop_response] +
-                                 c[OP_DNS_C_drop_tx] + c[OP_DNS_C_drop_tcp_closed]),
-            (unsigned long long)c[OP_DNS_C_truncated],
-            (unsigned long long)c[OP_DNS_C_rcode_formerr],
-            (unsigned long long)c[OP_DNS_C_rcode_nxdomain],
-            (unsigned long long)c[OP_DNS_C_rcode_refused]);
-}
-
-static struct op_dns_zones *load(const struct dns_flags *f, const struct op_log *log)
-{
-    struct op_dns_zones *z = NULL;
-    struct op_dns_load_err err;
-    if (op_dns_zones_load(f->zones, f->nzones, &z, &err) != OP_OK) {
-        OP_ERROR(log, "zone load failed: %s", err.msg);
-        return NULL;
-    }
-    return z;
-}
-
-static void reload(struct op_dns_server *s, const struct dns_flags *f, const struct op_log *log,
-                   struct op_dns_zones **current)
-{
-    struct op_dns_zones *z = load(f, log);
-    if (z == NULL) {
-        op_dns_server_count(s, OP_DNS_C_reload_failed);
-        return;
-    }
-    struct op_dns_zones *old = op_dns_server_reload(s, z);
-    *current = z;
-    op_dns_server_count(s, OP_DNS_C_reloads);
-    OP_INFO(log, "reloaded %zu zones, %zu records", op_dns_zones_count(z),
-            op_dns_zones_records(z));
-    op_dns_server_notify(s, old, z);
-    op_dns_zones_free(old);
-}
-
-#ifdef OP_HAVE_DPDK
-/* An AF_XDP vdev without xdp_prog= gets offpath's program (src/dns/
- * dns_xdp.bpf.c: TCP and ARP replies to the kernel, the rest to DPDK), so
- * TCP is served by the kernel socket beside the DPDK models. */
-static char *with_xdp_prog(char *arg, char *buf, size_t n)
-{
-#ifdef OP_DNS_XDP_PROG
-    const char *dev = strncmp(arg, "--vdev=", 7) == 0 ? arg + 7 : arg;
-    if (strncmp(dev, "net_af_xdp", 10) != 0 || strstr(dev, "xdp_prog=") != NULL ||
-        access(OP_DNS_XDP_PROG, R_OK) != 0 ||
-        snprintf(buf, n, "%s,xdp_prog=%s", arg, OP_DNS_XDP_PROG) >= (int)n)
-        return arg;
-    return buf;
-#else
-    (void)buf;
-    (void)n;
-    return arg;
-#endif
-}
-#endif
 
 /* The socket model, or a DPDK one with the EAL arguments after "--"
  * (getopt leaves them from optind; EAL wants a program name first). */
@@ -379,21 +268,8 @@ static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zon
         return st == OP_OK;
     }
 #ifdef OP_HAVE_DPDK
-    char *eal[130];
-    char name[] = "offpath-dns";
-    char vdev[8][512];
-    if (nrest > 128) {
-        cli_bad(tool, "too many EAL arguments");
-        return false;
-    }
-    eal[0] = name;
-    for (int i = 0, k = 0; i < nrest; i++) {
-        eal[1 + i] = k < 8 ? with_xdp_prog(rest[i], vdev[k], sizeof(vdev[k])) : rest[i];
-        k += eal[1 + i] != rest[i];
-    }
-    eal[1 + nrest] = NULL;
-    f->dc.eal_argc = 1 + nrest;
-    f->dc.eal_argv = eal;
+    f->dc.n_eal_args = nrest;
+    f->dc.eal_args = rest;
     f->dc.pipeline = strcmp(f->model, "pipeline") == 0;
     char err[256];
     op_status_t st = op_dns_dpdk_start(&f->cfg, &f->dc, z, s, err, sizeof(err));
@@ -407,43 +283,6 @@ static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zon
     (void)s;
     return false;
 #endif
-}
-
-/* Signals arrive here, in sigtimedwait: no handler, no global state. */
-static int serve(struct op_dns_server *s, const struct dns_flags *f, const struct op_log *log,
-                 struct op_dns_zones *z, const sigset_t *sigs)
-{
-    uint64_t c[OP_DNS_C_COUNT_] = {0}, prev[OP_DNS_C_COUNT_] = {0};
-    for (;;) {
-        struct timespec ts = {1, 0};
-        int sig = sigtimedwait(sigs, NULL, &ts);
-        if (sig == SIGHUP)
-            reload(s, f, log, &z);
-        if (sig == SIGINT || sig == SIGTERM)
-            break;
-        op_dns_server_counters(s, c);
-        if (sig < 0 && errno == EAGAIN) {
-            log_stats(log, c, prev);
-            memcpy(prev, c, sizeof(c));
-        }
-        if (f->stats_json != NULL)
-            write_stats(f->stats_json, c, z);
-    }
-    z = op_dns_server_stop(s, c);
-    if (f->stats_json != NULL)
-        write_stats(f->stats_json, c, z);
-    if (f->json) {
-        print_json(stdout, c, z);
-    } else {
-        const char *names[OP_DNS_C_COUNT_];
-        for (unsigned i = 0; i < OP_DNS_C_COUNT_; i++)
-            names[i] = op_dns_counter_name(i);
-        printf("offpath dns: stopped, counters %s:\n",
-               op_dns_counters_balanced(c) ? "balanced" : "NOT balanced");
-        op_counters_print(stdout, names, c, OP_DNS_C_COUNT_, OP_COUNTERS_TABLE);
-    }
-    op_dns_zones_free(z);
-    return op_dns_counters_balanced(c) ? 0 : 1;
 }
 
 int cli_dns(int argc, char **argv)
@@ -484,7 +323,9 @@ int cli_dns(int argc, char **argv)
     struct op_log log;
     op_log_init(&log, "dns", f.log_level);
     f.cfg.log = &log;
-    struct op_dns_zones *z = load(&f, &log);
+    const struct op_dns_tool_config run = {.zones = f.zones, .nzones = f.nzones, .log = &log,
+                                           .stats_json = f.stats_json, .json = f.json};
+    struct op_dns_zones *z = op_dns_tool_load(&run);
     if (z == NULL)
         return 1;
     if (f.check) {
@@ -493,12 +334,7 @@ int cli_dns(int argc, char **argv)
         op_dns_zones_free(z);
         return 0;
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* the server's threads inherit it */
+    op_dns_tool_block_signals();
     struct op_dns_server *s;
     if (!start(&f, argc - optind, argv + optind, z, &s)) {
         op_dns_zones_free(z);
@@ -506,9 +342,5 @@ int cli_dns(int argc, char **argv)
     }
     fprintf(stderr, "offpath dns: serving %zu zones (%zu records) on port %u, model %s\n",
             op_dns_zones_count(z), op_dns_zones_records(z), f.cfg.port, f.model);
-    /* A primary that starts (often: restarts with edited zones) tells its
-     * secondaries at once, as BIND does; they would otherwise wait for
-     * their refresh timer, or their retry after failing to reach us. */
-    op_dns_server_notify(s, NULL, z);
-    return serve(s, &f, &log, z, &sigs);
+    return op_dns_tool_serve(s, &run, z);
 }

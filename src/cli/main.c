@@ -60,6 +60,32 @@ bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, 
     return false;
 }
 
+bool cli_num_set(const char *tool, const struct cli_num *t, size_t n, int opt, const char *val,
+                 void *base, bool *known)
+{
+    uint64_t v;
+    for (*known = false; n > 0 && t->opt != opt; t++, n--)
+        ;
+    if (n == 0)
+        return true;
+    *known = true;
+    if (!cli_u64(tool, t->flag, val, t->min, t->max, &v))
+        return false;
+    if (t->pow2 && (v & (v - 1)) != 0) {
+        cli_bad(tool, "invalid value '%s' for %s (not a power of 2)", val, t->flag);
+        return false;
+    }
+    uint8_t *field = (uint8_t *)base + t->off;
+    if (t->size == sizeof(uint16_t)) {
+        uint16_t w = (uint16_t)v;
+        memcpy(field, &w, sizeof w);
+    } else {
+        unsigned w = (unsigned)v;
+        memcpy(field, &w, sizeof w);
+    }
+    return true;
+}
+
 bool cli_rate(const char *tool, const char *flag, const char *val, double *out)
 {
     if (op_parse_double(val, 0.0, 1.0, out) == OP_OK)

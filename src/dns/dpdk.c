@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -627,13 +628,52 @@ static op_status_t launch(struct op_dns_server *s)
     return OP_OK;
 }
 
+#define MAX_EAL_ARGS 128
+#define MAX_XDP_VDEVS 8
+
+/* An AF_XDP vdev without xdp_prog= gets offpath's program (dns_xdp.bpf.c:
+ * TCP and ARP replies to the kernel, the rest to DPDK), so TCP is served by
+ * the kernel socket beside the DPDK models. */
+static char *with_xdp_prog(char *arg, char *buf, size_t n)
+{
+#ifdef OP_DNS_XDP_PROG
+    const char *dev = strncmp(arg, "--vdev=", 7) == 0 ? arg + 7 : arg;
+    if (strncmp(dev, "net_af_xdp", 10) != 0 || strstr(dev, "xdp_prog=") != NULL ||
+        access(OP_DNS_XDP_PROG, R_OK) != 0 ||
+        snprintf(buf, n, "%s,xdp_prog=%s", arg, OP_DNS_XDP_PROG) >= (int)n)
+        return arg;
+    return buf;
+#else
+    (void)buf;
+    (void)n;
+    return arg;
+#endif
+}
+
+/* The EAL with a program name first and the vdevs amended. */
+static int eal_init(const struct op_dns_dpdk_config *dc)
+{
+    char name[] = "offpath-dns";
+    char *argv[MAX_EAL_ARGS + 2];
+    char vdev[MAX_XDP_VDEVS][512];
+    argv[0] = name;
+    for (int i = 0, k = 0; i < dc->n_eal_args; i++) {
+        char *arg = dc->eal_args[i];
+        argv[1 + i] = k < MAX_XDP_VDEVS ? with_xdp_prog(arg, vdev[k], sizeof(vdev[k])) : arg;
+        k += argv[1 + i] != arg;
+    }
+    argv[1 + dc->n_eal_args] = NULL;
+    return rte_eal_init(1 + dc->n_eal_args, argv);
+}
+
 op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
                               const struct op_dns_dpdk_config *dc, struct op_dns_zones *zones,
                               struct op_dns_server **out, char *err, size_t errlen)
 {
     snprintf(err, errlen, "ok");
     FAIL_IF(cfg->burst < 1 || cfg->burst > MAX_BURST, "--burst must be 1..%d", MAX_BURST);
-    int r = rte_eal_init(dc->eal_argc, dc->eal_argv);
+    FAIL_IF(dc->n_eal_args < 0 || dc->n_eal_args > MAX_EAL_ARGS, "too many EAL arguments");
+    int r = eal_init(dc);
     FAIL_IF(r < 0, "EAL: %s", rte_strerror(rte_errno));
     unsigned workers = rte_lcore_count() - 1;
     if (workers < (dc->pipeline ? 2u : 1u) || rte_eth_dev_count_avail() < 1) {
