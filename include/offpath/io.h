@@ -40,7 +40,8 @@ enum op_io_counter {
 OP_API const char *op_io_counter_name(unsigned c); /* NULL past the list */
 /* The counters of io (for a wrapper: its own, what it took and passed on). */
 OP_API void op_io_counters(const struct op_io *io, uint64_t out[OP_IO_C_COUNT_]);
-OP_API uint32_t op_io_local_ip(const struct op_io *io); /* host order */
+OP_API uint32_t op_io_local_ip(const struct op_io *io); /* host order; 0 for IPv6 */
+OP_API struct op_addr op_io_local_addr(const struct op_io *io);
 OP_API uint16_t op_io_local_port(const struct op_io *io);
 /* Largest IPv4 packet the link takes; 0: no limit known. */
 OP_API uint32_t op_io_link_mtu(const struct op_io *io);
@@ -50,6 +51,10 @@ OP_API uint32_t op_io_link_mtu(const struct op_io *io);
  * turn it off with op_io_udp_batching from their configuration (the tools'
  * and liboffpath_mpi's OFFPATH_UDP_BATCHING=0). */
 OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out);
+/* The same for an address of either family (an IPv6 socket takes IPv6
+ * only); packets to a flow of the other family are dropped (tx_drops). */
+OP_API op_status_t op_io_udp_open_addr(const struct op_addr *addr, uint16_t port,
+                                       struct op_io **out);
 /* Makes mh (a struct msghdr for sendmsg/sendmmsg) one UDP GSO datagram
  * of seg-byte segments, the last possibly shorter: the control message
  * goes into ctrl, OP_IO_GSO_CTRL bytes aligned as a struct cmsghdr. */

@@ -53,8 +53,8 @@ static int capture_send(struct op_io *io, const struct op_pkt *pkts, int n)
     uint64_t ts = r > 0 ? realtime_ns() : 0;
     for (int i = 0; i < r; i++) {
         struct op_flow f = pkts[i].flow;
-        if (io->local_ip != 0) { /* else the engine's own idea of its address */
-            f.src.v4 = io->local_ip;
+        if (!op_addr_is_any(&io->local)) { /* else the engine's own idea of its address */
+            f.src = io->local;
             f.src_port = io->local_port;
         }
         op_pcap_write(c->w, ts, &f, pkts[i].data, pkts[i].len);
@@ -105,7 +105,7 @@ op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io
     if (c == NULL)
         return OP_ERR_NOMEM;
     c->io = (struct op_io){.ops = &capture_ops,
-                           .local_ip = inner->local_ip,
+                           .local = inner->local,
                            .local_port = inner->local_port};
     c->inner = inner;
     c->w = w;

@@ -226,7 +226,7 @@ op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg
         }
     }
     f->io = (struct op_io){.ops = &fault_ops,
-                           .local_ip = inner->local_ip,
+                           .local = inner->local,
                            .local_port = inner->local_port};
     f->inner = inner;
     f->cfg = *cfg;

@@ -9,26 +9,49 @@
 
 #include "io_internal.h"
 
+/* The address of an interface's entry, in our type; false for another
+ * family (a link-layer entry). */
+static bool entry_addr(const struct sockaddr *sa, struct op_addr *out)
+{
+    struct op_endpoint e;
+    if (sa == NULL || !op_io_endpoint_of(sa, &e))
+        return false;
+    *out = e.addr;
+    return true;
+}
+
 /* Every 127/8 address is on the loopback interface, though only 127.0.0.1
  * is listed there. */
-bool op_io_ifname_of(uint32_t ip, char *name, size_t cap)
+static bool on_loopback(const struct op_addr *a)
+{
+    static const uint8_t v6_loopback[16] = {[15] = 1};
+    return op_addr_is_ipv6(a) ? memcmp(a->v6, v6_loopback, 16) == 0 : (a->v4 >> 24) == 127;
+}
+
+bool io_ifname_of_addr(const struct op_addr *want, char *name, size_t cap)
 {
     struct ifaddrs *ifs;
     bool found = false;
     if (getifaddrs(&ifs) != 0)
         return false;
     for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+        struct op_addr a;
+        if (!entry_addr(i->ifa_addr, &a) || a.family != want->family)
             continue;
-        uint32_t a = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr);
-        bool loop_match = (ip >> 24) == 127 && (i->ifa_flags & IFF_LOOPBACK);
-        if (a == ip || loop_match) {
+        bool loop_match = on_loopback(want) && (i->ifa_flags & IFF_LOOPBACK);
+        if (op_addr_eq(&a, want) || loop_match) {
             snprintf(name, cap, "%s", i->ifa_name);
             found = true;
         }
     }
     freeifaddrs(ifs);
     return found;
+}
+
+bool op_io_ifname_of(uint32_t ip, char *name, size_t cap)
+{
+    struct op_addr a = op_addr_ipv4(ip);
+    return io_ifname_of_addr(&a, name, cap);
 }
 
 uint32_t io_link_mtu(int fd, const char *ifname)

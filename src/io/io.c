@@ -18,7 +18,12 @@ void op_io_counters(const struct op_io *io, uint64_t out[OP_IO_C_COUNT_])
     memcpy(out, io->c, sizeof io->c);
 }
 
-uint32_t op_io_local_ip(const struct op_io *io) { return io->local_ip; }
+uint32_t op_io_local_ip(const struct op_io *io)
+{
+    return op_addr_is_ipv6(&io->local) ? 0 : io->local.v4;
+}
+
+struct op_addr op_io_local_addr(const struct op_io *io) { return io->local; }
 uint16_t op_io_local_port(const struct op_io *io) { return io->local_port; }
 uint32_t op_io_link_mtu(const struct op_io *io) { return io->link_mtu; }
 

@@ -27,12 +27,14 @@ struct op_io_ops {
 
 struct op_io {
     const struct op_io_ops *ops;
-    uint32_t local_ip; /* host order */
+    struct op_addr local; /* the address bound (0.0.0.0 or ::: each datagram's own) */
     uint16_t local_port;
     uint32_t link_mtu; /* largest IPv4 packet the link takes; 0: no limit known */
     uint64_t c[OP_IO_C_COUNT_]; /* enum op_io_counter; written by the backend only */
 };
 
+/* The interface that has a (any 127/8 or ::1: the loopback one). */
+bool io_ifname_of_addr(const struct op_addr *a, char *name, size_t cap);
 /* The MTU of interface ifname (an ioctl on any socket fd); 0 if unknown. */
 uint32_t io_link_mtu(int fd, const char *ifname);
 

@@ -1,21 +1,22 @@
 /* The udp backend: recvmmsg/sendmmsg on one unconnected, non-blocking socket
  * with DF set. Never connect() it: on an unconnected socket with
  * IP_PMTUDISC_DO Linux sends IPv4 Identification 0, which the ICRC covers.
- * When bound to 0.0.0.0 the local address of each datagram comes from
- * IP_PKTINFO, so flow.dst.v4 is always the real one.
+ * When bound to 0.0.0.0 (or ::) the local address of each datagram comes
+ * from IP_PKTINFO (IPV6_PKTINFO), so flow.dst is always the real one. An
+ * IPv6 socket is IPv6 only (no v4-mapped peers): a flow has one family.
  *
  * Batching (on by default where the kernel has it): consecutive packets to
  * one destination with one length leave as a single UDP GSO datagram, and
  * the socket takes such datagrams whole (UDP_GRO) and cuts them into packets
  * here. Each packet keeps its own RoCEv2 headers and ICRC; the kernel's
  * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
- * to UDP_GSO_MAX_SEGS packets. Only to 127/8, where the batch is never
- * split (see stays_on_host); received batches are taken from anyone. */
+ * to UDP_GSO_MAX_SEGS packets. Over IPv4 only to 127/8, where the batch is
+ * never split (see batch_keeps_icrc); over IPv6 anywhere; received batches
+ * are taken from anyone. */
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -37,6 +38,14 @@ struct gro_datagram {
     struct op_flow flow;
 };
 
+/* A peer's socket address, of either family. */
+union udp_sa {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+    struct sockaddr_storage ss;
+};
+
 struct udp_io {
     struct op_io io;
     int fd;
@@ -46,10 +55,10 @@ struct udp_io {
     unsigned rx_streak; /* reads in a row that found something */
     struct mmsghdr msgs[OP_IO_BURST];
     struct iovec iov[OP_IO_BURST];
-    struct sockaddr_in addr[OP_IO_BURST];
+    union udp_sa addr[OP_IO_BURST];
     int weight[OP_IO_BURST]; /* packets in each message sent */
     union {
-        char buf[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctrl[OP_IO_BURST];
     uint8_t *gro_buf; /* UDP_GRO_MSGS x UDP_GRO_BUF */
@@ -62,14 +71,19 @@ static struct udp_io *udp_of(struct op_io *io)
     return (struct udp_io *)io;
 }
 
-/* The local address (IP_PKTINFO) and the GRO segment size of a datagram. */
-static void read_cmsgs(struct msghdr *mh, uint32_t *dst, uint32_t *seg)
+/* The local address (IP_PKTINFO, IPV6_PKTINFO) and the GRO segment size
+ * of a datagram. */
+static void read_cmsgs(struct msghdr *mh, struct op_addr *dst, uint32_t *seg)
 {
     for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
             struct in_pktinfo pi;
             memcpy(&pi, CMSG_DATA(c), sizeof pi);
-            *dst = ntohl(pi.ipi_addr.s_addr);
+            *dst = op_addr_ipv4(ntohl(pi.ipi_addr.s_addr));
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+            struct in6_pktinfo pi;
+            memcpy(&pi, CMSG_DATA(c), sizeof pi);
+            *dst = op_addr_ipv6(pi.ipi6_addr.s6_addr);
         } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
             int gso;
             memcpy(&gso, CMSG_DATA(c), sizeof gso);
@@ -95,11 +109,11 @@ static void set_rx_msg(struct udp_io *u, int i, void *buf, size_t cap)
 
 static struct op_flow rx_flow(struct udp_io *u, int i, uint32_t *seg)
 {
-    struct op_flow f = {.src.v4 = ntohl(u->addr[i].sin_addr.s_addr),
-                        .src_port = ntohs(u->addr[i].sin_port),
-                        .dst.v4 = u->io.local_ip,
+    struct op_endpoint peer = {.addr.family = u->io.local.family};
+    (void)op_io_endpoint_of(&u->addr[i].sa, &peer);
+    struct op_flow f = {.src = peer.addr, .src_port = peer.port, .dst = u->io.local,
                         .dst_port = u->io.local_port};
-    read_cmsgs(&u->msgs[i].msg_hdr, &f.dst.v4, seg);
+    read_cmsgs(&u->msgs[i].msg_hdr, &f.dst, seg);
     return f;
 }
 
@@ -235,7 +249,7 @@ static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
 
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
 {
-    return a->flow.dst.v4 == b->flow.dst.v4 && a->flow.dst_port == b->flow.dst_port;
+    return a->flow.dst_port == b->flow.dst_port && op_addr_eq(&a->flow.dst, &b->flow.dst);
 }
 
 /* Message m carries the packets pkts[idx[0..count)], as one GSO datagram
@@ -248,12 +262,11 @@ static void set_tx_msg(struct udp_io *u, int m, const struct op_pkt *pkts, const
     for (int j = 0; j < count; j++)
         iov[j] = (struct iovec){.iov_base = pkts[idx[j]].data, .iov_len = pkts[idx[j]].len};
     *slot += count;
-    u->addr[m] = (struct sockaddr_in){.sin_family = AF_INET,
-                                      .sin_port = htons(first->flow.dst_port),
-                                      .sin_addr.s_addr = htonl(first->flow.dst.v4)};
+    const struct op_endpoint to = {.addr = first->flow.dst, .port = first->flow.dst_port};
+    socklen_t alen = op_io_sockaddr(&to, &u->addr[m].ss);
     struct msghdr *mh = &u->msgs[m].msg_hdr;
     *mh = (struct msghdr){.msg_name = &u->addr[m],
-                          .msg_namelen = sizeof u->addr[m],
+                          .msg_namelen = alen,
                           .msg_iov = iov,
                           .msg_iovlen = (size_t)count};
     u->weight[m] = count;
@@ -302,10 +315,12 @@ static int gather_batch(const struct op_pkt *pkts, int n, int first, uint64_t *t
  * Identifications 0, 1, 2, ... and the ICRC of every segment but the first
  * is then wrong on the wire (RoCEv2's ICRC covers the Identification). On
  * loopback the datagram reaches the receiver whole and is never cut; to
- * anywhere else each packet leaves alone, with Identification 0. */
-static bool stays_on_host(uint32_t dst_ip)
+ * anywhere else each packet leaves alone, with Identification 0. IPv6 has
+ * no Identification (and the ICRC masks what segmentation writes): a batch
+ * may go anywhere. */
+static bool batch_keeps_icrc(const struct op_addr *dst)
 {
-    return (dst_ip >> 24) == 127;
+    return op_addr_is_ipv6(dst) || (dst->v4 >> 24) == 127;
 }
 
 _Static_assert(OP_IO_BURST <= 64, "udp_prepare_tx marks a burst's packets in one uint64_t");
@@ -318,9 +333,13 @@ static int udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
     for (int first = 0; first < n; first++) {
         if (taken >> first & 1)
             continue;
+        if (pkts[first].flow.dst.family != u->io.local.family) {
+            u->io.c[OP_IO_C_tx_drops]++; /* no route from this socket's family */
+            continue;
+        }
         int count = 1;
         idx[0] = first;
-        if (u->batching && stays_on_host(pkts[first].flow.dst.v4))
+        if (u->batching && batch_keeps_icrc(&pkts[first].flow.dst))
             count = gather_batch(pkts, n, first, &taken, idx);
         set_tx_msg(u, m++, pkts, idx, count, &slot);
     }
@@ -329,9 +348,7 @@ static int udp_prepare_tx(struct udp_io *u, const struct op_pkt *pkts, int n)
 
 static int wait_writable(int fd)
 {
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
-    return poll(&pfd, 1, UDP_SEND_WAIT_MS);
+    return op_io_wait_fd(fd, OP_IO_OUT, op_io_deadline_in_ms(UDP_SEND_WAIT_MS));
 }
 
 static int weight_of(const struct udp_io *u, int from, int to)
@@ -474,22 +491,39 @@ static void set_bufsize(int fd, int force_opt, int opt)
         (void)setsockopt(fd, SOL_SOCKET, opt, &size, sizeof size);
 }
 
-static int udp_socket(uint32_t ip, uint16_t port, int pktinfo)
+/* DF set (IPv4: IP_PMTUDISC_DO, which also gives Identification 0; IPv6:
+ * never fragmented locally), IPv6 only on an IPv6 socket, the local
+ * address of each datagram asked for when bound to the wildcard. */
+static int set_family_options(int fd, const struct op_addr *a, int pktinfo)
 {
-    int off = 0, on = 1, pmtu = IP_PMTUDISC_DO;
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(ip)};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int on = 1, pmtu = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
+    if (!op_addr_is_ipv6(a))
+        return setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
+                       (pktinfo && setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
+                   ? -1
+                   : 0;
+    return setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
+                   setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6) != 0 ||
+                   (pktinfo &&
+                    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on) != 0)
+               ? -1
+               : 0;
+}
+
+static int udp_socket(const struct op_addr *a, uint16_t port, int pktinfo)
+{
+    int off = 0;
+    struct sockaddr_storage sa;
+    const struct op_endpoint at = {.addr = *a, .port = port};
+    socklen_t alen = op_io_sockaddr(&at, &sa);
+    int fd = socket(sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
     if (fd < 0)
         return -1;
     set_bufsize(fd, SO_RCVBUFFORCE, SO_RCVBUF);
     set_bufsize(fd, SO_SNDBUFFORCE, SO_SNDBUF);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &off, sizeof off) != 0 ||
-        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
-        (pktinfo && setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0) ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        set_family_options(fd, a, pktinfo) != 0 || bind(fd, (struct sockaddr *)&sa, alen) != 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -498,28 +532,36 @@ static int udp_socket(uint32_t ip, uint16_t port, int pktinfo)
     return fd;
 }
 
-/* The MTU of the interface that has ip: DF datagrams larger than that are
- * refused (EMSGSIZE), so engines must segment below it. 0 when no one
- * interface has it (INADDR_ANY). */
-static uint32_t mtu_of_address(int fd, uint32_t ip)
+/* The MTU of the interface that has the address: DF datagrams larger than
+ * that are refused (EMSGSIZE), so engines must segment below it. 0 when no
+ * one interface has it (the wildcard). */
+static uint32_t mtu_of_address(int fd, const struct op_addr *a)
 {
     char name[IF_NAMESIZE];
-    return op_io_ifname_of(ip, name, sizeof name) ? io_link_mtu(fd, name) : 0;
+    return io_ifname_of_addr(a, name, sizeof name) ? io_link_mtu(fd, name) : 0;
 }
 
 op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
 {
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
+    const struct op_addr a = op_addr_ipv4(ip);
+    return op_io_udp_open_addr(&a, port, out);
+}
 
-    if (out == NULL)
+op_status_t op_io_udp_open_addr(const struct op_addr *addr, uint16_t port, struct op_io **out)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    struct op_endpoint bound;
+
+    if (out == NULL || addr == NULL)
         return OP_ERR_INVAL;
     struct udp_io *u = calloc(1, sizeof *u);
     if (u == NULL)
         return OP_ERR_NOMEM;
-    u->pktinfo = ip == INADDR_ANY;
-    u->fd = udp_socket(ip, port, u->pktinfo);
-    if (u->fd < 0 || getsockname(u->fd, (struct sockaddr *)&sa, &len) != 0) {
+    u->pktinfo = op_addr_is_any(addr);
+    u->fd = udp_socket(addr, port, u->pktinfo);
+    if (u->fd < 0 || getsockname(u->fd, (struct sockaddr *)&sa, &len) != 0 ||
+        !op_io_endpoint_of((struct sockaddr *)&sa, &bound)) {
         op_status_t st = op_status_from_errno(errno); /* EADDRINUSE is worth seeing */
         if (u->fd >= 0)
             close(u->fd);
@@ -527,9 +569,9 @@ op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out)
         return st;
     }
     u->io.ops = &udp_ops;
-    u->io.local_ip = ip;
-    u->io.local_port = ntohs(sa.sin_port);
-    u->io.link_mtu = mtu_of_address(u->fd, ip);
+    u->io.local = *addr;
+    u->io.local_port = bound.port;
+    u->io.link_mtu = mtu_of_address(u->fd, addr);
     op_io_udp_batching(&u->io, true); /* the callers turn it off from their config */
     *out = &u->io;
     return OP_OK;

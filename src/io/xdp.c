@@ -157,7 +157,7 @@ static bool take_frame(struct xdp_io *x, const uint8_t *frame, uint32_t len, str
     uint8_t mac[6];
     size_t off, plen;
     unsigned v = op_udp_frame_parse(frame, len, &flow, mac, &off, &plen);
-    struct op_addr ours = op_addr_ipv4(x->io.local_ip);
+    struct op_addr ours = x->io.local;
     if (v == OP_FRAME_OK && (flow.dst_port != x->io.local_port || !op_addr_eq(&flow.dst, &ours)))
         v = OP_FRAME_VERDICTS_; /* not ours: the program lets only ours through */
     if (v == OP_FRAME_OK && plen > OP_IO_BUF_SIZE)
@@ -264,7 +264,7 @@ static bool put_frame(struct xdp_io *x, const struct op_pkt *p)
     uint64_t addr = x->free_tx[--x->n_free];
     uint8_t *frame = x->umem + addr;
     struct op_flow f = p->flow;
-    f.src.v4 = x->io.local_ip;
+    f.src = x->io.local;
     f.src_port = x->io.local_port;
     memcpy(x->l2.dst_mac, mac, 6);
     size_t len = op_udp_frame_build(frame, XDP_FRAME_ROOM, &f, &x->l2, p->len);
@@ -430,7 +430,7 @@ static op_status_t read_link(struct xdp_io *x)
 
 static op_status_t open_kernel_path(struct xdp_io *x)
 {
-    op_status_t st = op_io_udp_open(x->io.local_ip, x->io.local_port, &x->kernel);
+    op_status_t st = op_io_udp_open(x->io.local.v4, x->io.local_port, &x->kernel);
     if (st == OP_OK)
         return OP_OK;
     int e = op_status_errno(st); /* none: its allocation failed */
@@ -458,7 +458,7 @@ static op_status_t xdp_setup(struct xdp_io *x)
     if (x->fd < 0)
         return fail(x, "AF_XDP socket");
     if ((st = make_rings(x)) != OP_OK ||
-        (st = xdp_bpf_setup(&x->bpf, x->ifindex, x->io.local_ip, x->io.local_port, x->log)) !=
+        (st = xdp_bpf_setup(&x->bpf, x->ifindex, x->io.local.v4, x->io.local_port, x->log)) !=
             OP_OK)
         return st;
     return bind_xsk(x, 0);
@@ -489,7 +489,7 @@ op_status_t op_io_xdp_open_sized(const char *ifname, uint32_t ip, uint16_t port,
     x->bpf.map_fd = x->bpf.prog_fd = x->bpf.link_fd = -1;
     snprintf(x->ifname, sizeof x->ifname, "%s", ifname);
     x->io.ops = &xdp_ops;
-    x->io.local_ip = ip;
+    x->io.local = op_addr_ipv4(ip);
     x->io.local_port = port;
     x->log = log;
     op_status_t st = xdp_setup(x);

@@ -26,6 +26,7 @@
 
 struct pair {
     struct op_io *a, *b;
+    bool v6; /* both on ::1 */
     struct op_pktbuf tx, rx;
     int seen[MAX_IDX];
 };
@@ -51,6 +52,32 @@ static int setup_pair(void **state)
     return 0;
 }
 
+static const uint8_t LOOP6[16] = {[15] = 1};
+
+/* The same pair over IPv6 loopback (two ports on ::1). */
+static int setup_pair6(void **state)
+{
+    struct pair *p = calloc(1, sizeof *p);
+    const struct op_addr lo = op_addr_ipv6(LOOP6);
+
+    if (p == NULL || op_io_udp_open_addr(&lo, 0, &p->a) != OP_OK ||
+        op_io_udp_open_addr(&lo, 0, &p->b) != OP_OK || op_pktbuf_init(&p->tx, 256) != OP_OK ||
+        op_pktbuf_init(&p->rx, OP_IO_BURST) != OP_OK)
+        return -1;
+    p->v6 = true;
+    *state = p;
+    return 0;
+}
+
+/* A third endpoint of the pair's family, where nobody else is. */
+static struct op_io *open_third(const struct pair *p)
+{
+    struct op_io *c = NULL;
+    const struct op_addr at = p->v6 ? op_addr_ipv6(LOOP6) : op_addr_ipv4(IP_NOBODY);
+    assert_int_equal(op_io_udp_open_addr(&at, 0, &c), OP_OK);
+    return c;
+}
+
 static int teardown_pair(void **state)
 {
     struct pair *p = *state;
@@ -69,7 +96,7 @@ static uint32_t payload_len(uint32_t i)
     return 8 + (i * 37) % 1400;
 }
 
-static void fill_len(struct op_pkt *pkt, uint32_t i, uint32_t len, uint32_t dst_ip,
+static void fill_len(struct op_pkt *pkt, uint32_t i, uint32_t len, struct op_addr dst,
                      uint16_t dst_port)
 {
     pkt->len = len;
@@ -77,12 +104,12 @@ static void fill_len(struct op_pkt *pkt, uint32_t i, uint32_t len, uint32_t dst_
     memcpy(pkt->data + 4, &len, 4);
     for (uint32_t j = 8; j < len; j++)
         pkt->data[j] = (uint8_t)(i + j);
-    pkt->flow = (struct op_flow){.dst.v4 = dst_ip, .dst_port = dst_port};
+    pkt->flow = (struct op_flow){.dst = dst, .dst_port = dst_port};
 }
 
-static void fill(struct op_pkt *pkt, uint32_t i, uint32_t dst_ip, uint16_t dst_port)
+static void fill(struct op_pkt *pkt, uint32_t i, struct op_addr dst, uint16_t dst_port)
 {
-    fill_len(pkt, i, payload_len(i), dst_ip, dst_port);
+    fill_len(pkt, i, payload_len(i), dst, dst_port);
 }
 
 /* The index of a well-formed packet, or -1. */
@@ -105,7 +132,7 @@ static int check_payload(const uint8_t *data, uint32_t len)
 static void fill_burst(struct pair *p, int n, const struct op_io *to)
 {
     for (int i = 0; i < n; i++)
-        fill(&p->tx.pkts[i], (uint32_t)i, op_io_local_ip(to), op_io_local_port(to));
+        fill(&p->tx.pkts[i], (uint32_t)i, op_io_local_addr(to), op_io_local_port(to));
 }
 
 /* Receives on io until want packets came or timeout_ms passed; counts each
@@ -124,9 +151,10 @@ static int drain(struct pair *p, struct op_io *io, const struct op_io *from, int
             int idx = check_payload(pkt->data, pkt->len);
             assert_true(idx >= 0);
             p->seen[idx]++;
-            assert_int_equal(pkt->flow.src.v4, op_io_local_ip(from));
+            struct op_addr src = op_io_local_addr(from), dst = op_io_local_addr(io);
+            assert_true(op_addr_eq(&pkt->flow.src, &src));
             assert_int_equal(pkt->flow.src_port, op_io_local_port(from));
-            assert_int_equal(pkt->flow.dst.v4, op_io_local_ip(io));
+            assert_true(op_addr_eq(&pkt->flow.dst, &dst));
             assert_int_equal(pkt->flow.dst_port, op_io_local_port(io));
         }
         got += r;
@@ -210,11 +238,11 @@ static void test_udp_bad_destination(void **state)
     struct pair *p = *state;
 
     for (int round = 0; round < 3; round++) {
-        fill(&p->tx.pkts[0], 0, IP_NOBODY, op_io_local_port(p->a));
-        fill(&p->tx.pkts[1], 1, op_io_local_ip(p->b), op_io_local_port(p->b));
-        fill(&p->tx.pkts[2], 2, op_io_local_ip(p->b), 0); /* EINVAL */
-        fill(&p->tx.pkts[3], 3, op_io_local_ip(p->b), op_io_local_port(p->b));
-        fill(&p->tx.pkts[4], 4, IP_NOBODY, op_io_local_port(p->a));
+        fill(&p->tx.pkts[0], 0, op_addr_ipv4(IP_NOBODY), op_io_local_port(p->a));
+        fill(&p->tx.pkts[1], 1, op_io_local_addr(p->b), op_io_local_port(p->b));
+        fill(&p->tx.pkts[2], 2, op_io_local_addr(p->b), 0); /* EINVAL */
+        fill(&p->tx.pkts[3], 3, op_io_local_addr(p->b), op_io_local_port(p->b));
+        fill(&p->tx.pkts[4], 4, op_addr_ipv4(IP_NOBODY), op_io_local_port(p->a));
         uint64_t t0 = op_now_ns();
         assert_int_equal(op_io_send(p->a, p->tx.pkts, 5), 4);
         assert_true(op_now_ns() - t0 < 100 * OP_NS_PER_MS);
@@ -233,14 +261,13 @@ static void test_udp_bad_destination(void **state)
  * whether it reads batches whole (GRO) or the kernel cuts them. */
 static void batched_flows(struct pair *p, bool sender_batches, bool receiver_batches)
 {
-    struct op_io *c = NULL;
-    assert_int_equal(op_io_udp_open(IP_NOBODY, 0, &c), OP_OK);
+    struct op_io *c = open_third(p);
     op_io_udp_batching(p->a, sender_batches);
     op_io_udp_batching(p->b, receiver_batches);
     const int n = 240;
     for (int i = 0; i < n; i++) {
         const struct op_io *to = (i / 3) % 4 == 3 ? c : p->b;
-        fill_len(&p->tx.pkts[i], (uint32_t)i, i % 17 == 16 ? 100 : 4148, op_io_local_ip(to),
+        fill_len(&p->tx.pkts[i], (uint32_t)i, i % 17 == 16 ? 100 : 4148, op_io_local_addr(to),
                  op_io_local_port(to));
     }
     uint64_t d0 = io_counter(p->a, OP_IO_C_tx_datagrams);
@@ -291,14 +318,14 @@ static void test_udp_held_packets_first(void **state)
     struct pair *p = *state;
     op_io_udp_batching(p->a, true);
     op_io_udp_batching(p->b, true);
-    fill_len(&p->tx.pkts[0], 0, 200, op_io_local_ip(p->b), op_io_local_port(p->b));
-    fill_len(&p->tx.pkts[1], 1, 120, op_io_local_ip(p->b), op_io_local_port(p->b));
+    fill_len(&p->tx.pkts[0], 0, 200, op_io_local_addr(p->b), op_io_local_port(p->b));
+    fill_len(&p->tx.pkts[1], 1, 120, op_io_local_addr(p->b), op_io_local_port(p->b));
     uint64_t d0 = io_counter(p->a, OP_IO_C_tx_datagrams);
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 2), 2);
     assert_int_equal(io_counter(p->a, OP_IO_C_tx_datagrams) - d0, 1); /* one GSO datagram */
     assert_int_equal(recv_some(p, 1), 1);
     assert_int_equal(check_payload(p->rx.pkts[0].data, p->rx.pkts[0].len), 0);
-    fill_len(&p->tx.pkts[0], 2, 200, op_io_local_ip(p->b), op_io_local_port(p->b));
+    fill_len(&p->tx.pkts[0], 2, 200, op_io_local_addr(p->b), op_io_local_port(p->b));
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
     for (int idx = 1; idx <= 2; idx++) {
         assert_int_equal(recv_some(p, p->rx.n), 1);
@@ -321,7 +348,7 @@ static void test_udp_truncated(void **state)
     assert_int_equal(sendto(fd, big, sizeof big, 0, (struct sockaddr *)&to, sizeof to),
                      (ssize_t)sizeof big);
     close(fd);
-    fill(&p->tx.pkts[0], 9, op_io_local_ip(p->b), op_io_local_port(p->b));
+    fill(&p->tx.pkts[0], 9, op_io_local_addr(p->b), op_io_local_port(p->b));
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
     assert_int_equal(drain(p, p->b, p->a, 2, 100), 1);
     assert_int_equal(p->seen[9], 1);
@@ -334,7 +361,7 @@ static void test_udp_wildcard(void **state)
     struct op_io *any;
 
     assert_int_equal(op_io_udp_open(0, 0, &any), OP_OK);
-    fill(&p->tx.pkts[0], 5, 0x7f000018u, op_io_local_port(any));
+    fill(&p->tx.pkts[0], 5, op_addr_ipv4(0x7f000018u), op_io_local_port(any));
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
     uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
     int r = 0;
@@ -344,6 +371,38 @@ static void test_udp_wildcard(void **state)
     assert_int_equal(p->rx.pkts[0].flow.dst.v4, 0x7f000018u);
     assert_int_equal(p->rx.pkts[0].flow.dst_port, op_io_local_port(any));
     assert_int_equal(p->rx.pkts[0].flow.src.v4, IP_A);
+    op_io_close(any);
+}
+
+/* Bound to ::, the local address of each datagram is still reported (IPv6
+ * pktinfo); an IPv4 flow through an IPv6 socket is dropped and counted,
+ * and the packets around it still go. */
+static void test_udp6_wildcard_and_families(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *any;
+    const struct op_addr wild = {.family = OP_AF_IPV6}, lo = op_addr_ipv6(LOOP6);
+
+    assert_int_equal(op_io_udp_open_addr(&wild, 0, &any), OP_OK);
+    assert_int_equal(op_io_local_ip(any), 0);
+    fill(&p->tx.pkts[0], 5, lo, op_io_local_port(any));
+    fill(&p->tx.pkts[1], 6, op_addr_ipv4(IP_B), op_io_local_port(any));
+    fill(&p->tx.pkts[2], 7, lo, op_io_local_port(any));
+    uint64_t drops = io_counter(p->a, OP_IO_C_tx_drops);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 3), 2);
+    assert_int_equal(io_counter(p->a, OP_IO_C_tx_drops) - drops, 1);
+    uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
+    for (int got = 0; got < 2 && op_io_wait(any, deadline) == 1;) {
+        int r = op_io_recv(any, p->rx.pkts, p->rx.n);
+        for (int k = 0; k < r; k++, got++) {
+            const struct op_flow *fl = &p->rx.pkts[k].flow;
+            assert_true(op_addr_eq(&fl->dst, &lo)); /* the datagram's own, not :: */
+            assert_int_equal(fl->src_port, op_io_local_port(p->a));
+            p->seen[check_payload(p->rx.pkts[k].data, p->rx.pkts[k].len)]++;
+        }
+    }
+    assert_int_equal(p->seen[5] + p->seen[7], 2);
+    assert_int_equal(p->seen[6], 0);
     op_io_close(any);
 }
 
@@ -392,7 +451,7 @@ static void test_fault_dup_all(void **state)
     assert_int_equal(st[OP_FAULT_C_dropped], 0);
     assert_int_equal(io_counter(f, OP_IO_C_tx_pkts), 2 * OP_IO_BURST);
     /* the reverse direction goes through recv of the wrapper */
-    fill(&p->tx.pkts[0], 77, IP_A, op_io_local_port(f));
+    fill(&p->tx.pkts[0], 77, op_addr_ipv4(IP_A), op_io_local_port(f));
     assert_int_equal(op_io_send(p->b, p->tx.pkts, 1), 1);
     assert_int_equal(drain(p, f, p->b, 1, 2000), 1);
     assert_int_equal(io_counter(f, OP_IO_C_rx_pkts), 1);
@@ -408,7 +467,7 @@ static void test_fault_drop_rate(void **state)
 
     for (int round = 0; round < 2000 / 100; round++) {
         for (int i = 0; i < 100; i++)
-            fill(&p->tx.pkts[i], (uint32_t)(round * 100 + i), IP_B, op_io_local_port(p->b));
+            fill(&p->tx.pkts[i], (uint32_t)(round * 100 + i), op_addr_ipv4(IP_B), op_io_local_port(p->b));
         assert_int_equal(op_io_send(f, p->tx.pkts, 100), 100);
         op_io_fault_counters(f, st);
         got += drain(p, p->b, f, round * 100 + 100 - (int)st[OP_FAULT_C_dropped] - got, 2000);
@@ -553,7 +612,7 @@ static void test_fault_queue_overflow(void **state)
     uint64_t st[OP_FAULT_C_COUNT_];
 
     assert_non_null(many);
-    fill_len(&p->tx.pkts[0], 0, 8, IP_B, 1);
+    fill_len(&p->tx.pkts[0], 0, 8, op_addr_ipv4(IP_B), 1);
     for (int i = 0; i < 5000; i++)
         many[i] = p->tx.pkts[0];
     assert_int_equal(op_io_send(f, many, 5000), 4096);
@@ -573,7 +632,7 @@ static void test_fault_queue_overflow(void **state)
 static int send_jumbo(struct op_io *f, struct op_pktbuf *buf, uint32_t first, int n)
 {
     for (int i = 0; i < n; i++)
-        fill_len(&buf->pkts[i], first + (uint32_t)i, 9000, IP_B, 1);
+        fill_len(&buf->pkts[i], first + (uint32_t)i, 9000, op_addr_ipv4(IP_B), 1);
     return op_io_send(f, buf->pkts, n);
 }
 
@@ -623,7 +682,7 @@ static void test_wait(void **state)
     assert_true(waited >= 3 * OP_NS_PER_MS + 300 * OP_NS_PER_US);
     assert_true(waited < 500 * OP_NS_PER_MS);
 
-    fill(&p->tx.pkts[0], 1, IP_B, op_io_local_port(p->b));
+    fill(&p->tx.pkts[0], 1, op_addr_ipv4(IP_B), op_io_local_port(p->b));
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
     assert_int_equal(op_io_wait(p->b, op_now_ns() + OP_NS_PER_S), 1);
     assert_int_equal(op_io_wait(p->b, UINT64_MAX), 1); /* readable: returns at once */
@@ -728,6 +787,7 @@ static void test_sockaddr(void **state)
 }
 
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
+#define PAIR6_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair6, teardown_pair)
 
 int main(void)
 {
@@ -743,6 +803,10 @@ int main(void)
         PAIR_TEST(test_fault_delay_dup),   PAIR_TEST(test_fault_invalid),
         PAIR_TEST(test_fault_queue_overflow), PAIR_TEST(test_fault_arena_wrap),
         PAIR_TEST(test_wait),              cmocka_unit_test(test_pktbuf),
+        PAIR6_TEST(test_udp_burst),        PAIR6_TEST(test_udp_multi_batch),
+        PAIR6_TEST(test_udp_batches_whole), PAIR6_TEST(test_udp_batches_cut_by_kernel),
+        PAIR6_TEST(test_udp_unbatched),    PAIR6_TEST(test_udp_held_packets_first),
+        PAIR6_TEST(test_udp6_wildcard_and_families),
         cmocka_unit_test(test_wait_fds),   cmocka_unit_test(test_sockaddr),
         cmocka_unit_test(test_counter_names), cmocka_unit_test(test_xdp_sizes_refused),
     };

@@ -431,7 +431,7 @@ static void check_frame(const uint8_t *frame, uint32_t flen, const struct op_flo
 static void test_capture_layer(void **state)
 {
     struct scratch *s = *state;
-    struct mock_io m = {.io = {.ops = &mock_ops, .local_ip = HOST_A, .local_port = 0xc123,
+    struct mock_io m = {.io = {.ops = &mock_ops, .local.v4 = HOST_A, .local_port = 0xc123,
                                .link_mtu = 1500},
                         .accept = 2, .rx_len = 60};
     const struct op_flow from_b = {
