@@ -23,9 +23,7 @@
 
 #include "offpath/channel.h"
 #include "offpath/common.h"
-
-#define OP_A2A_MAX_WORKERS 64
-#define OP_A2A_MAX_RANKS 4096
+#include "offpath/wire/agent.h" /* the messages, the endpoint and QP exchanged */
 
 struct op_a2a_config {
     uint32_t ranks, rank;
@@ -46,19 +44,6 @@ struct op_a2a_config {
 
 /* What every rank publishes (same bytes on every machine: fixed-width
  * fields, host order, for an MPI_BYTE gather among like machines). */
-struct op_a2a_endpoint {
-    uint32_t ip, workers;
-    uint64_t recv_addr; /* the receive buffers' address in this rank (two halves) */
-    uint64_t chunk;
-    uint16_t port[OP_A2A_MAX_WORKERS]; /* worker w's UDP port */
-    uint32_t rkey[OP_A2A_MAX_WORKERS]; /* the receive buffer as worker w's region */
-};
-
-/* The pair (me, peer)'s queue pair as the peer must know it. */
-struct op_a2a_qp_info {
-    uint32_t qpn, psn;
-};
-
 struct op_a2a;
 
 OP_API op_status_t op_a2a_create(const struct op_a2a_config *cfg, struct op_a2a **out);
@@ -157,7 +142,6 @@ OP_API const uint64_t *op_ar_counters(const struct op_ar *ar);
 
 /* DOCA's configuration handshake: "-s %zu -d %s -b %zu -i %zu" (vector
  * size, datatype name, batch size, batches). Peers refuse a mismatch. */
-#define OP_AR_HANDSHAKE_MAX 96
 OP_API int op_ar_handshake_format(uint64_t size, const char *dtype, uint64_t batch,
                                   uint64_t batches, char *buf, size_t cap);
 /* OP_OK when theirs is well formed and equal to mine; otherwise

@@ -20,5 +20,6 @@
 #include "offpath/wire/dns.h"
 #include "offpath/wire/wbuf.h"
 #include "offpath/wire/sc_meta.h"
+#include "offpath/wire/agent.h"
 
 #endif

@@ -14,14 +14,14 @@ struct server {
     struct session *s;
     uint32_t local; /* its rank's place among this daemon's */
     struct op_channel *ch;
-    uint8_t *reply; /* AGENT_ID_HDR + ranks * chunk */
+    uint8_t *reply; /* OP_AGENT_ID_HDR + ranks * chunk */
     pthread_t thread;
     bool started;
 };
 
 struct session {
     struct a2a_daemon *d;
-    struct agent_a2a_hello first; /* the session's size, from its first client */
+    struct op_agent_a2a_hello first; /* the session's size, from its first client */
     size_t bytes;                 /* ranks * chunk */
     uint32_t greeted;
     uint32_t taking; /* the local rank greet just admitted */
@@ -65,7 +65,7 @@ static void counters_text(struct a2a_daemon *d, char *line, size_t cap, uint64_t
 
 /* ---- admission: every client of a session agrees with its first */
 
-static op_status_t session_fits(const struct session *s, const struct agent_a2a_hello *h,
+static op_status_t session_fits(const struct session *s, const struct op_agent_a2a_hello *h,
                                 char *why, size_t why_len)
 {
     const struct op_a2a_daemon_config *c = s->d->cfg;
@@ -93,8 +93,9 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
 {
     struct session *s = ctx;
     const struct op_a2a_daemon_config *c = s->d->cfg;
-    struct agent_a2a_hello h;
-    if (!agent_get_a2a_hello(msg, len, &h)) {
+    struct op_agent_a2a_hello h;
+    if (op_agent_a2a_hello_decode(msg, len, &h) != OP_OK ||
+        h.chunk > (OP_CHAN_LIMIT_MAX_MSG - OP_AGENT_ID_HDR) / h.ranks) {
         snprintf(why, why_len, "malformed all-to-all greeting (%zu bytes)", len);
         return OP_ERR_MALFORMED;
     }
@@ -103,9 +104,9 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
         return st;
     if (s->greeted++ == 0)
         s->first = h;
-    struct agent_welcome w = {.rank = h.rank, .clients = h.ranks, .daemons = c->net.n_daemons,
+    struct op_agent_welcome w = {.rank = h.rank, .clients = h.ranks, .daemons = c->net.n_daemons,
                               .per_daemon = c->net.clients};
-    *reply_len = agent_put_welcome(reply, &w);
+    *reply_len = op_agent_welcome_encode(&w, reply);
     s->taking = h.rank - s->d->p.self * c->net.clients;
     return OP_OK;
 }
@@ -154,9 +155,9 @@ static bool one_call(struct server *v)
                  d->p.self * d->cfg->net.clients + v->local, op_channel_error(v->ch));
         return false;
     }
-    if (len == 1 && msg[0] == AGENT_BYE)
+    if (len == 1 && msg[0] == OP_AGENT_MSG_BYE)
         return false;
-    if (!agent_get_id(msg, len, AGENT_VECTOR, s->bytes, &id, &data)) {
+    if (op_agent_id_decode(msg, len, OP_AGENT_MSG_VECTOR, s->bytes, &id, &data) != OP_OK) {
         count(d, OP_A2A_D_malformed);
         fail(v, "request refused: %s", "malformed, or not ranks * chunk bytes of this session");
         return false;
@@ -168,9 +169,9 @@ static bool one_call(struct server *v)
         fail(v, "all-to-all between the daemons failed: %s", op_status_str(st));
         return false;
     }
-    agent_put_id(v->reply, AGENT_RESULT, id);
-    memcpy(v->reply + AGENT_ID_HDR, op_a2a_recvbuf(a), s->bytes);
-    if (op_channel_send(v->ch, v->reply, AGENT_ID_HDR + s->bytes, 0) != OP_OK) {
+    op_agent_id_encode(OP_AGENT_MSG_RESULT, id, v->reply);
+    memcpy(v->reply + OP_AGENT_ID_HDR, op_a2a_recvbuf(a), s->bytes);
+    if (op_channel_send(v->ch, v->reply, OP_AGENT_ID_HDR + s->bytes, 0) != OP_OK) {
         count(d, OP_A2A_D_clients_gone);
         return false;
     }
@@ -198,7 +199,7 @@ static op_status_t open_ranks(struct session *s)
                                    .chunk = s->first.chunk, .log = c->net.log};
         op_status_t st = op_a2a_create(&ac, &s->local[i]);
         if (st == OP_OK)
-            st = (s->srv[i].reply = malloc(AGENT_ID_HDR + s->bytes)) ? OP_OK : OP_ERR_NOMEM;
+            st = (s->srv[i].reply = malloc(OP_AGENT_ID_HDR + s->bytes)) ? OP_OK : OP_ERR_NOMEM;
         if (st != OP_OK)
             return st;
     }

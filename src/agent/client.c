@@ -57,10 +57,11 @@ static void *receive(void *arg)
         size_t len;
         uint64_t id;
         op_status_t st = op_channel_recv(cl->ch, &msg, &len);
-        if (st == OP_OK && len >= 1 && msg[0] == AGENT_REFUSED) {
+        if (st == OP_OK && len >= 1 && msg[0] == OP_AGENT_MSG_REFUSED) {
             OP_ERROR(cl->cfg->log, "the daemon ended the job: %.*s", (int)(len - 1), msg + 1);
             st = OP_ERR_REFUSED;
-        } else if (st == OP_OK && !agent_get_id(msg, len, AGENT_RESULT, cl->bytes, &id, &data)) {
+        } else if (st == OP_OK && op_agent_id_decode(msg, len, OP_AGENT_MSG_RESULT, cl->bytes, &id,
+                                                     &data) != OP_OK) {
             st = OP_ERR_MALFORMED;
         }
         uint64_t slot = st == OP_OK ? id % cl->cfg->job.batch : 0;
@@ -99,9 +100,9 @@ static op_status_t wait_results(struct client *cl, uint64_t count)
 static void prepare(struct client *cl, uint64_t first, uint64_t n)
 {
     for (uint64_t k = 0; k < n; k++) {
-        uint8_t *msg = cl->out + k * (AGENT_ID_HDR + cl->bytes);
-        agent_put_id(msg, AGENT_VECTOR, first + k);
-        agent_fill(&cl->cfg->job, cl->w.rank, first + k, msg + AGENT_ID_HDR);
+        uint8_t *msg = cl->out + k * (OP_AGENT_ID_HDR + cl->bytes);
+        op_agent_id_encode(OP_AGENT_MSG_VECTOR, first + k, msg);
+        agent_fill(&cl->cfg->job, cl->w.rank, first + k, msg + OP_AGENT_ID_HDR);
     }
 }
 
@@ -109,8 +110,8 @@ op_status_t client_send_batch(struct client *cl, struct op_channel *ch, uint64_t
 {
     op_status_t st = OP_OK;
     for (uint64_t k = 0; st == OP_OK && k < n; k++)
-        st = op_channel_send(ch, cl->out + k * (AGENT_ID_HDR + cl->bytes),
-                             AGENT_ID_HDR + cl->bytes, k + 1 < n ? OP_CHAN_MORE : 0);
+        st = op_channel_send(ch, cl->out + k * (OP_AGENT_ID_HDR + cl->bytes),
+                             OP_AGENT_ID_HDR + cl->bytes, k + 1 < n ? OP_CHAN_MORE : 0);
     return st;
 }
 
@@ -263,7 +264,7 @@ static op_status_t calibrate(struct client *cl, uint64_t *next_id, double *netwo
 static op_status_t hello(struct client *cl)
 {
     uint8_t msg[1 + OP_AR_HANDSHAKE_MAX];
-    msg[0] = AGENT_HELLO;
+    msg[0] = OP_AGENT_MSG_HELLO;
     agent_handshake_text(&cl->cfg->job, (char *)msg + 1);
     op_status_t st = op_channel_send(cl->ch, msg, 1 + strlen((char *)msg + 1), 0);
     const uint8_t *reply;
@@ -275,11 +276,11 @@ static op_status_t hello(struct client *cl)
                  op_channel_error(cl->ch));
         return st;
     }
-    if (len >= 1 && reply[0] == AGENT_REFUSED) {
+    if (len >= 1 && reply[0] == OP_AGENT_MSG_REFUSED) {
         OP_ERROR(cl->cfg->log, "the daemon refused this client: %.*s", (int)(len - 1), reply + 1);
         return OP_ERR_REFUSED;
     }
-    if (!agent_get_welcome(reply, len, &cl->w)) {
+    if (op_agent_welcome_decode(reply, len, &cl->w) != OP_OK) {
         OP_ERROR(cl->cfg->log, "malformed answer to the configuration handshake");
         return OP_ERR_MALFORMED;
     }
@@ -319,7 +320,7 @@ static op_status_t open_client(struct client *cl)
     const struct op_agent_client_config *c = cl->cfg;
     struct op_channel_config cc = {.addr = c->daemon, .local = c->key, .timeout_ns = c->timeout_ns};
     memcpy(cc.peer_pub, c->peer_pub, OP_CHAN_KEY_BYTES);
-    cc.max_msg = (uint32_t)(AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : AGENT_ID_HDR + cl->bytes);
+    cc.max_msg = (uint32_t)(OP_AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : OP_AGENT_ID_HDR + cl->bytes);
     char why[256];
     op_status_t st = op_channel_open(&cc, &cl->ch, why);
     if (st != OP_OK)
@@ -386,7 +387,7 @@ op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
     cl->vec = malloc(cl->bytes);
     cl->ref = malloc(cl->bytes);
     cl->tmp = malloc(cl->bytes);
-    cl->out = malloc(cfg->job.batch * (AGENT_ID_HDR + cl->bytes));
+    cl->out = malloc(cfg->job.batch * (OP_AGENT_ID_HDR + cl->bytes));
     cl->in = malloc(cfg->job.batch * cl->bytes);
     cl->in_id = calloc(cfg->job.batch, sizeof(*cl->in_id));
     cl->listener = -1;
@@ -411,7 +412,7 @@ op_status_t op_agent_client_run(const struct op_agent_client_config *cfg,
         st = measure(cl, out);
     if (receiving)
         stop_sender(cl, st == OP_OK);
-    uint8_t bye = AGENT_BYE;
+    uint8_t bye = OP_AGENT_MSG_BYE;
     if (st == OP_OK)
         st = op_channel_send(cl->ch, &bye, 1, 0);
     if (receiving && st == OP_OK)

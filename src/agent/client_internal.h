@@ -24,13 +24,13 @@ struct peer_link {
 struct client {
     const struct op_agent_client_config *cfg;
     struct op_channel *ch;
-    struct agent_welcome w;
+    struct op_agent_welcome w;
     size_t bytes;
     uint8_t *vec, *ref, *tmp; /* a vector, the reference, a partial */
     /* Outside the timed part of a batch: its requests are prepared before
      * it and its results checked after it, so what is timed is what DOCA
      * times (submit, compute, wait), not this tool's checking. */
-    uint8_t *out;      /* batch requests, AGENT_ID_HDR + bytes each */
+    uint8_t *out;      /* batch requests, OP_AGENT_ID_HDR + bytes each */
     uint8_t *in;       /* batch results by id % batch */
     uint64_t *in_id;
     pthread_t thread;

@@ -27,7 +27,7 @@ void mesh_reduce(struct client *cl, uint64_t first, uint64_t n)
         uint8_t *acc = cl->in + slot * cl->bytes;
         for (uint32_t r = 0; r < cl->w.clients; r++) {
             const uint8_t *v = r == cl->w.rank
-                                   ? cl->out + k * (AGENT_ID_HDR + cl->bytes) + AGENT_ID_HDR
+                                   ? cl->out + k * (OP_AGENT_ID_HDR + cl->bytes) + OP_AGENT_ID_HDR
                                    : cl->peers[r].in + id % (2 * job->batch) * cl->bytes;
             if (r == 0)
                 memcpy(acc, v, cl->bytes);
@@ -51,7 +51,8 @@ static void *receive_peer(void *arg)
         size_t len;
         uint64_t id;
         op_status_t st = op_channel_recv(p->ch, &msg, &len);
-        if (st == OP_OK && !agent_get_id(msg, len, AGENT_VECTOR, cl->bytes, &id, &data))
+        if (st == OP_OK &&
+            op_agent_id_decode(msg, len, OP_AGENT_MSG_VECTOR, cl->bytes, &id, &data) != OP_OK)
             st = OP_ERR_MALFORMED;
         if (st == OP_OK)
             memcpy(p->in + id % slots * cl->bytes, data, cl->bytes);
@@ -94,7 +95,7 @@ static void mesh_channel(const struct client *cl, uint32_t r, struct op_channel_
     cc->listener = cl->listener;
     cc->local = c->key;
     memcpy(cc->peer_pub, c->peer_pub, OP_CHAN_KEY_BYTES);
-    cc->max_msg = (uint32_t)(AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : AGENT_ID_HDR + cl->bytes);
+    cc->max_msg = (uint32_t)(OP_AGENT_ID_HDR + cl->bytes < 4096 ? 4096 : OP_AGENT_ID_HDR + cl->bytes);
     cc->timeout_ns = c->timeout_ns;
 }
 
@@ -103,10 +104,10 @@ static op_status_t mesh_connect(struct client *cl, uint32_t r)
 {
     struct op_channel_config cc;
     char why[256], text[OP_AR_HANDSHAKE_MAX];
-    uint8_t msg[8 + OP_AR_HANDSHAKE_MAX];
+    uint8_t msg[OP_AGENT_MESH_MAX];
     const uint8_t *reply;
     size_t len;
-    struct agent_welcome w;
+    struct op_agent_welcome w;
     mesh_channel(cl, r, &cc);
     op_status_t st = op_channel_open(&cc, &cl->peers[r].ch, why);
     if (st != OP_OK) {
@@ -114,15 +115,16 @@ static op_status_t mesh_connect(struct client *cl, uint32_t r)
         return st;
     }
     agent_handshake_text(&cl->cfg->job, text);
-    st = op_channel_send(cl->peers[r].ch, msg, agent_put_mesh(msg, cl->w.rank, text), 0);
+    size_t n = op_agent_mesh_encode(cl->w.rank, text, msg, sizeof(msg));
+    st = op_channel_send(cl->peers[r].ch, msg, n, 0);
     if (st == OP_OK)
         st = op_channel_recv(cl->peers[r].ch, &reply, &len);
-    if (st == OP_OK && len >= 1 && reply[0] == AGENT_REFUSED) {
+    if (st == OP_OK && len >= 1 && reply[0] == OP_AGENT_MSG_REFUSED) {
         OP_ERROR(cl->cfg->log, "client %u refused this client: %.*s", r, (int)(len - 1),
                  reply + 1);
         return OP_ERR_REFUSED;
     }
-    if (st == OP_OK && (!agent_get_welcome(reply, len, &w) || w.rank != r))
+    if (st == OP_OK && (op_agent_welcome_decode(reply, len, &w) != OP_OK || w.rank != r))
         st = OP_ERR_MALFORMED;
     if (st != OP_OK)
         OP_ERROR(cl->cfg->log, "client %u: no valid answer (%s)", r, op_status_str(st));
@@ -148,15 +150,15 @@ static op_status_t mesh_accept(struct client *cl)
             return st;
         }
         st = op_channel_recv(ch, &msg, &len);
-        if (st != OP_OK || !agent_get_mesh(msg, len, &r, theirs))
+        if (st != OP_OK || op_agent_mesh_decode(msg, len, &r, theirs) != OP_OK)
             snprintf(why, sizeof why, "no valid greeting");
         else if (r <= cl->w.rank || r >= cl->w.clients || cl->peers[r].ch != NULL)
             snprintf(why, sizeof why, "rank %u is not one this client waits for", r);
         else if (op_ar_handshake_check(mine, theirs, why, sizeof why) == OP_OK) {
             uint8_t reply[32];
-            struct agent_welcome w = {cl->w.rank, cl->w.clients, 1, cl->w.clients};
+            struct op_agent_welcome w = {cl->w.rank, cl->w.clients, 1, cl->w.clients};
             cl->peers[r].ch = ch;
-            return op_channel_send(ch, reply, agent_put_welcome(reply, &w), 0);
+            return op_channel_send(ch, reply, op_agent_welcome_encode(&w, reply), 0);
         }
         OP_ERROR(cl->cfg->log, "a client refused: %s", why);
         agent_refuse(ch, why);
@@ -174,7 +176,7 @@ op_status_t mesh_open(struct client *cl)
         OP_ERROR(c->log, "this client (its address and -t port) is not in the -a list");
         return OP_ERR_INVAL;
     }
-    cl->w = (struct agent_welcome){me, c->n_clients, 1, c->n_clients};
+    cl->w = (struct op_agent_welcome){me, c->n_clients, 1, c->n_clients};
     struct op_chan_addr a = {.kind = OP_CHAN_TCP, .port = c->port};
     char why[256];
     op_format_ipv4(c->ip, a.host);

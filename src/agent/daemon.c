@@ -15,7 +15,7 @@ struct item {
     uint32_t client;
     /* VECTOR, BYE, REFUSED: a malformed request (refused), or 0: the
      * client is gone (why logged) */
-    enum agent_msg type;
+    enum op_agent_msg type;
     uint64_t id;
     uint8_t *data;
     struct item *next;
@@ -86,23 +86,25 @@ static void *read_client(void *arg)
         struct item *it = calloc(1, sizeof(*it));
         op_status_t st = it != NULL ? op_channel_recv(r->ch, &msg, &len) : OP_ERR_NOMEM;
         const uint8_t *data;
-        if (st == OP_OK && len == 1 && msg[0] == AGENT_BYE) {
-            it->type = AGENT_BYE;
-        } else if (st == OP_OK && agent_get_id(msg, len, AGENT_VECTOR, d->bytes, &it->id, &data) &&
+        if (st == OP_OK && len == 1 && msg[0] == OP_AGENT_MSG_BYE) {
+            it->type = OP_AGENT_MSG_BYE;
+        } else if (st == OP_OK &&
+                   op_agent_id_decode(msg, len, OP_AGENT_MSG_VECTOR, d->bytes, &it->id, &data) ==
+                       OP_OK &&
                    (it->data = malloc(d->bytes)) != NULL) {
-            it->type = AGENT_VECTOR;
+            it->type = OP_AGENT_MSG_VECTOR;
             memcpy(it->data, data, d->bytes);
         } else if (it != NULL && st == OP_OK) {
-            it->type = AGENT_REFUSED;
+            it->type = OP_AGENT_MSG_REFUSED;
         } else if (it != NULL) {
             OP_ERROR(d->cfg->net.log, "client %u: gone (%s)", r->client, op_channel_error(r->ch));
         }
         if (it == NULL)
             return NULL;
         it->client = r->client;
-        enum agent_msg type = it->type;
+        enum op_agent_msg type = it->type;
         push(d, it);
-        if (type != AGENT_VECTOR)
+        if (type != OP_AGENT_MSG_VECTOR)
             return NULL;
     }
 }
@@ -114,15 +116,15 @@ static void tell_clients(struct daemon *d, const char *why, uint32_t gone);
 
 static void send_all(struct daemon *d, uint64_t id, const void *data)
 {
-    uint8_t *msg = malloc(AGENT_ID_HDR + d->bytes);
+    uint8_t *msg = malloc(OP_AGENT_ID_HDR + d->bytes);
     if (msg == NULL) {
         d->send_st = OP_ERR_NOMEM;
         return;
     }
-    agent_put_id(msg, AGENT_RESULT, id);
-    memcpy(msg + AGENT_ID_HDR, data, d->bytes);
+    op_agent_id_encode(OP_AGENT_MSG_RESULT, id, msg);
+    memcpy(msg + OP_AGENT_ID_HDR, data, d->bytes);
     for (uint32_t c = 0; c < d->n_readers; c++) {
-        op_status_t st = op_channel_send(d->r[c].ch, msg, AGENT_ID_HDR + d->bytes, 0);
+        op_status_t st = op_channel_send(d->r[c].ch, msg, OP_AGENT_ID_HDR + d->bytes, 0);
         if (st != OP_OK && d->send_st == OP_OK) {
             OP_ERROR(d->cfg->net.log, "client %u: sending result %llu: %s", c,
                      (unsigned long long)id, op_channel_error(d->r[c].ch));
@@ -175,7 +177,7 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
     struct daemon *d = ctx;
     const struct op_agent_daemon_config *c = d->cfg;
     char mine[OP_AR_HANDSHAKE_MAX], theirs[OP_AR_HANDSHAKE_MAX];
-    if (len < 2 || len > sizeof theirs || msg[0] != AGENT_HELLO) {
+    if (len < 2 || len > sizeof theirs || msg[0] != OP_AGENT_MSG_HELLO) {
         snprintf(why, why_len, "no handshake (a malformed greeting)");
         return OP_ERR_MALFORMED;
     }
@@ -183,10 +185,10 @@ static op_status_t greet(void *ctx, const uint8_t *msg, size_t len, uint8_t repl
     theirs[len - 1] = '\0';
     agent_handshake_text(&c->job, mine);
     op_status_t st = op_ar_handshake_check(mine, theirs, why, why_len);
-    struct agent_welcome w = {.rank = d->p.self * c->net.clients + d->n_readers,
+    struct op_agent_welcome w = {.rank = d->p.self * c->net.clients + d->n_readers,
                               .clients = c->net.n_daemons * c->net.clients, .daemons = c->net.n_daemons,
                               .per_daemon = c->net.clients};
-    *reply_len = agent_put_welcome(reply, &w);
+    *reply_len = op_agent_welcome_encode(&w, reply);
     return st;
 }
 
@@ -209,7 +211,7 @@ static op_status_t link_daemons(struct daemon *d)
 static void tell_clients(struct daemon *d, const char *why, uint32_t gone)
 {
     OP_ERROR(d->cfg->net.log, "%s: the job cannot finish", why);
-    uint8_t msg[256] = {AGENT_REFUSED};
+    uint8_t msg[256] = {OP_AGENT_MSG_REFUSED};
     int n = snprintf((char *)msg + 1, sizeof msg - 1, "%s: the job cannot finish", why);
     size_t len = 1 + (n < (int)sizeof msg - 1 ? (size_t)n : sizeof msg - 2);
     for (uint32_t c = 0; c < d->n_readers; c++)
@@ -244,13 +246,13 @@ static op_status_t serve(struct daemon *d)
             OP_ERROR(d->cfg->net.log, "no request from any client for the timeout: giving up");
             return OP_ERR_TIMEOUT;
         }
-        if (it->type == AGENT_BYE)
+        if (it->type == OP_AGENT_MSG_BYE)
             byes++;
-        else if (it->type == AGENT_VECTOR)
+        else if (it->type == OP_AGENT_MSG_VECTOR)
             st = op_ar_client(d->ar, it->client, it->id, it->data, d->bytes);
         else
-            st = end_job(d, it->client, it->type == AGENT_REFUSED);
-        if (st != OP_OK && it->type == AGENT_VECTOR)
+            st = end_job(d, it->client, it->type == OP_AGENT_MSG_REFUSED);
+        if (st != OP_OK && it->type == OP_AGENT_MSG_VECTOR)
             OP_ERROR(d->cfg->net.log, "client %u: request %llu refused (%s)", it->client,
                      (unsigned long long)it->id, op_status_str(st));
         if (st == OP_OK && d->partial_ready)
@@ -319,7 +321,7 @@ op_status_t op_agent_daemon_run(const struct op_agent_daemon_config *cfg)
         return OP_ERR_NOMEM;
     d->cfg = cfg;
     d->bytes = cfg->job.size * agent_elem_size(cfg->job.type);
-    d->p = (struct agent_plumb){.net = &cfg->net, .max_msg = (uint32_t)(AGENT_ID_HDR + d->bytes)};
+    d->p = (struct agent_plumb){.net = &cfg->net, .max_msg = (uint32_t)(OP_AGENT_ID_HDR + d->bytes)};
     agent_sync_init(&d->mu, &d->more);
     struct op_ar_config ac = {.daemons = cfg->net.n_daemons, .clients = cfg->net.clients,
                               .count = cfg->job.size, .type = op_agent_red_type(cfg->job.type),

@@ -117,15 +117,15 @@ struct link {
 static op_status_t send_pairs(const struct agent_plumb *p, struct op_channel *ch, uint32_t peer,
                               const struct link *l)
 {
-    uint8_t buf[512];
+    uint8_t buf[OP_AGENT_PAIR_LEN];
     op_status_t st = OP_OK;
     for (uint32_t i = 0; i < l->per && st == OP_OK; i++)
         for (uint32_t k = 0; k < l->per && st == OP_OK; k++) {
             uint32_t me = p->self * l->per + i;
-            struct agent_pair m = {.index = me, .ep = l->eps[me],
-                                   .qp = l->mine[(size_t)i * l->ranks + peer * l->per + k]};
+            struct op_agent_pair m = {.index = me, .ep = l->eps[me],
+                                      .qp = l->mine[(size_t)i * l->ranks + peer * l->per + k]};
             bool last = i + 1 == l->per && k + 1 == l->per;
-            st = op_channel_send(ch, buf, agent_put_pair(buf, &m), last ? 0 : OP_CHAN_MORE);
+            st = op_channel_send(ch, buf, op_agent_pair_encode(&m, buf), last ? 0 : OP_CHAN_MORE);
         }
     return st;
 }
@@ -139,11 +139,11 @@ static op_status_t recv_pairs(const struct agent_plumb *p, struct op_channel *ch
         for (uint32_t k = 0; k < l->per; k++) {
             const uint8_t *msg;
             size_t len;
-            struct agent_pair m;
+            struct op_agent_pair m;
             op_status_t st = op_channel_recv(ch, &msg, &len);
             if (st != OP_OK)
                 return st;
-            if (!agent_get_pair(msg, len, &m) || m.index >= l->ranks)
+            if (op_agent_pair_decode(msg, len, &m) != OP_OK || m.index >= l->ranks)
                 return OP_ERR_MALFORMED;
             uint32_t j = m.index / l->per;
             if (*peer == UINT32_MAX && j != p->self)

@@ -1,148 +1,10 @@
-/* The agent's messages (agent_proto.h): fixed layouts, checked lengths. */
+/* What the agent's parts share (agent_proto.h); the messages' codecs are
+ * src/wire's (offpath/wire/agent.h). */
 #include <string.h>
 
 #include "agent_proto.h"
 #include "offpath/reduce.h"
 #include "offpath/wire.h"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get64(const uint8_t *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
-
-size_t agent_put_welcome(uint8_t *buf, const struct agent_welcome *w)
-{
-    buf[0] = AGENT_WELCOME;
-    put32(buf + 1, w->rank);
-    put32(buf + 5, w->clients);
-    put32(buf + 9, w->daemons);
-    put32(buf + 13, w->per_daemon);
-    return 17;
-}
-
-bool agent_get_welcome(const uint8_t *msg, size_t len, struct agent_welcome *w)
-{
-    if (len != 17 || msg[0] != AGENT_WELCOME)
-        return false;
-    *w = (struct agent_welcome){get32(msg + 1), get32(msg + 5), get32(msg + 9), get32(msg + 13)};
-    return w->clients > 0 && w->rank < w->clients && w->daemons > 0 && w->per_daemon > 0 &&
-           (uint64_t)w->daemons * w->per_daemon == w->clients;
-}
-
-size_t agent_put_id(uint8_t *buf, enum agent_msg type, uint64_t id)
-{
-    buf[0] = (uint8_t)type;
-    put64(buf + 1, id);
-    return AGENT_ID_HDR;
-}
-
-bool agent_get_id(const uint8_t *msg, size_t len, enum agent_msg type, size_t bytes, uint64_t *id,
-                  const uint8_t **data)
-{
-    if (len != AGENT_ID_HDR + bytes || msg[0] != (uint8_t)type)
-        return false;
-    *id = get64(msg + 1);
-    *data = msg + AGENT_ID_HDR;
-    return true;
-}
-
-size_t agent_put_mesh(uint8_t *buf, uint32_t rank, const char *text)
-{
-    size_t n = strnlen(text, OP_AR_HANDSHAKE_MAX - 1);
-    buf[0] = AGENT_MESH;
-    put32(buf + 1, rank);
-    memcpy(buf + 5, text, n);
-    return 5 + n;
-}
-
-bool agent_get_mesh(const uint8_t *msg, size_t len, uint32_t *rank, char text[OP_AR_HANDSHAKE_MAX])
-{
-    if (len < 6 || len - 5 >= OP_AR_HANDSHAKE_MAX || msg[0] != AGENT_MESH ||
-        memchr(msg + 5, '\0', len - 5) != NULL)
-        return false;
-    *rank = get32(msg + 1);
-    memcpy(text, msg + 5, len - 5);
-    text[len - 5] = '\0';
-    return true;
-}
-
-size_t agent_put_a2a_hello(uint8_t *buf, const struct agent_a2a_hello *h)
-{
-    buf[0] = AGENT_A2A;
-    put32(buf + 1, h->rank);
-    put32(buf + 5, h->ranks);
-    put32(buf + 9, h->workers);
-    put64(buf + 13, h->chunk);
-    return AGENT_A2A_HELLO_LEN;
-}
-
-bool agent_get_a2a_hello(const uint8_t *msg, size_t len, struct agent_a2a_hello *h)
-{
-    if (len != AGENT_A2A_HELLO_LEN || msg[0] != AGENT_A2A)
-        return false;
-    *h = (struct agent_a2a_hello){.rank = get32(msg + 1), .ranks = get32(msg + 5),
-                                  .workers = get32(msg + 9), .chunk = get64(msg + 13)};
-    return h->ranks > 0 && h->ranks <= OP_A2A_MAX_RANKS && h->rank < h->ranks &&
-           h->workers >= 1 && h->workers <= OP_A2A_MAX_WORKERS && h->chunk > 0 &&
-           h->chunk <= (OP_CHAN_LIMIT_MAX_MSG - AGENT_ID_HDR) / h->ranks;
-}
-
-#define PAIR_LEN (1 + 4 + 4 + 4 + 8 + 8 + OP_A2A_MAX_WORKERS * (2 + 4) + 8)
-
-size_t agent_put_pair(uint8_t *buf, const struct agent_pair *p)
-{
-    uint8_t *q = buf;
-    *q++ = AGENT_PAIR;
-    put32(q, p->index), q += 4;
-    put32(q, p->ep.ip), q += 4;
-    put32(q, p->ep.workers), q += 4;
-    put64(q, p->ep.recv_addr), q += 8;
-    put64(q, p->ep.chunk), q += 8;
-    for (int i = 0; i < OP_A2A_MAX_WORKERS; i++) {
-        q[0] = (uint8_t)p->ep.port[i];
-        q[1] = (uint8_t)(p->ep.port[i] >> 8);
-        put32(q + 2, p->ep.rkey[i]);
-        q += 6;
-    }
-    put32(q, p->qp.qpn), q += 4;
-    put32(q, p->qp.psn), q += 4;
-    return (size_t)(q - buf);
-}
-
-bool agent_get_pair(const uint8_t *msg, size_t len, struct agent_pair *p)
-{
-    if (len != PAIR_LEN || msg[0] != AGENT_PAIR)
-        return false;
-    const uint8_t *q = msg + 1;
-    memset(p, 0, sizeof(*p));
-    p->index = get32(q), q += 4;
-    p->ep.ip = get32(q), q += 4;
-    p->ep.workers = get32(q), q += 4;
-    p->ep.recv_addr = get64(q), q += 8;
-    p->ep.chunk = get64(q), q += 8;
-    for (int i = 0; i < OP_A2A_MAX_WORKERS; i++) {
-        p->ep.port[i] = (uint16_t)(q[0] | q[1] << 8);
-        p->ep.rkey[i] = get32(q + 2);
-        q += 6;
-    }
-    p->qp.qpn = get32(q), q += 4;
-    p->qp.psn = get32(q);
-    return p->ep.workers >= 1 && p->ep.workers <= OP_A2A_MAX_WORKERS;
-}
 
 size_t agent_elem_size(enum op_agent_type t)
 {
@@ -183,7 +45,7 @@ bool op_agent_job_ok(const struct op_agent_job *job)
     return job->size > 0 && job->type <= OP_AGENT_DOUBLE &&
            (job->op == OP_RED_SUM || job->op == OP_RED_PROD) && job->batch > 0 &&
            job->batch <= 1024 && job->batches > 0 && job->batches <= 1000000 &&
-           job->size <= (OP_CHAN_LIMIT_MAX_MSG - AGENT_ID_HDR) / agent_elem_size(job->type);
+           job->size <= (OP_CHAN_LIMIT_MAX_MSG - OP_AGENT_ID_HDR) / agent_elem_size(job->type);
 }
 
 void agent_sync_init(pthread_mutex_t *mu, pthread_cond_t *cond)
@@ -219,7 +81,7 @@ void agent_handshake_text(const struct op_agent_job *job, char text[OP_AR_HANDSH
 
 void agent_refuse(struct op_channel *ch, const char *why)
 {
-    uint8_t reply[1 + 256] = {AGENT_REFUSED};
+    uint8_t reply[1 + 256] = {OP_AGENT_MSG_REFUSED};
     size_t n = strnlen(why, sizeof reply - 1);
     memcpy(reply + 1, why, n);
     (void)op_channel_send(ch, reply, 1 + n, 0);

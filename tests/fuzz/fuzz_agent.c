@@ -74,30 +74,31 @@ static void engine(const uint8_t *data, size_t size)
  * would not write), and its fields are in range. */
 static void messages(const uint8_t *data, size_t size)
 {
-    struct agent_welcome w;
-    if (agent_get_welcome(data, size, &w)) {
+    struct op_agent_welcome w;
+    if (op_agent_welcome_decode(data, size, &w) == OP_OK) {
         uint8_t out[32];
-        require(agent_put_welcome(out, &w) == size && memcmp(out, data, size) == 0);
+        require(op_agent_welcome_encode(&w, out) == size && memcmp(out, data, size) == 0);
         require(w.rank < w.clients && (uint64_t)w.daemons * w.per_daemon == w.clients);
     }
-    struct agent_pair p;
-    if (agent_get_pair(data, size, &p)) {
+    struct op_agent_pair p;
+    if (op_agent_pair_decode(data, size, &p) == OP_OK) {
         uint8_t out[512];
-        require(agent_put_pair(out, &p) == size && memcmp(out, data, size) == 0);
+        require(op_agent_pair_encode(&p, out) == size && memcmp(out, data, size) == 0);
         require(p.ep.workers >= 1 && p.ep.workers <= OP_A2A_MAX_WORKERS);
     }
-    struct agent_a2a_hello h;
-    if (agent_get_a2a_hello(data, size, &h)) {
-        uint8_t out[AGENT_A2A_HELLO_LEN];
-        require(agent_put_a2a_hello(out, &h) == size && memcmp(out, data, size) == 0);
-        require(h.rank < h.ranks && h.chunk * h.ranks + AGENT_ID_HDR <= OP_CHAN_LIMIT_MAX_MSG);
+    struct op_agent_a2a_hello h;
+    if (op_agent_a2a_hello_decode(data, size, &h) == OP_OK) {
+        uint8_t out[OP_AGENT_A2A_HELLO_LEN];
+        require(op_agent_a2a_hello_encode(&h, out) == size && memcmp(out, data, size) == 0);
+        require(h.rank < h.ranks && h.ranks <= OP_A2A_MAX_RANKS && h.chunk > 0 &&
+                h.workers >= 1 && h.workers <= OP_A2A_MAX_WORKERS);
     }
     uint64_t id;
     const uint8_t *vec;
-    if (size >= AGENT_ID_HDR && agent_get_id(data, size, AGENT_VECTOR, size - AGENT_ID_HDR, &id,
-                                             &vec))
-        require(vec == data + AGENT_ID_HDR);
-    require(!agent_get_id(data, size, AGENT_RESULT, size + 1, &id, &vec));
+    if (size >= OP_AGENT_ID_HDR && op_agent_id_decode(data, size, OP_AGENT_MSG_VECTOR,
+                                                      size - OP_AGENT_ID_HDR, &id, &vec) == OP_OK)
+        require(vec == data + OP_AGENT_ID_HDR);
+    require(op_agent_id_decode(data, size, OP_AGENT_MSG_RESULT, size + 1, &id, &vec) != OP_OK);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -203,7 +203,7 @@ def test_mismatched_num_msgs(procs, keys, tmp_path):
     assert jh["sent"] == 200 and jh["received"] == 100
     assert "total amount of messages received successfully: 200" in outa
     assert "total amount of messages sent successfully: 200" in outh
-    assert re.search(r"\]\[DOCA\]\[WRN\]\[channel_cmd\.c:\d+\]\[secure_channel\] The peer's -n/-s "
+    assert re.search(r"\]\[DOCA\]\[WRN\]\[secure_channel\.c:\d+\]\[secure_channel\] The peer's -n/-s "
                      r"\(200 x 256 B\) differ from ours \(100 x 256 B\)", outa), outa
 
 

@@ -525,19 +525,19 @@ static struct op_channel *greeted(const struct fault_env *e, uint32_t rank, uint
                                   const char *refused)
 {
     struct op_channel *ch = raw_client(e);
-    struct agent_a2a_hello h = {.rank = rank, .ranks = ranks, .workers = 1, .chunk = 8};
+    struct op_agent_a2a_hello h = {.rank = rank, .ranks = ranks, .workers = 1, .chunk = 8};
     uint8_t buf[64];
     const uint8_t *msg;
     size_t len;
-    assert_int_equal(op_channel_send(ch, buf, agent_put_a2a_hello(buf, &h), 0), OP_OK);
+    assert_int_equal(op_channel_send(ch, buf, op_agent_a2a_hello_encode(&h, buf), 0), OP_OK);
     assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
     if (refused == NULL) {
-        assert_int_equal(msg[0], AGENT_WELCOME);
+        assert_int_equal(msg[0], OP_AGENT_MSG_WELCOME);
         return ch;
     }
     char text[300] = "";
     memcpy(text, msg + 1, len - 1 < sizeof text - 1 ? len - 1 : sizeof text - 1);
-    assert_int_equal(msg[0], AGENT_REFUSED);
+    assert_int_equal(msg[0], OP_AGENT_MSG_REFUSED);
     if (strstr(text, refused) == NULL)
         fail_msg("refusal \"%s\" does not say \"%s\"", text, refused);
     op_channel_close(ch);
@@ -577,12 +577,12 @@ static void test_a2a_daemon_refuses_counts_and_goes_on(void **state)
     greeted(&e, 0, 3, "ranks: 3 there, 2 here");
     struct op_a2a_client *a = proper_client(&e, 0);
     struct op_channel *b = greeted(&e, 1, 2, NULL);
-    uint8_t bad[AGENT_ID_HDR + 4] = {AGENT_VECTOR};
+    uint8_t bad[OP_AGENT_ID_HDR + 4] = {OP_AGENT_MSG_VECTOR};
     assert_int_equal(op_channel_send(b, bad, sizeof bad, 0), OP_OK);
     const uint8_t *msg;
     size_t len;
     assert_int_equal(op_channel_recv(b, &msg, &len), OP_OK);
-    assert_int_equal(msg[0], AGENT_REFUSED);
+    assert_int_equal(msg[0], OP_AGENT_MSG_REFUSED);
     op_channel_close(b);
     assert_int_equal(op_a2a_client_start(a), OP_OK);
     assert_int_equal(op_a2a_client_wait(a), OP_ERR_REFUSED); /* its peer never came */
@@ -654,16 +654,16 @@ static void test_ar_daemon_refuses_a_malformed_request(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, ar_daemon_main, &ad), 0);
     struct op_channel *ch = raw_client(&e);
-    uint8_t hello[1 + OP_AR_HANDSHAKE_MAX] = {AGENT_HELLO}, bad[AGENT_ID_HDR + 15] = {AGENT_VECTOR};
+    uint8_t hello[1 + OP_AR_HANDSHAKE_MAX] = {OP_AGENT_MSG_HELLO}, bad[OP_AGENT_ID_HDR + 15] = {OP_AGENT_MSG_VECTOR};
     agent_handshake_text(&ad.d.job, (char *)hello + 1);
     const uint8_t *msg;
     size_t len;
     assert_int_equal(op_channel_send(ch, hello, 1 + strlen((char *)hello + 1), 0), OP_OK);
     assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
-    assert_int_equal(msg[0], AGENT_WELCOME);
+    assert_int_equal(msg[0], OP_AGENT_MSG_WELCOME);
     assert_int_equal(op_channel_send(ch, bad, sizeof bad, 0), OP_OK); /* 15 bytes: not 4 ints */
     assert_int_equal(op_channel_recv(ch, &msg, &len), OP_OK);
-    assert_int_equal(msg[0], AGENT_REFUSED);
+    assert_int_equal(msg[0], OP_AGENT_MSG_REFUSED);
     char why[300] = "";
     memcpy(why, msg + 1, len - 1 < sizeof why - 1 ? len - 1 : sizeof why - 1);
     assert_non_null(strstr(why, "client 0 sent a malformed request"));

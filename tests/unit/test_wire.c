@@ -374,6 +374,78 @@ static size_t icrc_message(uint8_t *m, const uint8_t *ip, size_t ihl, size_t len
     return 8 + ihl + 8 + len;
 }
 
+/* The agent's messages: big-endian bytes, round trips, and every wrong
+ * type, length or field refused with the output untouched. */
+static void test_agent_messages(void **state)
+{
+    (void)state;
+    uint8_t b[OP_AGENT_PAIR_LEN + 1];
+    const struct op_agent_welcome w = {.rank = 5, .clients = 8, .daemons = 2, .per_daemon = 4};
+    assert_int_equal(op_agent_welcome_encode(&w, b), OP_AGENT_WELCOME_LEN);
+    static const uint8_t want[OP_AGENT_WELCOME_LEN] = {'W', 0, 0, 0, 5, 0, 0, 0, 8,
+                                                       0,   0, 0, 2, 0, 0, 0, 4};
+    assert_memory_equal(b, want, sizeof want);
+    struct op_agent_welcome got = {0}, before = {.rank = 99};
+    assert_int_equal(op_agent_welcome_decode(b, OP_AGENT_WELCOME_LEN, &got), OP_OK);
+    assert_memory_equal(&got, &w, sizeof w);
+    got = before;
+    assert_int_equal(op_agent_welcome_decode(b, OP_AGENT_WELCOME_LEN - 1, &got),
+                     OP_ERR_TRUNCATED);
+    assert_int_equal(op_agent_welcome_decode(b, OP_AGENT_WELCOME_LEN + 1, &got),
+                     OP_ERR_MALFORMED);
+    b[8] = 5; /* clients 5 < rank 5 + 1 and not daemons x per_daemon */
+    assert_int_equal(op_agent_welcome_decode(b, OP_AGENT_WELCOME_LEN, &got), OP_ERR_MALFORMED);
+    b[0] = 'S';
+    assert_int_equal(op_agent_welcome_decode(b, OP_AGENT_WELCOME_LEN, &got), OP_ERR_MALFORMED);
+    assert_int_equal(got.rank, 99);
+
+    uint64_t id = 0;
+    const uint8_t *data = NULL;
+    assert_int_equal(op_agent_id_encode(OP_AGENT_MSG_VECTOR, 0x0102030405060708ull, b), 9);
+    assert_int_equal(b[1], 1);
+    assert_int_equal(b[8], 8);
+    assert_int_equal(op_agent_id_decode(b, 9 + 4, OP_AGENT_MSG_VECTOR, 4, &id, &data), OP_OK);
+    assert_true(id == 0x0102030405060708ull && data == b + 9);
+    assert_int_equal(op_agent_id_decode(b, 9 + 4, OP_AGENT_MSG_VECTOR, 5, &id, &data),
+                     OP_ERR_TRUNCATED);
+    assert_int_equal(op_agent_id_decode(b, 9 + 4, OP_AGENT_MSG_VECTOR, 3, &id, &data),
+                     OP_ERR_MALFORMED);
+    assert_int_equal(op_agent_id_decode(b, 9 + 4, OP_AGENT_MSG_RESULT, 4, &id, &data),
+                     OP_ERR_MALFORMED);
+
+    char text[OP_AR_HANDSHAKE_MAX];
+    uint32_t rank = 0;
+    size_t n = op_agent_mesh_encode(7, "-s 4 -d int", b, sizeof b);
+    assert_int_equal(n, 5 + 11);
+    assert_int_equal(op_agent_mesh_decode(b, n, &rank, text), OP_OK);
+    assert_true(rank == 7 && strcmp(text, "-s 4 -d int") == 0);
+    assert_int_equal(op_agent_mesh_decode(b, 5, &rank, text), OP_ERR_TRUNCATED);
+    b[7] = 0; /* a NUL inside the text */
+    assert_int_equal(op_agent_mesh_decode(b, n, &rank, text), OP_ERR_MALFORMED);
+    assert_int_equal(op_agent_mesh_encode(7, "-s 4", b, 8), 0);
+    assert_int_equal(op_agent_mesh_encode(7, "", b, sizeof b), 0);
+
+    struct op_agent_a2a_hello h = {.rank = 1, .ranks = 4, .workers = 2, .chunk = 64}, hg;
+    assert_int_equal(op_agent_a2a_hello_encode(&h, b), OP_AGENT_A2A_HELLO_LEN);
+    assert_int_equal(op_agent_a2a_hello_decode(b, OP_AGENT_A2A_HELLO_LEN, &hg), OP_OK);
+    assert_true(hg.rank == 1 && hg.ranks == 4 && hg.workers == 2 && hg.chunk == 64);
+    h.workers = OP_A2A_MAX_WORKERS + 1;
+    op_agent_a2a_hello_encode(&h, b);
+    assert_int_equal(op_agent_a2a_hello_decode(b, OP_AGENT_A2A_HELLO_LEN, &hg), OP_ERR_MALFORMED);
+
+    struct op_agent_pair p = {.index = 3, .ep = {.ip = 0x7f000001u, .workers = 2,
+                                                 .recv_addr = 1ull << 40, .chunk = 4096},
+                              .qp = {.qpn = 0x11, .psn = 0x22}}, pg;
+    p.ep.port[1] = 4791;
+    p.ep.rkey[63] = 0xdeadbeefu;
+    assert_int_equal(op_agent_pair_encode(&p, b), OP_AGENT_PAIR_LEN);
+    assert_int_equal(op_agent_pair_decode(b, OP_AGENT_PAIR_LEN, &pg), OP_OK);
+    assert_memory_equal(&pg, &p, sizeof p);
+    assert_int_equal(op_agent_pair_decode(b, OP_AGENT_PAIR_LEN - 1, &pg), OP_ERR_TRUNCATED);
+    b[12] = 0; /* workers 0 */
+    assert_int_equal(op_agent_pair_decode(b, OP_AGENT_PAIR_LEN, &pg), OP_ERR_MALFORMED);
+}
+
 /* secure_channel's run header: its bytes, the round trip, and every
  * malformed form refused with the output untouched. */
 static void test_sc_meta(void **state)
@@ -1204,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_sc_meta),
+        cmocka_unit_test(test_agent_messages),
         cmocka_unit_test(test_icrc_seal_check),
         cmocka_unit_test(test_red_types),
         cmocka_unit_test(test_red_ops),
