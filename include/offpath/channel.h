@@ -20,12 +20,12 @@
 #include <stdint.h>
 
 #include "offpath/common.h"
+#include "offpath/wire/chan.h" /* the frame header */
 
 #define OP_CHAN_KEY_BYTES 32
 #define OP_CHAN_DEFAULT_MAX_MSG 65535u        /* DOCA 3.3's limit */
 #define OP_CHAN_LIMIT_MAX_MSG (16u << 20)     /* --max-msg-size upper bound */
 #define OP_CHAN_HS_MSG_BYTES 50               /* each of the two handshake messages */
-#define OP_CHAN_FRAME_HDR 4                   /* big-endian ciphertext length */
 #define OP_CHAN_TAG_BYTES 16                  /* AEAD tag per frame */
 #define OP_CHAN_FRAME_OVERHEAD (OP_CHAN_FRAME_HDR + OP_CHAN_TAG_BYTES)
 /* Batch records: the length header's top bit marks a frame whose plaintext
@@ -35,8 +35,6 @@
  * receiver delivers nothing of a record before all of it has arrived and
  * passed, so bigger records would only hold messages back), or one message
  * of any allowed size. */
-#define OP_CHAN_BATCH_FLAG 0x80000000u
-#define OP_CHAN_BATCH_HDR 4
 #define OP_CHAN_RECORD_MAX (16u << 10)
 
 /* ---- keys ---- */

@@ -21,5 +21,6 @@
 #include "offpath/wire/wbuf.h"
 #include "offpath/wire/sc_meta.h"
 #include "offpath/wire/agent.h"
+#include "offpath/wire/chan.h"
 
 #endif

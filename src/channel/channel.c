@@ -16,7 +16,7 @@
 
 #define BATCH_BYTES (64u << 10)
 #define RX_READ (256u << 10)
-#define PLAIN_HDR 4
+#define PLAIN_HDR OP_CHAN_FRAME_HDR /* a plain frame: the length, then the message */
 
 struct op_channel {
     struct op_channel_config cfg;
@@ -294,10 +294,7 @@ static op_status_t seal_single(struct op_channel *c, const uint8_t *msg, size_t 
 static void seal_plain(struct op_channel *c, const uint8_t *msg, size_t len)
 {
     uint8_t *p = c->tx_buf + c->tx_len;
-    p[0] = (uint8_t)(len >> 24);
-    p[1] = (uint8_t)(len >> 16);
-    p[2] = (uint8_t)(len >> 8);
-    p[3] = (uint8_t)len;
+    op_chan_frame_hdr_encode((struct op_chan_frame_hdr){.len = (uint32_t)len}, p);
     memcpy(p + PLAIN_HDR, msg, len);
     c->tx_len += PLAIN_HDR + len;
     c->plain_tx[OP_CHAN_frames_sealed]++;
@@ -343,10 +340,11 @@ static op_status_t open_plain(struct op_channel *c, uint8_t *in, size_t len, siz
                               const uint8_t **msg, size_t *msg_len)
 {
     *used = 0;
-    if (len < PLAIN_HDR)
+    struct op_chan_frame_hdr h;
+    if (op_chan_frame_hdr_decode(in, len, &h) != OP_OK)
         return OP_INPROGRESS;
-    uint32_t n = (uint32_t)in[0] << 24 | (uint32_t)in[1] << 16 | (uint32_t)in[2] << 8 | in[3];
-    if (n < 1 || n > c->cfg.max_msg) {
+    uint32_t n = h.len;
+    if (h.batch || n < 1 || n > c->cfg.max_msg) {
         c->plain_rx[OP_CHAN_bad_length]++;
         c->rx_why = "frame length out of range";
         return OP_ERR_MALFORMED;

@@ -415,19 +415,6 @@ op_status_t op_chan_eng_hs_consume(struct op_chan_eng *e, const uint8_t *in, siz
 
 /* ---- frames ---- */
 
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static bool tx_ready(struct op_chan_eng *e)
 {
     if (e->hs != HS_DONE || e->tx_error != NULL)
@@ -441,10 +428,10 @@ static bool tx_ready(struct op_chan_eng *e)
 
 /* The header is associated data, so a changed length or batch flag fails
  * the tag even when the changed frame happens to be complete. */
-static op_status_t seal_frame(struct op_chan_eng *e, uint32_t word, const uint8_t *m, size_t len,
-                              uint8_t *out)
+static op_status_t seal_frame(struct op_chan_eng *e, struct op_chan_frame_hdr h, const uint8_t *m,
+                              size_t len, uint8_t *out)
 {
-    put_be32(out, word);
+    op_chan_frame_hdr_encode(h, out);
     if (!chan_aead_seal(&e->tx.aead, e->tx.seq, out, OP_CHAN_FRAME_HDR, m, len,
                         out + OP_CHAN_FRAME_HDR)) {
         e->tx_error = "the cipher refused to seal a record";
@@ -469,7 +456,8 @@ op_status_t op_chan_eng_seal(struct op_chan_eng *e, const uint8_t *msg, size_t l
         return OP_ERR_INVAL;
     if (cap < len + OP_CHAN_FRAME_OVERHEAD)
         return OP_ERR_NOSPACE;
-    op_status_t st = seal_frame(e, (uint32_t)(len + OP_CHAN_TAG_BYTES), msg, len, out);
+    const struct op_chan_frame_hdr h = {.len = (uint32_t)(len + OP_CHAN_TAG_BYTES)};
+    op_status_t st = seal_frame(e, h, msg, len, out);
     if (st != OP_OK)
         return st;
     bump_tx(e, OP_CHAN_frames_sealed, 1);
@@ -496,7 +484,7 @@ op_status_t op_chan_eng_batch_add(struct op_chan_eng *e, uint8_t *rec, size_t ca
     if ((*rec_len > 0 && plain > OP_CHAN_RECORD_MAX) ||
         cap < OP_CHAN_FRAME_HDR + plain + OP_CHAN_TAG_BYTES)
         return OP_ERR_NOSPACE;
-    put_be32(rec + at, (uint32_t)len);
+    op_chan_frame_hdr_encode((struct op_chan_frame_hdr){.len = (uint32_t)len}, rec + at);
     memcpy(rec + at + OP_CHAN_BATCH_HDR, msg, len);
     *rec_len = OP_CHAN_FRAME_HDR + plain;
     e->batch_msgs++;
@@ -514,8 +502,9 @@ op_status_t op_chan_eng_batch_seal(struct op_chan_eng *e, uint8_t *rec, size_t c
     if (!tx_ready(e))
         return OP_ERR_STATE;
     size_t plain = *rec_len - OP_CHAN_FRAME_HDR;
-    op_status_t st = seal_frame(e, OP_CHAN_BATCH_FLAG | (uint32_t)(plain + OP_CHAN_TAG_BYTES),
-                                rec + OP_CHAN_FRAME_HDR, plain, rec);
+    const struct op_chan_frame_hdr h = {.len = (uint32_t)(plain + OP_CHAN_TAG_BYTES),
+                                        .batch = true};
+    op_status_t st = seal_frame(e, h, rec + OP_CHAN_FRAME_HDR, plain, rec);
     if (st != OP_OK)
         return st;
     bump_tx(e, OP_CHAN_frames_sealed, e->batch_msgs);
@@ -550,9 +539,10 @@ static bool batch_well_formed(const uint8_t *p, size_t len, uint32_t max_msg)
     if (len == 0)
         return false;
     while (at < len) {
-        if (len - at < OP_CHAN_BATCH_HDR)
+        struct op_chan_frame_hdr h;
+        if (op_chan_frame_hdr_decode(p + at, len - at, &h) != OP_OK || h.batch)
             return false;
-        uint32_t n = get_be32(p + at);
+        uint32_t n = h.len;
         at += OP_CHAN_BATCH_HDR;
         if (n < 1 || n > max_msg || n > len - at)
             return false;
@@ -566,7 +556,9 @@ static op_status_t next_in_batch(struct op_chan_eng *e, const uint8_t *in, size_
 {
     if (len < e->rec_frame)
         return OP_ERR_STATE; /* the caller did not pass the record again */
-    uint32_t n = get_be32(in + e->rec_next);
+    struct op_chan_frame_hdr h = {0};
+    (void)op_chan_frame_hdr_decode(in + e->rec_next, len - e->rec_next, &h); /* checked whole */
+    uint32_t n = h.len;
     deliver(e, in + e->rec_next + OP_CHAN_BATCH_HDR, n, msg, msg_len);
     e->rec_next += OP_CHAN_BATCH_HDR + n;
     if (e->rec_next == e->rec_end) {
@@ -586,11 +578,11 @@ op_status_t op_chan_eng_open(struct op_chan_eng *e, uint8_t *in, size_t len, siz
         return OP_ERR_STATE;
     if (e->rec_end != 0)
         return next_in_batch(e, in, len, used, msg, msg_len);
-    if (len < OP_CHAN_FRAME_HDR)
+    struct op_chan_frame_hdr h;
+    if (op_chan_frame_hdr_decode(in, len, &h) != OP_OK)
         return OP_INPROGRESS;
-    uint32_t word = get_be32(in);
-    bool batch = (word & OP_CHAN_BATCH_FLAG) != 0;
-    uint32_t clen = word & ~OP_CHAN_BATCH_FLAG;
+    bool batch = h.batch;
+    uint32_t clen = h.len;
     size_t most = batch ? op_chan_max_frame(e->cfg.max_msg) - OP_CHAN_FRAME_HDR
                         : (size_t)e->cfg.max_msg + OP_CHAN_TAG_BYTES;
     /* Checked before waiting for the body, so a forged length cannot make

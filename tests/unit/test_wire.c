@@ -446,6 +446,23 @@ static void test_agent_messages(void **state)
     assert_int_equal(op_agent_pair_decode(b, OP_AGENT_PAIR_LEN, &pg), OP_ERR_MALFORMED);
 }
 
+/* The channel's frame header: the length big-endian, the batch bit on top. */
+static void test_chan_frame_hdr(void **state)
+{
+    (void)state;
+    uint8_t b[4];
+    op_chan_frame_hdr_encode((struct op_chan_frame_hdr){.len = 0x010203, .batch = true}, b);
+    assert_memory_equal(b, ((const uint8_t[4]){0x80, 0x01, 0x02, 0x03}), 4);
+    struct op_chan_frame_hdr h = {.len = 7};
+    assert_int_equal(op_chan_frame_hdr_decode(b, 3, &h), OP_ERR_TRUNCATED);
+    assert_int_equal(h.len, 7);
+    assert_int_equal(op_chan_frame_hdr_decode(b, 4, &h), OP_OK);
+    assert_true(h.batch && h.len == 0x010203);
+    op_chan_frame_hdr_encode((struct op_chan_frame_hdr){.len = 300}, b);
+    assert_int_equal(op_chan_frame_hdr_decode(b, 4, &h), OP_OK);
+    assert_true(!h.batch && h.len == 300 && b[2] == 1 && b[3] == 44);
+}
+
 /* secure_channel's run header: its bytes, the round trip, and every
  * malformed form refused with the output untouched. */
 static void test_sc_meta(void **state)
@@ -1276,6 +1293,7 @@ int main(void)
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_sc_meta),
+        cmocka_unit_test(test_chan_frame_hdr),
         cmocka_unit_test(test_agent_messages),
         cmocka_unit_test(test_icrc_seal_check),
         cmocka_unit_test(test_red_types),
