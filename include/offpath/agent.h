@@ -139,6 +139,7 @@ OP_API op_status_t op_ar_peer(struct op_ar *ar, uint32_t daemon, uint64_t id, co
 /* Operations completed in order from 0: every one below is done. */
 OP_API uint64_t op_ar_done_below(const struct op_ar *ar);
 OP_API const uint64_t *op_ar_counters(const struct op_ar *ar);
+OP_API struct op_counter_set op_ar_counter_set(const struct op_ar *ar);
 
 /* DOCA's configuration handshake: "-s %zu -d %s -b %zu -i %zu" (vector
  * size, datatype name, batch size, batches). Peers refuse a mismatch. */

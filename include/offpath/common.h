@@ -142,14 +142,37 @@ static inline const char *op_counter_name(const char *const *names, unsigned n, 
 
 /* Counter lists: names[i] counts vals[i]. TABLE: one "  name value" line
  * each (names padded to 20); LINE: " name value, name value" with no newline;
- * JSON: "name": value members joined by ", ", no braces, so a caller puts
- * them in an object among its own members. */
+ * KV: " name=value name=value" with no newline (a log line's tail); JSON:
+ * "name": value members joined by ", ", no braces, so a caller puts them in
+ * an object among its own members. */
 enum op_counters_format {
     OP_COUNTERS_TABLE,
     OP_COUNTERS_LINE,
     OP_COUNTERS_JSON,
+    OP_COUNTERS_KV,
 };
 OP_API void op_counters_print(FILE *out, const char *const *names, const uint64_t *vals, int n,
                               enum op_counters_format fmt);
+
+/* The counter-set descriptor every module exports for its counters: the
+ * names (spelt once, by the module's X-macro list), their values (a snapshot
+ * the caller owns or the module's live array) and how many. */
+struct op_counter_set {
+    const char *const *names;
+    const uint64_t *vals;
+    unsigned n;
+};
+OP_API void op_counter_set_print(FILE *out, const struct op_counter_set *s,
+                                 enum op_counters_format fmt);
+/* The same into buf (NUL-terminated, cut short at cap); returns buf. */
+OP_API char *op_counter_set_format(const struct op_counter_set *s, enum op_counters_format fmt,
+                                   char *buf, size_t cap);
+/* A set's values to another process of the same program (a forked switch
+ * to its launcher) through a pipe: the count, then the values, host order.
+ * Write: OP_OK or the errno. Read: into vals (cap of them) when exactly
+ * cap values came; OP_ERR_MALFORMED for another count, OP_ERR_TRUNCATED
+ * for fewer bytes (the writer died), the errno otherwise. */
+OP_API op_status_t op_counter_set_write(int fd, const struct op_counter_set *s);
+OP_API op_status_t op_counter_set_read(int fd, uint64_t *vals, unsigned cap);
 
 #endif

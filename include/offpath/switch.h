@@ -100,6 +100,10 @@ OP_API uint64_t op_sw_next_timer(const struct op_sw *sw);
 OP_API const uint64_t *op_sw_counters(const struct op_sw *sw);
 OP_API const char *op_sw_counter_name(unsigned c); /* any of OP_SW_C_COUNT_ */
 OP_API const char *const *op_sw_counter_names(void); /* all OP_SW_C_COUNT_, for printing */
+/* Every counter: the engine's, then the port's (OP_SW_PORT_C_COUNT_ values
+ * from the driver; NULL: zeros), copied into vals. */
+OP_API struct op_counter_set op_sw_counter_set(const struct op_sw *sw, const uint64_t *port,
+                                               uint64_t vals[OP_SW_C_COUNT_]);
 /* Every counter as text or one JSON object: the engine's, then port's
  * (OP_SW_PORT_C_COUNT_ values from the driver; NULL: zeros). */
 OP_API void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json);
@@ -119,6 +123,9 @@ struct op_sw_run_config {
     bool json_exit; /* exit counters as JSON on stdout */
     bool udp_batching; /* op_io_udp_batching on its port */
     int ready_fd; /* >= 0: write "ready\n" there once listening, then close it */
+    /* >= 0: the counter set (op_sw_counter_set) written there at exit
+     * (op_counter_set_write), then closed: a launcher's pipe */
+    int counters_fd;
     struct op_pcap *pcap; /* capture what the port receives and sends; NULL: none */
 };
 /* Runs until SIGINT/SIGTERM; SIGUSR1 prints counters. Returns 0 or an error. */

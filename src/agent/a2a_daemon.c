@@ -50,17 +50,14 @@ static void count(struct a2a_daemon *d, enum op_a2a_daemon_counter c)
 /* " name=value ..." of every counter (and their values into out). */
 static void counters_text(struct a2a_daemon *d, char *line, size_t cap, uint64_t *out)
 {
-    size_t at = 0;
+    uint64_t v[OP_A2A_D_COUNT_];
     d->n[OP_A2A_D_refused] = d->p.refused;
-    line[0] = '\0';
-    for (unsigned c = 0; c < OP_A2A_D_COUNT_; c++) {
-        uint64_t v = atomic_load(&d->n[c]);
-        if (out != NULL)
-            out[c] = v;
-        if (at < cap)
-            at += (size_t)snprintf(line + at, cap - at, " %s=%llu", counter_names[c],
-                                   (unsigned long long)v);
-    }
+    for (unsigned c = 0; c < OP_A2A_D_COUNT_; c++)
+        v[c] = atomic_load(&d->n[c]);
+    if (out != NULL)
+        memcpy(out, v, sizeof v);
+    const struct op_counter_set s = {.names = counter_names, .vals = v, .n = OP_A2A_D_COUNT_};
+    op_counter_set_format(&s, OP_COUNTERS_KV, line, cap);
 }
 
 /* ---- admission: every client of a session agrees with its first */

@@ -236,3 +236,8 @@ op_status_t op_ar_peer(struct op_ar *ar, uint32_t daemon, uint64_t id, const voi
 uint64_t op_ar_done_below(const struct op_ar *ar) { return ar->done_below; }
 
 const uint64_t *op_ar_counters(const struct op_ar *ar) { return ar->c; }
+
+struct op_counter_set op_ar_counter_set(const struct op_ar *ar)
+{
+    return (struct op_counter_set){.names = counter_names, .vals = ar->c, .n = OP_AR_C_COUNT_};
+}

@@ -268,17 +268,16 @@ static op_status_t serve(struct daemon *d)
 /* Every counter, whatever the end: the engine's and the daemon's own. */
 static void report(const struct daemon *d)
 {
-    char line[512];
-    size_t at = 0;
-    const uint64_t *n = d->ar != NULL ? op_ar_counters(d->ar) : NULL;
-    for (unsigned c = 0; n != NULL && c < OP_AR_C_COUNT_ && at < sizeof line; c++)
-        at += (size_t)snprintf(line + at, sizeof line - at, " %s=%llu", op_ar_counter_name(c),
-                               (unsigned long long)n[c]);
-    if (at < sizeof line)
-        snprintf(line + at, sizeof line - at, " refused=%llu malformed=%llu clients_gone=%llu",
-                 (unsigned long long)d->p.refused, (unsigned long long)d->malformed,
-                 (unsigned long long)d->gone);
-    OP_INFO(d->cfg->net.log, "daemon %u: counters:%s", d->p.self, line);
+    static const char *const own_names[] = {"refused", "malformed", "clients_gone"};
+    const uint64_t own_vals[] = {d->p.refused, d->malformed, d->gone};
+    const struct op_counter_set own = {.names = own_names, .vals = own_vals, .n = 3};
+    char engine[400] = "", mine[160];
+    if (d->ar != NULL) {
+        const struct op_counter_set s = op_ar_counter_set(d->ar);
+        op_counter_set_format(&s, OP_COUNTERS_KV, engine, sizeof engine);
+    }
+    OP_INFO(d->cfg->net.log, "daemon %u: counters:%s%s", d->p.self, engine,
+            op_counter_set_format(&own, OP_COUNTERS_KV, mine, sizeof mine));
 }
 
 static void finish(struct daemon *d)

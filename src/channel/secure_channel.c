@@ -149,14 +149,27 @@ static bool exchange_meta(struct run *r)
     return true;
 }
 
+/* The channel's two counter sets, sending and receiving. */
+struct chan_sets {
+    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+    struct op_counter_set stx, srx;
+};
+
+static void chan_sets(struct op_channel *ch, struct chan_sets *s)
+{
+    op_channel_counters(ch, s->tx, s->rx);
+    s->stx = (struct op_counter_set){op_chan_tx_counter_names, s->tx, OP_CHAN_TX_COUNT_};
+    s->srx = (struct op_counter_set){op_chan_rx_counter_names, s->rx, OP_CHAN_RX_COUNT_};
+}
+
 static void print_counters_json(FILE *f, struct op_channel *ch)
 {
-    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
-    op_channel_counters(ch, tx, rx);
+    struct chan_sets s;
+    chan_sets(ch, &s);
     fprintf(f, "\"tx\": {");
-    op_counters_print(f, op_chan_tx_counter_names, tx, OP_CHAN_TX_COUNT_, OP_COUNTERS_JSON);
+    op_counter_set_print(f, &s.stx, OP_COUNTERS_JSON);
     fprintf(f, "}, \"rx\": {");
-    op_counters_print(f, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_JSON);
+    op_counter_set_print(f, &s.srx, OP_COUNTERS_JSON);
     fprintf(f, "}");
 }
 
@@ -204,15 +217,11 @@ static void report_times(struct run *r)
 
 static void log_failure_counters(struct run *r)
 {
-    uint64_t tx[OP_CHAN_TX_COUNT_], rx[OP_CHAN_RX_COUNT_];
+    struct chan_sets s;
     char line[512];
-    op_channel_counters(r->ch, tx, rx);
-    FILE *m = fmemopen(line, sizeof line, "w");
-    if (m == NULL)
-        return;
-    op_counters_print(m, op_chan_rx_counter_names, rx, OP_CHAN_RX_COUNT_, OP_COUNTERS_LINE);
-    fclose(m);
-    OP_ERROR(&r->log, "Session failed; receive counters:%s", line);
+    chan_sets(r->ch, &s);
+    OP_ERROR(&r->log, "Session failed; receive counters:%s",
+             op_counter_set_format(&s.srx, OP_COUNTERS_LINE, line, sizeof line));
 }
 
 /* pattern[k] = k & 0xff, long enough for any message at any offset. */

@@ -257,7 +257,8 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
 int cli_switch(int argc, char **argv)
 {
     struct sw_flags f = {.port = OP_ROCE_UDP_PORT, .log_level = OP_LOG_INFO};
-    struct op_sw_run_config rc = {.ready_fd = -1, .udp_batching = cli_udp_batching()};
+    struct op_sw_run_config rc = {.ready_fd = -1, .counters_fd = -1,
+                                  .udp_batching = cli_udp_batching()};
     op_sw_config_default(&rc.sw);
     int code = 2;
     if (!parse(argc, argv, &f, &rc, &code))

@@ -13,10 +13,11 @@ struct op_fabric {
     struct op_fabric_opts o;
     struct op_topo topo;
     pid_t pid[OP_TOPO_MAX_SWITCHES];
+    int counters[OP_TOPO_MAX_SWITCHES]; /* the read end of each switch's counter pipe */
     pid_t owner;
 };
 
-/* Where switch i leaves a file of kind ext ("json", "pcap") for the owner. */
+/* Where switch i leaves a file of kind ext ("pcap") for the owner. */
 static void switch_file(const struct op_fabric *f, int i, const char *ext, char *out, size_t len)
 {
     snprintf(out, len, "%s/offpath-fabric-%d-%s.%s", f->o.workdir ? f->o.workdir : "/tmp",
@@ -40,14 +41,14 @@ static void reset_handlers(void)
 }
 
 /* Switch i's configuration: the engine's defaults, the fabric's limits and
- * faults, its counters and capture in files of its own for the owner. */
-static void switch_config(const struct op_fabric *f, int i, int ready_fd, char *json,
-                          size_t json_len, struct op_sw_run_config *rc)
+ * faults; it says "ready" on one pipe and sends its counters on another. */
+static void switch_config(const struct op_fabric *f, int i, int ready_fd, int counters_fd,
+                          struct op_sw_run_config *rc)
 {
     const struct op_fabric_opts *o = &f->o;
     *rc = (struct op_sw_run_config){.drop_rate = o->drop_rate, .dup_rate = o->dup_rate,
                                     .delay_us = o->delay_us, .ready_fd = ready_fd,
-                                    .udp_batching = o->udp_batching};
+                                    .counters_fd = counters_fd, .udp_batching = o->udp_batching};
     op_sw_config_default(&rc->sw);
     rc->sw.topo = &f->topo;
     rc->sw.self = i;
@@ -55,15 +56,14 @@ static void switch_config(const struct op_fabric *f, int i, int ready_fd, char *
         rc->sw.window = o->window;
     if (o->max_data)
         rc->sw.max_data = o->max_data;
-    switch_file(f, i, "json", json, json_len);
-    rc->stats_json = json;
 }
 
 /* The child's whole life: run switch i until SIGTERM, then leave without
  * running the parent's exit handlers or flushing its stdio buffers. */
-static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd, pid_t parent)
+static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd, int counters_fd,
+                                 pid_t parent)
 {
-    char json[600], pcap[600];
+    char pcap[600];
     struct op_sw_run_config rc;
     struct op_log log;
     reset_handlers();
@@ -71,9 +71,9 @@ static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd,
      * switches holding the fabric's addresses for every later job */
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
         _exit(1);
-    /* the switch's exit report comes back through its JSON file */
+    /* the switch's counters come back through their pipe, not its report */
     (void)!freopen("/dev/null", "w", stdout);
-    switch_config(f, i, ready_fd, json, sizeof(json), &rc);
+    switch_config(f, i, ready_fd, counters_fd, &rc);
     op_log_init(&log, "switch", OP_LOG_WARNING);
     rc.sw.log = &log;
     switch_file(f, i, "pcap", pcap, sizeof(pcap));
@@ -98,9 +98,14 @@ static bool wait_ready(int fd)
 
 static bool start_one(struct op_fabric *f, int i)
 {
-    int p[2];
+    int p[2], c[2];
     if (pipe(p) != 0)
         return false;
+    if (pipe(c) != 0) {
+        close(p[0]);
+        close(p[1]);
+        return false;
+    }
     /* what the parent has buffered must not be written twice */
     fflush(stdout);
     fflush(stderr);
@@ -108,9 +113,14 @@ static bool start_one(struct op_fabric *f, int i)
     f->pid[i] = fork();
     if (f->pid[i] == 0) {
         close(p[0]);
-        run_switch(f, i, p[1], parent);
+        close(c[0]);
+        for (int k = 0; k < i; k++) /* the earlier switches' pipes are the owner's */
+            close(f->counters[k]);
+        run_switch(f, i, p[1], c[1], parent);
     }
     close(p[1]);
+    close(c[1]);
+    f->counters[i] = f->pid[i] > 0 ? c[0] : (close(c[0]), -1);
     bool ok = f->pid[i] > 0 && wait_ready(p[0]);
     close(p[0]);
     return ok;
@@ -138,28 +148,16 @@ op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo
     return OP_OK;
 }
 
-/* One counter out of a switch's JSON stats. */
-static uint64_t json_counter(const char *text, const char *name)
+/* Switch i's counters, sent as it exits, added to totals (a switch that
+ * died before it could send adds nothing). */
+static void collect(struct op_fabric *f, int i, uint64_t totals[])
 {
-    char key[64];
-    snprintf(key, sizeof(key), "\"%s\": ", name);
-    const char *p = strstr(text, key);
-    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
-}
-
-static void collect(const struct op_fabric *f, int i, uint64_t totals[])
-{
-    char path[600], text[8192] = {0};
-    switch_file(f, i, "json", path, sizeof(path));
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL)
-        return;
-    size_t n = fread(text, 1, sizeof(text) - 1, fp);
-    text[n] = '\0';
-    fclose(fp);
-    unlink(path);
-    for (unsigned c = 0; totals != NULL && c < OP_SW_C_COUNT_; c++)
-        totals[c] += json_counter(text, op_sw_counter_name(c));
+    uint64_t v[OP_SW_C_COUNT_];
+    if (totals != NULL && op_counter_set_read(f->counters[i], v, OP_SW_C_COUNT_) == OP_OK)
+        for (unsigned c = 0; c < OP_SW_C_COUNT_; c++)
+            totals[c] += v[c];
+    close(f->counters[i]);
+    f->counters[i] = -1;
 }
 
 /* The switches' captures into one file in time order, as one capture point

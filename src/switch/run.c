@@ -102,6 +102,17 @@ static void write_stats_json(const struct sw_driver *d)
         rename(tmp, d->rc->stats_json);
 }
 
+static void send_counters(const struct sw_driver *d)
+{
+    if (d->rc->counters_fd < 0)
+        return;
+    uint64_t port[OP_SW_PORT_C_COUNT_], vals[OP_SW_C_COUNT_];
+    port_counters(d, port);
+    const struct op_counter_set set = op_sw_counter_set(d->sw, port, vals);
+    (void)op_counter_set_write(d->rc->counters_fd, &set); /* the launcher counts it missing */
+    close(d->rc->counters_fd);
+}
+
 static void on_signals(void *ctx, int fd)
 {
     struct sw_driver *d = ctx;
@@ -227,6 +238,7 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     serve(&d);
     print_report(&d, stdout, rc->json_exit);
     write_stats_json(&d);
+    send_counters(&d);
     driver_close(&d);
     return OP_OK;
 }

@@ -193,21 +193,29 @@ void op_sw_timer(struct op_sw *sw, uint64_t now, struct op_txq *out)
 
 uint64_t op_sw_next_timer(const struct op_sw *sw) { return sw->next_sweep_ns; }
 
+struct op_counter_set op_sw_counter_set(const struct op_sw *sw, const uint64_t *port,
+                                        uint64_t vals[OP_SW_C_COUNT_])
+{
+    memset(vals, 0, OP_SW_C_COUNT_ * sizeof *vals);
+    memcpy(vals, sw->c, sizeof sw->c);
+    if (port != NULL)
+        memcpy(vals + OP_SW_C_ENGINE_COUNT_, port, OP_SW_PORT_C_COUNT_ * sizeof *port);
+    return (struct op_counter_set){.names = counter_names, .vals = vals, .n = OP_SW_C_COUNT_};
+}
+
 void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json)
 {
-    uint64_t v[OP_SW_C_COUNT_] = {0};
+    uint64_t v[OP_SW_C_COUNT_];
     const char *role = sw->me->spine ? "spine" : "tor";
-    memcpy(v, sw->c, sizeof sw->c);
-    if (port != NULL)
-        memcpy(v + OP_SW_C_ENGINE_COUNT_, port, OP_SW_PORT_C_COUNT_ * sizeof *port);
+    const struct op_counter_set set = op_sw_counter_set(sw, port, v);
     if (json) {
         fprintf(out, "{\"switch\": \"%s\", \"role\": \"%s\", ", sw->me->name, role);
-        op_counters_print(out, counter_names, v, OP_SW_C_COUNT_, OP_COUNTERS_JSON);
+        op_counter_set_print(out, &set, OP_COUNTERS_JSON);
         fprintf(out, "}\n");
         return;
     }
     fprintf(out, "switch %s (%s) counters:\n", sw->me->name, role);
-    op_counters_print(out, counter_names, v, OP_SW_C_COUNT_, OP_COUNTERS_TABLE);
+    op_counter_set_print(out, &set, OP_COUNTERS_TABLE);
 }
 
 void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json)

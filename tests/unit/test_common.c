@@ -356,6 +356,47 @@ static void test_now_ns(void **state)
     assert_true(b - a < OP_NS_PER_S);
 }
 
+/* The counter-set descriptor: every format, a buffer too small, and the
+ * pipe between a forked switch and its launcher (exact, another count,
+ * a writer that died halfway). */
+static void test_counter_set(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"rx", "tx_drops"};
+    const uint64_t vals[] = {7, 12345678901ull};
+    const struct op_counter_set s = {.names = names, .vals = vals, .n = 2};
+    char buf[128];
+    assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_KV, buf, sizeof buf),
+                        " rx=7 tx_drops=12345678901");
+    assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_LINE, buf, sizeof buf),
+                        " rx 7, tx_drops 12345678901");
+    assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_JSON, buf, sizeof buf),
+                        "\"rx\": 7, \"tx_drops\": 12345678901");
+    assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_TABLE, buf, sizeof buf),
+                        "  rx                   7\n  tx_drops             12345678901\n");
+    assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_KV, buf, 6), " rx=7");
+    int p[2];
+    uint64_t got[2] = {0}, got3[3];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(op_counter_set_write(p[1], &s), OP_OK);
+    assert_int_equal(op_counter_set_write(p[1], &s), OP_OK);
+    assert_int_equal(op_counter_set_read(p[0], got, 2), OP_OK);
+    assert_memory_equal(got, vals, sizeof vals);
+    assert_int_equal(op_counter_set_read(p[0], got3, 3), OP_ERR_MALFORMED);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(pipe(p), 0);
+    const uint32_t n = 2;
+    assert_int_equal(write(p[1], &n, sizeof n), (ssize_t)sizeof n);
+    assert_int_equal(write(p[1], vals, 8), 8); /* one value of two, then the end */
+    close(p[1]);
+    memset(got, 0xa5, sizeof got);
+    assert_int_equal(op_counter_set_read(p[0], got, 2), OP_ERR_TRUNCATED);
+    assert_int_equal(got[0], 0xa5a5a5a5a5a5a5a5ull); /* nothing written */
+    assert_int_equal(op_counter_set_read(p[0], got, 2), OP_ERR_TRUNCATED); /* at the end */
+    close(p[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,7 +407,7 @@ int main(void)
         cmocka_unit_test(test_log_level_parse), cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_double),   cmocka_unit_test(test_parse_ipv4),
         cmocka_unit_test(test_rng),            cmocka_unit_test(test_samples),
-        cmocka_unit_test(test_now_ns),
+        cmocka_unit_test(test_now_ns),         cmocka_unit_test(test_counter_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
