@@ -3,7 +3,7 @@
 # the public headers of the modules below it. Fails naming each violation.
 # offpath/mode.h is header-only vocabulary (the mode names) shared by the
 # launcher, the MPI library and the CLI; offpath/mpi.h is what the library
-# exports to MPI programs (the osu ones live in src/mpi).
+# exports to MPI programs (src/mpiapps: the osu ones, dpa_all_to_all).
 set -u
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -23,6 +23,7 @@ declare -A allowed=(
     [agent]="common wire reduce io loop rdma channel agent"
     [fabric]="common wire reduce io topo switch fabric"
     [mpi]="common wire reduce io topo inc shmcoll hostar rescue agent osu mode mpi"
+    [mpiapps]="common wire channel agent osu mpi"
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common wire io channel"

@@ -30,7 +30,7 @@ static int run_bench(const char *name, char **argv)
         return 2;
     snprintf(exe, sizeof(exe), "%s", self);
     const char *dir = dirname(exe);
-    const char *rel[] = {"../mpi", "../src/mpi", "../libexec/offpath", "../lib/offpath"};
+    const char *rel[] = {"../mpiapps", "../src/mpiapps", "../libexec/offpath", "../lib/offpath"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s/%s_%s", dir, rel[i], name, flavour());
         if (access(path, X_OK) == 0) {

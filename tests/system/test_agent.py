@@ -15,7 +15,7 @@ LAUNCH = {"openmpi": ["mpirun.openmpi", "--oversubscribe"], "mpich": ["mpirun.mp
 
 
 def need(mpi):
-    if not os.path.exists(os.path.join(BUILD, "src", "mpi", f"dpa_all_to_all_{mpi}")):
+    if not os.path.exists(os.path.join(BUILD, "src", "mpiapps", f"dpa_all_to_all_{mpi}")):
         pytest.skip(f"{mpi} not built")
 
 
