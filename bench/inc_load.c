@@ -186,8 +186,12 @@ static uint64_t relay_deadline(const void *eng)
     return l->busy ? l->retx_at : UINT64_MAX;
 }
 
-static const struct op_engine_ops relay_ops = {"relay leader", relay_input, relay_timer,
-                                               relay_deadline};
+static const struct op_engine_ops relay_ops = {
+    .name = "relay leader",
+    .input = relay_input,
+    .timer = relay_timer,
+    .next_deadline = relay_deadline,
+};
 
 /* ---- an INC leader: the engine itself */
 
@@ -200,7 +204,12 @@ static void inc_timer(void *eng, uint64_t now, struct op_txq *q) { op_inc_eng_ti
 
 static uint64_t inc_deadline(const void *eng) { return op_inc_eng_next_timer(eng); }
 
-static const struct op_engine_ops inc_ops = {"inc leader", inc_input, inc_timer, inc_deadline};
+static const struct op_engine_ops inc_ops = {
+    .name = "inc leader",
+    .input = inc_input,
+    .timer = inc_timer,
+    .next_deadline = inc_deadline,
+};
 
 /* ---- both modes */
 

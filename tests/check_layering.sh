@@ -27,7 +27,7 @@ declare -A allowed=(
     [inctest]="common wire reduce io topo switch inc fabric inctest"
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common wire io channel"
-    [dns]="common wire io dns"
+    [dns]="common wire io loop dns"
     [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns"
 )
 bad=0

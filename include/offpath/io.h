@@ -55,6 +55,11 @@ OP_API op_status_t op_io_udp_open(uint32_t ip, uint16_t port, struct op_io **out
  * only); packets to a flow of the other family are dropped (tx_drops). */
 OP_API op_status_t op_io_udp_open_addr(const struct op_addr *addr, uint16_t port,
                                        struct op_io **out);
+/* An endpoint on a UDP socket of either family that the caller opened and
+ * bound with options of its own (SO_REUSEPORT, a dual-stack [::]): io
+ * keeps a duplicate of fd and changes none of its options; no batching,
+ * flows' destination the bound address. */
+OP_API op_status_t op_io_udp_adopt(int fd, struct op_io **out);
 /* Makes mh (a struct msghdr for sendmsg/sendmmsg) one UDP GSO datagram
  * of seg-byte segments, the last possibly shorter: the control message
  * goes into ctrl, OP_IO_GSO_CTRL bytes aligned as a struct cmsghdr. */

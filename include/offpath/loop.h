@@ -22,10 +22,17 @@ struct op_engine_ops {
     const char *name;
     /* a received packet (the engine copies what it keeps: the buffer is reused) */
     void (*input)(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out);
-    /* deadlines that passed: retransmissions, leases, give-ups */
+    /* deadlines that passed: retransmissions, leases, give-ups; NULL (with
+     * next_deadline NULL): a stateless handler has none */
     void (*timer)(void *eng, uint64_t now, struct op_txq *out);
     /* the next time timer wants calling (op_now_ns clock); UINT64_MAX: none */
     uint64_t (*next_deadline)(const void *eng);
+    /* The stateless burst-handler mode (Knot's: receive a burst, handle it,
+     * send a burst): a whole burst at once instead of input per packet,
+     * for the loop's only engine when there is no demultiplexer (a DNS
+     * worker answers the burst under one look at its zones). */
+    void (*input_burst)(void *eng, const struct op_pkt *pkts, int n, uint64_t now,
+                        struct op_txq *out);
 };
 
 /* The engine a received packet is for (one of those added), or NULL: the

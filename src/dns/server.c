@@ -1,6 +1,7 @@
 /* The socket model: UDP threads, each with its own SO_REUSEPORT socket
- * (the kernel spreads the clients across them), answering bursts with
- * recvmmsg/sendmmsg, and one TCP thread (RFC 7766: 2-byte length framing,
+ * (the kernel spreads the clients across them), answering bursts on the one
+ * driver (src/loop) over the udp backend (recvmmsg/sendmmsg), and one TCP
+ * thread (RFC 7766: 2-byte length framing,
  * pipelined queries answered in order, idle connections closed).
  *
  * Threads block in poll when there is nothing to do, so an idle server
@@ -22,6 +23,7 @@
 
 #include "dns_internal.h"
 #include "offpath/io.h"
+#include "offpath/loop.h"
 
 #define UDP_BUF 4096
 #define POLL_MS 100 /* how soon a blocked thread sees stop */
@@ -44,87 +46,76 @@ const struct op_dns_zones *dns_zones_enter(struct dns_worker *w)
 
 void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
 
-/* ---- UDP ---- */
-/* A client's address bytes for rate limiting: IPv4's 4, IPv6's 16. */
-static const void *client_addr(const struct sockaddr_in6 *sa)
+/* ---- UDP: a stateless burst handler on the one driver (src/loop) over the
+ * udp backend, as the xdp and DPDK models answer their bursts */
+
+/* A client's address bytes for rate limiting: IPv4's 4 (network order),
+ * IPv6's 16. */
+static const uint8_t *client_addr(const struct op_addr *a, uint8_t v4[4])
 {
-    return sa->sin6_family == AF_INET6 ? (const void *)&sa->sin6_addr
-                                       : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+    if (op_addr_is_ipv6(a))
+        return a->v6;
+    for (int i = 0; i < 4; i++)
+        v4[i] = (uint8_t)(a->v4 >> (24 - 8 * i));
+    return v4;
 }
 
-struct udp_bufs {
-    struct mmsghdr in[1024], out[1024];
-    struct iovec iin[1024], iout[1024];
-    struct sockaddr_in6 from[1024]; /* room for either family */
-    uint8_t (*rx)[UDP_BUF];
-    uint8_t (*tx)[UDP_BUF];
-};
-
-static void udp_burst(struct dns_worker *w, struct udp_bufs *b, unsigned n)
+/* The burst's answers, under one look at the zone set. */
+static void udp_burst(void *eng, const struct op_pkt *pkts, int n, uint64_t now,
+                      struct op_txq *out)
 {
+    (void)now;
+    struct dns_worker *w = eng;
     struct op_dns_query_info qi = dns_query_info(&w->s->cfg, false, w->s->cfg.udp_max);
-    unsigned m = 0;
     const struct op_dns_zones *z = dns_zones_enter(w);
-    for (unsigned i = 0; i < n; i++) {
-        size_t len = op_dns_respond(z, &qi, b->rx[i], b->in[i].msg_len, b->tx[m], UDP_BUF, w->c);
-        if (len == 0 || !dns_rrl_pass(w, client_addr(&b->from[i]),
-                                      b->from[i].sin6_family == AF_INET6, b->tx[m], &len))
+    w->c[OP_DNS_C_udp_rx] += (unsigned)n;
+    for (int i = 0; i < n; i++) {
+        struct op_pkt *a = op_txq_next(out);
+        size_t len = op_dns_respond(z, &qi, pkts[i].data, pkts[i].len, a->data, UDP_BUF, w->c);
+        uint8_t v4[4];
+        if (len == 0 || !dns_rrl_pass(w, client_addr(&pkts[i].flow.src, v4),
+                                      op_addr_is_ipv6(&pkts[i].flow.src), a->data, &len))
             continue;
-        b->iout[m] = (struct iovec){b->tx[m], len};
-        b->out[m].msg_hdr = (struct msghdr){.msg_name = &b->from[i],
-                                            .msg_namelen = b->in[i].msg_hdr.msg_namelen,
-                                            .msg_iov = &b->iout[m], .msg_iovlen = 1};
-        m++;
+        a->len = (uint32_t)len;
+        a->flow = op_flow_reverse(&pkts[i].flow);
+        op_txq_commit(out);
     }
     dns_zones_leave(w);
-    for (unsigned sent = 0; sent < m;) {
-        int r = sendmmsg(w->fd, b->out + sent, m - sent, 0);
-        if (r > 0) {
-            sent += (unsigned)r;
-            w->c[OP_DNS_C_udp_tx] += (unsigned)r;
-        } else if (r < 0 && errno == EINTR) {
-            continue;
-        } else { /* the first of the rest cannot go: count it, try the others */
-            w->c[OP_DNS_C_drop_tx]++;
-            sent++;
-        }
-    }
+}
+
+static const struct op_engine_ops udp_ops = {.name = "dns udp", .input_burst = udp_burst};
+
+/* The answers go; what the socket refused is counted, then published. */
+static void udp_flush(void *ctx, struct op_io *io, struct op_txq *q)
+{
+    struct dns_worker *w = ctx;
+    int sent = op_io_send(io, q->pkts, q->n);
+    w->c[OP_DNS_C_udp_tx] += (unsigned)sent;
+    w->c[OP_DNS_C_drop_tx] += (unsigned)(q->n - sent);
+    dns_publish(w);
 }
 
 static void *udp_main(void *arg)
 {
     struct dns_worker *w = arg;
-    unsigned burst = w->s->cfg.burst;
-    struct udp_bufs *b = calloc(1, sizeof(*b));
-    uint8_t(*rx)[UDP_BUF] = malloc((size_t)burst * UDP_BUF);
-    uint8_t(*tx)[UDP_BUF] = malloc((size_t)burst * UDP_BUF);
-    if (b == NULL || rx == NULL || tx == NULL) {
-        OP_ERROR(w->s->cfg.log, "dns: udp thread: out of memory");
-        goto out;
+    struct op_io *io = NULL;
+    struct op_loop *loop = NULL;
+    const struct op_loop_config lc = {.burst = (int)w->s->cfg.burst, .flush = udp_flush,
+                                      .flush_ctx = w};
+    op_status_t st = op_io_udp_adopt(w->fd, &io);
+    if (st == OP_OK) {
+        struct op_loop_config c = lc;
+        c.io = io;
+        st = op_loop_create(&c, &loop);
     }
-    b->rx = rx;
-    b->tx = tx;
-    while (!dns_server_stopping(w->s)) {
-        struct pollfd pfd = {w->fd, POLLIN, 0};
-        if (poll(&pfd, 1, POLL_MS) <= 0)
-            continue;
-        for (unsigned i = 0; i < burst; i++) {
-            b->iin[i] = (struct iovec){b->rx[i], UDP_BUF};
-            b->in[i].msg_hdr = (struct msghdr){.msg_name = &b->from[i],
-                                               .msg_namelen = sizeof(b->from[i]),
-                                               .msg_iov = &b->iin[i], .msg_iovlen = 1};
-        }
-        int n = recvmmsg(w->fd, b->in, burst, MSG_DONTWAIT, NULL);
-        if (n <= 0)
-            continue;
-        w->c[OP_DNS_C_udp_rx] += (unsigned)n;
-        udp_burst(w, b, (unsigned)n);
-        dns_publish(w);
-    }
-out:
-    free(b);
-    free(rx);
-    free(tx);
+    if (st == OP_OK)
+        st = op_loop_add(loop, &udp_ops, w);
+    if (st != OP_OK)
+        OP_ERROR(w->s->cfg.log, "dns: udp thread: %s", op_status_str(st));
+    while (st == OP_OK && !dns_server_stopping(w->s))
+        (void)op_loop_run_once(loop, op_now_ns() + POLL_MS * OP_NS_PER_MS);
+    op_loop_destroy(loop);
+    op_io_close(io);
     return NULL;
 }
 

@@ -70,8 +70,12 @@ static uint64_t client_deadline(const void *eng)
     return op_har_eng_next_timer(((const struct op_har_client *)eng)->eng);
 }
 
-static const struct op_engine_ops client_ops = {"hostar", client_input, client_timer,
-                                                client_deadline};
+static const struct op_engine_ops client_ops = {
+    .name = "hostar",
+    .input = client_input,
+    .timer = client_timer,
+    .next_deadline = client_deadline,
+};
 
 /* The thread's next wake-up at t (absolute, op_now_ns clock; UINT64_MAX: none). */
 static void arm(struct op_har_port *p, uint64_t t)

@@ -122,8 +122,12 @@ static uint64_t client_deadline(const void *eng)
     return cancel_pending(c) ? 0 : op_inc_eng_next_timer(c->eng);
 }
 
-static const struct op_engine_ops client_ops = {"inc leader", client_input, client_timer,
-                                                client_deadline};
+static const struct op_engine_ops client_ops = {
+    .name = "inc leader",
+    .input = client_input,
+    .timer = client_timer,
+    .next_deadline = client_deadline,
+};
 
 /* An engine call outside the loop (starting an operation) runs under the
  * port's lock with the loop's queue; what it queued leaves here. */

@@ -14,6 +14,7 @@
  * never split (see batch_keeps_icrc); over IPv6 anywhere; received batches
  * are taken from anyone. */
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -573,6 +574,32 @@ op_status_t op_io_udp_open_addr(const struct op_addr *addr, uint16_t port, struc
     u->io.local_port = bound.port;
     u->io.link_mtu = mtu_of_address(u->fd, addr);
     op_io_udp_batching(&u->io, true); /* the callers turn it off from their config */
+    *out = &u->io;
+    return OP_OK;
+}
+
+op_status_t op_io_udp_adopt(int fd, struct op_io **out)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    struct op_endpoint bound;
+    if (out == NULL || fd < 0)
+        return OP_ERR_INVAL;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0)
+        return op_status_from_errno(errno);
+    if (!op_io_endpoint_of((struct sockaddr *)&sa, &bound))
+        return OP_ERR_INVAL;
+    struct udp_io *u = calloc(1, sizeof *u);
+    if (u == NULL)
+        return OP_ERR_NOMEM;
+    u->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (u->fd < 0) {
+        free(u);
+        return op_status_from_errno(errno);
+    }
+    u->io.ops = &udp_ops;
+    u->io.local = bound.addr;
+    u->io.local_port = bound.port;
     *out = &u->io;
     return OP_OK;
 }

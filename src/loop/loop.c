@@ -149,6 +149,11 @@ static const struct slot *owner(const struct op_loop *l, const struct op_pkt *pk
 static void hand_over(struct op_loop *l, int n)
 {
     uint64_t now = op_now_ns();
+    if (l->cfg.demux == NULL && l->n > 0 && l->engines[0].ops->input_burst != NULL) {
+        l->engines[0].ops->input_burst(l->engines[0].eng, l->rx.pkts, n, now, &l->q);
+        l->stats.rx += (uint64_t)n;
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const struct slot *s = owner(l, &l->rx.pkts[i]);
         if (s == NULL) {
@@ -178,6 +183,11 @@ static int receive(struct op_loop *l)
     return n < 0 ? n : total;
 }
 
+static uint64_t engine_deadline(const struct slot *s)
+{
+    return s->ops->next_deadline != NULL ? s->ops->next_deadline(s->eng) : UINT64_MAX;
+}
+
 static void fire_timers(struct op_loop *l, uint64_t now)
 {
     if (op_io_deadline(l->cfg.io) <= now)
@@ -185,7 +195,7 @@ static void fire_timers(struct op_loop *l, uint64_t now)
     if (++l->timer_rounds % (uint64_t)l->cfg.timer_every != 0)
         return;
     for (int i = 0; i < l->n; i++)
-        if (l->engines[i].ops->next_deadline(l->engines[i].eng) <= now)
+        if (engine_deadline(&l->engines[i]) <= now)
             l->engines[i].ops->timer(l->engines[i].eng, now, &l->q);
 }
 
@@ -194,7 +204,7 @@ static uint64_t next_deadline(const struct op_loop *l, uint64_t until)
     uint64_t t = op_io_deadline(l->cfg.io);
     until = t < until ? t : until;
     for (int i = 0; i < l->n; i++) {
-        t = l->engines[i].ops->next_deadline(l->engines[i].eng);
+        t = engine_deadline(&l->engines[i]);
         until = t < until ? t : until;
     }
     return until;

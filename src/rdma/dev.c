@@ -250,4 +250,9 @@ static void dev_timer(void *eng, uint64_t now, struct op_txq *out)
 
 static uint64_t dev_deadline(const void *eng) { return op_rdma_dev_next_timer(eng); }
 
-const struct op_engine_ops op_rdma_dev_ops = {"rdma device", dev_input, dev_timer, dev_deadline};
+const struct op_engine_ops op_rdma_dev_ops = {
+    .name = "rdma device",
+    .input = dev_input,
+    .timer = dev_timer,
+    .next_deadline = dev_deadline,
+};

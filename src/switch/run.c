@@ -157,7 +157,12 @@ static void sw_timer(void *eng, uint64_t now, struct op_txq *out) { op_sw_timer(
 
 static uint64_t sw_deadline(const void *eng) { return op_sw_next_timer(eng); }
 
-static const struct op_engine_ops sw_ops = {"switch", sw_input, sw_timer, sw_deadline};
+static const struct op_engine_ops sw_ops = {
+    .name = "switch",
+    .input = sw_input,
+    .timer = sw_timer,
+    .next_deadline = sw_deadline,
+};
 
 /* Bursts of a wake wait for each other (up to 16), so the grouped flush
  * sees them all; busy polling when asked (--busy-poll). */

@@ -132,9 +132,18 @@ static uint64_t no_deadline(const void *eng)
     return UINT64_MAX;
 }
 
-static const struct op_engine_ops asker_ops = {"asker", asker_input, asker_timer, asker_deadline};
-static const struct op_engine_ops answerer_ops = {"answerer", answerer_input, no_timer,
-                                                  no_deadline};
+static const struct op_engine_ops asker_ops = {
+    .name = "asker",
+    .input = asker_input,
+    .timer = asker_timer,
+    .next_deadline = asker_deadline,
+};
+static const struct op_engine_ops answerer_ops = {
+    .name = "answerer",
+    .input = answerer_input,
+    .timer = no_timer,
+    .next_deadline = no_deadline,
+};
 
 static struct op_io *open_io(uint32_t ip, const struct op_fault_cfg *fault)
 {
