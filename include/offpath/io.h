@@ -253,6 +253,20 @@ OP_API bool op_io_endpoint_of(const struct sockaddr *sa, struct op_endpoint *out
 #define OP_IO_WAIT_MAX_FDS 8
 OP_API int op_io_wait_fds(const int *fds, int n, unsigned events, uint64_t deadline_ns);
 OP_API int op_io_wait_fd(int fd, unsigned events, uint64_t deadline_ns);
+/* A set of descriptors each waited on for events of its own (a server's
+ * connections, read or written as each needs): cap slots, each a
+ * descriptor (< 0: unused) and its events; after a wait, each slot's ready
+ * events, OP_IO_ERR for an error or a hang-up (the next call on it says
+ * which). */
+#define OP_IO_ERR 4u
+struct op_io_waitset;
+OP_API op_status_t op_io_waitset_new(unsigned cap, struct op_io_waitset **out);
+OP_API void op_io_waitset_free(struct op_io_waitset *w);
+OP_API void op_io_waitset_set(struct op_io_waitset *w, unsigned i, int fd, unsigned events);
+/* Until a slot is ready or the deadline: how many are (0 at the deadline),
+ * or -errno; a signal does not end it early. */
+OP_API int op_io_waitset_wait(struct op_io_waitset *w, uint64_t deadline_ns);
+OP_API unsigned op_io_waitset_ready(const struct op_io_waitset *w, unsigned i);
 /* The deadline ms milliseconds from now (ms < 0: none, UINT64_MAX). */
 OP_API uint64_t op_io_deadline_in_ms(int ms);
 

@@ -12,7 +12,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -215,9 +214,9 @@ static bool conn_answer(struct dns_worker *w, struct conn *c)
 }
 
 /* Read, answer, write, until the connection would block; false to close. */
-static bool conn_serve(struct dns_worker *w, struct conn *c, short revents, uint64_t now)
+static bool conn_serve(struct dns_worker *w, struct conn *c, unsigned ready, uint64_t now)
 {
-    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (ready & (OP_IO_IN | OP_IO_ERR)) {
         ssize_t r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
             return false;
@@ -256,27 +255,31 @@ static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsig
     close(fd);
 }
 
-static void tcp_round(struct dns_worker *w, struct pollfd *pfd, struct conn **conns, unsigned max)
+/* Slot 0 the listening socket, slot 1 + i connection i: read, or written
+ * while an answer is on its way. */
+static void tcp_round(struct dns_worker *w, struct op_io_waitset *ws, struct conn **conns,
+                      unsigned max)
 {
     uint64_t now = op_now_ns(), idle = (uint64_t)w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
-    pfd[0] = (struct pollfd){w->fd, POLLIN, 0};
+    op_io_waitset_set(ws, 0, w->fd, OP_IO_IN);
     for (unsigned i = 0; i < max; i++)
-        pfd[1 + i] = (struct pollfd){conns[i] ? conns[i]->fd : -1,
-                                     (short)(conns[i] && conns[i]->outlen ? POLLOUT : POLLIN), 0};
-    if (poll(pfd, 1 + max, POLL_MS) < 0)
+        op_io_waitset_set(ws, 1 + i, conns[i] ? conns[i]->fd : -1,
+                          conns[i] && conns[i]->outlen ? OP_IO_OUT : OP_IO_IN);
+    if (op_io_waitset_wait(ws, now + POLL_MS * OP_NS_PER_MS) < 0)
         return;
     now = op_now_ns();
     for (unsigned i = 0; i < max; i++) {
         if (conns[i] == NULL)
             continue;
-        if (pfd[1 + i].revents != 0 && !conn_serve(w, conns[i], pfd[1 + i].revents, now)) {
+        unsigned ready = op_io_waitset_ready(ws, 1 + i);
+        if (ready != 0 && !conn_serve(w, conns[i], ready, now)) {
             conn_close(w, &conns[i]);
         } else if (now - conns[i]->last_ns > idle) {
             w->c[OP_DNS_C_tcp_idle_closed]++;
             conn_close(w, &conns[i]);
         }
     }
-    if (pfd[0].revents & POLLIN)
+    if (op_io_waitset_ready(ws, 0) & OP_IO_IN)
         tcp_accept(w, w->fd, conns, max, now);
     dns_publish(w);
 }
@@ -286,19 +289,19 @@ static void *tcp_main(void *arg)
     struct dns_worker *w = arg;
     unsigned max = w->s->cfg.tcp_max;
     struct conn **conns = calloc(max, sizeof(*conns));
-    struct pollfd *pfd = calloc(1 + max, sizeof(*pfd));
-    if (conns == NULL || pfd == NULL) {
+    struct op_io_waitset *ws = NULL;
+    if (conns == NULL || op_io_waitset_new(1 + max, &ws) != OP_OK) {
         OP_ERROR(w->s->cfg.log, "dns: tcp thread: out of memory");
     } else {
         while (!dns_server_stopping(w->s))
-            tcp_round(w, pfd, conns, max);
+            tcp_round(w, ws, conns, max);
         for (unsigned i = 0; i < max; i++)
             if (conns[i] != NULL)
                 conn_close(w, &conns[i]);
         dns_publish(w);
     }
     free(conns);
-    free(pfd);
+    op_io_waitset_free(ws);
     return NULL;
 }
 

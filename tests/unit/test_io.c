@@ -763,6 +763,38 @@ static void test_wait_fds(void **state)
     }
 }
 
+/* A waitset: each slot's own events, unused slots, a hang-up, the deadline. */
+static void test_waitset(void **state)
+{
+    (void)state;
+    int a[2], b[2];
+    struct op_io_waitset *ws;
+    assert_int_equal(pipe(a), 0);
+    assert_int_equal(pipe(b), 0);
+    assert_int_equal(op_io_waitset_new(4, &ws), OP_OK);
+    op_io_waitset_set(ws, 0, a[0], OP_IO_IN);
+    op_io_waitset_set(ws, 1, b[1], OP_IO_OUT);
+    op_io_waitset_set(ws, 3, b[0], OP_IO_IN);
+    op_io_waitset_set(ws, 9, a[1], OP_IO_IN); /* past the set: ignored */
+    assert_int_equal(op_io_waitset_wait(ws, op_io_deadline_in_ms(1000)), 1);
+    assert_int_equal(op_io_waitset_ready(ws, 0), 0);
+    assert_int_equal(op_io_waitset_ready(ws, 1), OP_IO_OUT);
+    assert_int_equal(op_io_waitset_ready(ws, 2), 0); /* unused */
+    op_io_waitset_set(ws, 1, -1, 0);
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_io_waitset_wait(ws, t0 + 2 * OP_NS_PER_MS), 0);
+    assert_true(op_now_ns() - t0 >= 2 * OP_NS_PER_MS);
+    assert_int_equal(write(a[1], "x", 1), 1);
+    close(b[1]); /* slot 3's writer gone: a hang-up */
+    assert_int_equal(op_io_waitset_wait(ws, UINT64_MAX), 2);
+    assert_int_equal(op_io_waitset_ready(ws, 0), OP_IO_IN);
+    assert_true(op_io_waitset_ready(ws, 3) & OP_IO_ERR);
+    op_io_waitset_free(ws);
+    close(a[0]);
+    close(a[1]);
+    close(b[0]);
+}
+
 /* Endpoints to socket addresses of their family and back. */
 static void test_sockaddr(void **state)
 {
@@ -808,6 +840,7 @@ int main(void)
         PAIR6_TEST(test_udp_unbatched),    PAIR6_TEST(test_udp_held_packets_first),
         PAIR6_TEST(test_udp6_wildcard_and_families),
         cmocka_unit_test(test_wait_fds),   cmocka_unit_test(test_sockaddr),
+        cmocka_unit_test(test_waitset),
         cmocka_unit_test(test_counter_names), cmocka_unit_test(test_xdp_sizes_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
