@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "offpath/dns.h"
+#include "offpath/io.h"
+#include "offpath/loop.h"
 #include "offpath/wire.h"
 
 enum dns_type {
@@ -191,14 +193,31 @@ op_status_t dns_tcp_start(struct dns_worker *w);
 void dns_thread_stop(struct dns_worker *w);
 bool dns_server_stopping(const struct op_dns_server *s);
 void dns_publish(struct dns_worker *w);
-/* Rate limiting of a UDP answer to client (4 or 16 bytes): false to drop
- * it; a slipped answer is cut in place (*len). */
-static inline bool dns_rrl_pass(struct dns_worker *w, const void *client, bool ipv6,
+/* Rate limiting of a UDP answer to client: false to drop it; a slipped
+ * answer is cut in place (*len). The limiter keys IPv4's 4 bytes or IPv6's
+ * 16, in network order. */
+static inline bool dns_rrl_pass(struct dns_worker *w, const struct op_addr *client,
                                 uint8_t *answer, size_t *len)
 {
-    return w->rrl == NULL || op_dns_rrl_check(w->rrl, client, ipv6, answer, len, op_now_ns(),
-                                              w->c) != OP_DNS_RRL_DROP;
+    if (w->rrl == NULL)
+        return true;
+    uint8_t v4[4] = {(uint8_t)(client->v4 >> 24), (uint8_t)(client->v4 >> 16),
+                     (uint8_t)(client->v4 >> 8), (uint8_t)client->v4};
+    bool v6 = op_addr_is_ipv6(client);
+    return op_dns_rrl_check(w->rrl, v6 ? client->v6 : v4, v6, answer, len, op_now_ns(), w->c) !=
+           OP_DNS_RRL_DROP;
 }
+
+/* ---- the UDP answer engine of the packet-level models (udp.c) ---- */
+struct dns_udp {
+    struct dns_worker *w;
+    uint16_t udp_max; /* the largest answer: --udp-max-payload, or what the link takes */
+};
+extern const struct op_engine_ops dns_udp_ops;
+/* The loop's flush: answers out, sent and refused ones counted, published. */
+void dns_udp_flush(void *ctx, struct op_io *io, struct op_txq *q);
+/* A loop over io with u as its only engine. */
+op_status_t dns_udp_loop(struct dns_udp *u, struct op_io *io, struct op_loop **out);
 const struct op_dns_zones *dns_zones_enter(struct dns_worker *w);
 void dns_zones_leave(struct dns_worker *w);
 

@@ -134,17 +134,6 @@ static size_t control_reply(const struct op_dns_server_config *cfg, const struct
     return n;
 }
 
-/* The client as the rate limiter keys it: the address's bytes in network
- * order (4 or 16). */
-static const uint8_t *rrl_client(const struct op_addr *a, uint8_t v4[4])
-{
-    if (op_addr_is_ipv6(a))
-        return a->v6;
-    for (int i = 0; i < 4; i++)
-        v4[i] = (uint8_t)(a->v4 >> (24 - 8 * i));
-    return v4;
-}
-
 /* A UDP query to our address and port of either family, answered in the
  * query's frame; ARP, neighbour discovery and echo answered beside it. */
 static bool handle_ip_frame(struct dns_worker *w, const struct dpdk_state *d,
@@ -155,7 +144,7 @@ static bool handle_ip_frame(struct dns_worker *w, const struct dpdk_state *d,
     const struct op_dns_server_config *cfg = &w->s->cfg;
     struct op_flow flow;
     struct op_addr ours;
-    uint8_t src_mac[6], v4[4];
+    uint8_t src_mac[6];
     size_t off, plen;
     /* UDP first (nearly every frame); ARP, NDP and echo are not UDP */
     unsigned v = op_udp_frame_parse(f, rte_pktmbuf_data_len(m), &flow, src_mac, &off, &plen);
@@ -164,8 +153,7 @@ static bool handle_ip_frame(struct dns_worker *w, const struct dpdk_state *d,
         return not_a_query(w, m, v == OP_FRAME_OK ? 0 : control_reply(cfg, d, m), v);
     size_t hdr = op_udp_frame_hdr_len(flow.dst.family);
     size_t alen = answer_query(w, z, m, hdr, f + off, plen, scratch);
-    bool v6 = op_addr_is_ipv6(&flow.src);
-    if (alen == 0 || !dns_rrl_pass(w, rrl_client(&flow.src, v4), v6, scratch, &alen))
+    if (alen == 0 || !dns_rrl_pass(w, &flow.src, scratch, &alen))
         return false;
     struct op_flow back = op_flow_reverse(&flow);
     struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, hdr, scratch, alen);

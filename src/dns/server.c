@@ -21,8 +21,6 @@
 #include <unistd.h>
 
 #include "dns_internal.h"
-#include "offpath/io.h"
-#include "offpath/loop.h"
 
 #define UDP_BUF 4096
 #define POLL_MS 100 /* how soon a blocked thread sees stop */
@@ -45,70 +43,16 @@ const struct op_dns_zones *dns_zones_enter(struct dns_worker *w)
 
 void dns_zones_leave(struct dns_worker *w) { atomic_store(&w->hazard, NULL); }
 
-/* ---- UDP: a stateless burst handler on the one driver (src/loop) over the
- * udp backend, as the xdp and DPDK models answer their bursts */
-
-/* A client's address bytes for rate limiting: IPv4's 4 (network order),
- * IPv6's 16. */
-static const uint8_t *client_addr(const struct op_addr *a, uint8_t v4[4])
-{
-    if (op_addr_is_ipv6(a))
-        return a->v6;
-    for (int i = 0; i < 4; i++)
-        v4[i] = (uint8_t)(a->v4 >> (24 - 8 * i));
-    return v4;
-}
-
-/* The burst's answers, under one look at the zone set. */
-static void udp_burst(void *eng, const struct op_pkt *pkts, int n, uint64_t now,
-                      struct op_txq *out)
-{
-    (void)now;
-    struct dns_worker *w = eng;
-    struct op_dns_query_info qi = dns_query_info(&w->s->cfg, false, w->s->cfg.udp_max);
-    const struct op_dns_zones *z = dns_zones_enter(w);
-    w->c[OP_DNS_C_udp_rx] += (unsigned)n;
-    for (int i = 0; i < n; i++) {
-        struct op_pkt *a = op_txq_next(out);
-        size_t len = op_dns_respond(z, &qi, pkts[i].data, pkts[i].len, a->data, UDP_BUF, w->c);
-        uint8_t v4[4];
-        if (len == 0 || !dns_rrl_pass(w, client_addr(&pkts[i].flow.src, v4),
-                                      op_addr_is_ipv6(&pkts[i].flow.src), a->data, &len))
-            continue;
-        a->len = (uint32_t)len;
-        a->flow = op_flow_reverse(&pkts[i].flow);
-        op_txq_commit(out);
-    }
-    dns_zones_leave(w);
-}
-
-static const struct op_engine_ops udp_ops = {.name = "dns udp", .input_burst = udp_burst};
-
-/* The answers go; what the socket refused is counted, then published. */
-static void udp_flush(void *ctx, struct op_io *io, struct op_txq *q)
-{
-    struct dns_worker *w = ctx;
-    int sent = op_io_send(io, q->pkts, q->n);
-    w->c[OP_DNS_C_udp_tx] += (unsigned)sent;
-    w->c[OP_DNS_C_drop_tx] += (unsigned)(q->n - sent);
-    dns_publish(w);
-}
-
+/* ---- UDP: the answer engine (udp.c) on the one driver over the udp backend */
 static void *udp_main(void *arg)
 {
     struct dns_worker *w = arg;
+    struct dns_udp u = {.w = w, .udp_max = w->s->cfg.udp_max};
     struct op_io *io = NULL;
     struct op_loop *loop = NULL;
-    const struct op_loop_config lc = {.burst = (int)w->s->cfg.burst, .flush = udp_flush,
-                                      .flush_ctx = w};
     op_status_t st = op_io_udp_adopt(w->fd, &io);
-    if (st == OP_OK) {
-        struct op_loop_config c = lc;
-        c.io = io;
-        st = op_loop_create(&c, &loop);
-    }
     if (st == OP_OK)
-        st = op_loop_add(loop, &udp_ops, w);
+        st = dns_udp_loop(&u, io, &loop);
     if (st != OP_OK)
         OP_ERROR(w->s->cfg.log, "dns: udp thread: %s", op_status_str(st));
     while (st == OP_OK && !dns_server_stopping(w->s))
