@@ -19,23 +19,34 @@ static op_status_t finish(struct wire_cur *c, void *out, const void *val, size_t
     return wc_publish(c, out, val, size);
 }
 
+/* The fixed messages as field tables: one list serves the encoder and the
+ * decoder of each. */
+static const struct wire_field welcome_layout[] = {
+    WIRE_FIELD(struct op_agent_welcome, rank),
+    WIRE_FIELD(struct op_agent_welcome, clients),
+    WIRE_FIELD(struct op_agent_welcome, daemons),
+    WIRE_FIELD(struct op_agent_welcome, per_daemon),
+};
+static const struct wire_field a2a_hello_layout[] = {
+    WIRE_FIELD(struct op_agent_a2a_hello, rank),
+    WIRE_FIELD(struct op_agent_a2a_hello, ranks),
+    WIRE_FIELD(struct op_agent_a2a_hello, workers),
+    WIRE_FIELD(struct op_agent_a2a_hello, chunk),
+};
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 size_t op_agent_welcome_encode(const struct op_agent_welcome *w, uint8_t out[OP_AGENT_WELCOME_LEN])
 {
-    uint8_t *p = wp_u8(out, OP_AGENT_MSG_WELCOME);
-    p = wp_u32(p, w->rank);
-    p = wp_u32(p, w->clients);
-    p = wp_u32(p, w->daemons);
-    wp_u32(p, w->per_daemon);
+    wp_fields(wp_u8(out, OP_AGENT_MSG_WELCOME), w, welcome_layout, COUNT_OF(welcome_layout));
     return OP_AGENT_WELCOME_LEN;
 }
 
 op_status_t op_agent_welcome_decode(const uint8_t *msg, size_t len, struct op_agent_welcome *w)
 {
     struct wire_cur c;
+    struct op_agent_welcome v;
     start(&c, msg, len, OP_AGENT_MSG_WELCOME);
-    struct op_agent_welcome v = {.rank = wc_u32(&c), .clients = wc_u32(&c)};
-    v.daemons = wc_u32(&c);
-    v.per_daemon = wc_u32(&c);
+    wc_fields(&c, &v, welcome_layout, COUNT_OF(welcome_layout));
     wc_check(&c, v.clients > 0 && v.rank < v.clients && v.daemons > 0 && v.per_daemon > 0 &&
                      (uint64_t)v.daemons * v.per_daemon == v.clients);
     return finish(&c, w, &v, sizeof v);
@@ -92,21 +103,17 @@ op_status_t op_agent_mesh_decode(const uint8_t *msg, size_t len, uint32_t *rank,
 size_t op_agent_a2a_hello_encode(const struct op_agent_a2a_hello *h,
                                  uint8_t out[OP_AGENT_A2A_HELLO_LEN])
 {
-    uint8_t *p = wp_u8(out, OP_AGENT_MSG_A2A);
-    p = wp_u32(p, h->rank);
-    p = wp_u32(p, h->ranks);
-    p = wp_u32(p, h->workers);
-    wp_u64(p, h->chunk);
+    wp_fields(wp_u8(out, OP_AGENT_MSG_A2A), h, a2a_hello_layout, COUNT_OF(a2a_hello_layout));
     return OP_AGENT_A2A_HELLO_LEN;
 }
 
 op_status_t op_agent_a2a_hello_decode(const uint8_t *msg, size_t len, struct op_agent_a2a_hello *h)
 {
     struct wire_cur c;
+    struct op_agent_a2a_hello v;
+    memset(&v, 0, sizeof v); /* the padding too: the caller may compare bytes */
     start(&c, msg, len, OP_AGENT_MSG_A2A);
-    struct op_agent_a2a_hello v = {.rank = wc_u32(&c), .ranks = wc_u32(&c)};
-    v.workers = wc_u32(&c);
-    v.chunk = wc_u64(&c);
+    wc_fields(&c, &v, a2a_hello_layout, COUNT_OF(a2a_hello_layout));
     wc_check(&c, v.ranks > 0 && v.ranks <= OP_A2A_MAX_RANKS && v.rank < v.ranks &&
                      v.workers >= 1 && v.workers <= OP_A2A_MAX_WORKERS && v.chunk > 0);
     return finish(&c, h, &v, sizeof v);
