@@ -31,17 +31,19 @@
 #include <rte_ring.h>
 
 #include "dns_internal.h"
+#include "offpath/io.h"
 
 #define MAX_BURST 512
 
 struct dpdk_state {
     struct op_dns_dpdk_config dc;
-    uint16_t port;
+    struct op_io_dpdk *io; /* the port and its pool (src/io/dpdk.c) */
+    uint16_t port;         /* the lcores' copies of io's */
     uint8_t mac[6];
     struct rte_mempool *pool;
     struct rte_ring *to_workers, *to_tx;
     unsigned workers; /* the pipeline's, beside the port's lcore */
-    bool port_started, eal_up;
+    bool eal_up;
     bool cpu_shared[RTE_MAX_LCORE]; /* by worker index: another worker lcore runs on its CPU */
 };
 
@@ -358,116 +360,22 @@ static int worker_main(void *arg)
         }                                                                                          \
     } while (0)
 
-static op_status_t port_setup(struct dpdk_state *d, unsigned nq, char *err, size_t errlen)
+/* The port (a queue per rtc worker, one for the pipeline's port lcore)
+ * and the pipeline's rings. */
+static op_status_t port_and_rings(struct dpdk_state *d, unsigned nq, bool shared, char *err,
+                                  size_t errlen)
 {
-    struct rte_eth_dev_info info;
-    FAIL_IF(rte_eth_dev_info_get(d->port, &info) != 0, "port %u: no device info", d->port);
-    FAIL_IF(nq > info.max_rx_queues || nq > info.max_tx_queues,
-            "port %u has %u RX/%u TX queues, %u needed (af_xdp: queue_count=N, af_packet: "
-            "qpairs=N)", d->port, info.max_rx_queues, info.max_tx_queues, nq);
-    struct rte_eth_conf conf;
-    memset(&conf, 0, sizeof(conf));
-    if (nq > 1) { /* RSS: a flow stays on one queue, so one lcore */
-        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-        conf.rx_adv_conf.rss_conf.rss_hf =
-            (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
-    }
-    FAIL_IF(rte_eth_dev_configure(d->port, (uint16_t)nq, (uint16_t)nq, &conf) != 0,
-            "port %u: configure with %u queues failed", d->port, nq);
-    uint16_t rxd = (uint16_t)d->dc.rx_desc, txd = (uint16_t)d->dc.tx_desc;
-    FAIL_IF(rte_eth_dev_adjust_nb_rx_tx_desc(d->port, &rxd, &txd) != 0, "descriptor counts");
-    int sock = rte_eth_dev_socket_id(d->port);
-    for (unsigned q = 0; q < nq; q++) {
-        FAIL_IF(rte_eth_rx_queue_setup(d->port, (uint16_t)q, rxd, (unsigned)sock, NULL,
-                                       d->pool) != 0, "RX queue %u setup failed", q);
-        FAIL_IF(rte_eth_tx_queue_setup(d->port, (uint16_t)q, txd, (unsigned)sock, NULL) != 0,
-                "TX queue %u setup failed", q);
-    }
-    FAIL_IF(rte_eth_dev_start(d->port) != 0, "port %u: start failed", d->port);
-    d->port_started = true;
-    struct rte_ether_addr mac;
-    FAIL_IF(rte_eth_macaddr_get(d->port, &mac) != 0, "port %u: no MAC address", d->port);
-    memcpy(d->mac, mac.addr_bytes, 6);
-    return OP_OK;
-}
-
-/* The AF_XDP PMD (DPDK 22.11) registers the pool as its UMEM assuming the
- * objects are packed from the first one: populated_size x object size. A
- * default pool without hugepages puts each object on its own 4 KiB page
- * (objects may not straddle pages), so the last ~40% of the mbufs lie
- * past the UMEM: the kernel takes their fill-ring entries as invalid and
- * drops them silently (no XDP_STATISTICS counter shows it). Light load
- * recycles a few hundred cached mbufs and never meets them; an overload
- * cycles the whole pool, every fill entry is lost within a second, and RX
- * stops for good (the PMD refills only for frames it receives). So for
- * that PMD the pool is packed: no page constraint (it does no DMA by IOVA). */
-static struct rte_mempool *pool_packed(const struct op_dns_dpdk_config *dc)
-{
-    struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE};
-    struct rte_mempool *mp = rte_mempool_create_empty(
-        "ofdns_mbufs", dc->mbufs, sizeof(struct rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
-        dc->mbuf_cache, sizeof(priv), (int)rte_socket_id(), RTE_MEMPOOL_F_NO_IOVA_CONTIG);
-    if (mp == NULL)
-        return NULL;
-    if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL) != 0) {
-        rte_mempool_free(mp);
-        return NULL;
-    }
-    rte_pktmbuf_pool_init(mp, &priv);
-    if (rte_mempool_populate_default(mp) < 0) {
-        rte_mempool_free(mp);
-        return NULL;
-    }
-    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
-    return mp;
-}
-
-struct packed_check {
-    uintptr_t base;
-    size_t size;
-    bool packed;
-};
-
-static void packed_obj(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
-{
-    struct packed_check *c = arg;
-    (void)mp;
-    if ((uintptr_t)obj != c->base + (size_t)idx * c->size)
-        c->packed = false;
-}
-
-/* Is object i exactly at the first object + i x its size? */
-static bool pool_is_packed(struct rte_mempool *mp)
-{
-    const struct rte_mempool_memhdr *h = STAILQ_FIRST(&mp->mem_list);
-    struct packed_check c = {
-        .base = (uintptr_t)h->addr + mp->header_size,
-        .size = rte_mempool_calc_obj_size(mp->elt_size, mp->flags, NULL),
-        .packed = mp->nb_mem_chunks == 1};
-    rte_mempool_obj_iter(mp, packed_obj, &c);
-    return c.packed;
-}
-
-static bool port_is_af_xdp(uint16_t port)
-{
-    struct rte_eth_dev_info info;
-    return rte_eth_dev_info_get(port, &info) == 0 && info.driver_name != NULL &&
-           strcmp(info.driver_name, "net_af_xdp") == 0;
-}
-
-static op_status_t pools_setup(struct dpdk_state *d, unsigned nq, bool shared, char *err,
-                               size_t errlen)
-{
-    bool af_xdp = port_is_af_xdp(d->port);
-    d->pool = af_xdp ? pool_packed(&d->dc)
-                     : rte_pktmbuf_pool_create("ofdns_mbufs", d->dc.mbufs, d->dc.mbuf_cache, 0,
-                                               RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
-    FAIL_IF(d->pool == NULL, "mbuf pool of %u: %s", d->dc.mbufs, rte_strerror(rte_errno));
-    FAIL_IF(af_xdp && !pool_is_packed(d->pool),
-            "mbuf pool of %u is not one packed run (the AF_XDP PMD would lose the mbufs "
-            "past it): give EAL more memory (-m)", d->dc.mbufs);
+    const struct op_io_dpdk_config pc = {.queues = d->dc.pipeline ? 1 : nq,
+                                         .mbufs = d->dc.mbufs, .mbuf_cache = d->dc.mbuf_cache,
+                                         .rx_desc = d->dc.rx_desc, .tx_desc = d->dc.tx_desc};
+    op_status_t st = op_io_dpdk_port_open(&pc, &d->io, err, errlen);
+    if (st != OP_OK)
+        return st;
+    d->port = op_io_dpdk_port_id(d->io);
+    op_io_dpdk_mac(d->io, d->mac);
+    d->pool = op_io_dpdk_pool(d->io);
     if (!d->dc.pipeline)
-        return port_setup(d, nq, err, errlen);
+        return OP_OK;
     /* One producer into the workers' ring and one consumer of the other.
      * The workers' side is multi-threaded: with the default (MP/MC) sync a
      * worker that loses its CPU halfway through a dequeue makes the others
@@ -484,15 +392,14 @@ static op_status_t pools_setup(struct dpdk_state *d, unsigned nq, bool shared, c
                                multi_enq | RING_F_SC_DEQ);
     FAIL_IF(d->to_workers == NULL || d->to_tx == NULL, "rings of %u: %s", d->dc.ring_size,
             rte_strerror(rte_errno));
-    return port_setup(d, 1, err, errlen);
+    return OP_OK;
 }
 
 static void port_stats(const struct op_dns_server *s, uint64_t *c)
 {
     const struct dpdk_state *d = s->priv;
-    struct rte_eth_stats st;
-    if (d == NULL || !d->port_started || rte_eth_stats_get(d->port, &st) != 0)
-        return;
+    struct op_io_dpdk_drops st;
+    op_io_dpdk_stats(d != NULL ? d->io : NULL, &st);
     c[OP_DNS_C_port_imissed] += st.imissed;
     c[OP_DNS_C_port_rx_nombuf] += st.rx_nombuf;
     c[OP_DNS_C_port_oerrors] += st.oerrors;
@@ -534,15 +441,11 @@ static void dpdk_halt(struct op_dns_server *s, uint64_t *final)
         dns_thread_stop(&s->w[s->nw - 1 - k]); /* TCP */
     if (final != NULL)
         port_stats(s, final);
-    if (d->port_started) {
-        rte_eth_dev_stop(d->port);
-        rte_eth_dev_close(d->port); /* af_xdp detaches its XDP program here */
-    }
+    op_io_dpdk_close(d->io);
     rte_ring_free(d->to_workers);
     rte_ring_free(d->to_tx);
-    rte_mempool_free(d->pool);
     if (d->eal_up)
-        rte_eal_cleanup();
+        op_io_dpdk_eal_cleanup();
     free(d);
     s->priv = NULL;
 }
@@ -576,29 +479,13 @@ static void tcp_start(struct op_dns_server *s)
     }
 }
 
-/* Does another worker lcore run on one of this lcore's CPUs? (The main
- * lcore only waits for signals.) */
-static bool lcore_shares_cpu(unsigned lcore)
-{
-    rte_cpuset_t mine = rte_lcore_cpuset(lcore);
-    unsigned other;
-    RTE_LCORE_FOREACH_WORKER(other)
-    {
-        rte_cpuset_t theirs = rte_lcore_cpuset(other), both;
-        CPU_AND(&both, &mine, &theirs);
-        if (other != lcore && CPU_COUNT(&both) > 0)
-            return true;
-    }
-    return false;
-}
-
 /* Which workers share a CPU with another; true if any does. */
 static bool note_shared_cpus(struct dpdk_state *d)
 {
     unsigned i = 0, lcore;
     bool any = false;
     RTE_LCORE_FOREACH_WORKER(lcore)
-        any |= d->cpu_shared[i++] = lcore_shares_cpu(lcore);
+        any |= d->cpu_shared[i++] = op_io_dpdk_lcore_shares_cpu(lcore);
     return any;
 }
 
@@ -616,43 +503,11 @@ static op_status_t launch(struct op_dns_server *s)
     return OP_OK;
 }
 
-#define MAX_EAL_ARGS 128
-#define MAX_XDP_VDEVS 8
-
-/* An AF_XDP vdev without xdp_prog= gets offpath's program (dns_xdp.bpf.c:
- * TCP and ARP replies to the kernel, the rest to DPDK), so TCP is served by
- * the kernel socket beside the DPDK models. */
-static char *with_xdp_prog(char *arg, char *buf, size_t n)
-{
 #ifdef OP_DNS_XDP_PROG
-    const char *dev = strncmp(arg, "--vdev=", 7) == 0 ? arg + 7 : arg;
-    if (strncmp(dev, "net_af_xdp", 10) != 0 || strstr(dev, "xdp_prog=") != NULL ||
-        access(OP_DNS_XDP_PROG, R_OK) != 0 ||
-        snprintf(buf, n, "%s,xdp_prog=%s", arg, OP_DNS_XDP_PROG) >= (int)n)
-        return arg;
-    return buf;
+#define XDP_PROG OP_DNS_XDP_PROG
 #else
-    (void)buf;
-    (void)n;
-    return arg;
+#define XDP_PROG NULL
 #endif
-}
-
-/* The EAL with a program name first and the vdevs amended. */
-static int eal_init(const struct op_dns_dpdk_config *dc)
-{
-    char name[] = "offpath-dns";
-    char *argv[MAX_EAL_ARGS + 2];
-    char vdev[MAX_XDP_VDEVS][512];
-    argv[0] = name;
-    for (int i = 0, k = 0; i < dc->n_eal_args; i++) {
-        char *arg = dc->eal_args[i];
-        argv[1 + i] = k < MAX_XDP_VDEVS ? with_xdp_prog(arg, vdev[k], sizeof(vdev[k])) : arg;
-        k += argv[1 + i] != arg;
-    }
-    argv[1 + dc->n_eal_args] = NULL;
-    return rte_eal_init(1 + dc->n_eal_args, argv);
-}
 
 op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
                               const struct op_dns_dpdk_config *dc, struct op_dns_zones *zones,
@@ -660,15 +515,19 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
 {
     snprintf(err, errlen, "ok");
     FAIL_IF(cfg->burst < 1 || cfg->burst > MAX_BURST, "--burst must be 1..%d", MAX_BURST);
-    FAIL_IF(dc->n_eal_args < 0 || dc->n_eal_args > MAX_EAL_ARGS, "too many EAL arguments");
-    int r = eal_init(dc);
-    FAIL_IF(r < 0, "EAL: %s", rte_strerror(rte_errno));
+    /* the AF_XDP vdev gets dns_xdp.bpf.c: TCP and ARP replies to the
+     * kernel, so TCP is served by the kernel socket beside the models */
+    const struct op_io_dpdk_config ec = {.name = "offpath-dns", .n_eal_args = dc->n_eal_args,
+                                         .eal_args = dc->eal_args, .xdp_prog = XDP_PROG};
+    op_status_t est = op_io_dpdk_eal_init(&ec, err, errlen);
+    if (est != OP_OK)
+        return est;
     unsigned workers = rte_lcore_count() - 1;
-    if (workers < (dc->pipeline ? 2u : 1u) || rte_eth_dev_count_avail() < 1) {
+    if (workers < (dc->pipeline ? 2u : 1u) || op_io_dpdk_ports() < 1) {
         snprintf(err, errlen, "%s needs %s worker lcore(s) (-l) and a port (--vdev): got %u "
                  "and %u", dc->pipeline ? "pipeline" : "rtc", dc->pipeline ? "2+" : "1+",
-                 workers, rte_eth_dev_count_avail());
-        rte_eal_cleanup();
+                 workers, op_io_dpdk_ports());
+        op_io_dpdk_eal_cleanup();
         return OP_ERR_INVAL;
     }
     struct op_dns_server *s = dns_server_alloc(cfg, zones, workers + tcp_threads(cfg));
@@ -677,7 +536,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
         free(d);
         if (s != NULL)
             op_dns_server_stop(s, NULL);
-        rte_eal_cleanup();
+        op_io_dpdk_eal_cleanup();
         return OP_ERR_NOMEM;
     }
     d->dc = *dc;
@@ -686,13 +545,7 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
     s->priv = d;
     s->halt = dpdk_halt;
     s->port_stats = port_stats;
-    uint16_t pid;
-    RTE_ETH_FOREACH_DEV(pid)
-    {
-        d->port = pid;
-        break;
-    }
-    op_status_t st = pools_setup(d, workers, note_shared_cpus(d), err, errlen);
+    op_status_t st = port_and_rings(d, workers, note_shared_cpus(d), err, errlen);
     if (st == OP_OK)
         st = launch(s);
     if (st == OP_OK)
