@@ -167,6 +167,10 @@ OP_API void op_counter_set_print(FILE *out, const struct op_counter_set *s,
 /* The same into buf (NUL-terminated, cut short at cap); returns buf. */
 OP_API char *op_counter_set_format(const struct op_counter_set *s, enum op_counters_format fmt,
                                    char *buf, size_t cap);
+/* A summary line in words with counters in it: each {name} of text becomes
+ * that counter's value. False (and "{name?}" printed) when a name is not in
+ * the set, so a test of the summary catches a counter renamed under it. */
+OP_API bool op_counter_set_render(FILE *out, const struct op_counter_set *s, const char *text);
 /* A set's values to another process of the same program (a forked switch
  * to its launcher) through a pipe: the count, then the values, host order.
  * Write: OP_OK or the errno. Read: into vals (cap of them) when exactly

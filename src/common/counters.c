@@ -53,6 +53,34 @@ char *op_counter_set_format(const struct op_counter_set *s, enum op_counters_for
     return buf;
 }
 
+static const uint64_t *value_of(const struct op_counter_set *s, const char *name, size_t len)
+{
+    for (unsigned i = 0; i < s->n; i++)
+        if (strlen(s->names[i]) == len && memcmp(s->names[i], name, len) == 0)
+            return &s->vals[i];
+    return NULL;
+}
+
+bool op_counter_set_render(FILE *out, const struct op_counter_set *s, const char *text)
+{
+    bool ok = true;
+    for (const char *p = text; *p != '\0';) {
+        const char *open = strchr(p, '{'), *close = open ? strchr(open, '}') : NULL;
+        if (close == NULL) {
+            fputs(p, out);
+            break;
+        }
+        fwrite(p, 1, (size_t)(open - p), out);
+        const uint64_t *v = value_of(s, open + 1, (size_t)(close - open - 1));
+        if (v != NULL)
+            fprintf(out, "%" PRIu64, *v);
+        else
+            fprintf(out, "{%.*s?}", (int)(close - open - 1), open + 1), ok = false;
+        p = close + 1;
+    }
+    return ok;
+}
+
 /* All of len bytes, through short writes and signals. */
 static op_status_t write_all(int fd, const void *p, size_t len)
 {

@@ -115,15 +115,12 @@ static void print_text(const struct op_inctest_config *cfg, const struct it_summ
         printf("  switches    : not started by inc_test (--connect): see their own counters\n");
         return;
     }
-    printf("  switches    : contributions %llu, chunks aggregated %llu, duplicates %llu, "
-           "retransmissions %llu, results resent %llu, injected drops %llu, injected dups %llu\n",
-           (unsigned long long)sw[OP_SW_C_contributions],
-           (unsigned long long)sw[OP_SW_C_chunks_aggregated],
-           (unsigned long long)sw[OP_SW_C_duplicates],
-           (unsigned long long)sw[OP_SW_C_retransmissions],
-           (unsigned long long)sw[OP_SW_C_results_resent],
-           (unsigned long long)sw[OP_SW_C_injected_drops],
-           (unsigned long long)sw[OP_SW_C_injected_dups]);
+    const struct op_counter_set set = {op_sw_counter_names(), sw, OP_SW_C_COUNT_};
+    (void)op_counter_set_render(
+        stdout, &set,
+        "  switches    : contributions {contributions}, chunks aggregated {chunks_aggregated}, "
+        "duplicates {duplicates}, retransmissions {retransmissions}, results resent "
+        "{results_resent}, injected drops {injected_drops}, injected dups {injected_dups}\n");
     if (cfg->pcap != NULL)
         printf("  capture     : %llu RoCEv2 packets, as the switches received and sent them\n",
                (unsigned long long)op_pcap_count(cfg->pcap));

@@ -199,17 +199,13 @@ static int run_mpirun(const struct op_launch_config *cfg, const char *lib)
 
 static void report_switches(const uint64_t t[])
 {
-    fprintf(stderr,
-            "offpath mpirun: switches aggregated %llu chunks (%llu contributions); "
-            "%llu retransmissions, %llu duplicates, %llu injected drops; groups created %llu, "
-            "freed %llu\n",
-            (unsigned long long)t[OP_SW_C_chunks_aggregated],
-            (unsigned long long)t[OP_SW_C_contributions],
-            (unsigned long long)t[OP_SW_C_retransmissions],
-            (unsigned long long)t[OP_SW_C_duplicates],
-            (unsigned long long)t[OP_SW_C_injected_drops],
-            (unsigned long long)t[OP_SW_C_groups_created],
-            (unsigned long long)t[OP_SW_C_groups_freed]);
+    const struct op_counter_set s = {op_sw_counter_names(), t, OP_SW_C_COUNT_};
+    (void)op_counter_set_render(
+        stderr, &s,
+        "offpath mpirun: switches aggregated {chunks_aggregated} chunks ({contributions} "
+        "contributions); {retransmissions} retransmissions, {duplicates} duplicates, "
+        "{injected_drops} injected drops; groups created {groups_created}, freed "
+        "{groups_freed}\n");
 }
 
 int op_launch_run(const struct op_launch_config *in)

@@ -142,6 +142,21 @@ enum {
     HOST_C_COUNT_
 };
 
+/* The leaders' sums in words: the engines' counters, the port's drops. */
+static void report_host(const uint64_t sum[HOST_C_COUNT_])
+{
+    const char *names[HOST_C_COUNT_];
+    for (unsigned i = 0; i < OP_HAR_C_COUNT_; i++)
+        names[i] = op_har_counter_name(i);
+    names[HOST_C_injected_drops] = "injected_drops";
+    const struct op_counter_set s = {names, sum, HOST_C_COUNT_};
+    (void)op_counter_set_render(
+        stderr, &s,
+        "offpath: host allreduce: {allreduces} leader calls ({ring_calls} ring), {tx_data} data "
+        "packets, {retransmissions} retransmissions, {duplicates} duplicates, {injected_drops} "
+        "injected drops, {deadlines} timeouts\n");
+}
+
 /* Collective over COMM_WORLD (MPI_Finalize): with OFFPATH_VERBOSE, rank 0
  * prints every leader's packet counts; then the socket closes. */
 void opm_host_finalize(void)
@@ -156,16 +171,7 @@ void opm_host_finalize(void)
         mine[HOST_C_injected_drops] = f[OP_FAULT_C_dropped];
         PMPI_Reduce(mine, sum, HOST_C_COUNT_, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
         if (opm.world_rank == 0 && sum[OP_HAR_C_allreduces] > 0)
-            fprintf(stderr,
-                    "offpath: host allreduce: %llu leader calls (%llu ring), %llu data packets, "
-                    "%llu retransmissions, %llu duplicates, %llu injected drops, %llu timeouts\n",
-                    (unsigned long long)sum[OP_HAR_C_allreduces],
-                    (unsigned long long)sum[OP_HAR_C_ring_calls],
-                    (unsigned long long)sum[OP_HAR_C_tx_data],
-                    (unsigned long long)sum[OP_HAR_C_retransmissions],
-                    (unsigned long long)sum[OP_HAR_C_duplicates],
-                    (unsigned long long)sum[HOST_C_injected_drops],
-                    (unsigned long long)sum[OP_HAR_C_deadlines]);
+            report_host(sum);
     }
     op_har_port_close(opm.host_port);
     opm.host_port = NULL;

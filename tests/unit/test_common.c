@@ -375,6 +375,16 @@ static void test_counter_set(void **state)
     assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_TABLE, buf, sizeof buf),
                         "  rx                   7\n  tx_drops             12345678901\n");
     assert_string_equal(op_counter_set_format(&s, OP_COUNTERS_KV, buf, 6), " rx=7");
+    char line[128] = "";
+    FILE *m = fmemopen(line, sizeof line, "w");
+    assert_true(op_counter_set_render(m, &s, "got {rx} of {tx_drops}; {rx}x {"));
+    fflush(m);
+    assert_string_equal(line, "got 7 of 12345678901; 7x {");
+    rewind(m);
+    assert_false(op_counter_set_render(m, &s, "a {rx_pkts} b\n"));
+    fputc('\0', m);
+    fclose(m);
+    assert_string_equal(line, "a {rx_pkts?} b\n");
     int p[2];
     uint64_t got[2] = {0}, got3[3];
     assert_int_equal(pipe(p), 0);
