@@ -271,6 +271,14 @@ OP_API op_status_t op_io_dpdk_port_open(const struct op_io_dpdk_config *c, struc
 OP_API uint16_t op_io_dpdk_port_id(const struct op_io_dpdk *p);
 OP_API void op_io_dpdk_mac(const struct op_io_dpdk *p, uint8_t mac[6]);
 OP_API struct rte_mempool *op_io_dpdk_pool(const struct op_io_dpdk *p);
+/* A burst of frames from queue q (at most n mbufs), and one to it (how
+ * many the device took): the lcores' receive and send, here like every
+ * other backend's. */
+struct rte_mbuf;
+OP_API unsigned op_io_dpdk_rx(const struct op_io_dpdk *p, uint16_t q, struct rte_mbuf **m,
+                              unsigned n);
+OP_API unsigned op_io_dpdk_tx(const struct op_io_dpdk *p, uint16_t q, struct rte_mbuf **m,
+                              unsigned n);
 /* What the device dropped (zeros before the port started). */
 OP_API void op_io_dpdk_stats(const struct op_io_dpdk *p, struct op_io_dpdk_drops *out);
 /* Stops and closes the port (an af_xdp vdev detaches its program), frees

@@ -192,7 +192,7 @@ static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_
 {
     unsigned sent = 0, tries = 0, pause_us = 1;
     while (sent < n) {
-        sent += rte_eth_tx_burst(d->port, q, m + sent, (uint16_t)(n - sent));
+        sent += op_io_dpdk_tx(d->io, q, m + sent, n - sent);
         if (sent == n || tries++ >= d->dc.tx_retries)
             break;
         w->c[OP_DNS_C_tx_retries]++;
@@ -254,7 +254,7 @@ static int rtc_main(void *arg)
     dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     uint16_t q = (uint16_t)w->index;
     while (!dns_server_stopping(w->s)) {
-        unsigned n = rte_eth_rx_burst(d->port, q, m, (uint16_t)w->s->cfg.burst);
+        unsigned n = op_io_dpdk_rx(d->io, q, m, w->s->cfg.burst);
         if (!dns_polled(&idle, n > 0))
             continue;
         unsigned none;
@@ -295,7 +295,7 @@ static int io_main(void *arg)
     unsigned burst = w->s->cfg.burst;
     while (!dns_server_stopping(w->s)) {
         unsigned room = pipeline_room(d, burst);
-        unsigned n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)(room < burst ? room : burst));
+        unsigned n = op_io_dpdk_rx(d->io, 0, m, room < burst ? room : burst);
         unsigned q = n ? rte_ring_enqueue_burst(d->to_workers, (void **)m, n, NULL) : 0;
         for (unsigned i = q; i < n; i++) {
             w->c[OP_DNS_C_frames_rx]++;

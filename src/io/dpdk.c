@@ -216,6 +216,16 @@ op_status_t op_io_dpdk_port_open(const struct op_io_dpdk_config *c, struct op_io
 
 uint16_t op_io_dpdk_port_id(const struct op_io_dpdk *p) { return p->port; }
 
+unsigned op_io_dpdk_rx(const struct op_io_dpdk *p, uint16_t q, struct rte_mbuf **m, unsigned n)
+{
+    return rte_eth_rx_burst(p->port, q, m, (uint16_t)n);
+}
+
+unsigned op_io_dpdk_tx(const struct op_io_dpdk *p, uint16_t q, struct rte_mbuf **m, unsigned n)
+{
+    return rte_eth_tx_burst(p->port, q, m, (uint16_t)n);
+}
+
 void op_io_dpdk_mac(const struct op_io_dpdk *p, uint8_t mac[6]) { memcpy(mac, p->mac, 6); }
 
 struct rte_mempool *op_io_dpdk_pool(const struct op_io_dpdk *p) { return p->pool; }
