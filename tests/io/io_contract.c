@@ -1,0 +1,203 @@
+/* The io backend contract, between two processes: `echo BACKEND` sends
+ * every packet back where it came from until told to stop; `probe BACKEND
+ * PEER` checks, against any echo, what every backend promises:
+ *  - bursts of 1, 7, 64 and 200 packets of 16..1400 bytes come back whole,
+ *    each once, in the order sent (one flow keeps its order);
+ *  - a flood of 4096 packets at once is sent or counted as dropped, never
+ *    lost silently (tx_pkts + tx_drops = what was given), and what comes
+ *    back is intact (back-pressure, partial sends);
+ *  - the flows carry the peer's address and port (either family).
+ * BACKEND: udp:ADDR:PORT, udp:[ADDR6]:PORT, xdp:IFNAME:ADDR:PORT.
+ * Exit 0 and a line "contract ok ..." when every check held; otherwise
+ * the first broken promise and exit 1. Every wait is bounded. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offpath/io.h"
+
+#define MAGIC 0x0c0a7ac7u
+#define STOP 0xffffffffu
+#define FLOOD 4096
+#define WAIT_NS (2 * OP_NS_PER_S)
+
+struct hdr {
+    uint32_t magic, round, idx, len;
+};
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "contract broken: %s\n", what);
+    return 1;
+}
+
+static op_status_t open_backend(const char *spec, struct op_io **io)
+{
+    struct op_endpoint e;
+    if (strncmp(spec, "udp:", 4) == 0)
+        return op_endpoint_parse(spec + 4, &e) ? op_io_udp_open_addr(&e.addr, e.port, io)
+                                                : OP_ERR_INVAL;
+    if (strncmp(spec, "xdp:", 4) == 0) {
+        char ifname[64];
+        const char *colon = strchr(spec + 4, ':');
+        size_t n = colon != NULL ? (size_t)(colon - spec - 4) : 0;
+        if (n == 0 || n >= sizeof ifname || !op_endpoint_parse(colon + 1, &e) ||
+            op_addr_is_ipv6(&e.addr))
+            return OP_ERR_INVAL;
+        memcpy(ifname, spec + 4, n);
+        ifname[n] = '\0';
+        return op_io_xdp_open(ifname, e.addr.v4, e.port, NULL, io);
+    }
+    return OP_ERR_INVAL;
+}
+
+static void fill(struct op_pkt *p, const struct op_endpoint *to, uint32_t round, uint32_t idx)
+{
+    uint32_t len = 16 + (idx * 131 + round * 17) % 1385;
+    struct hdr h = {MAGIC, round, idx, len};
+    memcpy(p->data, &h, sizeof h);
+    for (uint32_t j = sizeof h; j < len; j++)
+        p->data[j] = (uint8_t)(j * 7 + idx + round);
+    p->len = len;
+    p->flow = (struct op_flow){.dst = to->addr, .dst_port = to->port};
+}
+
+/* The packet's index if it is intact and of this round, else -1. */
+static long check(const struct op_pkt *p, uint32_t round)
+{
+    struct hdr h;
+    if (p->len < sizeof h)
+        return -1;
+    memcpy(&h, p->data, sizeof h);
+    if (h.magic != MAGIC || h.round != round || h.len != p->len)
+        return -1;
+    for (uint32_t j = sizeof h; j < h.len; j++)
+        if (p->data[j] != (uint8_t)(j * 7 + h.idx + round))
+            return -1;
+    return h.idx;
+}
+
+static int echo(struct op_io *io)
+{
+    struct op_pktbuf b;
+    if (op_pktbuf_init(&b, OP_IO_BURST) != OP_OK)
+        return fail("no memory");
+    uint64_t echoed = 0, end = op_now_ns() + 60 * OP_NS_PER_S;
+    for (bool stop = false; !stop && op_now_ns() < end;) {
+        if (op_io_wait(io, op_now_ns() + 100 * OP_NS_PER_MS) < 0)
+            break;
+        int n = op_io_recv(io, b.pkts, b.n);
+        for (int i = 0; i < n; i++) {
+            uint32_t magic;
+            memcpy(&magic, b.pkts[i].data, sizeof magic);
+            stop |= b.pkts[i].len >= 4 && magic == STOP;
+            b.pkts[i].flow = op_flow_reverse(&b.pkts[i].flow);
+        }
+        echoed += n > 0 ? (uint64_t)op_io_send(io, b.pkts, n) : 0;
+    }
+    printf("echo done, %llu echoed\n", (unsigned long long)echoed);
+    op_pktbuf_free(&b);
+    return 0;
+}
+
+/* Waits for up to want packets of round; counts each index; false when one
+ * is not intact, not from peer, repeated, or out of order. */
+static bool collect(struct op_io *io, const struct op_endpoint *peer, uint32_t round, int want,
+                    unsigned char *seen, int *got)
+{
+    struct op_pktbuf b;
+    long last = -1;
+    bool ok = op_pktbuf_init(&b, OP_IO_BURST) == OP_OK;
+    uint64_t deadline = op_now_ns() + WAIT_NS;
+    *got = 0;
+    while (ok && *got < want && op_now_ns() < deadline) {
+        int n = op_io_recv(io, b.pkts, b.n);
+        if (n == 0) {
+            (void)op_io_wait(io, deadline);
+            continue;
+        }
+        for (int i = 0; i < n && ok; i++) {
+            long idx = check(&b.pkts[i], round);
+            ok = idx >= 0 && idx < want && !seen[idx] && idx > last &&
+                 op_addr_eq(&b.pkts[i].flow.src, &peer->addr) &&
+                 b.pkts[i].flow.src_port == peer->port;
+            if (ok)
+                seen[idx] = 1, last = idx, (*got)++;
+        }
+    }
+    op_pktbuf_free(&b);
+    return ok;
+}
+
+static uint64_t counter(const struct op_io *io, enum op_io_counter c)
+{
+    uint64_t v[OP_IO_C_COUNT_];
+    op_io_counters(io, v);
+    return v[c];
+}
+
+static int probe(struct op_io *io, const struct op_endpoint *peer)
+{
+    static const int bursts[] = {1, 7, 64, 200};
+    static unsigned char seen[FLOOD];
+    struct op_pktbuf b;
+    if (op_pktbuf_init(&b, FLOOD) != OP_OK)
+        return fail("no memory");
+    uint32_t round = 0;
+    int got = 0;
+    for (size_t k = 0; k < sizeof bursts / sizeof bursts[0]; k++, round++) {
+        for (int i = 0; i < bursts[k]; i++)
+            fill(&b.pkts[i], peer, round, (uint32_t)i);
+        memset(seen, 0, sizeof seen);
+        if (op_io_send(io, b.pkts, bursts[k]) != bursts[k])
+            return fail("a burst the backend has room for was not sent whole");
+        if (!collect(io, peer, round, bursts[k], seen, &got) || got != bursts[k]) {
+            fprintf(stderr, "burst of %d: %d back\n", bursts[k], got);
+            return fail("a burst did not come back whole, once each, in order");
+        }
+    }
+    uint64_t tx0 = counter(io, OP_IO_C_tx_pkts), drop0 = counter(io, OP_IO_C_tx_drops);
+    for (int i = 0; i < FLOOD; i++)
+        fill(&b.pkts[i], peer, round, (uint32_t)i);
+    memset(seen, 0, sizeof seen);
+    int sent = op_io_send(io, b.pkts, FLOOD);
+    uint64_t tx = counter(io, OP_IO_C_tx_pkts) - tx0, drops = counter(io, OP_IO_C_tx_drops) - drop0;
+    if (sent < 0 || (uint64_t)sent != tx || tx + drops != FLOOD)
+        return fail("a flood's packets are neither sent nor counted as dropped");
+    if (!collect(io, peer, round, FLOOD, seen, &got) || got > sent)
+        return fail("what came back of a flood is not intact, or more than went");
+    struct hdr stop = {STOP, 0, 0, sizeof stop};
+    memcpy(b.pkts[0].data, &stop, sizeof stop);
+    b.pkts[0].len = sizeof stop;
+    b.pkts[0].flow = (struct op_flow){.dst = peer->addr, .dst_port = peer->port};
+    for (int i = 0; i < 3; i++) /* a datagram may be lost: the echo stops at the first */
+        (void)op_io_send(io, b.pkts, 1);
+    printf("contract ok: bursts 1 7 64 200 whole and in order; flood %d: %d sent, %llu "
+           "dropped (counted), %d back\n", FLOOD, sent, (unsigned long long)drops, got);
+    op_pktbuf_free(&b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct op_io *io = NULL;
+    struct op_endpoint peer;
+    bool is_probe = argc == 4 && strcmp(argv[1], "probe") == 0;
+    if (!(argc == 3 && strcmp(argv[1], "echo") == 0) && !is_probe) {
+        fprintf(stderr, "usage: io_contract echo BACKEND | probe BACKEND PEER\n");
+        return 2;
+    }
+    if (is_probe && !op_endpoint_parse(argv[3], &peer)) {
+        fprintf(stderr, "io_contract: bad PEER '%s'\n", argv[3]);
+        return 2;
+    }
+    op_status_t st = open_backend(argv[2], &io);
+    if (st != OP_OK) {
+        fprintf(stderr, "io_contract: %s: %s\n", argv[2], op_status_str(st));
+        return 2;
+    }
+    op_io_udp_batching(io, false); /* the contract is per packet; batching is the udp tests' */
+    int rc = is_probe ? probe(io, &peer) : echo(io);
+    op_io_close(io);
+    return rc;
+}
