@@ -66,6 +66,37 @@ if grep -n 'abort(' src/*/*.c src/*/*.h; then
     echo "layering: abort( in src/"
     bad=1
 fi
+# Libraries return errors: only src/cli decides a process's exit status
+# (a forked child leaves with _exit).
+if grep -nE '\bexit\(' src/*/*.c | grep -v '^src/cli/'; then
+    echo "layering: exit( below src/cli"
+    bad=1
+fi
+# Inside liboffpath_mpi, levels (src/mpi/mpi_base.h): each file includes
+# the header of its level, never one above, so calls go down only.
+mpi_levels=(mpi_base.h mpi_comm.h mpi_node.h mpi_coll.h mpi_nb.h)
+declare -A mpi_file_level=(
+    [env.c]=0 [identity.c]=0 [types.c]=0 [setup.c]=1 [node.c]=2 [hostpath.c]=2 [settle.c]=2
+    [progress.c]=2 [allreduce.c]=3 [requests.c]=3 [iallreduce.c]=4 [alltoall.c]=4
+    [iar_persist.c]=4 [iar_requests.c]=4 [wrap.c]=4
+    [mpi_base.h]=0 [mpi_comm.h]=1 [mpi_node.h]=2 [mpi_coll.h]=3 [mpi_nb.h]=4)
+for f in src/mpi/*.c src/mpi/*.h; do
+    name=$(basename "$f")
+    level=${mpi_file_level[$name]:-}
+    if [ -z "$level" ]; then
+        echo "layering: src/mpi/$name has no level in tests/check_layering.sh"
+        bad=1
+        continue
+    fi
+    for inc in $(sed -n 's/^#include "\(mpi_[a-z]*\.h\)".*/\1/p' "$f"); do
+        for i in "${!mpi_levels[@]}"; do
+            if [ "${mpi_levels[$i]}" = "$inc" ] && [ "$i" -gt "$level" ]; then
+                echo "layering: src/mpi/$name (level $level) includes $inc (level $i)"
+                bad=1
+            fi
+        done
+    done
+done
 # One I/O layer (ARCHITECTURE.md): waits on descriptors and receives live
 # in src/io and src/loop; everything else uses their helpers, backends and
 # driver.

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "offpath/wire.h"
-#include "opmpi.h"
+#include "mpi_coll.h"
 
 /* Which path a call takes depends only on its arguments and on state every
  * rank of the communicator shares, so all ranks take the same one. */

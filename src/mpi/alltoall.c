@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opmpi.h"
+#include "mpi_nb.h"
 
 #define A2A_CALL_NS (30 * OP_NS_PER_S)
 
@@ -119,9 +119,7 @@ static void begin(struct opm_comm *c, const void *sendbuf, MPI_Comm comm)
     op_a2a_start(c->a2a, op_now_ns() + A2A_CALL_NS);
 }
 
-bool opm_a2a_done(struct opm_comm *c) { return op_a2a_done(c->a2a); }
-
-int opm_a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm)
+static int a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm)
 {
     int ranks;
     PMPI_Comm_size(comm, &ranks);
@@ -137,6 +135,48 @@ int opm_a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm)
     }
     memcpy(recvbuf, op_a2a_recvbuf(c->a2a), (size_t)ranks * c->a2a_chunk);
     opm.a2a_agent++;
+    return MPI_SUCCESS;
+}
+
+/* An MPI_Ialltoall as a request of requests.c's table: the workers move
+ * it; done, the result is copied out (or the error raised) and the
+ * request completes in the caller's Wait or Test. */
+struct ia2a {
+    struct opm_req base; /* first: the table's */
+    void *recvbuf;
+};
+
+static enum opm_moved ia2a_step(struct opm_req *r)
+{
+    if (!op_a2a_done(r->c->a2a))
+        return OPM_NONE;
+    (void)a2a_end(r->c, ((struct ia2a *)r)->recvbuf, r->comm); /* an error raised there */
+    return OPM_GONE;
+}
+
+static bool ia2a_switch_only(const struct opm_req *r)
+{
+    (void)r;
+    return false;
+}
+
+static const struct opm_req_ops ia2a_ops = {.step = ia2a_step, .switch_only = ia2a_switch_only};
+
+static int ia2a_request(struct opm_comm *c, void *recvbuf, MPI_Comm comm, MPI_Request *req)
+{
+    struct ia2a *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        (void)a2a_end(c, recvbuf, comm); /* the others run it: finish it here */
+        return opm_no_memory(comm);
+    }
+    *r = (struct ia2a){.base = {.ops = &ia2a_ops, .comm = comm, .c = c}, .recvbuf = recvbuf};
+    int rc = opm_req_start(&r->base);
+    if (rc != MPI_SUCCESS) {
+        (void)a2a_end(c, recvbuf, comm);
+        free(r);
+        return rc;
+    }
+    *req = r->base.greq;
     return MPI_SUCCESS;
 }
 
@@ -167,7 +207,7 @@ OP_API int MPI_Alltoall(const void *sendbuf, int scount, MPI_Datatype stype, voi
     if (c == NULL)
         return PMPI_Alltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm);
     begin(c, sendbuf, comm);
-    return opm_a2a_end(c, recvbuf, comm);
+    return a2a_end(c, recvbuf, comm);
 }
 
 /* Returns once the workers have the call (after the ranks' agreement, one
@@ -181,7 +221,7 @@ OP_API int MPI_Ialltoall(const void *sendbuf, int scount, MPI_Datatype stype, vo
         return PMPI_Ialltoall(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, req);
     opm.ia2a_calls++;
     begin(c, sendbuf, comm);
-    return opm_ia2a_request(c, recvbuf, comm, req);
+    return ia2a_request(c, recvbuf, comm, req);
 }
 
 void opm_a2a_free(struct opm_comm *c)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opmpi.h"
+#include "mpi_base.h"
 
 static const char *const reason_text[] = {
 #define OPM_TEXT_(n, t) t,

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "opmpi.h"
+#include "mpi_node.h"
 
 static uint16_t host_port_number(void)
 {

@@ -3,7 +3,7 @@
  * through the switch (iallreduce.c) or the MPI's own. */
 #include <stdlib.h>
 
-#include "iar_internal.h"
+#include "mpi_nb.h"
 
 #if MPI_VERSION >= 4
 struct persist {

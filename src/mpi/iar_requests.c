@@ -2,7 +2,25 @@
  * offpath's (iallreduce.c): ours are advanced, and hidden from the MPI. */
 #include <stdlib.h>
 
-#include "iar_internal.h"
+#include "mpi_nb.h"
+
+enum iar_kind iar_kind(MPI_Request req)
+{
+    const struct opm_req *r = opm_req_find(req);
+    if (r != NULL)
+        return r->complete ? IAR_COMPLETE : IAR_RUNNING;
+    return req != MPI_REQUEST_NULL && iar_ours_idle(req) ? IAR_IDLE : IAR_MPI;
+}
+
+bool opm_iar_any(const MPI_Request *reqs, int n)
+{
+    bool any = false;
+    opm_prog_lock();
+    for (int i = 0; i < n && !any; i++)
+        any = iar_kind(reqs[i]) != IAR_MPI;
+    opm_prog_unlock();
+    return any;
+}
 
 /* A reported persistent request of ours is never handed to the MPI: it is
  * inactive there, never started, and MPICH 4.0 waits forever on such a

@@ -9,7 +9,7 @@
 #include <hwloc.h>
 #endif
 
-#include "opmpi.h"
+#include "mpi_base.h"
 
 /* Node number (dense, in order of the nodes' lowest ranks), local index and
  * node size from the ranks that share memory with this one. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opmpi.h"
+#include "mpi_node.h"
 
 /* The leader names the segment; a name nobody else uses: pid + a counter. */
 static void agree_name(const struct opm_comm *c, char name[OP_SHM_NAME_MAX])

@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "opmpi.h"
+#include "mpi_node.h"
 
 /* A timer the caller's thread arms while this thread already waits in poll
  * is seen at most this late; packets wake it at once. */
@@ -21,6 +21,7 @@ static pthread_cond_t ended = PTHREAD_COND_INITIALIZER; /* a step ended */
 static pthread_t thread;
 static bool running, stopping;
 static unsigned active; /* switch steps under way */
+static void (*sweep)(void); /* what follows a progress: the nonblocking path's */
 
 void opm_prog_lock(void) { pthread_mutex_lock(&lock); }
 void opm_prog_unlock(void) { pthread_mutex_unlock(&lock); }
@@ -37,7 +38,7 @@ static void *loop(void *arg)
         pthread_mutex_unlock(&lock);
         op_inc_port_progress(opm.port, op_now_ns() + TICK_NS);
         pthread_mutex_lock(&lock);
-        opm_iar_sweep();
+        sweep();
     }
     pthread_mutex_unlock(&lock);
     return NULL;
@@ -53,8 +54,9 @@ static void start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void opm_prog_started(void)
+void opm_prog_started(void (*fn)(void))
 {
+    sweep = fn;
     if (!running && !stopping)
         start();
     active++;
@@ -74,7 +76,8 @@ void opm_prog_sleep(uint64_t max_ns)
         pthread_mutex_unlock(&lock);
         op_inc_port_progress(opm.port, op_now_ns() + max_ns);
         pthread_mutex_lock(&lock);
-        opm_iar_sweep();
+        if (sweep != NULL)
+            sweep();
         return;
     }
     struct timespec ts;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opmpi.h"
+#include "mpi_node.h"
 
 #define SETTLE_ASK_NS (300 * OP_NS_PER_MS) /* how long a silent peer gets to answer */
 #define SETTLE_HOLD_NS (5 * OP_NS_PER_MS)   /* between questions while others catch up */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opmpi.h"
+#include "mpi_comm.h"
 
 static struct opm_comm *attach(MPI_Comm comm, struct opm_comm *c)
 {
@@ -201,17 +201,20 @@ static struct opm_comm *comm_state(MPI_Comm comm, enum op_mode mode)
     }
     opm.comms++;
     if (c->n_leaders >= 2)
-        opm_node_setup(c); /* one node: every call is the MPI's own */
+        opm.parts->node_setup(c); /* one node: every call is the MPI's own */
     bool joined = false;
     if (c->n_leaders >= 2 && c->n_leaders <= UINT16_MAX && c->is_leader) {
         bool rescuable = rescue_setup(c);
-        joined = (mode == OP_MODE_HOST ? opm_host_join(c) : opm_leader_join(c)) && rescuable;
+        joined = (mode == OP_MODE_HOST ? opm.parts->host_join(c) : opm_leader_join(c)) &&
+                 rescuable;
     }
     if (c->n_leaders >= 2)
         agree(comm, c, joined);
     opm.comms_joined += c->inc_ok && c->is_leader && rank == 0;
     return c;
 }
+
+void opm_comm_parts_set(const struct opm_comm_parts *parts) { opm.parts = parts; }
 
 void opm_comm_setup(MPI_Comm comm)
 {
@@ -245,9 +248,7 @@ static void free_state(struct opm_comm *c)
             op_inc_leave(c->client);
         op_inc_client_free(c->client);
     }
-    opm_host_free(c);
-    opm_node_free(c);
-    opm_a2a_free(c);
+    opm.parts->free(c);
     if (c->local != MPI_COMM_NULL)
         PMPI_Comm_free(&c->local);
     if (c->leaders != MPI_COMM_NULL)

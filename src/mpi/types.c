@@ -1,6 +1,6 @@
 /* MPI's predefined datatypes and ops as the switch's codes. Derived types and
  * user ops have none: those calls fall back to the MPI's own Allreduce. */
-#include "opmpi.h"
+#include "mpi_base.h"
 
 struct type_map {
     MPI_Datatype mpi;
@@ -63,4 +63,10 @@ int opm_op_code(MPI_Op op)
         if (ops[i].op == op)
             return ops[i].code;
     return -1;
+}
+
+int opm_no_memory(MPI_Comm comm)
+{
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+    return MPI_ERR_NO_MEM;
 }

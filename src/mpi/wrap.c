@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "offpath/mpi.h"
-#include "opmpi.h"
+#include "mpi_nb.h"
 
 struct opm_state opm;
 
@@ -41,6 +41,18 @@ static void find_tor(void)
 
 static int finalize_hook(MPI_Comm comm, int keyval, void *attr, void *extra);
 
+/* What the levels above a communicator's own state add to it: the node's
+ * steps, Host mode's leaders, MPI_Alltoall's workers. */
+static void free_parts(struct opm_comm *c)
+{
+    opm_host_free(c);
+    opm_node_free(c);
+    opm_a2a_free(c);
+}
+
+static const struct opm_comm_parts comm_parts = {
+    .node_setup = opm_node_setup, .host_join = opm_host_join, .free = free_parts};
+
 /* Collective over COMM_WORLD so every rank decides the same: off for all if
  * any rank cannot reach a switch. */
 static void start(void)
@@ -62,6 +74,7 @@ static void start(void)
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_hook, &opm.self_keyval, NULL);
     PMPI_Comm_set_attr(MPI_COMM_SELF, opm.self_keyval, NULL);
     opm.initialized = true;
+    opm_comm_parts_set(&comm_parts);
     opm_comm_setup(MPI_COMM_WORLD);
 }
 
@@ -193,11 +206,6 @@ OP_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
     return after_create(PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
-int opm_no_memory(MPI_Comm comm)
-{
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
-    return MPI_ERR_NO_MEM;
-}
 
 /* offpath/mpi.h */
 OP_API int offpath_mpi_set_mode(const char *mode)

@@ -1,7 +1,18 @@
-/* Internal to liboffpath_mpi: the PMPI library's state. Built once per MPI
- * (OpenMPI and MPICH differ in ABI), from the same sources. */
-#ifndef OFFPATH_OPMPI_H
-#define OFFPATH_OPMPI_H
+/* Internal to liboffpath_mpi, its first level: the library's state,
+ * configuration, identity and the MPI's types and ops in our codes. Built
+ * once per MPI (OpenMPI and MPICH differ in ABI), from the same sources.
+ *
+ * The library's files are in levels, each including the header of its own
+ * level (which includes the ones below): mpi_base.h (env.c, identity.c,
+ * types.c), mpi_comm.h (setup.c), mpi_node.h (node.c, hostpath.c,
+ * settle.c, progress.c), mpi_coll.h (allreduce.c, requests.c), mpi_nb.h
+ * (iallreduce.c, alltoall.c, iar_persist.c, iar_requests.c), then wrap.c
+ * over all of them. Calls go down only: what a level needs from above
+ * (a communicator's parts, the progress thread's sweep, a request's steps)
+ * it is given as functions. tests/check_layering.sh holds every file to
+ * its level. */
+#ifndef OFFPATH_MPI_BASE_H
+#define OFFPATH_MPI_BASE_H
 
 #include <mpi.h>
 #include <stdbool.h>
@@ -105,6 +116,8 @@ struct opm_comm {
     bool a2a_broken;     /* a call failed here: the next calls are the MPI's */
 };
 
+struct opm_comm_parts;
+
 struct opm_state {
     bool initialized;
     struct opm_config cfg;
@@ -135,6 +148,7 @@ struct opm_state {
     uint64_t late_waits, longest_wait_ns, fetched, redone, rejoins, rejoin_tries;
     uint64_t a2a_calls, a2a_agent; /* MPI_(I)alltoall calls, and those the workers did */
     uint64_t ia2a_calls;           /* MPI_Ialltoall calls the workers took */
+    const struct opm_comm_parts *parts; /* mpi_comm.h: what the levels above add */
 };
 
 /* The PMPI interface passes no context, so the library's one state is a
@@ -149,111 +163,5 @@ const char *opm_reason_text(unsigned r);
 int opm_no_memory(MPI_Comm comm);
 int opm_type_code(MPI_Datatype t);  /* enum op_red_type, -1 if none */
 int opm_op_code(MPI_Op op);         /* enum op_red_op, -1 if none */
-
-void opm_comm_setup(MPI_Comm comm);
-bool opm_leader_join(struct opm_comm *c); /* collective over c->leaders */
-uint16_t opm_rescue_port(void);
-int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
-struct opm_comm *opm_comm_get(MPI_Comm comm);
-void opm_comm_release_all(void); /* collective over COMM_WORLD, as MPI_Finalize */
-
-void opm_node_setup(struct opm_comm *c);
-void opm_node_free(struct opm_comm *c);
-int opm_node_reduce(struct opm_comm *c, const void *sendbuf, void *recvbuf, int count,
-                    MPI_Datatype dtype, MPI_Op op, int type, int code);
-int opm_node_bcast(struct opm_comm *c, void *buf, int count, MPI_Datatype dtype, size_t bytes);
-
-bool opm_host_join(struct opm_comm *c);
-op_status_t opm_host_allreduce(struct opm_comm *c, void *buf, int count, int type, int code);
-void opm_host_free(struct opm_comm *c);
-void opm_host_finalize(void); /* collective over COMM_WORLD */
-
-int opm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                  MPI_Comm comm);
-/* allreduce.c's pieces that the nonblocking path shares: the level a call
- * of `bytes` takes (Socket mode's wide one above its size), why a call
- * cannot go through the switch (enum opm_reason, or -1 when it can), and a
- * leader's call on the call sequence: begin (false: it could not keep its
- * input and gave the call up before sending anything: settle it), the end
- * of its switch step (false: settle it), the end of a call made with the
- * leaders' MPI (a dead communicator's). */
-struct opm_comm *opm_level(struct opm_comm *c, size_t bytes);
-int opm_eligible(const struct opm_comm *c, int count, int type, int op, uint64_t bytes);
-bool opm_leaders_begin(struct opm_comm *c, const void *buf, size_t bytes);
-bool opm_leaders_ok(struct opm_comm *c, op_status_t st, const void *buf, size_t bytes);
-void opm_leaders_mpi_done(struct opm_comm *c);
-
-/* settle.c: a leader's call that did not finish, settled with the other
- * leaders (offpath/rescue.h) in steps that never block. RESUME: wait on the
- * switch again (a peer is late): resume the call, then report how it ended
- * (opm_settle_resumed). DONE: the call is complete and counted. */
-enum opm_settle_ev { OPM_SETTLE_PENDING, OPM_SETTLE_DONE, OPM_SETTLE_RESUME };
-enum opm_settle_stage { SS_ASK, SS_FETCH, SS_HOLD, SS_RESUMED, SS_REDO, SS_DONE };
-struct opm_settle {
-    struct opm_comm *c;
-    void *buf;
-    int count;
-    MPI_Datatype dtype;
-    MPI_Op op;
-    size_t bytes;
-    uint64_t seq, began, hold_until;
-    enum opm_settle_stage stage;
-    bool have_asker, waited, done_by_switch;
-    struct op_rsc_peer *peers;
-    struct op_rsc_ask q;
-    struct op_rsc_asker asker;
-    MPI_Request req; /* the redo */
-};
-void opm_settle_start(struct opm_settle *s, struct opm_comm *c, void *buf, int count,
-                      MPI_Datatype dtype, MPI_Op op, size_t bytes, uint64_t began);
-enum opm_settle_ev opm_settle_test(struct opm_settle *s);
-void opm_settle_resumed(struct opm_settle *s, op_status_t st);
-void opm_settle_idle(const struct opm_settle *s);
-void opm_settle_wait(struct opm_settle *s); /* the blocking call's: test until done */
-void opm_settle_free(struct opm_settle *s);
-
-/* iallreduce.c: MPI_Iallreduce through the switch. Requests are generalized
- * requests the caller's own MPI_Wait/Test family completes: the wrappers
- * advance them (opm_iar_*) on the caller's thread; progress.c's thread
- * drives the switch steps and calls no MPI. */
-int opm_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                   MPI_Comm comm, MPI_Request *req);
-void opm_iar_test(void);                             /* one pass over every request */
-int opm_iar_waitall(int n, MPI_Request reqs[], MPI_Status sts[]);
-int opm_iar_testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]);
-int opm_iar_testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status);
-int opm_iar_testsome(int n, MPI_Request reqs[], int *outcount, int indices[],
-                     MPI_Status statuses[]);
-#if MPI_VERSION >= 4
-int opm_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dtype,
-                       MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request *req);
-int opm_start(MPI_Request *req);
-int opm_request_free(MPI_Request *req);
-#endif
-void opm_iar_wait(const MPI_Request *reqs, int n);   /* until ours among them are done */
-/* the MPI's Wait/Test family with offpath's requests among the MPI's */
-bool opm_iar_any(const MPI_Request *reqs, int n);    /* is one of ours among them? */
-void opm_iar_idle(void);                             /* a pause in a polling loop */
-void opm_iar_drain(MPI_Comm comm);                   /* every request on comm done */
-void opm_iar_comm_free(MPI_Comm comm);               /* before the MPI frees comm */
-void opm_iar_finalize(void);
-void opm_iar_summary(void);
-void opm_a2a_free(struct opm_comm *c);
-/* MPI_Ialltoall (alltoall.c) as a request of iallreduce.c's list: the
- * workers run it, done says when, end copies the result out (or raises
- * the error); the request completes in the caller's Wait or Test. */
-bool opm_a2a_done(struct opm_comm *c);
-int opm_a2a_end(struct opm_comm *c, void *recvbuf, MPI_Comm comm);
-int opm_ia2a_request(struct opm_comm *c, void *recvbuf, MPI_Comm comm, MPI_Request *req);
-void opm_a2a_summary(void); /* collective over COMM_WORLD */
-void opm_iar_sweep(void); /* progress thread, lock held: switch steps that ended */
-
-/* progress.c: the thread, and the lock it shares with iallreduce.c */
-void opm_prog_lock(void);
-void opm_prog_unlock(void);
-void opm_prog_started(void);           /* lock held: a switch step is under way */
-void opm_prog_ended(void);             /* lock held: one ended (wakes opm_prog_sleep) */
-void opm_prog_sleep(uint64_t max_ns);  /* lock held: until a step ends, at most max_ns */
-void opm_prog_stop(void);
 
 #endif
