@@ -267,7 +267,9 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
         }
         return true;
     case O_USE_OPENCL:
-        c->gpu.use_opencl = c->gpu.threads == 0; /* gpunetio: the posting device */
+        c->gpu.use_gpu = c->gpu.threads == 0; /* gpunetio: the posting device */
+        c->gpu.api = OP_GPU_API_OPENCL;
+        c->gpu.api_given = true;
         return parse_opencl(p, val);
     case O_GPU_TOUCH: {
         static const char *const touch[] = {"once", "infinite"};
