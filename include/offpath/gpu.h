@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "offpath/common.h"
 #include "offpath/io.h"
@@ -115,6 +116,9 @@ struct op_gpu_info {
 /* Fills up to max entries; returns how many devices there are (may be
  * more than max). */
 OP_API int op_gpu_list(struct op_gpu_info *out, int max);
+/* The list as text (a device per block) or one JSON object; returns how
+ * many devices can run the queue. */
+OP_API int op_gpu_list_report(FILE *out, bool json);
 
 enum op_gpu_mode { OP_GPU_MODE_THREAD, OP_GPU_MODE_BATCH };
 OP_API const char *op_gpu_mode_str(enum op_gpu_mode m);

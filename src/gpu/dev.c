@@ -290,8 +290,14 @@ op_status_t op_gpu_toucher_create(struct op_gpu_dev *dev, const void *mem, size_
     const struct opg_bind b[2] = {{(void *)(uintptr_t)mem, (size_t)t->args.words * 4},
                                   {t->sink, TOUCH_ITEMS * sizeof(uint32_t)}};
     char why[160];
-    if (t->sink == NULL || dev->be->kernel_create(dev->impl, OPG_K_TOUCH, b, 2, TOUCH_ITEMS, 0,
-                                                  &t->k, why, sizeof why) != OP_OK) {
+    const struct opg_args none = {.words = 0};
+    uint64_t ns;
+    /* a pass over nothing first: the driver compiles the kernel at its
+     * first launch (lavapipe), which would otherwise delay the first pass */
+    if (t->sink == NULL ||
+        dev->be->kernel_create(dev->impl, OPG_K_TOUCH, b, 2, TOUCH_ITEMS, 0, &t->k, why,
+                               sizeof why) != OP_OK ||
+        dev->be->launch(t->k, &none) != OP_OK || dev->be->wait(t->k, &ns) != OP_OK) {
         op_gpu_toucher_destroy(t);
         return OP_ERR_INVAL;
     }
