@@ -217,13 +217,17 @@ static bool all_posted(const struct op_gpu_poster *po)
     return true;
 }
 
-/* Launch only when a whole work-group's slots are free: a launch into a
- * full queue would end at once and be launched again, round and round. */
+/* Launch only when a whole work-group's slots are free, and half the queue
+ * (or room for every work-item) besides: a launch into a nearly full queue
+ * would end at once and be launched again, round and round — with small
+ * work-groups (8 on lavapipe) that was 900 launches for 20 iterations. */
 static bool room_for_group(const struct op_gpu_poster *po)
 {
     uint32_t bell = atomic_load_explicit(&po->ctrl->doorbell, memory_order_acquire);
     uint32_t released = atomic_load_explicit(&po->ctrl->released, memory_order_acquire);
-    return po->ctrl->depth - (bell - released) >= po->group;
+    uint32_t depth = po->ctrl->depth;
+    uint32_t want = po->p.threads < depth / 2 ? po->p.threads : depth / 2;
+    return depth - (bell - released) >= (want > po->group ? want : po->group);
 }
 
 int op_gpu_poster_step(struct op_gpu_poster *po)
