@@ -102,8 +102,8 @@ static void help(const struct perf_cli *p)
            "                             virtual memory (fine-grained buffer SVM)\n"
            "      --use_vulkan=<d>       buffers in Vulkan device d's host-coherent memory\n"
            "      --gpu_touch=once|infinite  with --use_opencl or --use_vulkan: the device\n"
-           "                             reads every\n"
-           "                             buffer before the test, or pass after pass during it\n"
+           "                             reads every buffer before the test, or pass after\n"
+           "                             pass during it\n"
            "%s"
            "  -V, --version              version\n"
            "  -h, --help                 this text\n",

@@ -209,24 +209,35 @@ void op_gpu_poster_destroy(struct op_gpu_poster *po)
     free(po);
 }
 
-static bool all_posted(const struct op_gpu_poster *po)
+/* The oldest ticket no work-item has posted yet; UINT32_MAX when every
+ * work-item posted all its writes. */
+static uint32_t oldest_pending(const struct op_gpu_poster *po)
 {
+    uint32_t oldest = UINT32_MAX;
     for (uint32_t g = 0; g < po->p.threads; g++)
-        if (po->resume[g] < po->p.iters)
-            return false;
-    return true;
+        if (po->resume[g] < po->p.iters) {
+            uint32_t t = po->resume[g] * po->p.threads + g;
+            oldest = t < oldest ? t : oldest;
+        }
+    return oldest;
 }
 
-/* Launch only when a whole work-group's slots are free, and half the queue
- * (or room for every work-item) besides: a launch into a nearly full queue
- * would end at once and be launched again, round and round — with small
- * work-groups (8 on lavapipe) that was 900 launches for 20 iterations. */
-static bool room_for_group(const struct op_gpu_poster *po)
+/* When to launch again. A launch into a nearly full queue would end at
+ * once and be launched again, round and round (with lavapipe's 8-wide
+ * batch groups, a relaunch per 8 free slots made 937 launches for 20
+ * iterations of 512): so wait for half the queue, or room for every
+ * work-item, and at least a work-group. But never wait once the engine
+ * has completed everything below the oldest unposted ticket: it is then
+ * blocked on that entry (in thread mode later tickets may be committed
+ * around it), and only a launch frees anything. */
+static bool should_launch(const struct op_gpu_poster *po, uint32_t oldest)
 {
     uint32_t bell = atomic_load_explicit(&po->ctrl->doorbell, memory_order_acquire);
     uint32_t released = atomic_load_explicit(&po->ctrl->released, memory_order_acquire);
     uint32_t depth = po->ctrl->depth;
     uint32_t want = po->p.threads < depth / 2 ? po->p.threads : depth / 2;
+    if (released >= oldest)
+        return true;
     return depth - (bell - released) >= (want > po->group ? want : po->group);
 }
 
@@ -243,9 +254,10 @@ int op_gpu_poster_step(struct op_gpu_poster *po)
     }
     po->st.dev_errors = atomic_load_explicit(&po->ctrl->dev_errors, memory_order_relaxed);
     po->st.first_error = atomic_load_explicit(&po->ctrl->first_error, memory_order_relaxed);
-    if (po->stopped || po->st.dev_errors > 0 || all_posted(po))
+    uint32_t oldest = oldest_pending(po);
+    if (po->stopped || po->st.dev_errors > 0 || oldest == UINT32_MAX)
         return 1;
-    if (!room_for_group(po))
+    if (!should_launch(po, oldest))
         return 0;
     if (po->st.launches++ == 0)
         po->st.first_launch_ns = op_now_ns();

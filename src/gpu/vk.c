@@ -89,8 +89,8 @@ static const char *missing(VkPhysicalDevice pd, char *name, size_t nlen, char *d
 /* Mesa 22.3's lavapipe runs a work-group as SIMD chunks of its subgroup
  * size; with more than one chunk, the batch shader's barriers inside its
  * loop did not hold (invocations past the first chunk went on posting
- * while invocation 0 had stopped, and the dispatch never signalled its
- * fence). Within one chunk they hold, so batch mode there uses
+ * while invocation 0 had stopped, overwriting slots the engine still
+ * waited on: the queue stalled). Within one chunk they hold, so batch mode there uses
  * work-groups of the subgroup size. */
 static uint32_t lavapipe_group_max(VkPhysicalDevice pd)
 {
