@@ -154,15 +154,6 @@ op_status_t op_gpu_poster_create(struct op_gpu_dev *dev, void *wq,
 {
     struct opg_ctrl *ctrl = wq;
     uint32_t group = p->group ? p->group : (p->threads < DEFAULT_GROUP ? p->threads : DEFAULT_GROUP);
-    uint32_t max = p->mode == OP_GPU_MODE_BATCH && dev->be->batch_group_max
-                       ? dev->be->batch_group_max(dev->impl) : 0;
-    if (max && group > max && p->group)
-        return opg_refuse(why, why_len, OP_ERR_UNSUPPORTED,
-                          "%s on %s: batch mode's barriers hold for work-groups of up to %u, "
-                          "not %u", op_gpu_api_title(dev->api), op_gpu_device_name(dev), max,
-                          group);
-    if (max && group > max)
-        group = max;
     op_status_t st = check_params(p, ctrl->depth, group, why, why_len);
     if (st != OP_OK)
         return st;
@@ -223,7 +214,7 @@ static uint32_t oldest_pending(const struct op_gpu_poster *po)
 }
 
 /* When to launch again. A launch into a nearly full queue would end at
- * once and be launched again, round and round (with lavapipe's 8-wide
+ * once and be launched again, round and round (with 8-wide work-groups
  * batch groups, a relaunch per 8 free slots made 937 launches for 20
  * iterations of 512): so wait for half the queue, or room for every
  * work-item, and at least a work-group. But never wait once the engine

@@ -44,9 +44,6 @@ struct opg_backend {
     int (*poll)(void *k, uint64_t *device_ns);
     op_status_t (*wait)(void *k, uint64_t *device_ns); /* for the running launch */
     void (*kernel_destroy)(void *k);
-    /* the largest work-group whose barriers hold inside the batch kernel's
-     * loop (0: no limit beyond the device's) */
-    uint32_t (*batch_group_max)(const void *impl);
     int (*list)(struct op_gpu_info *out, int max);
 };
 

@@ -86,24 +86,6 @@ static const char *missing(VkPhysicalDevice pd, char *name, size_t nlen, char *d
     return NULL;
 }
 
-/* Mesa 22.3's lavapipe runs a work-group as SIMD chunks of its subgroup
- * size; with more than one chunk, the batch shader's barriers inside its
- * loop did not hold (invocations past the first chunk went on posting
- * while invocation 0 had stopped, overwriting slots the engine still
- * waited on: the queue stalled). Within one chunk they hold, so batch mode there uses
- * work-groups of the subgroup size. */
-static uint32_t lavapipe_group_max(VkPhysicalDevice pd)
-{
-    VkPhysicalDeviceDriverProperties drv = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-    VkPhysicalDeviceSubgroupProperties sg = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &drv};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &sg};
-    vkGetPhysicalDeviceProperties2(pd, &p2);
-    return drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE ? sg.subgroupSize : 0;
-}
-
 static op_status_t make_instance(VkInstance *inst, char *why, size_t len)
 {
     const VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -130,7 +112,6 @@ static op_status_t make_device(struct vk_dev *d, char *why, size_t len)
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(d->pd, &mp);
     d->mem_type = (uint32_t)pick_memory(&mp, ~0u);
-    d->batch_group_max = lavapipe_group_max(d->pd);
     const float prio = 1.0f;
     const VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                          .queueFamilyIndex = d->qfam, .queueCount = 1,
@@ -217,11 +198,6 @@ static op_status_t vk_open(unsigned platform, unsigned device, void **impl, char
     }
     *impl = d;
     return OP_OK;
-}
-
-static uint32_t vk_batch_group_max(const void *impl)
-{
-    return ((const struct vk_dev *)impl)->batch_group_max;
 }
 
 static const char *vk_device_name(const void *impl) { return ((const struct vk_dev *)impl)->name; }
@@ -348,4 +324,4 @@ const struct opg_backend opg_backend_vk = {
     .open = vk_open, .close = vk_close, .device_name = vk_device_name,
     .driver_name = vk_driver_name, .alloc = vk_alloc, .free = vk_free,
     .kernel_create = vk_kernel_create, .launch = vk_launch, .poll = vk_poll, .wait = vk_wait,
-    .kernel_destroy = vk_kernel_destroy, .list = vk_list, .batch_group_max = vk_batch_group_max};
+    .kernel_destroy = vk_kernel_destroy, .list = vk_list};

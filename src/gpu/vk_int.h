@@ -22,7 +22,6 @@ struct vk_dev {
     uint32_t qfam;
     uint32_t mem_type;
     bool timestamps;     /* the queue writes timestamps: device time per dispatch */
-    uint32_t batch_group_max; /* lavapipe: its subgroup size (see vk.c) */
     double ns_per_tick;  /* timestampPeriod */
     VkShaderModule mod[3]; /* by enum opg_kernel */
     struct vk_alloc *allocs;
