@@ -1,21 +1,23 @@
 /* offpath gpu: GPU-initiated RDMA writes (GPUNetIO's model) on a standard
- * GPU compute API. Device code (OpenCL C, src/gpu/post.cl) fills work-queue
- * entries in shared memory (fine-grained buffer SVM) while it runs and
+ * GPU compute API, OpenCL or Vulkan. Device code (OpenCL C, src/gpu/post.cl;
+ * GLSL compute shaders, src/gpu/post_*.comp) fills work-queue entries in
+ * shared memory (fine-grained buffer SVM, host-coherent memory) while it runs and
  * rings a doorbell; a host-side engine, playing the NIC, takes each entry,
  * checks it (device memory is untrusted input), posts it as an RDMA WRITE
  * on an RC queue pair of offpath/rdma.h and writes the completion back for
  * the device to poll. docs/gpu.md has the queue protocol.
  *
  * The engine is pure (plain memory in, WRs and completions out: unit tests
- * drive it without OpenCL); the OpenCL glue (op_gpu_cl_*, op_gpu_poster_*)
- * runs the same device code on PoCL's CPU device here and on a vendor's
- * driver on a GPU. Built without OpenCL, op_gpu_cl_open says so. */
+ * drive it without a device); the device glue (op_gpu_open, op_gpu_poster_*)
+ * runs the device code on PoCL's CPU device and Mesa's lavapipe here and on
+ * a vendor's driver on a GPU. Built without an API, op_gpu_open says so. */
 #ifndef OFFPATH_GPU_H
 #define OFFPATH_GPU_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "offpath/common.h"
 #include "offpath/io.h"
@@ -77,20 +79,46 @@ enum op_gpu_engine_counter {
 OP_API const char *op_gpu_engine_counter_name(unsigned c);
 OP_API const uint64_t *op_gpu_engine_counters(const struct op_gpu_engine *eng);
 
-/* ---- OpenCL: a device, shared memory, the posting kernel */
-struct op_gpu_cl;
-/* Platform and device indices as perftest's --use_opencl=<platform>,<device>.
- * OP_ERR_UNSUPPORTED: no OpenCL platform (or built without OpenCL); why
- * says which. */
-OP_API op_status_t op_gpu_cl_open(unsigned platform, unsigned device, struct op_gpu_cl **out,
-                                  char *why, size_t why_len);
-OP_API void op_gpu_cl_close(struct op_gpu_cl *cl);
-OP_API const char *op_gpu_cl_device_name(const struct op_gpu_cl *cl); /* "pthread-haswell-..." */
-/* "Portable Computing Language" */
-OP_API const char *op_gpu_cl_platform_name(const struct op_gpu_cl *cl);
-/* Fine-grained buffer SVM with atomics, 64-byte aligned; NULL if none. */
-OP_API void *op_gpu_svm_alloc(struct op_gpu_cl *cl, size_t len);
-OP_API void op_gpu_svm_free(struct op_gpu_cl *cl, void *p);
+/* ---- a device of a GPU compute API and memory it shares with the host */
+enum op_gpu_api { OP_GPU_API_OPENCL, OP_GPU_API_VULKAN };
+#define OP_GPU_API_COUNT 2
+OP_API const char *op_gpu_api_str(enum op_gpu_api api); /* "opencl", "vulkan" */
+OP_API const char *op_gpu_api_title(enum op_gpu_api api); /* "OpenCL", "Vulkan" */
+
+struct op_gpu_dev;
+/* OpenCL: platform and device indices as perftest's --use_opencl=<p>,<d>;
+ * Vulkan: platform 0, device the physical device's index. Refused with
+ * OP_ERR_UNSUPPORTED when the API is missing (no platform or device, or
+ * built without it) or the device lacks what the queue needs: why names
+ * what (tests skip on "no OpenCL platform" / "no Vulkan device"). */
+OP_API op_status_t op_gpu_open(enum op_gpu_api api, unsigned platform, unsigned device,
+                               struct op_gpu_dev **out, char *why, size_t why_len);
+OP_API void op_gpu_close(struct op_gpu_dev *dev);
+OP_API enum op_gpu_api op_gpu_dev_api(const struct op_gpu_dev *dev);
+OP_API const char *op_gpu_device_name(const struct op_gpu_dev *dev); /* "llvmpipe (...)" */
+OP_API const char *op_gpu_driver_name(const struct op_gpu_dev *dev); /* platform or driver */
+/* Memory the device and the host share while device code runs (OpenCL:
+ * fine-grained buffer SVM with atomics; Vulkan: a host-visible, coherent
+ * memory type, persistently mapped), 64-byte aligned; NULL if none. */
+OP_API void *op_gpu_alloc(struct op_gpu_dev *dev, size_t len);
+OP_API void op_gpu_free(struct op_gpu_dev *dev, void *p);
+
+/* `offpath gpu list`: every device of every API built in. */
+struct op_gpu_info {
+    enum op_gpu_api api;
+    unsigned platform, device; /* what op_gpu_open takes */
+    char name[128];
+    char driver[160];
+    char memory[256]; /* the memory types (Vulkan) or SVM capabilities (OpenCL) */
+    bool can_run;     /* the work queue runs on it */
+    char why[200];    /* if not: what is missing */
+};
+/* Fills up to max entries; returns how many devices there are (may be
+ * more than max). */
+OP_API int op_gpu_list(struct op_gpu_info *out, int max);
+/* The list as text (a device per block) or one JSON object; returns how
+ * many devices can run the queue. */
+OP_API int op_gpu_list_report(FILE *out, bool json);
 
 enum op_gpu_mode { OP_GPU_MODE_THREAD, OP_GPU_MODE_BATCH };
 OP_API const char *op_gpu_mode_str(enum op_gpu_mode m);
@@ -110,12 +138,13 @@ struct op_gpu_post_params {
     bool with_imm; /* RDMA WRITE WITH IMM, the ticket as immediate */
 };
 
-/* The persistent posting kernel on a work queue in SVM. It never waits
- * long: a work-item that finds no free slot after a bounded number of
- * looks ends the kernel with its next iteration saved, and
+/* The persistent posting kernel (OpenCL) or compute dispatch (Vulkan) on
+ * a work queue in shared memory; the same protocol on both APIs. It never
+ * waits long: a work-item that finds no free slot after a bounded number
+ * of looks ends the launch with its next iteration saved, and
  * op_gpu_poster_step launches it again once the engine freed slots. */
 struct op_gpu_poster;
-OP_API op_status_t op_gpu_poster_create(struct op_gpu_cl *cl, void *wq,
+OP_API op_status_t op_gpu_poster_create(struct op_gpu_dev *dev, void *wq,
                                         const struct op_gpu_post_params *p,
                                         struct op_gpu_poster **out, char *why, size_t why_len);
 OP_API void op_gpu_poster_destroy(struct op_gpu_poster *po);
@@ -132,13 +161,14 @@ struct op_gpu_poster_stats {
     uint64_t first_launch_ns, last_end_ns; /* host clock */
     uint32_t dev_errors;  /* error completions the device code saw */
     uint32_t first_error; /* its status */
+    uint32_t group;       /* the work-group size it runs with */
 };
 OP_API void op_gpu_poster_stats(const struct op_gpu_poster *po, struct op_gpu_poster_stats *s);
 
-/* Device reads of a whole SVM buffer (perftest's --gpu_touch): a pass is
- * one launch of a kernel that reads every 32-bit word. */
+/* Device reads of a whole shared buffer (perftest's --gpu_touch): a pass
+ * is one launch of a kernel that reads every 32-bit word. */
 struct op_gpu_toucher;
-OP_API op_status_t op_gpu_toucher_create(struct op_gpu_cl *cl, const void *svm, size_t len,
+OP_API op_status_t op_gpu_toucher_create(struct op_gpu_dev *dev, const void *mem, size_t len,
                                          struct op_gpu_toucher **out);
 /* Non-blocking: starts a pass when none runs; returns the passes finished. */
 OP_API uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t);

@@ -71,8 +71,10 @@ struct op_perf_config {
     struct {                 /* gpunetio_write_bw: device code posts the client's writes */
         uint32_t threads;    /* --threads work-items; 0: the CPU posts (the ib_* tools) */
         enum op_gpu_mode mode; /* --mode thread|batch */
-        unsigned platform, device; /* --use_opencl=<platform>,<device> */
-        bool use_opencl;     /* ib_* tools: QP buffers in OpenCL SVM */
+        unsigned platform, device; /* --use_opencl=<p>,<d>, --use_vulkan=<d>, --device */
+        enum op_gpu_api api;  /* --api, or the API of --use_opencl / --use_vulkan */
+        bool api_given;       /* gpunetio: else the first API whose device opens */
+        bool use_gpu;         /* ib_* tools: QP buffers in the device's shared memory */
         enum op_perf_touch { OP_PERF_TOUCH_NONE, OP_PERF_TOUCH_ONCE, OP_PERF_TOUCH_INFINITE } touch;
         /* --inject_fault: the device posts with a key not the peer's, or to
          * an address past the peer's region; the run then expects the

@@ -16,7 +16,8 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_USE_VULKAN, O_API,
+       O_DEVICE };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -34,7 +35,8 @@ static const struct option options[] = {
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
-    {"cpu_writes", 1, 0, O_CPU_WRITES}, {0, 0, 0, 0}};
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"use_vulkan", 1, 0, O_USE_VULKAN},
+    {"api", 1, 0, O_API}, {"device", 1, 0, O_DEVICE}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -98,8 +100,10 @@ static void help(const struct perf_cli *p)
            "      --no-progress          no progress lines on stderr\n"
            "      --use_opencl=<p>,<d>   buffers in OpenCL platform p's device d's shared\n"
            "                             virtual memory (fine-grained buffer SVM)\n"
-           "      --gpu_touch=once|infinite  with --use_opencl: the device reads every\n"
-           "                             buffer before the test, or pass after pass during it\n"
+           "      --use_vulkan=<d>       buffers in Vulkan device d's host-coherent memory\n"
+           "      --gpu_touch=once|infinite  with --use_opencl or --use_vulkan: the device\n"
+           "                             reads every buffer before the test, or pass after\n"
+           "                             pass during it\n"
            "%s"
            "  -V, --version              version\n"
            "  -h, --help                 this text\n",
@@ -109,6 +113,9 @@ static void help(const struct perf_cli *p)
                : "      --threads=<n>          work-items of the posting kernel, each posting one\n"
                  "                             write per iteration (default 512; above 256 a\n"
                  "                             multiple of 256); -n is iterations per work-item\n"
+                 "      --api=opencl|vulkan    the API that runs the posting kernel (default:\n"
+                 "                             the first whose device opens, OpenCL first)\n"
+                 "      --device=<n>           that API's device n (OpenCL: of platform 0)\n"
                  "      --mode=thread|batch    every work-item rings the doorbell, or work-item 0\n"
                  "                             of each work-group after a barrier (default batch)\n"
                  "      --inject_fault=rkey|range  (both sides) the device posts with a key\n"
@@ -205,6 +212,34 @@ static bool parse_opencl(struct perf_cli *p, const char *val)
     return true;
 }
 
+/* --use_vulkan=<d> (any tool; gpunetio: the posting device), --api and
+ * --device (gpunetio_write_bw's). */
+static bool set_gpu_api(struct perf_cli *p, int opt, const char *val)
+{
+    static const char *const apis[] = {"opencl", "vulkan"};
+    struct op_perf_config *c = &p->cfg;
+    int v;
+    if (opt == O_USE_VULKAN) {
+        c->gpu.use_gpu = c->gpu.threads == 0;
+        c->gpu.api = OP_GPU_API_VULKAN;
+        c->gpu.api_given = true;
+        c->gpu.platform = 0;
+        return set_u32(p, "--use_vulkan", val, 0, 15, &c->gpu.device);
+    }
+    if (c->gpu.threads == 0) {
+        cli_bad(p->tool, "--api and --device choose gpunetio_write_bw's posting device; the "
+                         "ib_* tools take --use_opencl or --use_vulkan");
+        return false;
+    }
+    if (opt == O_DEVICE)
+        return set_u32(p, "--device", val, 0, 15, &c->gpu.device);
+    if (!set_choice(p, "--api: expected opencl or vulkan", val, apis, 2, &v))
+        return false;
+    c->gpu.api = (enum op_gpu_api)v;
+    c->gpu.api_given = true;
+    return true;
+}
+
 static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
 {
     static const char *const modes[] = {"thread", "batch"};
@@ -267,8 +302,13 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
         }
         return true;
     case O_USE_OPENCL:
-        c->gpu.use_opencl = c->gpu.threads == 0; /* gpunetio: the posting device */
+        c->gpu.use_gpu = c->gpu.threads == 0; /* gpunetio: the posting device */
+        c->gpu.api = OP_GPU_API_OPENCL;
+        c->gpu.api_given = true;
         return parse_opencl(p, val);
+    case O_USE_VULKAN:
+    case O_API:
+    case O_DEVICE: return set_gpu_api(p, opt, val);
     case O_GPU_TOUCH: {
         static const char *const touch[] = {"once", "infinite"};
         int v;

@@ -1,8 +1,11 @@
 /* The work queue as the device and the host both see it: compiled into the
- * C engine and, embedded as text ahead of post.cl, into the OpenCL kernel
- * (so the two can never disagree on an offset). It lives in fine-grained
- * buffer SVM: device work-items and the host engine thread read and write
- * it concurrently, ordered by release/acquire on the atomic fields.
+ * C engine, embedded as text ahead of post.cl into the OpenCL kernel, and
+ * #included by the GLSL shaders (post_*.comp, std430: the same offsets), so
+ * no two can disagree on an offset. It lives in memory the device and the
+ * host share while device code runs (OpenCL fine-grained buffer SVM, Vulkan
+ * host-visible coherent memory): device invocations and the host engine
+ * thread read and write it concurrently, ordered by release/acquire on the
+ * atomic fields.
  *
  * Protocol (GPUNetIO's, docs/gpu.md):
  * - ticket k (0, 1, 2...) uses slot k % depth of wqe[] and cqe[];
@@ -18,7 +21,14 @@
 #ifndef OFFPATH_GPU_WQ_LAYOUT_H
 #define OFFPATH_GPU_WQ_LAYOUT_H
 
-#ifdef __OPENCL_VERSION__
+#if defined(VULKAN)
+/* GLSL: 64-bit fields as two words (low first), so the shaders need no
+ * shaderInt64; atomics go through the memory model's functions */
+#define opg_u32 uint
+#define opg_u64 uvec2
+#define OPG_ATOMIC_U32 uint
+#define length opg_length /* GLSL's .length() takes the name; same offset */
+#elif defined(__OPENCL_VERSION__)
 typedef uint opg_u32;
 typedef ulong opg_u64;
 #define OPG_ATOMIC_U32 atomic_uint
@@ -70,8 +80,10 @@ struct opg_cqe {
     opg_u32 opcode;
 };
 
+#if !defined(VULKAN) /* GLSL refuses a lone ';' at file scope */
 OPG_STATIC_ASSERT(sizeof(struct opg_ctrl) == 192, "ctrl: three cache lines");
 OPG_STATIC_ASSERT(sizeof(struct opg_wqe) == 64, "a WQE is one cache line");
 OPG_STATIC_ASSERT(sizeof(struct opg_cqe) == 16, "CQE");
+#endif
 
 #endif

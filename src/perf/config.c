@@ -91,8 +91,9 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--xdp needs -d (--ib-dev): the interface to drive");
     if (c->xdp && c->tclass >= 0)
         return perf_refuse(why, len, "--tclass with --xdp: not supported yet (UDP sockets only)");
-    if (c->gpu.touch != OP_PERF_TOUCH_NONE && !c->gpu.use_opencl)
-        return perf_refuse(why, len, "--gpu_touch needs --use_opencl (the buffers it reads)");
+    if (c->gpu.touch != OP_PERF_TOUCH_NONE && !c->gpu.use_gpu)
+        return perf_refuse(why, len,
+                           "--gpu_touch needs --use_opencl or --use_vulkan (the buffers it reads)");
     if (c->gpu.threads) {
         op_status_t st = check_gpu(c, why, len);
         if (st != OP_OK)

@@ -129,16 +129,19 @@ static void fill_pattern(uint8_t *p, size_t n)
     }
 }
 
-/* --use_opencl: every QP buffer in the device's fine-grained SVM, which
- * the engine registers and reads and writes like host memory. */
-static op_status_t open_opencl(struct perf_ep *ep, char *why, size_t len)
+/* --use_opencl / --use_vulkan: every QP buffer in memory the device shares
+ * with the host (fine-grained SVM, host-coherent memory), which the engine
+ * registers and reads and writes like host memory. */
+static op_status_t open_gpu(struct perf_ep *ep, char *why, size_t len)
 {
     char cause[200];
     const struct op_perf_config *c = ep->cfg;
-    if (op_gpu_cl_open(c->gpu.platform, c->gpu.device, &ep->cl, cause, sizeof cause) != OP_OK)
-        return perf_refuse(why, len, "--use_opencl=%u,%u: %s", c->gpu.platform, c->gpu.device,
-                           cause);
-    return OP_OK;
+    if (op_gpu_open(c->gpu.api, c->gpu.platform, c->gpu.device, &ep->gdev, cause,
+                    sizeof cause) == OP_OK)
+        return OP_OK;
+    if (c->gpu.api == OP_GPU_API_VULKAN)
+        return perf_refuse(why, len, "--use_vulkan=%u: %s", c->gpu.device, cause);
+    return perf_refuse(why, len, "--use_opencl=%u,%u: %s", c->gpu.platform, c->gpu.device, cause);
 }
 
 static void stop_touch(struct perf_ep *ep);
@@ -151,7 +154,7 @@ static op_status_t start_touch(struct perf_ep *ep, char *why, size_t len)
     if (ep->touch == NULL)
         return perf_refuse(why, len, "out of memory for --gpu_touch");
     for (uint32_t i = 0; i < ep->nqp; i++)
-        if (op_gpu_toucher_create(ep->cl, ep->qps[i].buf, 2 * ep->bufsize, &ep->touch[i]) != OP_OK)
+        if (op_gpu_toucher_create(ep->gdev, ep->qps[i].buf, 2 * ep->bufsize, &ep->touch[i]) != OP_OK)
             return perf_refuse(why, len, "--gpu_touch: cannot set up the touch kernel");
     perf_ep_touch(ep);
     if (ep->cfg->gpu.touch == OP_PERF_TOUCH_ONCE) {
@@ -187,7 +190,7 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
         .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1,
         .max_inline_data = c->inline_size};
     size_t len = (2 * ep->bufsize + 4095) / 4096 * 4096;
-    q->buf = ep->cl ? op_gpu_svm_alloc(ep->cl, len) : aligned_alloc(4096, len);
+    q->buf = ep->gdev ? op_gpu_alloc(ep->gdev, len) : aligned_alloc(4096, len);
     if (q->buf == NULL)
         return OP_ERR_NOMEM;
     memcpy(q->buf, ep->pattern, ep->bufsize);
@@ -226,7 +229,7 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
         op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK || open_loop(ep) != OP_OK)
         return perf_refuse(why, len, "out of memory setting up the device");
     fill_pattern(ep->pattern, ep->bufsize);
-    if (cfg->gpu.use_opencl && (st = open_opencl(ep, why, len)) != OP_OK)
+    if (cfg->gpu.use_gpu && (st = open_gpu(ep, why, len)) != OP_OK)
         return st;
     for (uint32_t i = 0; i < ep->nqp; i++)
         if (open_qp(ep, &ep->qps[i], seed + i * 7919) != OP_OK)
@@ -242,12 +245,12 @@ void perf_ep_close(struct perf_ep *ep)
     if (ep->dev != NULL)
         op_rdma_dev_destroy(ep->dev); /* its QPs, CQs and MRs too */
     for (uint32_t i = 0; ep->qps != NULL && i < ep->nqp; i++) {
-        if (ep->cl != NULL)
-            op_gpu_svm_free(ep->cl, ep->qps[i].buf);
+        if (ep->gdev != NULL)
+            op_gpu_free(ep->gdev, ep->qps[i].buf);
         else
             free(ep->qps[i].buf);
     }
-    op_gpu_cl_close(ep->cl);
+    op_gpu_close(ep->gdev);
     free(ep->qps);
     free(ep->pattern);
     op_loop_destroy(ep->loop);

@@ -1,5 +1,6 @@
 /* gpunetio_write_bw's client: device code (src/gpu's posting kernel on an
- * OpenCL device) posts the writes into a work queue in SVM; this thread
+ * OpenCL or Vulkan device) posts the writes into a work queue in memory it
+ * shares with the host; this thread
  * plays the NIC: it takes the entries (op_gpu_engine), runs the RoCEv2
  * device and hands completions back. The server is ib_write_bw's. */
 #include <inttypes.h>
@@ -15,8 +16,8 @@
 #define DRAIN_NS (5ull * OP_NS_PER_S)
 
 struct perf_gpu {
-    struct op_gpu_cl *cl;
-    uint8_t *data; /* SVM: the source slots, a copy of the pattern */
+    struct op_gpu_dev *dev;
+    uint8_t *data; /* shared memory: the source slots, a copy of the pattern */
     struct op_rdma_mr *mr;
     void *wq;
     uint32_t depth;
@@ -38,6 +39,25 @@ static uint32_t queue_depth(uint32_t threads)
     return d;
 }
 
+/* --api given: that API's device; else the first API whose device opens
+ * (OpenCL, then Vulkan), and if none does, why each did not. */
+static op_status_t open_device(const struct op_perf_config *c, struct op_gpu_dev **dev,
+                               char *why, size_t len)
+{
+    char cause[OP_GPU_API_COUNT][200];
+    for (unsigned a = 0; a < OP_GPU_API_COUNT; a++) {
+        enum op_gpu_api api = c->gpu.api_given ? c->gpu.api : (enum op_gpu_api)a;
+        unsigned platform = api == OP_GPU_API_OPENCL ? c->gpu.platform : 0;
+        if (op_gpu_open(api, platform, c->gpu.device, dev, cause[a], sizeof cause[a]) == OP_OK)
+            return OP_OK;
+        if (c->gpu.api_given)
+            return perf_refuse(why, len, "--api %s --device %u: %s", op_gpu_api_str(api),
+                               c->gpu.device, cause[a]);
+    }
+    return perf_refuse(why, len, "no GPU API runs the work queue: OpenCL: %s; Vulkan: %s",
+                       cause[0], cause[1]);
+}
+
 op_status_t perf_gpu_open(struct perf_run *r)
 {
     const struct op_perf_config *c = r->cfg;
@@ -45,23 +65,23 @@ op_status_t perf_gpu_open(struct perf_run *r)
     if (g == NULL)
         return OP_ERR_NOMEM;
     r->gpu = g;
-    char why[200];
-    if (op_gpu_cl_open(c->gpu.platform, c->gpu.device, &g->cl, why, sizeof why) != OP_OK)
-        return perf_refuse(r->why, sizeof r->why, "--use_opencl=%u,%u: %s", c->gpu.platform,
-                           c->gpu.device, why);
+    op_status_t st = open_device(c, &g->dev, r->why, sizeof r->why);
+    if (st != OP_OK)
+        return st;
     g->depth = queue_depth(c->gpu.threads);
-    g->data = op_gpu_svm_alloc(g->cl, r->ep.bufsize);
-    g->wq = op_gpu_svm_alloc(g->cl, op_gpu_wq_bytes(g->depth));
+    g->data = op_gpu_alloc(g->dev, r->ep.bufsize);
+    g->wq = op_gpu_alloc(g->dev, op_gpu_wq_bytes(g->depth));
     if (g->data == NULL || g->wq == NULL)
-        return perf_refuse(r->why, sizeof r->why, "cannot allocate %zu bytes of OpenCL SVM",
-                           r->ep.bufsize);
+        return perf_refuse(r->why, sizeof r->why, "cannot allocate %zu bytes of %s shared memory",
+                           r->ep.bufsize, op_gpu_api_title(op_gpu_dev_api(g->dev)));
     memcpy(g->data, r->ep.pattern, r->ep.bufsize);
     if (op_rdma_reg_mr(r->ep.dev, g->data, r->ep.bufsize, OP_RDMA_ACCESS_LOCAL_WRITE, &g->mr) !=
         OP_OK)
-        return perf_refuse(r->why, sizeof r->why, "cannot register the SVM buffer");
+        return perf_refuse(r->why, sizeof r->why, "cannot register the shared buffer");
     if (c->output == OP_PERF_OUT_FULL)
-        fprintf(r->out, " OpenCL device: %s (%s), %u work-items, %s mode, queue of %u\n",
-                op_gpu_cl_device_name(g->cl), op_gpu_cl_platform_name(g->cl), c->gpu.threads,
+        fprintf(r->out, " %s device: %s (%s), %u work-items, %s mode, queue of %u\n",
+                op_gpu_api_title(op_gpu_dev_api(g->dev)), op_gpu_device_name(g->dev),
+                op_gpu_driver_name(g->dev), c->gpu.threads,
                 op_gpu_mode_str(c->gpu.mode), g->depth);
     return OP_OK;
 }
@@ -73,10 +93,10 @@ void perf_gpu_close(struct perf_run *r)
         return;
     if (g->mr != NULL)
         op_rdma_dereg_mr(g->mr);
-    if (g->cl != NULL) {
-        op_gpu_svm_free(g->cl, g->data);
-        op_gpu_svm_free(g->cl, g->wq);
-        op_gpu_cl_close(g->cl);
+    if (g->dev != NULL) {
+        op_gpu_free(g->dev, g->data);
+        op_gpu_free(g->dev, g->wq);
+        op_gpu_close(g->dev);
     }
     free(g);
     r->gpu = NULL;
@@ -115,7 +135,7 @@ static op_status_t start(struct gpu_run *s, uint64_t size)
     else if (c->gpu.fault == OP_PERF_FAULT_RANGE)
         p.remote_addr = q->peer.vaddr + 2 * r->ep.bufsize; /* just past the peer's region */
     char why[200];
-    if (op_gpu_poster_create(g->cl, g->wq, &p, &s->po, why, sizeof why) != OP_OK)
+    if (op_gpu_poster_create(g->dev, g->wq, &p, &s->po, why, sizeof why) != OP_OK)
         return perf_refuse(r->why, sizeof r->why, "posting kernel: %s", why);
     return OP_OK;
 }

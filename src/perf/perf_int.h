@@ -67,7 +67,7 @@ struct perf_ep {
     struct op_loop *loop; /* drives dev over io */
     struct op_log log;
     uint8_t *pattern; /* what every source buffer holds */
-    struct op_gpu_cl *cl; /* --use_opencl: QP buffers are its SVM */
+    struct op_gpu_dev *gdev; /* --use_opencl / --use_vulkan: QP buffers are its memory */
     struct op_gpu_toucher **touch; /* --gpu_touch=infinite: one per QP buffer */
     uint64_t touch_passes;
 };

@@ -450,9 +450,11 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
                           sizeof r->why);
     if (st == OP_OK && c->gpu.threads && !r->is_server)
         st = perf_gpu_open(r);
-    if (st == OP_OK && r->ep.cl != NULL && c->output == OP_PERF_OUT_FULL)
-        fprintf(r->out, " OpenCL SVM buffers: %s (%s)\n", op_gpu_cl_device_name(r->ep.cl),
-                op_gpu_cl_platform_name(r->ep.cl));
+    if (st == OP_OK && r->ep.gdev != NULL && c->output == OP_PERF_OUT_FULL)
+        fprintf(r->out, " %s buffers: %s (%s)\n",
+                op_gpu_dev_api(r->ep.gdev) == OP_GPU_API_VULKAN ? "Vulkan host-coherent"
+                                                                : "OpenCL SVM",
+                op_gpu_device_name(r->ep.gdev), op_gpu_driver_name(r->ep.gdev));
     if (st != OP_OK)
         return st;
     *b = (struct op_perf_banner){.device = devname, .mtu = r->ep.mtu, .out_reads = c->out_reads,

@@ -1,8 +1,9 @@
-"""gpunetio_write_bw: OpenCL work-items post RDMA WRITEs into a work queue in
-SVM, offpath's engine executes them on an RC QP to a perftest-style server,
-which checks every byte of every work-item's slot. Runs the real kernels on
-PoCL's CPU device (scripts/bootstrap installs it); skips only where the build
-or the machine has no OpenCL platform."""
+"""gpunetio_write_bw: OpenCL work-items or Vulkan invocations post RDMA WRITEs
+into a work queue in shared memory, offpath's engine executes them on an RC QP
+to a perftest-style server, which checks every byte of every work-item's slot.
+Each case runs once per API: the real kernels on PoCL's CPU device and the real
+shaders on Mesa's lavapipe (scripts/bootstrap installs both); a case skips only
+where the build or the machine has no device of that API."""
 import json
 import re
 
@@ -12,15 +13,18 @@ from conftest import BIN, check_ok, counters, run_server_client
 
 _port = [46200]
 LINE = "-" * 87
-NO_OPENCL = ("built without OpenCL", "no OpenCL platform")
+NO_DEVICE = ("built without OpenCL", "no OpenCL platform", "built without Vulkan",
+             "no Vulkan device")
+APIS = ["opencl", "vulkan"]
+TITLE = {"opencl": "OpenCL", "vulkan": "Vulkan"}
 
 
-def run_pair(args, client_args=(), timeout=300, cwd=None):
+def run_pair(args, client_args=(), timeout=300, cwd=None, api=None):
     _port[0] += 1
     server = [BIN, "gpunetio_write_bw", "-p", _port[0], *args]
-    server_res, client_res = run_server_client(
-        server, server + list(client_args) + ["127.0.0.1"], timeout=timeout, cwd=cwd)
-    if any(s in client_res[2] for s in NO_OPENCL):
+    client = server + (["--api", api] if api else []) + list(client_args) + ["127.0.0.1"]
+    server_res, client_res = run_server_client(server, client, timeout=timeout, cwd=cwd)
+    if any(s in client_res[2] for s in NO_DEVICE):
         pytest.skip(client_res[2].strip())
     return server_res, client_res
 
@@ -38,6 +42,7 @@ def bw_rows(out):
     return rows
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("threads,mode,size,iters", [
     (1, "thread", 2, 300),
     (1, "batch", 65536, 20),
@@ -47,12 +52,13 @@ def bw_rows(out):
     (1024, "thread", 2, 1000),  # 1,024,000 writes
     (1024, "batch", 2, 1000),
 ])
-def test_device_posted_writes_land(threads, mode, size, iters):
-    server, client = run_pair(["--threads", threads, "--mode", mode, "-s", size, "-n", iters])
+def test_device_posted_writes_land(threads, mode, size, iters, api):
+    server, client = run_pair(["--threads", threads, "--mode", mode, "-s", size, "-n", iters],
+                              api=api)
     check_ok(server, "server")
     check_ok(client, "client")
     out = client[1]
-    assert re.search(rf"OpenCL device: .+, {threads} work-items, {mode} mode", out), out
+    assert re.search(rf"{TITLE[api]} device: .+, {threads} work-items, {mode} mode", out), out
     m = re.search(rf"^ post latency per batch of {threads} writes: ([0-9.]+) us \((\d+) launches\)$",
                   out, re.M)
     assert m and float(m.group(1)) > 0 and int(m.group(2)) >= 1, out
@@ -80,12 +86,13 @@ def test_all_sizes_json(tmp_path):
 @pytest.mark.parametrize("fault,what", [("rkey", "bad rkey"),
                                         ("range", "address past the region")])
 @pytest.mark.parametrize("mode", ["thread", "batch"])
-def test_protection_errors_write_nothing(fault, what, mode):
+@pytest.mark.parametrize("api", APIS)
+def test_protection_errors_write_nothing(fault, what, mode, api):
     """The device posts with a key not the server's, or past its region: the
     writes complete with the remote access error and the server finds its
     whole target untouched."""
     server, client = run_pair(["--threads", 64, "--mode", mode, "-s", 1000, "-n", 10,
-                               f"--inject_fault={fault}"])
+                               f"--inject_fault={fault}"], api=api)
     check_ok(server, "server")
     check_ok(client, "client")
     assert " offpath: data check ok (nothing written)" in server[1], server[1]
@@ -117,18 +124,20 @@ def test_flags_belong_to_gpunetio():
 
 @pytest.mark.parametrize("tool", ["ib_write_bw", "ib_read_bw", "ib_send_bw"])
 @pytest.mark.parametrize("touch", ["once", "infinite"])
-def test_use_opencl_buffers(tool, touch):
-    """perftest's --use_opencl: both sides' buffers in OpenCL SVM, registered
-    as memory regions; --gpu_touch has the device read them meanwhile."""
+@pytest.mark.parametrize("use,banner", [("--use_opencl=0,0", " OpenCL SVM buffers: "),
+                                        ("--use_vulkan=0", " Vulkan host-coherent buffers: ")])
+def test_gpu_buffers(tool, touch, use, banner):
+    """perftest's --use_opencl, and --use_vulkan beside it: both sides' buffers
+    in the device's shared memory, registered as memory regions; --gpu_touch
+    has the device read them meanwhile."""
     _port[0] += 1
-    cmd = [BIN, tool, "-p", _port[0], "--use_opencl=0,0", f"--gpu_touch={touch}", "-s", 65536,
-           "-n", 300]
+    cmd = [BIN, tool, "-p", _port[0], use, f"--gpu_touch={touch}", "-s", 65536, "-n", 300]
     server, client = run_server_client(cmd, cmd + ["127.0.0.1"], timeout=300)
-    if any(s in client[2] for s in NO_OPENCL):
+    if any(s in client[2] for s in NO_DEVICE):
         pytest.skip(client[2].strip())
     for side, name in ((server, "server"), (client, "client")):
         check_ok(side, name)
-        assert " OpenCL SVM buffers: " in side[1], side[1]
+        assert banner in side[1], side[1]
         c = counters(side[1])
         assert c["gpu_touch_passes"] >= 1, c
         if touch == "once":
@@ -139,15 +148,52 @@ def test_gpu_touch_needs_use_opencl():
     import subprocess
     r = subprocess.run([BIN, "ib_write_bw", "--gpu_touch=once"], capture_output=True, text=True,
                        timeout=30)
-    assert r.returncode == 2 and "--gpu_touch needs --use_opencl" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--gpu_touch needs --use_opencl or --use_vulkan" in r.stderr, \
+        r.stderr
+
+
+def test_api_flags():
+    import subprocess
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--api", "cuda"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--api: expected opencl or vulkan" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "ib_write_bw", "--device", "1"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--use_vulkan" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "ib_write_bw", "--use_vulkan=16"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--use_vulkan" in r.stderr, r.stderr
+
+
+def test_device_out_of_range_is_named():
+    server, client = run_pair(["-s", 64, "-n", 5], client_args=["--device", "9"], api="vulkan")
+    assert client[0] != 0
+    assert "--api vulkan --device 9: Vulkan device 9: out of range" in client[2], client[2]
+
+
+def test_gpu_list():
+    import subprocess
+    r = subprocess.run([BIN, "gpu", "list", "--json"], capture_output=True, text=True, timeout=60)
+    devices = json.loads(r.stdout)["devices"]
+    runs = [d for d in devices if d["can_run_queue"]]
+    assert r.returncode == (0 if runs else 1), r
+    for d in devices:
+        assert d["api"] in APIS and d["name"] and d["memory"], d
+        assert d["can_run_queue"] == (d["missing"] == ""), d
+    text = subprocess.run([BIN, "gpu", "list"], capture_output=True, text=True, timeout=60)
+    for d in devices:
+        assert d["name"] in text.stdout, text.stdout
+    bad = subprocess.run([BIN, "gpu", "show"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "expected the command 'list'" in bad.stderr, bad.stderr
 
 
 @pytest.mark.parametrize("mode", ["thread", "batch"])
-def test_mixed_with_cpu_posted_writes(mode):
+@pytest.mark.parametrize("api", APIS)
+def test_mixed_with_cpu_posted_writes(mode, api):
     """The host posts its own writes on the QP the engine feeds, between the
     device's: each side gets its own completions, every byte lands."""
     server, client = run_pair(["--threads", 64, "--mode", mode, "-s", 4096, "-n", 50],
-                              client_args=["--cpu_writes", 2000])
+                              client_args=["--cpu_writes", 2000], api=api)
     check_ok(server, "server")
     check_ok(client, "client")
     assert (" offpath: 2000 CPU-posted and 3200 device-posted writes completed on the same QP"

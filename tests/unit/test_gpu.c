@@ -1,8 +1,10 @@
 /* src/gpu: the device work queue and its engine. The engine tests write
  * entries as device code does (same layout, same release order) and run
- * the QP pair over the in-memory link; the OpenCL tests run the real
- * posting kernel on the first OpenCL device (PoCL here) and skip only when
- * there is no OpenCL platform at all. Every byte that lands is checked. */
+ * the QP pair over the in-memory link; the device tests run the real
+ * posting kernels, each test body once per API: on the first OpenCL
+ * device (PoCL here) and the first Vulkan device (lavapipe here), and skip
+ * only when that API has no device at all. Every byte that lands is
+ * checked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,7 +30,7 @@ struct gfx {
     struct op_rdma_mr *src_mr, *dst_mr;
     void *wq;
     struct op_gpu_engine *eng;
-    struct op_gpu_cl *cl; /* OpenCL tests: src and wq are SVM */
+    struct op_gpu_dev *dev; /* device tests: src and wq are its shared memory */
     uint32_t cpu_done;    /* CPU-posted completions seen on the same QP */
     bool want_idle;
 };
@@ -49,17 +51,18 @@ static void *aligned_zero(size_t n)
     return p;
 }
 
-static void gfx_init(struct gfx *f, uint32_t depth, uint32_t qp_depth, struct op_gpu_cl *cl)
+static void gfx_init_len(struct gfx *f, uint32_t depth, uint32_t qp_depth,
+                         struct op_gpu_dev *dev, size_t len)
 {
     memset(f, 0, sizeof(*f));
-    f->cl = cl;
-    f->len = BUF_LEN;
+    f->dev = dev;
+    f->len = len;
     rsim_init(&f->s, 16);
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .depth = qp_depth, .retry_cnt = 7};
     rsim_connect(&f->s, &o, &f->a, &f->b);
     size_t wq_len = op_gpu_wq_bytes(depth);
-    f->src = cl ? op_gpu_svm_alloc(cl, f->len) : aligned_zero(f->len);
-    f->wq = cl ? op_gpu_svm_alloc(cl, wq_len) : aligned_zero(wq_len);
+    f->src = dev ? op_gpu_alloc(dev, f->len) : aligned_zero(f->len);
+    f->wq = dev ? op_gpu_alloc(dev, wq_len) : aligned_zero(wq_len);
     f->dst = aligned_zero(f->len);
     assert_non_null(f->src);
     assert_non_null(f->wq);
@@ -75,13 +78,18 @@ static void gfx_init(struct gfx *f, uint32_t depth, uint32_t qp_depth, struct op
     assert_int_equal(op_gpu_engine_create(&ec, &f->eng), OP_OK);
 }
 
+static void gfx_init(struct gfx *f, uint32_t depth, uint32_t qp_depth, struct op_gpu_dev *dev)
+{
+    gfx_init_len(f, depth, qp_depth, dev, BUF_LEN);
+}
+
 static void gfx_free(struct gfx *f)
 {
     op_gpu_engine_destroy(f->eng);
     rsim_free(&f->s);
-    if (f->cl) {
-        op_gpu_svm_free(f->cl, f->src);
-        op_gpu_svm_free(f->cl, f->wq);
+    if (f->dev) {
+        op_gpu_free(f->dev, f->src);
+        op_gpu_free(f->dev, f->wq);
     } else {
         free(f->src);
         free(f->wq);
@@ -326,64 +334,113 @@ static void test_engine_mixed_with_cpu_posts(void **state)
     gfx_free(&f);
 }
 
-/* ---- the real kernel on an OpenCL device */
+/* ---- the real kernels on a device: each test body runs once per API
+ * (the cmocka state is the API) */
 
-static struct op_gpu_cl *open_cl(void)
+static enum op_gpu_api api_opencl = OP_GPU_API_OPENCL, api_vulkan = OP_GPU_API_VULKAN;
+
+static struct op_gpu_dev *open_dev(void **state)
 {
+    enum op_gpu_api api = *(enum op_gpu_api *)*state;
     char why[256];
-    struct op_gpu_cl *cl = NULL;
-    op_status_t st = op_gpu_cl_open(0, 0, &cl, why, sizeof why);
-    if (st == OP_ERR_UNSUPPORTED && strstr(why, "no OpenCL platform") != NULL)
+    struct op_gpu_dev *dev = NULL;
+    op_status_t st = op_gpu_open(api, 0, 0, &dev, why, sizeof why);
+    if (st == OP_ERR_UNSUPPORTED &&
+        (strstr(why, "no OpenCL platform") != NULL || strstr(why, "no Vulkan device") != NULL))
         return NULL;
     if (st != OP_OK)
-        fail_msg("OpenCL: %s", why);
-    return cl;
+        fail_msg("%s: %s", op_gpu_api_title(api), why);
+    assert_int_equal(op_gpu_dev_api(dev), api);
+    return dev;
 }
 
+#define OPEN_OR_SKIP(dev)                                                                          \
+    struct op_gpu_dev *dev = open_dev(state);                                                      \
+    if (dev == NULL)                                                                               \
+    skip()
+
 /* Drive kernel and engine together until the kernel is done and the queue
- * idle, or stop_after entries were committed (then stop the kernel). */
-static void run_kernel(struct gfx *f, struct op_gpu_poster *po, uint32_t stop_after)
+ * idle, or stop_after entries were committed (then stop the kernel). The
+ * host's own writes (cpu_writes, slot after slot from cpu_slot0) go out on
+ * the same QP meanwhile, one per turn. */
+static void run_kernel_mixed(struct gfx *f, struct op_gpu_poster *po, uint32_t stop_after,
+                             uint32_t cpu_writes, uint32_t cpu_slot0, uint32_t size)
 {
     uint64_t end = op_now_ns() + WALL_LIMIT_NS;
     f->want_idle = false;
     int done = 0;
+    uint32_t cpu_posted = 0;
     while (op_now_ns() < end) {
         if (!done)
             done = op_gpu_poster_step(po);
         assert_true(done >= 0);
+        if (cpu_posted < cpu_writes) {
+            uint64_t off = (uint64_t)(cpu_slot0 + cpu_posted) * size;
+            struct op_rdma_sge sge = {(uintptr_t)f->src + off, size, op_rdma_mr_lkey(f->src_mr)};
+            struct op_rdma_send_wr wr = {.wr_id = cpu_posted, .opcode = OP_RDMA_WR_RDMA_WRITE,
+                                         .send_flags = OP_RDMA_SEND_SIGNALED, .sg_list = &sge,
+                                         .num_sge = 1,
+                                         .rdma = {(uintptr_t)f->dst + off,
+                                                  op_rdma_mr_rkey(f->dst_mr)}};
+            op_status_t st = op_rdma_post_send(f->a.qp, &wr, f->s.now, &f->s.q);
+            assert_true(st == OP_OK || st == OP_ERR_NOSPACE);
+            cpu_posted += st == OP_OK;
+        }
         rsim_run(&f->s, engine_turn, f, 100 * OP_NS_PER_US);
         if (!done && stop_after && atomic_load(&ctrl_of(f->wq)->doorbell) >= stop_after) {
             op_gpu_poster_stop(po);
             done = 1;
         }
-        if (done && op_gpu_engine_idle(f->eng))
+        if (done && op_gpu_engine_idle(f->eng) && f->cpu_done == cpu_writes)
             return;
         sched_yield(); /* the kernel's threads share these cores */
     }
-    fail_msg("kernel and engine not done in time: doorbell %u released %u",
+    struct op_gpu_poster_stats st;
+    op_gpu_poster_stats(po, &st);
+    fail_msg("kernel and engine not done in time: doorbell %u released %u, %u of %u CPU writes, "
+             "%llu taken, %llu not ready, %llu launches, kernel done %d",
              (unsigned)atomic_load(&ctrl_of(f->wq)->doorbell),
-             (unsigned)atomic_load(&ctrl_of(f->wq)->released));
+             (unsigned)atomic_load(&ctrl_of(f->wq)->released), f->cpu_done, cpu_writes,
+             (unsigned long long)ec(f, OP_GPU_C_taken), (unsigned long long)ec(f, OP_GPU_C_not_ready),
+             (unsigned long long)st.launches, done);
 }
 
-static void kernel_case(struct op_gpu_cl *cl, uint32_t threads, enum op_gpu_mode mode,
-                        uint32_t iters, uint32_t size, uint32_t depth)
+static void run_kernel(struct gfx *f, struct op_gpu_poster *po, uint32_t stop_after)
 {
+    run_kernel_mixed(f, po, stop_after, 0, 0, 0);
+}
+
+static struct op_gpu_poster *make_poster(struct gfx *f, const struct op_gpu_post_params *p)
+{
+    char why[256];
+    struct op_gpu_poster *po = NULL;
+    if (op_gpu_poster_create(f->dev, f->wq, p, &po, why, sizeof why) != OP_OK)
+        fail_msg("poster: %s", why);
+    return po;
+}
+
+/* threads x iters writes of size bytes, one slot per work-item where the
+ * buffer holds them; cpu_writes host writes into the slots after those. */
+static void kernel_case(struct op_gpu_dev *dev, uint32_t threads, enum op_gpu_mode mode,
+                        uint32_t iters, uint32_t size, uint32_t depth, uint32_t cpu_writes)
+{
+    size_t need = ((size_t)threads + cpu_writes) * size;
+    size_t len = need < BUF_LEN ? BUF_LEN : (need < (4u << 20) ? need : (4u << 20));
     struct gfx f;
-    gfx_init(&f, depth, 64, cl);
-    uint32_t slots = threads * size <= f.len ? threads : (uint32_t)(f.len / size);
+    gfx_init_len(&f, depth, 64, dev, len);
+    uint32_t room = (uint32_t)(f.len / size) - (cpu_writes ? cpu_writes : 0);
+    uint32_t slots = threads <= room ? threads : room;
     const struct op_gpu_post_params p = {.threads = threads, .mode = mode, .iters = iters,
                                          .size = size, .slots = slots,
                                          .remote_addr = (uintptr_t)f.dst,
                                          .rkey = op_rdma_mr_rkey(f.dst_mr)};
-    char why[256];
-    struct op_gpu_poster *po = NULL;
-    if (op_gpu_poster_create(cl, f.wq, &p, &po, why, sizeof why) != OP_OK)
-        fail_msg("poster: %s", why);
-    run_kernel(&f, po, 0);
+    struct op_gpu_poster *po = make_poster(&f, &p);
+    run_kernel_mixed(&f, po, 0, cpu_writes, slots, size);
     assert_int_equal(ec(&f, OP_GPU_C_posted), (uint64_t)threads * iters);
     assert_int_equal(ec(&f, OP_GPU_C_errors), 0);
     assert_int_equal(atomic_load(&ctrl_of(f.wq)->released), threads * iters);
-    expect_landed(&f, slots, size);
+    assert_int_equal(f.cpu_done, cpu_writes);
+    expect_landed(&f, slots + cpu_writes, size);
     struct op_gpu_poster_stats st;
     op_gpu_poster_stats(po, &st);
     assert_true(st.launches >= 1);
@@ -394,41 +451,56 @@ static void kernel_case(struct op_gpu_cl *cl, uint32_t threads, enum op_gpu_mode
 
 static void test_kernel_posts(void **state)
 {
-    (void)state;
-    struct op_gpu_cl *cl = open_cl();
-    if (cl == NULL)
-        skip();
-    kernel_case(cl, 1, OP_GPU_MODE_THREAD, 50, 4096, 64);
-    kernel_case(cl, 1, OP_GPU_MODE_BATCH, 50, 2, 64);
-    kernel_case(cl, 64, OP_GPU_MODE_THREAD, 8, 1000, 128);
-    kernel_case(cl, 64, OP_GPU_MODE_BATCH, 8, 1000, 64); /* the queue holds one group */
-    kernel_case(cl, 512, OP_GPU_MODE_BATCH, 3, 512, 1024);
-    op_gpu_cl_close(cl);
+    OPEN_OR_SKIP(dev);
+    kernel_case(dev, 1, OP_GPU_MODE_THREAD, 50, 4096, 64, 0);
+    kernel_case(dev, 1, OP_GPU_MODE_BATCH, 50, 2, 64, 0);
+    kernel_case(dev, 64, OP_GPU_MODE_THREAD, 8, 1000, 128, 0);
+    kernel_case(dev, 64, OP_GPU_MODE_BATCH, 8, 1000, 64, 0); /* the queue holds one group */
+    kernel_case(dev, 1024, OP_GPU_MODE_THREAD, 3, 2, 1024, 0);
+    kernel_case(dev, 1024, OP_GPU_MODE_BATCH, 3, 512, 1024, 0);
+    op_gpu_close(dev);
+}
+
+/* 1 MiB writes: four slots, every byte compared. */
+static void test_kernel_posts_1mib(void **state)
+{
+    OPEN_OR_SKIP(dev);
+    kernel_case(dev, 4, OP_GPU_MODE_THREAD, 2, 1u << 20, 64, 0);
+    kernel_case(dev, 4, OP_GPU_MODE_BATCH, 2, 1u << 20, 64, 0);
+    op_gpu_close(dev);
+}
+
+/* The host posts its own writes on the QP the engine feeds while the
+ * kernel runs: each side gets its own completions, every byte lands. */
+static void test_kernel_mixed_with_cpu_posts(void **state)
+{
+    OPEN_OR_SKIP(dev);
+    kernel_case(dev, 64, OP_GPU_MODE_THREAD, 20, 700, 128, 40);
+    kernel_case(dev, 64, OP_GPU_MODE_BATCH, 20, 700, 128, 40);
+    op_gpu_close(dev);
 }
 
 /* A kernel stopped mid-run: what it committed completes, the queue is
  * idle, the QP still in RTS and a CPU write after it succeeds. */
-static void test_kernel_stopped_mid_run(void **state)
+static void stopped_case(struct op_gpu_dev *dev, enum op_gpu_mode mode)
 {
-    (void)state;
-    struct op_gpu_cl *cl = open_cl();
-    if (cl == NULL)
-        skip();
     struct gfx f;
-    gfx_init(&f, 64, 64, cl);
-    const struct op_gpu_post_params p = {.threads = 32, .mode = OP_GPU_MODE_BATCH,
-                                         .iters = 100000, .size = 64, .slots = 32,
+    gfx_init(&f, 64, 64, dev);
+    const struct op_gpu_post_params p = {.threads = 32, .mode = mode, .iters = 100000,
+                                         .size = 64, .slots = 32,
                                          .remote_addr = (uintptr_t)f.dst,
                                          .rkey = op_rdma_mr_rkey(f.dst_mr)};
-    char why[256];
-    struct op_gpu_poster *po = NULL;
-    if (op_gpu_poster_create(cl, f.wq, &p, &po, why, sizeof why) != OP_OK)
-        fail_msg("poster: %s", why);
+    struct op_gpu_poster *po = make_poster(&f, &p);
     run_kernel(&f, po, 500);
     uint32_t bell = atomic_load(&ctrl_of(f.wq)->doorbell);
     assert_true(bell >= 500 && bell < 100000u * 32);
-    assert_int_equal(bell % 32, 0); /* batch mode: whole groups only */
+    struct op_gpu_poster_stats st;
+    op_gpu_poster_stats(po, &st);
+    if (mode == OP_GPU_MODE_BATCH)
+        assert_int_equal(bell % st.group, 0); /* whole groups only */
     assert_int_equal(atomic_load(&ctrl_of(f.wq)->released), bell);
+    assert_true(op_gpu_engine_idle(f.eng));
+    assert_int_equal(ec(&f, OP_GPU_C_taken), bell);
     assert_int_equal(ec(&f, OP_GPU_C_errors), 0);
     assert_int_equal(op_rdma_qp_state(f.a.qp), OP_RDMA_QPS_RTS);
     expect_landed(&f, 32, 64);
@@ -443,27 +515,28 @@ static void test_kernel_stopped_mid_run(void **state)
     assert_memory_equal(f.dst + 4096, f.src + 4096, 100);
     op_gpu_poster_destroy(po);
     gfx_free(&f);
-    op_gpu_cl_close(cl);
 }
 
-/* A bad rkey from the device: the kernel sees the error completion and
- * stops posting; nothing lands. */
-static void test_kernel_bad_rkey(void **state)
+static void test_kernel_stopped_mid_run(void **state)
 {
-    (void)state;
-    struct op_gpu_cl *cl = open_cl();
-    if (cl == NULL)
-        skip();
+    OPEN_OR_SKIP(dev);
+    stopped_case(dev, OP_GPU_MODE_BATCH);
+    stopped_case(dev, OP_GPU_MODE_THREAD);
+    op_gpu_close(dev);
+}
+
+/* A bad rkey, or an address past the target region, from the device: the
+ * write completes with the remote access error, the kernel sees it and
+ * stops posting; nothing lands. */
+static void fault_case(struct op_gpu_dev *dev, enum op_gpu_mode mode, bool bad_key)
+{
     struct gfx f;
-    gfx_init(&f, 64, 64, cl);
-    const struct op_gpu_post_params p = {.threads = 4, .mode = OP_GPU_MODE_THREAD,
-                                         .iters = 100000, .size = 256, .slots = 4,
-                                         .remote_addr = (uintptr_t)f.dst,
-                                         .rkey = op_rdma_mr_rkey(f.dst_mr) ^ 0x10000u};
-    char why[256];
-    struct op_gpu_poster *po = NULL;
-    if (op_gpu_poster_create(cl, f.wq, &p, &po, why, sizeof why) != OP_OK)
-        fail_msg("poster: %s", why);
+    gfx_init(&f, 64, 64, dev);
+    const struct op_gpu_post_params p = {
+        .threads = 4, .mode = mode, .iters = 100000, .size = 256, .slots = 4,
+        .remote_addr = (uintptr_t)f.dst + (bad_key ? 0 : f.len),
+        .rkey = op_rdma_mr_rkey(f.dst_mr) ^ (bad_key ? 0x10000u : 0)};
+    struct op_gpu_poster *po = make_poster(&f, &p);
     run_kernel(&f, po, 0);
     expect_cqe(&f, 0, OP_RDMA_WC_REM_ACCESS_ERR);
     struct op_gpu_poster_stats st;
@@ -472,26 +545,33 @@ static void test_kernel_bad_rkey(void **state)
     assert_true(st.first_error == OP_RDMA_WC_REM_ACCESS_ERR ||
                 st.first_error == OP_RDMA_WC_WR_FLUSH_ERR);
     assert_true(atomic_load(&ctrl_of(f.wq)->doorbell) < 100000u * 4);
+    assert_true(op_gpu_engine_idle(f.eng));
     expect_landed(&f, 0, 0);
     op_gpu_poster_destroy(po);
     gfx_free(&f);
-    op_gpu_cl_close(cl);
 }
 
-/* --gpu_touch's kernel: passes over an SVM buffer start and finish while
+static void test_kernel_protection_errors(void **state)
+{
+    OPEN_OR_SKIP(dev);
+    fault_case(dev, OP_GPU_MODE_THREAD, true);
+    fault_case(dev, OP_GPU_MODE_BATCH, true);
+    fault_case(dev, OP_GPU_MODE_THREAD, false);
+    fault_case(dev, OP_GPU_MODE_BATCH, false);
+    op_gpu_close(dev);
+}
+
+/* --gpu_touch's kernel: passes over a shared buffer start and finish while
  * the host goes on; destroy waits for the one running. */
 static void test_toucher_passes(void **state)
 {
-    (void)state;
-    struct op_gpu_cl *cl = open_cl();
-    if (cl == NULL)
-        skip();
+    OPEN_OR_SKIP(dev);
     size_t len = 1 << 20;
-    uint8_t *buf = op_gpu_svm_alloc(cl, len);
+    uint8_t *buf = op_gpu_alloc(dev, len);
     assert_non_null(buf);
     fill(buf, len, 5);
     struct op_gpu_toucher *t = NULL;
-    assert_int_equal(op_gpu_toucher_create(cl, buf, len, &t), OP_OK);
+    assert_int_equal(op_gpu_toucher_create(dev, buf, len, &t), OP_OK);
     uint64_t end = op_now_ns() + WALL_LIMIT_NS, passes = 0;
     while (passes < 3 && op_now_ns() < end) {
         passes = op_gpu_toucher_step(t);
@@ -504,9 +584,41 @@ static void test_toucher_passes(void **state)
     fill(expect, len, 5);
     assert_memory_equal(buf, expect, len); /* read, never written */
     free(expect);
-    op_gpu_svm_free(cl, buf);
-    op_gpu_cl_close(cl);
+    op_gpu_free(dev, buf);
+    op_gpu_close(dev);
 }
+
+/* Refusals name the bad parameter; the list has every device it can open. */
+static void test_open_refuses_and_lists(void **state)
+{
+    OPEN_OR_SKIP(dev);
+    enum op_gpu_api api = op_gpu_dev_api(dev);
+    char why[256];
+    struct op_gpu_dev *other = NULL;
+    assert_int_equal(op_gpu_open(api, 0, 15, &other, why, sizeof why), OP_ERR_INVAL);
+    assert_null(other);
+    assert_non_null(strstr(why, "device 15: out of range"));
+    if (api == OP_GPU_API_VULKAN) { /* OpenCL takes any pointer as an SVM argument */
+        void *not_ours = aligned_zero(4096);
+        struct op_gpu_toucher *t = NULL;
+        assert_int_not_equal(op_gpu_toucher_create(dev, not_ours, 4096, &t), OP_OK);
+        free(not_ours);
+    }
+    struct op_gpu_info info[16];
+    int n = op_gpu_list(info, 16);
+    bool found = false;
+    for (int i = 0; i < n && i < 16; i++)
+        if (info[i].api == api && info[i].device == 0 && info[i].platform == 0) {
+            found = true;
+            assert_true(info[i].can_run);
+            assert_string_equal(info[i].name, op_gpu_device_name(dev));
+            assert_true(info[i].memory[0] != '\0');
+        }
+    assert_true(found);
+    op_gpu_close(dev);
+}
+
+#define PER_API(t) cmocka_unit_test_prestate(t, &api_opencl), cmocka_unit_test_prestate(t, &api_vulkan)
 
 int main(void)
 {
@@ -518,10 +630,13 @@ int main(void)
         cmocka_unit_test(test_engine_waits_for_seq),
         cmocka_unit_test(test_engine_backpressure),
         cmocka_unit_test(test_engine_mixed_with_cpu_posts),
-        cmocka_unit_test(test_kernel_posts),
-        cmocka_unit_test(test_kernel_stopped_mid_run),
-        cmocka_unit_test(test_kernel_bad_rkey),
-        cmocka_unit_test(test_toucher_passes),
+        PER_API(test_open_refuses_and_lists),
+        PER_API(test_kernel_posts),
+        PER_API(test_kernel_posts_1mib),
+        PER_API(test_kernel_mixed_with_cpu_posts),
+        PER_API(test_kernel_stopped_mid_run),
+        PER_API(test_kernel_protection_errors),
+        PER_API(test_toucher_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
