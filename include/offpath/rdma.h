@@ -27,6 +27,9 @@
 #define OP_RDMA_ACK_DELAY_NS 100000 /* an executed request nobody asked an ACK for waits at most
                                        this, or a quarter of the QP's own timeout if shorter */
 #define OP_RDMA_UD_GRH_LEN 40      /* verbs put a GRH before every UD receive */
+#define OP_RDMA_ATOMIC_DEPTH 16    /* a responder remembers this many atomic results
+                                      (max_dest_rd_atomic); a requester keeps at most
+                                      this many atomics in flight */
 
 struct op_rdma_dev;
 struct op_rdma_mr;
@@ -77,6 +80,7 @@ enum op_rdma_access {
     OP_RDMA_ACCESS_LOCAL_WRITE = 1,
     OP_RDMA_ACCESS_REMOTE_WRITE = 2,
     OP_RDMA_ACCESS_REMOTE_READ = 4,
+    OP_RDMA_ACCESS_REMOTE_ATOMIC = 8, /* needs LOCAL_WRITE, as verbs */
 };
 
 /* Remote addresses are virtual addresses, as in verbs: the region covers
@@ -110,6 +114,8 @@ enum op_rdma_wc_opcode {
     OP_RDMA_WC_SEND,
     OP_RDMA_WC_RDMA_WRITE,
     OP_RDMA_WC_RDMA_READ,
+    OP_RDMA_WC_COMP_SWAP,
+    OP_RDMA_WC_FETCH_ADD,
     OP_RDMA_WC_RECV = 128,
     OP_RDMA_WC_RECV_RDMA_WITH_IMM,
 };
@@ -178,7 +184,8 @@ struct op_rdma_qp_attr {
     uint8_t retry_cnt; /* 0..7, 7 = retry forever (as rxe) */
     uint8_t rnr_retry; /* 0..7, 7 = retry forever */
     uint32_t max_outstanding; /* send window in PSNs; 0: OP_RDMA_DEFAULT_WINDOW */
-    uint8_t max_rd_atomic;    /* RDMA READs in flight at most (verbs'); 0: no limit */
+    uint8_t max_rd_atomic;    /* RDMA READs and atomics in flight at most (verbs'); 0: no
+                                 limit for READs, OP_RDMA_ATOMIC_DEPTH for atomics */
 };
 
 OP_API op_status_t op_rdma_qp_create(struct op_rdma_dev *dev,
@@ -200,6 +207,10 @@ enum op_rdma_wr_opcode {
     OP_RDMA_WR_RDMA_WRITE,
     OP_RDMA_WR_RDMA_WRITE_WITH_IMM,
     OP_RDMA_WR_RDMA_READ,
+    /* RC only; 8 bytes at an 8-byte aligned remote address; the sg list
+     * (8 bytes, LOCAL_WRITE) receives the value the target held before */
+    OP_RDMA_WR_ATOMIC_CMP_AND_SWP,
+    OP_RDMA_WR_ATOMIC_FETCH_AND_ADD,
 };
 
 #define OP_RDMA_SEND_SIGNALED 1u
@@ -227,6 +238,12 @@ struct op_rdma_send_wr {
         uint64_t remote_addr;
         uint32_t rkey;
     } rdma;
+    struct { /* atomics */
+        uint64_t remote_addr;
+        uint64_t compare_add; /* CMP_AND_SWP: compared; FETCH_AND_ADD: added */
+        uint64_t swap;        /* CMP_AND_SWP: stored when equal */
+        uint32_t rkey;
+    } atomic;
     struct { /* UD: the destination */
         uint32_t remote_ip;
         uint16_t remote_port;
@@ -266,6 +283,9 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(nak_op_recv)                                                                                 \
     X(implicit_naks)    /* a response skipped an outstanding READ's data */                        \
     X(duplicates)       /* requests already executed: re-ACKed or READ replayed */                 \
+    X(atomics_executed) /* responder: CMP_SWAP / FETCH_ADD applied to memory */                   \
+    X(atomic_replays)   /* duplicate atomics answered from the result cache */                    \
+    X(atomic_uncached)  /* duplicate atomics older than the cache: dropped, never re-executed */   \
     X(dup_responses)    /* ACKs and READ responses for what was already acknowledged */            \
     X(out_of_seq)       /* requests ahead of the expected PSN, dropped */                          \
     X(rnr_waits)                                                                                   \

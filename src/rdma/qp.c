@@ -99,7 +99,7 @@ static op_status_t to_init(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *
     if (qp->state != OP_RDMA_QPS_RESET)
         return OP_ERR_STATE;
     if (a->access & ~(unsigned)(OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                                OP_RDMA_ACCESS_REMOTE_READ))
+                                OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC))
         return OP_ERR_INVAL;
     qp->attr.access = a->access;
     qp->attr.qkey = a->qkey;
@@ -191,6 +191,8 @@ void rdma_complete_send(struct op_rdma_qp *qp, const struct rdma_swqe *w, unsign
         [OP_RDMA_WR_RDMA_WRITE] = OP_RDMA_WC_RDMA_WRITE,
         [OP_RDMA_WR_RDMA_WRITE_WITH_IMM] = OP_RDMA_WC_RDMA_WRITE,
         [OP_RDMA_WR_RDMA_READ] = OP_RDMA_WC_RDMA_READ,
+        [OP_RDMA_WR_ATOMIC_CMP_AND_SWP] = OP_RDMA_WC_COMP_SWAP,
+        [OP_RDMA_WR_ATOMIC_FETCH_AND_ADD] = OP_RDMA_WC_FETCH_ADD,
     };
     /* errors always complete visibly, as verbs */
     if (status == OP_RDMA_WC_SUCCESS && !w->signaled && !qp->init.sq_sig_all)
@@ -229,7 +231,7 @@ static bool opcode_ok(enum op_rdma_qp_type type, enum op_rdma_wr_opcode op)
 {
     switch (type) {
     case OP_RDMA_QPT_RC:
-        return op <= OP_RDMA_WR_RDMA_READ;
+        return op <= OP_RDMA_WR_ATOMIC_FETCH_AND_ADD;
     case OP_RDMA_QPT_UC:
         return op <= OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
     case OP_RDMA_QPT_UD:
@@ -245,7 +247,7 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
 {
     const struct rdma_req *r = &qp->req;
     uint64_t total = 0;
-    if (wr->opcode == OP_RDMA_WR_RDMA_READ || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
+    if (rdma_wr_needs_response(wr->opcode) || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
         (wr->num_sge > 0 && wr->sg_list == NULL))
         return false;
     for (int i = 0; i < wr->num_sge; i++)
@@ -263,10 +265,23 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
     return true;
 }
 
+/* An atomic's 8 bytes and its operands (verbs: compare_add is CMP_AND_SWP's
+ * compare and FETCH_AND_ADD's addend; the AtomicETH has swap-or-add, then
+ * compare). */
+static bool atomic_fill(const struct op_rdma_send_wr *wr, struct rdma_swqe *w)
+{
+    bool cas = wr->opcode == OP_RDMA_WR_ATOMIC_CMP_AND_SWP;
+    if (w->len != 8)
+        return false;
+    w->swap_add = cas ? wr->atomic.swap : wr->atomic.compare_add;
+    w->compare = cas ? wr->atomic.compare_add : 0;
+    return true;
+}
+
 static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
                       struct rdma_swqe *w)
 {
-    bool read = wr->opcode == OP_RDMA_WR_RDMA_READ;
+    bool read = rdma_wr_needs_response(wr->opcode); /* the answer lands in the sg list */
     memset(w, 0, sizeof(*w));
     if (!opcode_ok(qp->init.type, wr->opcode))
         return false;
@@ -276,6 +291,8 @@ static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
         return false;
     if (qp->init.type == OP_RDMA_QPT_UD && w->len > rdma_mtu(qp))
         return false;
+    if (rdma_wr_is_atomic(wr->opcode) && !atomic_fill(wr, w))
+        return false;
     /* 24-bit PSNs compare by signed difference: a message must span far
      * less than 2^23 of them (1 GiB at MTU 256) */
     if (rdma_npkts(w->len, rdma_mtu(qp)) > RDMA_MAX_MSG_PKTS)
@@ -284,8 +301,8 @@ static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
     w->opcode = wr->opcode;
     w->signaled = (wr->send_flags & OP_RDMA_SEND_SIGNALED) != 0;
     w->imm = wr->imm_data;
-    w->raddr = wr->rdma.remote_addr;
-    w->rkey = wr->rdma.rkey;
+    w->raddr = rdma_wr_is_atomic(wr->opcode) ? wr->atomic.remote_addr : wr->rdma.remote_addr;
+    w->rkey = rdma_wr_is_atomic(wr->opcode) ? wr->atomic.rkey : wr->rdma.rkey;
     w->ud_ip = wr->ud.remote_ip;
     w->ud_port = wr->ud.remote_port;
     w->ud_qpn = wr->ud.remote_qpn & RDMA_PSN_MASK;

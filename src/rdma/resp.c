@@ -208,6 +208,12 @@ static enum exec_result execute(struct op_rdma_qp *qp, const struct rdma_pkt *p,
         return exec_send(qp, p, cause);
     if (p->hdr & RDMA_H_WRITE)
         return exec_write(qp, p, cause);
+    if (p->hdr & RDMA_H_ATOMIC) {
+        bool access;
+        if (rdma_atomic_execute(qp, p, cause, &access, out))
+            return EX_OK;
+        return access ? EX_ACCESS : EX_INV;
+    }
     return exec_read(qp, p, cause, out);
 }
 
@@ -230,13 +236,14 @@ static uint64_t ack_delay_ns(const struct op_rdma_qp *qp)
 
 /* Executed: the next PSN is expected; ACK when asked or when ack_every
  * packets went unacknowledged, else within OP_RDMA_ACK_DELAY_NS (one ACK then
- * covers all of them). A READ's response is its ACK. */
+ * covers all of them). A READ's response, an atomic's ATOMIC_ACK is its ACK. */
 static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
                        struct op_txq *out)
 {
     struct rdma_resp *s = &qp->resp;
-    if (p->hdr & RDMA_H_READ_REQ) {
-        s->epsn = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
+    if (p->hdr & (RDMA_H_READ_REQ | RDMA_H_ATOMIC)) {
+        uint32_t n = (p->hdr & RDMA_H_ATOMIC) ? 1 : rdma_npkts(p->reth.dma_len, rdma_mtu(qp));
+        s->epsn = psn_add(p->bth.psn, n);
         s->unacked = 0;
         s->ack_at = 0;
         return;
@@ -289,6 +296,8 @@ static void rc_duplicate(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct
     qp->c[OP_RDMA_QP_C_duplicates]++;
     if (p->hdr & RDMA_H_READ_REQ)
         replay_read(qp, p, out);
+    else if (p->hdr & RDMA_H_ATOMIC)
+        rdma_atomic_replay(qp, p, out);
     else if (p->bth.ackreq)
         rdma_send_aeth(qp, RDMA_AETH_ACK, psn_add(qp->resp.epsn, RDMA_PSN_MASK), out);
 }
