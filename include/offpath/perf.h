@@ -21,7 +21,7 @@
 
 struct op_pcap;
 
-enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ };
+enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ, OP_PERF_ATOMIC };
 enum op_perf_test { OP_PERF_BW, OP_PERF_LAT };
 enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_PERF_OUT_LAT };
 
@@ -29,6 +29,8 @@ enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_
 #define OP_PERF_ALL_MAX_LOG2 23 /* -a: 2^1 .. 2^23 bytes */
 #define OP_PERF_MAX_QPS 16384
 #define OP_PERF_NO_PEAK_ITERS 20000 /* above this, peak is not computed (perftest) */
+#define OP_PERF_ATOMIC_SIZE 8       /* ib_atomic_*: the only message size */
+#define OP_PERF_ATOMIC_SLOTS 4096   /* each atomic's result has its own slot: -t at most this */
 
 struct op_perf_config {
     enum op_perf_verb verb;
@@ -47,7 +49,8 @@ struct op_perf_config {
     uint32_t cq_mod;      /* -Q */
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */
-    uint32_t out_reads;   /* -o: READs in flight per QP at most (max_rd_atomic); 0: 16 */
+    uint32_t out_reads;   /* -o: READs (atomics) in flight per QP at most (max_rd_atomic); 0: 16 */
+    bool cmp_swap;        /* -A CMP_AND_SWAP (ib_atomic_*); else FETCH_AND_ADD */
     uint32_t mtu;         /* -m; 0: the largest the link carries (4096 on loopback) */
     enum op_rdma_qp_type type; /* -c */
     uint8_t qp_timeout;   /* -u */

@@ -23,6 +23,8 @@ int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);
 int cli_ib_write_lat(int argc, char **argv);
 int cli_ib_read_lat(int argc, char **argv);
+int cli_ib_atomic_bw(int argc, char **argv);
+int cli_ib_atomic_lat(int argc, char **argv);
 int cli_ib_send_lat(int argc, char **argv);
 int cli_secure_channel(int argc, char **argv);
 int cli_keygen(int argc, char **argv);

@@ -34,6 +34,8 @@ static const struct tool tools[] = {
     {"ib_send_bw", cli_ib_send_bw, "perftest SEND bandwidth over software RoCEv2"},
     {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
+    {"ib_atomic_bw", cli_ib_atomic_bw, "perftest atomic (FETCH_AND_ADD, CMP_AND_SWAP) bandwidth"},
+    {"ib_atomic_lat", cli_ib_atomic_lat, "perftest atomic latency over software RoCEv2"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
     {"gpunetio_write_bw", cli_gpunetio_write_bw,
      "GPU-initiated RDMA WRITE bandwidth: OpenCL work-items post, the engine executes"},

@@ -34,7 +34,7 @@ static const struct option options[] = {
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
-    {"cpu_writes", 1, 0, O_CPU_WRITES}, {0, 0, 0, 0}};
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -67,6 +67,8 @@ static void help(const struct perf_cli *p)
                OP_PERF_MAX_QPS);
     else
         printf("      --output=latency       print only the typical latency\n");
+    if (c->verb == OP_PERF_ATOMIC)
+        printf("  -A, --atomic_type=<type>   FETCH_AND_ADD (default) or CMP_AND_SWAP; 8 bytes each\n");
     printf("  -t, --tx-depth=<dep>       send queue depth, 1..15000 (default %u)\n"
            "  -r, --rx-depth=<dep>       receive queue depth (send tests), 1..15000 (default 512)\n"
            "  -m, --mtu=<mtu>            256, 512, 1024, 2048 or 4096 (default 4096)\n"
@@ -253,6 +255,15 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_NO_PROGRESS: c->progress = false; return true;
     case O_XDP: c->xdp = true; return true;
     case O_PCAP: p->pcap = val; return true;
+    case 'A': {
+        static const char *const atomics[] = {"FETCH_AND_ADD", "CMP_AND_SWAP"};
+        if (c->verb != OP_PERF_ATOMIC) {
+            cli_bad(p->tool, "-A (--atomic_type) is for ib_atomic_bw and ib_atomic_lat");
+            return false;
+        }
+        if (!set_choice(p, "-A (--atomic_type): expected FETCH_AND_ADD or CMP_AND_SWAP", val, atomics, 2, &v)) return false;
+        c->cmp_swap = v == 1; return true;
+    }
     case 'c':
         if (!set_choice(p, "-c (--connection): expected RC, UC or UD", val, types, 3, &v)) return false;
         c->type = (enum op_rdma_qp_type)v; return true;
@@ -306,7 +317,7 @@ static int parse(struct perf_cli *p, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eo:NVh", options,
+    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eo:A:NVh", options,
                               NULL)) != -1) {
         char name[32];
         if (opt == 'h') {
@@ -390,4 +401,12 @@ int cli_ib_read_lat(int argc, char **argv)
 int cli_ib_send_lat(int argc, char **argv)
 {
     return perf_main("ib_send_lat", OP_PERF_SEND, OP_PERF_LAT, argc, argv);
+}
+int cli_ib_atomic_bw(int argc, char **argv)
+{
+    return perf_main("ib_atomic_bw", OP_PERF_ATOMIC, OP_PERF_BW, argc, argv);
+}
+int cli_ib_atomic_lat(int argc, char **argv)
+{
+    return perf_main("ib_atomic_lat", OP_PERF_ATOMIC, OP_PERF_LAT, argc, argv);
 }

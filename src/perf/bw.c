@@ -46,6 +46,8 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
             wr.wr_id = (uint64_t)i << PERF_QP_SHIFT | q->posted;
             bool last = q->posted + 1 == s->iters;
             bool signaled = (q->posted + 1) % c->cq_mod == 0 || last;
+            if (c->verb == OP_PERF_ATOMIC)
+                perf_atomic_wr(ep, q, q->posted, &sge, &wr);
             wr.send_flags = inline_flag | (signaled ? OP_RDMA_SEND_SIGNALED : 0);
             op_status_t st = op_rdma_post_send(q->qp, &wr, now, perf_ep_txq(ep));
             if (st == OP_ERR_NOSPACE)
@@ -66,6 +68,8 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
 static void note_completions(struct bw_state *s, struct perf_qp *q, uint64_t upto, uint64_t now)
 {
     uint64_t n = upto - q->completed;
+    if (s->r->cfg->verb == OP_PERF_ATOMIC) /* before their slots are used again */
+        perf_atomic_check(s->r, q, q->completed, upto);
     q->completed = upto;
     for (uint64_t k = 0; k < n && s->r->completed != NULL; k++)
         s->r->completed[s->total_completed + k] = now;
@@ -263,6 +267,8 @@ static op_status_t prepare(struct bw_state *s)
         if (r->posted == NULL || r->completed == NULL)
             return perf_refuse(r->why, sizeof r->why, "no memory for %" PRIu64 " time stamps", n);
     }
+    if (c->verb == OP_PERF_ATOMIC)
+        perf_atomic_reset(r);
     for (uint32_t i = 0; i < r->ep.nqp; i++) {
         struct perf_qp *q = &r->ep.qps[i];
         q->posted = q->completed = q->received = 0;
@@ -310,7 +316,9 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
     /* every QP writes or reads at least once; sends may all be lost on UD */
     uint64_t messages = c->verb == OP_PERF_SEND ? s.total_received : 1;
     r->check[0] = '\0';
-    if (landed_here)
+    if (c->verb == OP_PERF_ATOMIC)
+        perf_atomic_verdict(r, s.i_send, s.peer_sends, c->duration_s ? 0 : c->iters);
+    else if (landed_here)
         perf_check_data(r, size, messages);
     if (s.i_receive && c->type == OP_RDMA_QPT_RC && !c->duration_s &&
         s.total_received != c->iters * r->ep.nqp) {

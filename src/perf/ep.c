@@ -16,6 +16,7 @@
  * or more, so a look every few polls is on time */
 #define TIMER_EVERY 8 /* polls */
 #define PERF_EVENT_WAIT_NS (10 * OP_NS_PER_MS)
+#define RC_REMOTE_ACCESS (OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 {
@@ -196,7 +197,7 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
     op_rng_seed(&rng, seed);
     q->psn = (uint32_t)(op_rng_next(&rng) & 0xffffffu);
     unsigned access = OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0);
+                      (c->type == OP_RDMA_QPT_RC ? RC_REMOTE_ACCESS : 0);
     if (op_rdma_reg_mr(ep->dev, q->buf, 2 * ep->bufsize, access, &q->mr) != OP_OK)
         return OP_ERR_NOMEM;
     return op_rdma_qp_create(ep->dev, &ia, &q->qp);
@@ -262,8 +263,7 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
     for (uint32_t i = 0; i < ep->nqp; i++) {
         struct perf_qp *q = &ep->qps[i];
         struct op_rdma_qp_attr a = {
-            .access = OP_RDMA_ACCESS_REMOTE_WRITE |
-                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0),
+            .access = OP_RDMA_ACCESS_REMOTE_WRITE | (c->type == OP_RDMA_QPT_RC ? RC_REMOTE_ACCESS : 0),
             .qkey = PERF_QKEY,
             .path_mtu = ep->mtu,
             .dest_qpn = q->peer.qpn,
@@ -275,7 +275,7 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
             .timeout = c->qp_timeout,
             .retry_cnt = c->retry_cnt,
             .rnr_retry = 7,
-            .max_rd_atomic = c->verb == OP_PERF_READ ? (uint8_t)c->out_reads : 0,
+            .max_rd_atomic = perf_client_only(c) ? (uint8_t)c->out_reads : 0,
         };
         if (op_rdma_qp_modify(q->qp, OP_RDMA_QPS_INIT, &a) != OP_OK ||
             op_rdma_qp_modify(q->qp, OP_RDMA_QPS_RTR, &a) != OP_OK ||

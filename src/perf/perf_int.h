@@ -151,6 +151,10 @@ struct perf_run {
     double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
     uint64_t gpu_launches;
     char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
+    struct {            /* ib_atomic_*: results checked, and the first wrong one */
+        uint64_t checked, bad, bad_k, bad_val;
+        uint32_t bad_qp;
+    } atomic;
 };
 
 /* Wait for the peer's line starting with tag while keeping the engine
@@ -172,6 +176,17 @@ uint32_t perf_gpu_slots(const struct op_perf_config *c, uint64_t bufsize, uint64
 op_status_t perf_gpu_open(struct perf_run *r);
 void perf_gpu_close(struct perf_run *r);
 op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
+/* ib_atomic_* (atomic.c): the k-th atomic of q; zero counters and results
+ * before a run; check results [from, to) of q; the verdict into r->check. */
+void perf_atomic_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t k,
+                    struct op_rdma_sge *sge, struct op_rdma_send_wr *wr);
+void perf_atomic_reset(struct perf_run *r);
+void perf_atomic_check(struct perf_run *r, const struct perf_qp *q, uint64_t from, uint64_t to);
+void perf_atomic_verdict(struct perf_run *r, bool sent, bool served, uint64_t expect);
+static inline bool perf_client_only(const struct op_perf_config *c)
+{
+    return c->verb == OP_PERF_READ || c->verb == OP_PERF_ATOMIC; /* the server only serves */
+}
 /* The receiving side's verdict on the bytes that arrived (see run.c). */
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages);
 

@@ -14,7 +14,9 @@
 
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
 {
-    *p = (struct perf_params){.verb = (int)c->verb, .test = (int)c->test, .size = c->size,
+    /* CMP_AND_SWAP counts as a verb of its own: both sides run the same -A */
+    int verb = (int)c->verb + (c->verb == OP_PERF_ATOMIC && c->cmp_swap);
+    *p = (struct perf_params){.verb = verb, .test = (int)c->test, .size = c->size,
                               .all = c->all, .iters = c->iters, .duration_s = c->duration_s,
                               .qps = c->qps, .type = (int)c->type,
                               .mtu = c->mtu ? c->mtu : 4096, .bidir = c->bidirectional,
@@ -44,7 +46,9 @@ op_status_t perf_parse_params(const char *text, struct perf_params *p)
 const char *perf_params_mismatch(const struct perf_params *a, const struct perf_params *b)
 {
     bool timed = a->duration_s != 0;
-    return a->verb != b->verb || a->test != b->test ? "the test (tool name)"
+    bool atomics = a->verb >= OP_PERF_ATOMIC && b->verb >= OP_PERF_ATOMIC;
+    return atomics && a->verb != b->verb            ? "-A (--atomic_type)"
+           : a->verb != b->verb || a->test != b->test ? "the test (tool name)"
            : a->all != b->all                       ? "-a (--all)"
            : a->size != b->size && !a->all          ? "-s (--size)"
            : a->duration_s != b->duration_s         ? "-D (--duration)"

@@ -228,7 +228,8 @@ static op_status_t exchange_qps(struct perf_run *r)
 static void print_addresses(struct perf_run *r)
 {
     const struct perf_ep *ep = &r->ep;
-    bool write = r->cfg->verb == OP_PERF_WRITE;
+    /* atomics aim at the counter at the start of the target half */
+    bool write = r->cfg->verb == OP_PERF_WRITE || r->cfg->verb == OP_PERF_ATOMIC;
     for (uint32_t i = 0; i < ep->nqp; i++) {
         const struct perf_qp *q = &ep->qps[i];
         /* the address a peer aims at: our target half for WRITE, source for READ */
@@ -299,8 +300,9 @@ static const unsigned shown_xdp[] = {
 
 /* The report's tail, names and values side by side for op_counters_print. */
 struct perf_counters {
-    const char *names[N_SHOWN + 3 + N_XDP]; /* + loss_injected, captured, gpu_touch_passes */
-    uint64_t vals[N_SHOWN + 3 + N_XDP];
+    /* + loss_injected, captured, gpu_touch_passes, the two atomic ones */
+    const char *names[N_SHOWN + 5 + N_XDP];
+    uint64_t vals[N_SHOWN + 5 + N_XDP];
     int n;
 };
 
@@ -318,6 +320,9 @@ static void collect_counters(const struct perf_run *r, struct perf_counters *out
     for (size_t i = 0; i < N_SHOWN; i++)
         add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
     add_counter(out, "loss_injected", lossed);
+    for (unsigned k = OP_RDMA_QP_C_atomics_executed;
+         r->cfg->verb == OP_PERF_ATOMIC && k <= OP_RDMA_QP_C_atomic_replays; k++)
+        add_counter(out, op_rdma_qp_counter_name(k), sums[k]);
     if (r->cfg->gpu.touch != OP_PERF_TOUCH_NONE)
         add_counter(out, "gpu_touch_passes", r->ep.touch_passes);
     if (r->cfg->pcap != NULL)
@@ -446,6 +451,8 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
     op_status_t st = agree(r);
     if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
         max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
+    if (c->verb == OP_PERF_ATOMIC) /* a result slot per atomic in flight */
+        max_size = OP_PERF_ATOMIC_SIZE * OP_PERF_ATOMIC_SLOTS;
     if (st == OP_OK)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
