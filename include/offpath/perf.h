@@ -29,6 +29,7 @@ enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_
 #define OP_PERF_ALL_MAX_LOG2 23 /* -a: 2^1 .. 2^23 bytes */
 #define OP_PERF_MAX_QPS 16384
 #define OP_PERF_NO_PEAK_ITERS 20000 /* above this, peak is not computed (perftest) */
+#define OP_PERF_INFINITE_ROW_S 5    /* --run_infinitely without -D: perftest's interval */
 #define OP_PERF_ATOMIC_SIZE 8       /* ib_atomic_*: the only message size */
 #define OP_PERF_ATOMIC_SLOTS 4096   /* each atomic's result has its own slot: -t at most this */
 
@@ -43,6 +44,7 @@ struct op_perf_config {
     uint64_t iters;       /* -n */
     uint32_t duration_s;  /* -D; 0: iteration mode */
     uint32_t margin_s;    /* -f; with -D (default duration / 4) */
+    bool run_infinitely;  /* --run_infinitely: a row every -D seconds (default 5) until SIGINT */
     uint32_t qps;         /* -q */
     uint32_t tx_depth;    /* -t */
     uint32_t rx_depth;    /* -r */

@@ -16,7 +16,7 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_INFINITE };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -34,7 +34,8 @@ static const struct option options[] = {
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
-    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'}, {0, 0, 0, 0}};
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'},
+    {"run_infinitely", 0, 0, O_INFINITE}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -62,6 +63,7 @@ static void help(const struct perf_cli *p)
                "  -b, --bidirectional        traffic both ways\n"
                "  -Q, --cq-mod=<n>           signal one completion every n (default 100)\n"
                "  -N, --noPeak               do not compute the peak bandwidth\n"
+               "      --run_infinitely       a row every -D seconds (default 5) until SIGINT\n"
                "      --report_gbits         Gb/s instead of MiB/s\n"
                "      --output=bandwidth|message_rate  print only that figure\n",
                OP_PERF_MAX_QPS);
@@ -254,6 +256,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_OUT_JSON_FILE: c->json = true; c->json_file = val; return true;
     case O_NO_PROGRESS: c->progress = false; return true;
     case O_XDP: c->xdp = true; return true;
+    case O_INFINITE: c->run_infinitely = true; return true;
     case O_PCAP: p->pcap = val; return true;
     case 'A': {
         static const char *const atomics[] = {"FETCH_AND_ADD", "CMP_AND_SWAP"};

@@ -134,12 +134,28 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
     return OP_OK;
 }
 
+/* --run_infinitely: -D is the row interval; a BW test one way, no -a, no
+ * margin (every interval counts). */
+static op_status_t check_infinite(struct op_perf_config *c, char *why, size_t len)
+{
+    if (c->test != OP_PERF_BW || c->bidirectional || c->all || c->gpu.threads)
+        return perf_refuse(why, len, "--run_infinitely: for one-way bandwidth tests (not with "
+                                     "latency tests, -b or -a)");
+    if (c->margin_s != 0)
+        return perf_refuse(why, len, "-f (--margin) with --run_infinitely: every interval counts");
+    if (c->duration_s == 0)
+        c->duration_s = OP_PERF_INFINITE_ROW_S;
+    return OP_OK;
+}
+
 op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len)
 {
-    op_status_t st = check_combinations(c, why, len);
+    op_status_t st = c->run_infinitely ? check_infinite(c, why, len) : OP_OK;
+    if (st == OP_OK)
+        st = check_combinations(c, why, len);
     if (st != OP_OK)
         return st;
-    if (c->duration_s && c->margin_s == 0)
+    if (c->duration_s && c->margin_s == 0 && !c->run_infinitely)
         c->margin_s = c->duration_s / 4;
     if (!c->duration_s) { /* perftest's adjustments */
         if (c->tx_depth > c->iters * (c->gpu.threads ? c->gpu.threads : 1))

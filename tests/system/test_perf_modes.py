@@ -1,0 +1,93 @@
+"""perftest's run modes beyond one client and one run: --run_infinitely
+(a row every interval until SIGINT), --use_srq, and a server that serves
+several clients. Real processes on loopback."""
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, check_ok, counters, run_server_client
+
+_port = [23800]
+LINE = "-" * 87
+BW_HEADER = (" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]"
+             "   MsgRate[Mpps]")
+
+
+def port():
+    _port[0] += 1
+    return _port[0]
+
+
+def table(out):
+    lines = out.splitlines()
+    start = lines.index(BW_HEADER)
+    rows = []
+    for l in lines[start + 1:]:
+        if l == LINE:
+            break
+        rows.append(l)
+    return rows
+
+
+def bw_row_ok(row, size):
+    f = row.split()
+    assert row == " %-7d    %-10d       %-7.2f            %-7.2f\t\t     %-7.6f" % (
+        size, int(f[1]), float(f[2]), float(f[3]), float(f[4])), row
+    return int(f[1]), float(f[3])
+
+
+@pytest.mark.parametrize("tool", ["ib_write_bw", "ib_send_bw", "ib_atomic_bw"])
+def test_run_infinitely_rows_until_sigint(tool):
+    """-D 1 --run_infinitely: a row per second on the client until SIGINT,
+    then the run ends cleanly on both sides (exit 0, data checked) with a
+    last row for the whole run."""
+    p = port()
+    size = 8 if tool == "ib_atomic_bw" else 4096
+    base = [BIN, tool, "-p", str(p), "--run_infinitely", "-D", "1"] + (
+        [] if tool == "ib_atomic_bw" else ["-s", str(size)])
+    server = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = None
+    try:
+        time.sleep(0.3)
+        client = subprocess.Popen(base + ["127.0.0.1"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        rows, lines = 0, []
+        end = time.monotonic() + 30
+        while rows < 3 and time.monotonic() < end:  # bounded: 3 rows, 30 s
+            line = client.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            rows += line.startswith(f" {size} ")
+        assert rows == 3, "".join(lines)
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=30)
+        sout, serr = server.communicate(timeout=30)
+    finally:
+        for proc in (client, server):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    out = "".join(lines) + out
+    check_ok((client.returncode, out, err), "client")
+    check_ok((server.returncode, sout, serr), "server")
+    got = table(out)
+    assert len(got) >= 4, out
+    interval = [bw_row_ok(r, size) for r in got[:-1]]
+    total_iters, _ = bw_row_ok(got[-1], size)
+    assert all(n > 0 and bw > 0 for n, bw in interval)
+    # the last row covers the whole run: at least the intervals before it
+    assert total_iters >= sum(n for n, _ in interval[:3])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ib_write_lat", "--run_infinitely"], "--run_infinitely: for one-way bandwidth tests"),
+    (["ib_write_bw", "--run_infinitely", "-b"], "--run_infinitely: for one-way"),
+    (["ib_write_bw", "--run_infinitely", "-D", "4", "-f", "1"], "-f (--margin) with --run_infinitely"),
+])
+def test_bad_mode_flags_are_named(args, needle):
+    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert needle in r.stderr, r.stderr
