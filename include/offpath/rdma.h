@@ -35,6 +35,7 @@ struct op_rdma_dev;
 struct op_rdma_mr;
 struct op_rdma_cq;
 struct op_rdma_qp;
+struct op_rdma_srq;
 
 /* ---- device */
 struct op_rdma_dev_config {
@@ -147,6 +148,19 @@ OP_API void op_rdma_cq_destroy(struct op_rdma_cq *cq);
 OP_API int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc);
 OP_API uint64_t op_rdma_cq_overruns(const struct op_rdma_cq *cq);
 
+/* ---- shared receive queues (ibv_create_srq): receives any of its QPs
+ * may take. A message takes one at its first packet and holds it to its
+ * last; a QP's error does not flush the SRQ's receives (verbs). */
+OP_API op_status_t op_rdma_srq_create(struct op_rdma_dev *dev, uint32_t max_wr,
+                                      struct op_rdma_srq **out);
+/* Its QPs must be destroyed first. */
+OP_API void op_rdma_srq_destroy(struct op_rdma_srq *srq);
+struct op_rdma_recv_wr;
+OP_API op_status_t op_rdma_post_srq_recv(struct op_rdma_srq *srq,
+                                         const struct op_rdma_recv_wr *wr);
+/* Receives posted and not yet taken by a message. */
+OP_API uint32_t op_rdma_srq_posted(const struct op_rdma_srq *srq);
+
 /* ---- queue pairs */
 enum op_rdma_qp_type { OP_RDMA_QPT_RC, OP_RDMA_QPT_UC, OP_RDMA_QPT_UD };
 enum op_rdma_qp_state {
@@ -161,7 +175,8 @@ OP_API const char *op_rdma_qp_state_str(unsigned state);
 struct op_rdma_qp_init_attr {
     enum op_rdma_qp_type type;
     struct op_rdma_cq *send_cq, *recv_cq;
-    uint32_t max_send_wr, max_recv_wr;
+    uint32_t max_send_wr, max_recv_wr; /* max_recv_wr: 0 with an SRQ */
+    struct op_rdma_srq *srq; /* receives come from it (op_rdma_post_recv refuses); NULL: own */
     uint32_t max_inline_data; /* 0..OP_RDMA_MAX_INLINE bytes an INLINE WR may carry */
     bool sq_sig_all; /* every send WR completes visibly, signaled or not */
 };

@@ -88,6 +88,7 @@ void op_rdma_dev_destroy(struct op_rdma_dev *dev)
     while (dev->n_cqs > 0) /* each destroy takes its CQ off the list */
         op_rdma_cq_destroy(dev->cqs[dev->n_cqs - 1]);
     free(dev->cqs);
+    rdma_srq_free_all(dev);
     rdma_mr_free_all(dev);
     free(dev);
 }

@@ -32,7 +32,8 @@ static op_status_t qp_slot(struct op_rdma_dev *dev, uint32_t *slot)
 static bool init_attr_ok(const struct op_rdma_qp_init_attr *a)
 {
     return a->type <= OP_RDMA_QPT_UD && a->send_cq != NULL && a->recv_cq != NULL &&
-           a->max_send_wr > 0 && a->max_recv_wr > 0 && a->max_send_wr <= (1u << 20) &&
+           a->max_send_wr > 0 && (a->max_recv_wr > 0 || a->srq != NULL) &&
+           a->max_send_wr <= (1u << 20) &&
            a->max_recv_wr <= (1u << 20) && a->max_inline_data <= OP_RDMA_MAX_INLINE;
 }
 
@@ -40,7 +41,7 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
                               struct op_rdma_qp **out)
 {
     uint32_t slot;
-    if (!init_attr_ok(attr))
+    if (!init_attr_ok(attr) || (attr->srq != NULL && attr->srq->dev != dev))
         return OP_ERR_INVAL;
     op_status_t st = qp_slot(dev, &slot);
     if (st != OP_OK)
@@ -49,21 +50,22 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
     if (qp == NULL)
         return OP_ERR_NOMEM;
     qp->req.sq = calloc(attr->max_send_wr, sizeof(*qp->req.sq));
-    qp->resp.rq = calloc(attr->max_recv_wr, sizeof(*qp->resp.rq));
+    /* with an SRQ the QP's own queue stays empty (one slot keeps it valid) */
+    qp->resp.rq.cap = attr->srq != NULL ? 1 : attr->max_recv_wr;
+    qp->resp.rq.wqe = calloc(qp->resp.rq.cap, sizeof(*qp->resp.rq.wqe));
     if (attr->max_inline_data > 0)
         qp->req.inline_mem = malloc((size_t)attr->max_send_wr * attr->max_inline_data);
-    if (qp->req.sq == NULL || qp->resp.rq == NULL ||
+    if (qp->req.sq == NULL || qp->resp.rq.wqe == NULL ||
         (attr->max_inline_data > 0 && qp->req.inline_mem == NULL)) {
         free(qp->req.sq);
         free(qp->req.inline_mem);
-        free(qp->resp.rq);
+        free(qp->resp.rq.wqe);
         free(qp);
         return OP_ERR_NOMEM;
     }
     qp->dev = dev;
     qp->init = *attr;
     qp->req.cap = attr->max_send_wr;
-    qp->resp.cap = attr->max_recv_wr;
     qp->qpn = RDMA_QPN_BASE + slot;
     qp->state = OP_RDMA_QPS_RESET;
     rdma_req_init(qp);
@@ -79,7 +81,7 @@ void op_rdma_qp_destroy(struct op_rdma_qp *qp)
     qp->dev->qps[qp->qpn - RDMA_QPN_BASE] = NULL;
     free(qp->req.sq);
     free(qp->req.inline_mem);
-    free(qp->resp.rq);
+    free(qp->resp.rq.wqe);
     free(qp);
 }
 
@@ -144,10 +146,9 @@ static op_status_t to_rts(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a
 static void to_reset(struct op_rdma_qp *qp)
 {
     qp->req.head = qp->req.cur = qp->req.tail = 0;
-    struct rdma_rwqe *rq = qp->resp.rq;
-    memset(&qp->resp, 0, sizeof(qp->resp));
+    struct rdma_rq rq = {.wqe = qp->resp.rq.wqe, .cap = qp->resp.rq.cap};
+    memset(&qp->resp, 0, sizeof(qp->resp)); /* a held receive is dropped too */
     qp->resp.rq = rq;
-    qp->resp.cap = qp->init.max_recv_wr;
     memset(&qp->attr, 0, sizeof(qp->attr));
     qp->cause[0] = '\0';
     rdma_req_init(qp);
@@ -334,9 +335,11 @@ op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma_recv_w
 {
     struct rdma_resp *s = &qp->resp;
     struct rdma_rwqe w = {.wr_id = wr->wr_id};
+    if (qp->init.srq != NULL)
+        return OP_ERR_INVAL; /* its receives go to the SRQ */
     if (qp->state == OP_RDMA_QPS_RESET)
         return OP_ERR_STATE;
-    if (s->tail - s->head >= s->cap)
+    if (s->rq.tail - s->rq.head >= s->rq.cap)
         return OP_ERR_NOSPACE;
     if (!rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, true, &w.sgl, &w.len))
         return OP_ERR_INVAL;
@@ -346,17 +349,25 @@ op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma_recv_w
         rdma_complete_recv(qp, &wc);
         return OP_OK;
     }
-    s->rq[s->tail++ % s->cap] = w;
+    rdma_rq_push(&s->rq, &w);
     return OP_OK;
 }
 
+static void flush_recv(struct op_rdma_qp *qp, uint64_t wr_id)
+{
+    const struct op_rdma_wc wc = {.wr_id = wr_id, .status = OP_RDMA_WC_WR_FLUSH_ERR,
+                                  .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
+    rdma_complete_recv(qp, &wc);
+}
+
+/* The receive a message held, and the QP's own queue; an SRQ's receives
+ * stay for its other QPs (verbs). */
 void rdma_resp_flush(struct op_rdma_qp *qp)
 {
     struct rdma_resp *s = &qp->resp;
-    for (; s->head != s->tail; s->head++) {
-        const struct op_rdma_wc wc = {.wr_id = s->rq[s->head % s->cap].wr_id,
-                                      .status = OP_RDMA_WC_WR_FLUSH_ERR,
-                                      .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
-        rdma_complete_recv(qp, &wc);
-    }
+    if (s->has_open)
+        flush_recv(qp, s->open.wr_id);
+    s->has_open = false;
+    for (; s->rq.head != s->rq.tail; s->rq.head++)
+        flush_recv(qp, s->rq.wqe[s->rq.head % s->rq.cap].wr_id);
 }

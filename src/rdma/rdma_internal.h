@@ -43,6 +43,17 @@ struct rdma_sgl {
     uint8_t n;
 };
 
+/* A queue of receives: a QP's own, or an SRQ's. */
+struct rdma_rq {
+    struct rdma_rwqe *wqe;
+    uint32_t cap, head, tail;
+};
+
+struct op_rdma_srq {
+    struct op_rdma_dev *dev;
+    struct rdma_rq q;
+};
+
 /* A send WR as the requester keeps it until it completes. */
 struct rdma_swqe {
     uint64_t wr_id;
@@ -101,8 +112,9 @@ struct rdma_atomic_result {
 
 /* The responder's side: expected PSN, the message in progress. */
 struct rdma_resp {
-    struct rdma_rwqe *rq;
-    uint32_t cap, head, tail;
+    struct rdma_rq rq;      /* unused with an SRQ */
+    struct rdma_rwqe open;  /* the receive the open message (or a refused one) took */
+    bool has_open;
     uint32_t epsn, msn;
     bool nak_sent;        /* one sequence NAK per gap */
     uint8_t in_msg;       /* 0, or RDMA_H_SEND / RDMA_H_WRITE: a message is open */
@@ -137,6 +149,8 @@ struct op_rdma_dev {
     uint32_t n_qps;
     struct op_rdma_cq **cqs;
     uint32_t n_cqs;
+    struct op_rdma_srq **srqs;
+    uint32_t n_srqs;
     uint64_t c[OP_RDMA_DEV_C_COUNT_];
     uint64_t last_response_at; /* any QP's last ACK or READ response (probe.c) */
 };
@@ -223,6 +237,13 @@ bool rdma_sgl_load(struct op_rdma_dev *dev, const struct op_rdma_sge *sg, int n,
 struct op_rdma_mr *rdma_rkey_check(struct op_rdma_qp *qp, uint32_t rkey, uint64_t va,
                                    uint32_t len, unsigned access, char *cause, size_t cap);
 void rdma_mr_free_all(struct op_rdma_dev *dev);
+
+/* srq.c: the receive a message lands in, from the QP's queue or its SRQ,
+ * held from its first packet to its last; NULL if none is posted. */
+struct rdma_rwqe *rdma_recv_take(struct op_rdma_qp *qp);
+bool rdma_recv_ready(const struct op_rdma_qp *qp);
+void rdma_rq_push(struct rdma_rq *q, const struct rdma_rwqe *w);
+void rdma_srq_free_all(struct op_rdma_dev *dev);
 
 /* cq (dev.c) */
 void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc);
