@@ -47,7 +47,8 @@ struct op_perf_config {
     bool run_infinitely;  /* --run_infinitely: a row every -D seconds (default 5) until SIGINT */
     uint32_t qps;         /* -q */
     uint32_t tx_depth;    /* -t */
-    uint32_t rx_depth;    /* -r */
+    uint32_t rx_depth;    /* -r (with --use_srq: the SRQ's receives, for every QP) */
+    bool use_srq;         /* --use_srq: send tests' receives from one shared receive queue */
     uint32_t cq_mod;      /* -Q */
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */

@@ -16,7 +16,7 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_INFINITE };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_INFINITE, O_SRQ };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -35,7 +35,7 @@ static const struct option options[] = {
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
     {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'},
-    {"run_infinitely", 0, 0, O_INFINITE}, {0, 0, 0, 0}};
+    {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -73,6 +73,8 @@ static void help(const struct perf_cli *p)
         printf("  -A, --atomic_type=<type>   FETCH_AND_ADD (default) or CMP_AND_SWAP; 8 bytes each\n");
     printf("  -t, --tx-depth=<dep>       send queue depth, 1..15000 (default %u)\n"
            "  -r, --rx-depth=<dep>       receive queue depth (send tests), 1..15000 (default 512)\n"
+           "      --use_srq              send tests: every QP's receives from one shared\n"
+           "                             receive queue of -r receives\n"
            "  -m, --mtu=<mtu>            256, 512, 1024, 2048 or 4096 (default 4096)\n"
            "  -I, --inline_size=<size>   messages up to size bytes are posted INLINE (copied\n"
            "                             at post), 0..912 (default 0; READ: always 0)\n"
@@ -257,6 +259,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_NO_PROGRESS: c->progress = false; return true;
     case O_XDP: c->xdp = true; return true;
     case O_INFINITE: c->run_infinitely = true; return true;
+    case O_SRQ: c->use_srq = true; return true;
     case O_PCAP: p->pcap = val; return true;
     case 'A': {
         static const char *const atomics[] = {"FETCH_AND_ADD", "CMP_AND_SWAP"};

@@ -110,7 +110,7 @@ static op_status_t poll_receives(struct bw_state *s, uint64_t now)
         for (int i = 0; i < n; i++) {
             if (wc[i].status != OP_RDMA_WC_SUCCESS)
                 return perf_wc_error(s->r, &wc[i]);
-            uint32_t qi = (uint32_t)(wc[i].wr_id >> PERF_QP_SHIFT);
+            uint32_t qi = perf_ep_recv_qp(ep, &wc[i]);
             struct perf_qp *q = &ep->qps[qi];
             q->recvs_out--;
             q->received++;
@@ -383,8 +383,11 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
         perf_atomic_verdict(r, s.i_send, s.peer_sends, c->duration_s ? 0 : c->iters);
     else if (landed_here)
         perf_check_data(r, size, messages);
+    uint64_t fewest = UINT64_MAX; /* with an SRQ every QP must still get all of its own */
+    for (uint32_t i = 0; i < r->ep.nqp; i++)
+        fewest = r->ep.qps[i].received < fewest ? r->ep.qps[i].received : fewest;
     if (s.i_receive && c->type == OP_RDMA_QPT_RC && !c->duration_s &&
-        s.total_received != c->iters * r->ep.nqp) {
+        (s.total_received != c->iters * r->ep.nqp || fewest != c->iters)) {
         snprintf(r->check, sizeof r->check,
                  "failed: %" PRIu64 " messages received, %" PRIu64 " sent", s.total_received,
                  c->iters * r->ep.nqp);

@@ -57,6 +57,7 @@ struct perf_ep {
     const struct op_io *base_io;
     struct op_rdma_dev *dev;
     struct op_rdma_cq *scq, *rcq;
+    struct op_rdma_srq *srq; /* --use_srq: every QP's receives, into QP 0's target half */
     struct perf_qp *qps;
     uint32_t nqp;
     size_t bufsize; /* the largest message of the run (+ a GRH for UD) */
@@ -101,8 +102,11 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now);
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */
 void perf_ep_answer_first(struct perf_ep *ep, int acks);
-/* Keep depth receives posted on QP qi, each taking a whole target half. */
+/* Keep depth receives posted on QP qi, each taking a whole target half
+ * (--use_srq: depth on the SRQ, all into QP 0's target half). */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
+/* The QP a receive completion belongs to (its index). */
+uint32_t perf_ep_recv_qp(const struct perf_ep *ep, const struct op_rdma_wc *wc);
 /* The message WR of the test's verb from q's buffers to its peer's. */
 void perf_ep_send_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t size,
                      struct op_rdma_sge *sge, struct op_rdma_send_wr *wr);

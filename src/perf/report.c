@@ -55,7 +55,8 @@ void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg, const struc
     fprintf(f, "                    %s\n", op_perf_title(cfg));
     fprintf(f, " Dual-port       : OFF\t\tDevice         : %s\n", b->device);
     fprintf(f, " Number of qps   : %u\t\tTransport type : IB\n", cfg->qps);
-    fprintf(f, " Connection type : %s\t\tUsing SRQ      : OFF\n", type_names[cfg->type]);
+    fprintf(f, " Connection type : %s\t\tUsing SRQ      : %s\n", type_names[cfg->type],
+            cfg->use_srq ? "ON" : "OFF");
     if (sends_here(cfg, b->is_server))
         fprintf(f, " TX depth        : %u\n", cfg->tx_depth);
     if (cfg->verb == OP_PERF_SEND && (b->is_server || cfg->bidirectional))
@@ -122,8 +123,8 @@ static void json_test_info(FILE *f, const struct op_perf_config *cfg,
     fprintf(f, "  \"test\": \"%s\",\n", op_perf_title(cfg));
     fprintf(f, "  \"Dual-port\": \"OFF\",\n  \"Device\": \"%s\",\n", b->device);
     fprintf(f, "  \"Number of qps\": %u,\n  \"Transport type\": \"IB\",\n", cfg->qps);
-    fprintf(f, "  \"Connection type\": \"%s\",\n  \"Using SRQ\": \"OFF\",\n",
-            type_names[cfg->type]);
+    fprintf(f, "  \"Connection type\": \"%s\",\n  \"Using SRQ\": \"%s\",\n",
+            type_names[cfg->type], cfg->use_srq ? "ON" : "OFF");
     if (sends_here(cfg, b->is_server))
         fprintf(f, "  \"TX depth\": %u,\n", cfg->tx_depth);
     if (cfg->verb == OP_PERF_SEND && (b->is_server || cfg->bidirectional))

@@ -91,3 +91,39 @@ def test_bad_mode_flags_are_named(args, needle):
     r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert needle in r.stderr, r.stderr
+
+
+def run_pair(tool, args, client_args=None, timeout=180):
+    server = [BIN, tool, "-p", port(), *args]
+    return run_server_client(server, server + list(client_args or []) + ["127.0.0.1"],
+                             timeout=timeout)
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("ib_send_bw", ["-q", 4, "-n", 1000, "-s", 8192]),
+    ("ib_send_bw", ["-q", 3, "-n", 300, "-s", 65536, "-r", 64, "--loss", 0.05, "-u", 8]),
+    ("ib_send_bw", ["-c", "UD", "-q", 2, "-n", 500, "-s", 1024]),
+    ("ib_send_lat", ["-n", 500]),
+])
+def test_use_srq(tool, args):
+    """--use_srq: the receiving side's QPs take their receives from one SRQ
+    (-r of them for all); every QP still gets each of its messages whole
+    (the server checks the count per QP and the bytes)."""
+    server, client = run_pair(tool, ["--use_srq", *args])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert " Connection type : %s\t\tUsing SRQ      : ON\n" % (
+            "UD" if "UD" in args else "RC") in side[1]
+    if tool == "ib_send_bw":
+        n = args[args.index("-n") + 1]
+        f = table(server[1])[0].split()
+        assert int(f[1]) == n and float(f[3]) > 0
+    if "--loss" in args:
+        assert counters(server[1])["loss_injected"] + counters(client[1])["loss_injected"] > 0
+
+
+def test_use_srq_refused_off_send():
+    r = subprocess.run([BIN, "ib_write_bw", "--use_srq"], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2 and "--use_srq is for send tests" in r.stderr, r.stderr
