@@ -16,7 +16,8 @@ struct perf_cli {
 
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
-       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_INFINITE, O_SRQ };
+       O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_INFINITE, O_SRQ,
+       O_CLIENTS };
 
 static const struct option options[] = {
     {"port", 1, 0, 'p'}, {"ib-dev", 1, 0, 'd'}, {"ib-port", 1, 0, 'i'}, {"size", 1, 0, 's'},
@@ -35,7 +36,8 @@ static const struct option options[] = {
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
     {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'},
-    {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ}, {0, 0, 0, 0}};
+    {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ},
+    {"clients", 1, 0, O_CLIENTS}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -107,6 +109,8 @@ static void help(const struct perf_cli *p)
            "      --gpu_touch=once|infinite  with --use_opencl: the device reads every\n"
            "                             buffer before the test, or pass after pass during it\n"
            "%s"
+           "      --clients=<n>          (server) serve n clients at once, each with its own\n"
+           "                             QPs; each one's report, then their sum (default 1)\n"
            "  -V, --version              version\n"
            "  -h, --help                 this text\n",
            c->tx_depth,
@@ -189,6 +193,7 @@ static bool set_numeric(struct perf_cli *p, int opt, const char *val)
     case 'o': return set_u32(p, "-o (--outs)", val, 1, 255, &c->out_reads);
     case O_TCLASS: if (!set_u32(p, "--tclass", val, 0, 255, &v)) return false; c->tclass = (int)v; return true;
     case O_LOSS_SEED: return cli_u64(p->tool, "--loss_seed", val, 0, UINT64_MAX, &c->loss_seed);
+    case O_CLIENTS: return set_u32(p, "--clients", val, 1, 64, &c->clients);
     case O_RETRY: if (!set_u32(p, "--retry_count", val, 0, 7, &v)) return false; c->retry_cnt = (uint8_t)v; return true;
     default:
         cli_bad(p->tool, "unknown option (see --help)");

@@ -108,6 +108,11 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
     if (c->out_reads != 0 && c->verb != OP_PERF_READ && c->verb != OP_PERF_ATOMIC)
         return perf_refuse(why, len, "-o (--outs) is for RDMA READ and atomic tests");
+    if (c->clients > 1 && c->server != NULL)
+        return perf_refuse(why, len, "--clients is the server's (each client names the server)");
+    if (c->clients > 1 && (c->pcap || c->xdp || c->json || c->gpu.threads || c->gpu.use_opencl))
+        return perf_refuse(why, len, "--clients with --pcap, --xdp, --out_json or a GPU: one "
+                                     "client at a time");
     if (c->use_srq && c->verb != OP_PERF_SEND)
         return perf_refuse(why, len, "--use_srq is for send tests (ib_send_bw, ib_send_lat)");
     if (c->cmp_swap && c->verb != OP_PERF_ATOMIC)

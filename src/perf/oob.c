@@ -23,7 +23,7 @@ static void oob_init(struct perf_oob *o, int fd)
     o->fd = fd;
 }
 
-op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len)
+op_status_t perf_oob_listen(uint16_t port, int backlog, int *lfd_out, char *why, size_t len)
 {
     int one = 1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
@@ -32,18 +32,33 @@ op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t
     if (lfd < 0)
         return perf_refuse(why, len, "socket: %s", strerror(errno));
     (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 1) != 0) {
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, backlog) != 0) {
         int e = errno;
         close(lfd);
         return perf_refuse(why, len, "cannot listen on TCP port %u (-p): %s", port, strerror(e));
     }
+    *lfd_out = lfd;
+    return OP_OK;
+}
+
+op_status_t perf_oob_accept_on(int lfd, struct perf_oob *o, char *why, size_t len)
+{
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    int e = errno;
-    close(lfd);
     if (fd < 0)
-        return perf_refuse(why, len, "accept on TCP port %u: %s", port, strerror(e));
+        return perf_refuse(why, len, "accept on the side channel: %s", strerror(errno));
     oob_init(o, fd);
     return OP_OK;
+}
+
+op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len)
+{
+    int lfd = -1;
+    op_status_t st = perf_oob_listen(port, 1, &lfd, why, len);
+    if (st == OP_OK)
+        st = perf_oob_accept_on(lfd, o, why, len);
+    if (lfd >= 0)
+        close(lfd);
+    return st;
 }
 
 static int try_connect(const struct addrinfo *ai)

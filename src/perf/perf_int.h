@@ -24,6 +24,9 @@ struct perf_oob {
     char buf[4096];
 };
 op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len);
+/* The two halves of perf_oob_accept, for a server of several clients. */
+op_status_t perf_oob_listen(uint16_t port, int backlog, int *lfd, char *why, size_t len);
+op_status_t perf_oob_accept_on(int lfd, struct perf_oob *o, char *why, size_t len);
 op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o, char *why,
                              size_t len);
 void perf_oob_close(struct perf_oob *o);
@@ -155,11 +158,20 @@ struct perf_run {
     double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
     uint64_t gpu_launches;
     char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
+    struct op_perf_bw_result last_bw; /* the last size's (--clients adds them up) */
+    bool have_result;
     struct {            /* ib_atomic_*: results checked, and the first wrong one */
         uint64_t checked, bad, bad_k, bad_val;
         uint32_t bad_qp;
     } atomic;
 };
+
+/* One side's whole run (r->oob already connected, or not yet: -1); the exit
+ * status. A server of several clients runs one per client, each in its
+ * own thread with its own device and socket (multi.c). */
+int perf_run_side(struct perf_run *r);
+int perf_run_clients(const struct op_perf_config *cfg);
+void perf_print_waiting(FILE *out);
 
 /* Wait for the peer's line starting with tag while keeping the engine
  * moving; the rest of the line goes to rest. */

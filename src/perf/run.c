@@ -421,15 +421,19 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
     return fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
 }
 
+void perf_print_waiting(FILE *out)
+{
+    fprintf(out, "\n************************************\n"
+                 "* Waiting for client to connect... *\n"
+                 "************************************\n");
+    fflush(out);
+}
+
 static op_status_t meet_peer(struct perf_run *r)
 {
     const struct op_perf_config *c = r->cfg;
-    if (r->is_server && c->output == OP_PERF_OUT_FULL) {
-        fprintf(r->out, "\n************************************\n"
-                        "* Waiting for client to connect... *\n"
-                        "************************************\n");
-        fflush(r->out);
-    }
+    if (r->is_server && c->output == OP_PERF_OUT_FULL)
+        perf_print_waiting(r->out);
     return r->is_server ? perf_oob_accept(c->tcp_port, &r->oob, r->why, sizeof r->why)
                         : perf_oob_connect(c->server, c->tcp_port, &r->oob, r->why,
                                            sizeof r->why);
@@ -487,7 +491,8 @@ static op_status_t run_all(struct perf_run *r)
     struct results *res = calloc(1, sizeof(*res));
     if (res == NULL)
         return OP_ERR_NOMEM;
-    op_status_t st = meet_peer(r);
+    /* a server of several clients accepted this one already (multi.c) */
+    op_status_t st = r->oob.fd >= 0 ? OP_OK : meet_peer(r);
     if (st == OP_OK)
         st = setup(r, sizes[n - 1], &b, devname, sizeof devname);
     if (st == OP_OK && c->type == OP_RDMA_QPT_UD) {
@@ -500,6 +505,10 @@ static op_status_t run_all(struct perf_run *r)
         op_perf_print_header(r->out, c);
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
+    if (st == OP_OK && res->n > 0) {
+        r->last_bw = res->bw[res->n - 1];
+        r->have_result = true;
+    }
     if (st == OP_OK) {
         struct perf_counters pc;
         collect_counters(r, &pc);
@@ -514,28 +523,35 @@ static op_status_t run_all(struct perf_run *r)
     return st;
 }
 
-int op_perf_run(const struct op_perf_config *cfg)
+int perf_run_side(struct perf_run *r)
 {
-    struct perf_run r = {.cfg = cfg, .is_server = cfg->server == NULL,
-                         .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
-    r.started_ns = op_now_ns();
-    op_status_t st = run_all(&r);
-    if (st != OP_OK && r.oob.fd >= 0) {
-        char one_line[sizeof r.why];
-        snprintf(one_line, sizeof one_line, "%s", r.why);
+    r->started_ns = op_now_ns();
+    op_status_t st = run_all(r);
+    if (st != OP_OK && r->oob.fd >= 0) {
+        char one_line[sizeof r->why];
+        snprintf(one_line, sizeof one_line, "%s", r->why);
         for (char *p = one_line; (p = strchr(p, '\n')) != NULL;)
             *p = ' ';
-        (void)perf_oob_send(&r.oob, "FAIL %.200s", one_line);
+        (void)perf_oob_send(&r->oob, "FAIL %.200s", one_line);
     }
-    fflush(r.out);
+    fflush(r->out);
     if (st != OP_OK)
-        fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));
-    perf_oob_close(&r.oob);
-    perf_gpu_close(&r);
-    perf_ep_close(&r.ep);
-    free(r.posted);
-    free(r.completed);
+        fprintf(stderr, " %s\n", r->why[0] ? r->why : op_status_str(st));
+    perf_oob_close(&r->oob);
+    perf_gpu_close(r);
+    perf_ep_close(&r->ep);
+    free(r->posted);
+    free(r->completed);
     if (st != OP_OK)
         return 1;
-    return r.check_failed ? 1 : 0;
+    return r->check_failed ? 1 : 0;
+}
+
+int op_perf_run(const struct op_perf_config *cfg)
+{
+    if (cfg->server == NULL && cfg->clients > 1)
+        return perf_run_clients(cfg);
+    struct perf_run r = {.cfg = cfg, .is_server = cfg->server == NULL,
+                         .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
+    return perf_run_side(&r);
 }

@@ -127,3 +127,58 @@ def test_use_srq_refused_off_send():
     r = subprocess.run([BIN, "ib_write_bw", "--use_srq"], capture_output=True, text=True,
                        timeout=10)
     assert r.returncode == 2 and "--use_srq is for send tests" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("tool,args", [("ib_write_bw", ["-n", 1000, "-s", 16384, "-q", 2]),
+                                       ("ib_send_bw", ["-n", 500, "-s", 4096, "--use_srq"]),
+                                       ("ib_atomic_bw", ["-n", 1000]),
+                                       ("ib_read_lat", ["-n", 300])])
+def test_server_of_several_clients(tool, args):
+    """--clients 3: one server process serves three client processes at the
+    same time, each with its own QPs; it prints each one's report, in the
+    order they connected, and (BW) what they add up to."""
+    p = port()
+    n = 3
+    server = subprocess.Popen([BIN, tool, "-p", str(p), "--clients", str(n), *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients = []
+    try:
+        for _ in range(n):
+            clients.append(subprocess.Popen([BIN, tool, "-p", str(p), *map(str, args),
+                                             "127.0.0.1"], stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True))
+        results = [c.communicate(timeout=180) for c in clients]
+        sout, serr = server.communicate(timeout=60)
+    finally:
+        for proc in clients + [server]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    for c, (out, err) in zip(clients, results):
+        check_ok((c.returncode, out, err), "client")
+    assert server.returncode == 0, serr
+    parts = sout.split(" offpath: client ")[1:]
+    assert [x.split("\n", 1)[0] for x in parts] == [f"{i} of {n}" for i in range(1, n + 1)]
+    for part in parts:
+        assert " offpath: data check ok" in part, part
+    if tool.endswith("_bw"):
+        rows = [table(part)[0].split() for part in parts]
+        total = sum(float(r[3]) for r in rows)
+        line = next(l for l in sout.splitlines() if "clients together" in l)
+        assert line.startswith(f" offpath: {n} clients together: BW average ")
+        assert float(line.split("BW average ")[1].split()[0]) == pytest.approx(total, abs=0.02)
+        # each client's own row is among the server's (the server shows the
+        # client's figures for write and atomic, its receive side for send)
+        if tool != "ib_send_bw":
+            mine = sorted(table(out)[0] for out, _ in results)
+            assert sorted(table(part)[0] for part in parts) == mine
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ib_write_bw", "--clients", "2", "127.0.0.1"], "--clients is the server's"),
+    (["ib_write_bw", "--clients", "2", "--out_json"], "--clients with --pcap, --xdp, --out_json"),
+    (["ib_write_bw", "--clients", "65"], "--clients"),
+])
+def test_bad_clients_flags(args, needle):
+    r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
