@@ -6,6 +6,7 @@
 
 #include "offpath/rdma.h"
 #include "offpath/wire_atomic.h"
+#include "offpath/wire_cm.h"
 
 #define RDMA_PSN_MASK 0xffffffu
 #define RDMA_PKEY 0xffffu
@@ -153,6 +154,7 @@ struct op_rdma_dev {
     uint32_t n_srqs;
     uint64_t c[OP_RDMA_DEV_C_COUNT_];
     uint64_t last_response_at; /* any QP's last ACK or READ response (probe.c) */
+    struct op_rdma_cm *cm;     /* takes what comes to QP 1; NULL: such packets are dropped */
 };
 
 /* A parsed packet: headers in host order, payload as a view. */
@@ -244,6 +246,12 @@ struct rdma_rwqe *rdma_recv_take(struct op_rdma_qp *qp);
 bool rdma_recv_ready(const struct op_rdma_qp *qp);
 void rdma_rq_push(struct rdma_rq *q, const struct rdma_rwqe *w);
 void rdma_srq_free_all(struct op_rdma_dev *dev);
+
+/* cm.c: what the device hands its CM */
+void rdma_cm_input(struct op_rdma_cm *cm, const struct op_pkt *pkt, uint64_t now,
+                   struct op_txq *out);
+void rdma_cm_timer(struct op_rdma_cm *cm, uint64_t now, struct op_txq *out);
+uint64_t rdma_cm_deadline(const struct op_rdma_cm *cm);
 
 /* cq (dev.c) */
 void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc);
