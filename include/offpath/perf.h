@@ -50,6 +50,7 @@ struct op_perf_config {
     uint32_t rx_depth;    /* -r (with --use_srq: the SRQ's receives, for every QP) */
     bool use_srq;         /* --use_srq: send tests' receives from one shared receive queue */
     uint32_t clients;     /* --clients: a server runs this many clients at once (0, 1: one) */
+    bool rdma_cm;         /* -R: QPs connected by CM REQ/REP/RTU on UDP 4791, not TCP lines */
     uint32_t cq_mod;      /* -Q */
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */

@@ -356,6 +356,8 @@ struct op_rdma_cm_config {
 OP_API op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_config *cfg,
                                      struct op_rdma_cm **out);
 OP_API void op_rdma_cm_destroy(struct op_rdma_cm *cm);
+/* The device's CM; NULL if none. */
+OP_API const struct op_rdma_cm *op_rdma_dev_cm(const struct op_rdma_dev *dev);
 /* Active: connection i sends its REQ to the peer's CM. */
 OP_API op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
                                       const struct op_rdma_cm_side *mine, uint32_t peer_ip,

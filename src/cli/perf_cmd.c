@@ -37,7 +37,7 @@ static const struct option options[] = {
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
     {"cpu_writes", 1, 0, O_CPU_WRITES}, {"atomic_type", 1, 0, 'A'},
     {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ},
-    {"clients", 1, 0, O_CLIENTS}, {0, 0, 0, 0}};
+    {"clients", 1, 0, O_CLIENTS}, {"rdma_cm", 0, 0, 'R'}, {0, 0, 0, 0}};
 
 static void help(const struct perf_cli *p)
 {
@@ -85,6 +85,8 @@ static void help(const struct perf_cli *p)
            "  -o, --outs=<num>           READs in flight per QP, 1..255 (read tests;\n"
            "                             default 16)\n"
            "  -c, --connection=<type>    RC, UC or UD (default RC)\n"
+           "  -R, --rdma_cm              connect the QPs with CM REQ/REP/RTU on UDP 4791\n"
+           "                             (the server's address must own that port)\n"
            "  -u, --qp-timeout=<n>       4.096 us * 2^n per try, 0..31 (default 14)\n"
            "      --retry_count=<n>      retries before RETRY_EXC_ERR, 0..7 (7 = forever,\n"
            "                             the default)\n"
@@ -257,6 +259,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case 'F': return true;
     case 'b': c->bidirectional = true; return true;
     case 'e': c->use_event = true; return true;
+    case 'R': c->rdma_cm = true; return true;
     case 'N': c->no_peak = true; return true;
     case O_REPORT_GBITS: c->report_gbits = true; return true;
     case O_OUT_JSON: c->json = true; return true;
@@ -328,7 +331,7 @@ static int parse(struct perf_cli *p, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 1;
-    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eo:A:NVh", options,
+    while ((opt = getopt_long(argc, argv, "p:d:i:s:n:aD:f:q:x:Ft:r:bm:c:u:Q:I:eo:A:RNVh", options,
                               NULL)) != -1) {
         char name[32];
         if (opt == 'h') {

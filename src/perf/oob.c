@@ -105,6 +105,26 @@ void perf_oob_close(struct perf_oob *o)
     o->fd = -1;
 }
 
+bool perf_oob_peer_failed(const struct perf_oob *o)
+{
+    char head[5];
+    if (o->len > 0)
+        return strncmp(o->buf, "FAIL ", o->len < 5 ? o->len : 5) == 0;
+    ssize_t n = recv(o->fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0)
+        return errno != EAGAIN && errno != EWOULDBLOCK;
+    return n == 0 || strncmp(head, "FAIL ", (size_t)n) == 0;
+}
+
+uint32_t perf_oob_peer_ip(const struct perf_oob *o)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getpeername(o->fd, (struct sockaddr *)&sa, &len) != 0 || sa.sin_family != AF_INET)
+        return 0;
+    return ntohl(sa.sin_addr.s_addr);
+}
+
 uint32_t perf_oob_local_ip(const struct perf_oob *o)
 {
     struct sockaddr_in sa;

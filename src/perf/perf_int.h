@@ -31,6 +31,9 @@ op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o
                              size_t len);
 void perf_oob_close(struct perf_oob *o);
 uint32_t perf_oob_local_ip(const struct perf_oob *o);
+uint32_t perf_oob_peer_ip(const struct perf_oob *o);
+/* The peer sent FAIL or closed (nothing read: the next line stays for its reader). */
+bool perf_oob_peer_failed(const struct perf_oob *o);
 op_status_t perf_oob_send(struct perf_oob *o, const char *fmt, ...) OP_PRINTF(2, 3);
 /* 1 and a line in line, 0 nothing yet, -errno when the peer is gone. */
 int perf_oob_poll_line(struct perf_oob *o, char *line, size_t cap);
@@ -126,7 +129,7 @@ static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *
 
 /* ---- the side channel's lines (proto.c): checked, whole-line parsers */
 struct perf_params { /* what both sides must agree on */
-    int verb, test, type, all, bidir;
+    int verb, test, type, all, bidir, rdma_cm;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
     unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
@@ -165,6 +168,13 @@ struct perf_run {
         uint32_t bad_qp;
     } atomic;
 };
+
+/* -R (cm.c): the server's CM listens on every QP before the client may
+ * send its REQs; the client connects; both end with every QP's peer
+ * filled in as exchange_qps would (or an error naming the CM's cause). */
+op_status_t perf_cm_listen(struct perf_run *r);
+op_status_t perf_cm_connect(struct perf_run *r);
+op_status_t perf_cm_await(struct perf_run *r);
 
 /* One side's whole run (r->oob already connected, or not yet: -1); the exit
  * status. A server of several clients runs one per client, each in its

@@ -70,8 +70,8 @@ void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg, const struc
         fprintf(f, " Outstand reads  : %u\n", b->out_reads);
     else
         fprintf(f, " Max inline data : %u[B]\n", cfg->inline_size);
-    fprintf(f, " rdma_cm QPs\t : OFF\n");
-    fprintf(f, " Data ex. method : Ethernet\n");
+    fprintf(f, " rdma_cm QPs\t : %s\n", cfg->rdma_cm ? "ON" : "OFF");
+    fprintf(f, " Data ex. method : %s\n", cfg->rdma_cm ? "rdma_cm" : "Ethernet");
     fprintf(f, OP_PERF_LINE);
 }
 
@@ -137,7 +137,8 @@ static void json_test_info(FILE *f, const struct op_perf_config *cfg,
         fprintf(f, "  \"Outstand reads\": %u,\n", b->out_reads);
     else
         fprintf(f, "  \"Max inline data\": %u,\n", cfg->inline_size);
-    fprintf(f, "  \"rdma_cm QPs\": \"OFF\",\n  \"Data ex. method\": \"Ethernet\",\n");
+    fprintf(f, "  \"rdma_cm QPs\": \"%s\",\n  \"Data ex. method\": \"%s\",\n",
+            cfg->rdma_cm ? "ON" : "OFF", cfg->rdma_cm ? "rdma_cm" : "Ethernet");
     fprintf(f, "  \"BW unit\": \"%s\"\n },\n", cfg->report_gbits ? "Gb/sec" : "MiB/sec");
 }
 

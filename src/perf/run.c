@@ -301,9 +301,9 @@ static const unsigned shown_xdp[] = {
 
 /* The report's tail, names and values side by side for op_counters_print. */
 struct perf_counters {
-    /* + loss_injected, captured, gpu_touch_passes, the two atomic ones */
-    const char *names[N_SHOWN + 5 + N_XDP];
-    uint64_t vals[N_SHOWN + 5 + N_XDP];
+    /* + loss_injected, captured, gpu_touch_passes, two atomic and two CM ones */
+    const char *names[N_SHOWN + 7 + N_XDP];
+    uint64_t vals[N_SHOWN + 7 + N_XDP];
     int n;
 };
 
@@ -321,6 +321,9 @@ static void collect_counters(const struct perf_run *r, struct perf_counters *out
     for (size_t i = 0; i < N_SHOWN; i++)
         add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
     add_counter(out, "loss_injected", lossed);
+    const struct op_rdma_cm *cm = op_rdma_dev_cm(r->ep.dev);
+    for (unsigned k = OP_RDMA_CM_C_cm_resent; cm != NULL && k <= OP_RDMA_CM_C_cm_duplicates; k++)
+        add_counter(out, op_rdma_cm_counter_name(k), op_rdma_cm_counters(cm)[k]);
     for (unsigned k = OP_RDMA_QP_C_atomics_executed;
          r->cfg->verb == OP_PERF_ATOMIC && k <= OP_RDMA_QP_C_atomic_replays; k++)
         add_counter(out, op_rdma_qp_counter_name(k), sums[k]);
@@ -453,12 +456,21 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
         snprintf(devname, devcap, "offpath0");
     if (c->xdp && !named)
         return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
-    op_status_t st = agree(r);
     if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
         max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
     if (c->verb == OP_PERF_ATOMIC) /* a result slot per atomic in flight */
         max_size = OP_PERF_ATOMIC_SIZE * OP_PERF_ATOMIC_SLOTS;
+    /* -R: the server's CM listens on its address's port 4791 before the
+     * client (which waits for its PARAMS) opens anything or sends a REQ */
+    bool listen_first = c->rdma_cm && r->is_server;
+    op_status_t st = OP_OK;
+    if (listen_first)
+        st = perf_ep_open(&r->ep, c, ip, NULL, max_size, r->why, sizeof r->why);
+    if (st == OP_OK && listen_first)
+        st = perf_cm_listen(r);
     if (st == OP_OK)
+        st = agree(r);
+    if (st == OP_OK && !listen_first)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
     if (st == OP_OK && c->gpu.threads && !r->is_server)
@@ -473,7 +485,7 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
                                  .is_server = r->is_server};
     if (c->output == OP_PERF_OUT_FULL)
         op_perf_print_banner(r->out, c, b);
-    st = exchange_qps(r);
+    st = !c->rdma_cm ? exchange_qps(r) : r->is_server ? perf_cm_await(r) : perf_cm_connect(r);
     if (st == OP_OK)
         st = perf_ep_connect(&r->ep, r->why, sizeof r->why);
     if (st == OP_OK && c->output == OP_PERF_OUT_FULL)

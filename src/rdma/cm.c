@@ -69,6 +69,8 @@ op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_c
     return OP_OK;
 }
 
+const struct op_rdma_cm *op_rdma_dev_cm(const struct op_rdma_dev *dev) { return dev->cm; }
+
 void op_rdma_cm_destroy(struct op_rdma_cm *cm)
 {
     if (cm == NULL)
