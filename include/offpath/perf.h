@@ -168,6 +168,35 @@ struct op_perf_json {
 };
 OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,
                                const struct op_perf_json *j);
+/* ---- raw_ethernet_bw / raw_ethernet_lat (raweth.c): UDP/IPv4 frames of
+ * -s bytes straight through AF_XDP on -d's interface, no RDMA and no side
+ * channel (as perftest's raw Ethernet tools: the MACs, IPs and ports are
+ * given). BW: the client sends, the server receives and checks every
+ * payload. Latency: the server echoes each frame, the client times it. */
+#define OP_PERF_RAWETH_MIN 64      /* frame bytes: headers, a magic and a sequence number */
+#define OP_PERF_RAWETH_HDR 42      /* Ethernet + IPv4 + UDP */
+struct op_perf_raweth_config {
+    enum op_perf_test test;
+    bool server;            /* --server; else --client */
+    const char *ifname;     /* -d */
+    uint8_t src_mac[6], dst_mac[6];
+    bool have_src_mac, have_dst_mac; /* -B (checked against the interface), -E */
+    uint32_t src_ip, dst_ip;     /* -j, -J */
+    uint16_t src_port, dst_port; /* -k, -K */
+    uint32_t size;          /* -s: frame bytes without the FCS */
+    uint64_t iters;         /* -n */
+    uint32_t duration_s;    /* -D (BW) */
+    enum op_perf_output output;
+    bool report_gbits;
+    FILE *out;              /* NULL: stdout */
+    int log_level;
+};
+OP_API int op_perf_raweth_run(const struct op_perf_raweth_config *cfg);
+/* Frame seq's payload (pure): a magic, seq, then bytes that depend on both. */
+OP_API void op_perf_raweth_fill(uint8_t *payload, size_t len, uint64_t seq);
+/* Is this a payload op_perf_raweth_fill wrote? Its seq if so. */
+OP_API bool op_perf_raweth_check(const uint8_t *payload, size_t len, uint64_t *seq);
+
 #define OP_PERF_LINE                                                                               \
     "---------------------------------------------------------------------------------------\n"
 

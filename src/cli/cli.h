@@ -25,6 +25,8 @@ int cli_ib_write_lat(int argc, char **argv);
 int cli_ib_read_lat(int argc, char **argv);
 int cli_ib_atomic_bw(int argc, char **argv);
 int cli_ib_atomic_lat(int argc, char **argv);
+int cli_raw_ethernet_bw(int argc, char **argv);
+int cli_raw_ethernet_lat(int argc, char **argv);
 int cli_ib_send_lat(int argc, char **argv);
 int cli_secure_channel(int argc, char **argv);
 int cli_keygen(int argc, char **argv);

@@ -36,6 +36,8 @@ static const struct tool tools[] = {
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
     {"ib_atomic_bw", cli_ib_atomic_bw, "perftest atomic (FETCH_AND_ADD, CMP_AND_SWAP) bandwidth"},
     {"ib_atomic_lat", cli_ib_atomic_lat, "perftest atomic latency over software RoCEv2"},
+    {"raw_ethernet_bw", cli_raw_ethernet_bw, "perftest raw Ethernet bandwidth over AF_XDP"},
+    {"raw_ethernet_lat", cli_raw_ethernet_lat, "perftest raw Ethernet latency over AF_XDP"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
     {"gpunetio_write_bw", cli_gpunetio_write_bw,
      "GPU-initiated RDMA WRITE bandwidth: OpenCL work-items post, the engine executes"},
