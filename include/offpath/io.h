@@ -115,6 +115,11 @@ enum op_io_xdp_counter {
 OP_API const char *op_io_xdp_counter_name(unsigned c); /* "xdp_native"...; NULL past the list */
 /* Zero for other backends. */
 OP_API void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_]);
+/* The interface's MAC; OP_ERR_INVAL for other backends. */
+OP_API op_status_t op_io_xdp_local_mac(const struct op_io *io, uint8_t mac[6]);
+/* A neighbour's MAC as a user gives it (perftest's -E): frames to ip use it
+ * from now on, the kernel is not asked. OP_ERR_INVAL for other backends. */
+OP_API op_status_t op_io_xdp_set_neighbour(struct op_io *io, uint32_t ip, const uint8_t mac[6]);
 /* The MAC of ip (host order) on ifname in the text of /proc/net/arp, if the
  * entry is complete. Pure: tests feed it any text. */
 OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname,

@@ -21,7 +21,7 @@
 
 struct op_pcap;
 
-enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ };
+enum op_perf_verb { OP_PERF_SEND, OP_PERF_WRITE, OP_PERF_READ, OP_PERF_ATOMIC };
 enum op_perf_test { OP_PERF_BW, OP_PERF_LAT };
 enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_PERF_OUT_LAT };
 
@@ -29,6 +29,9 @@ enum op_perf_output { OP_PERF_OUT_FULL, OP_PERF_OUT_BW, OP_PERF_OUT_MSGRATE, OP_
 #define OP_PERF_ALL_MAX_LOG2 23 /* -a: 2^1 .. 2^23 bytes */
 #define OP_PERF_MAX_QPS 16384
 #define OP_PERF_NO_PEAK_ITERS 20000 /* above this, peak is not computed (perftest) */
+#define OP_PERF_INFINITE_ROW_S 5    /* --run_infinitely without -D: perftest's interval */
+#define OP_PERF_ATOMIC_SIZE 8       /* ib_atomic_*: the only message size */
+#define OP_PERF_ATOMIC_SLOTS 4096   /* each atomic's result has its own slot: -t at most this */
 
 struct op_perf_config {
     enum op_perf_verb verb;
@@ -41,13 +44,18 @@ struct op_perf_config {
     uint64_t iters;       /* -n */
     uint32_t duration_s;  /* -D; 0: iteration mode */
     uint32_t margin_s;    /* -f; with -D (default duration / 4) */
+    bool run_infinitely;  /* --run_infinitely: a row every -D seconds (default 5) until SIGINT */
     uint32_t qps;         /* -q */
     uint32_t tx_depth;    /* -t */
-    uint32_t rx_depth;    /* -r */
+    uint32_t rx_depth;    /* -r (with --use_srq: the SRQ's receives, for every QP) */
+    bool use_srq;         /* --use_srq: send tests' receives from one shared receive queue */
+    uint32_t clients;     /* --clients: a server runs this many clients at once (0, 1: one) */
+    bool rdma_cm;         /* -R: QPs connected by CM REQ/REP/RTU on UDP 4791, not TCP lines */
     uint32_t cq_mod;      /* -Q */
     uint32_t inline_size; /* -I: messages up to this size are posted INLINE (0: none) */
     bool use_event;       /* -e: sleep in poll(2) when idle instead of spinning */
-    uint32_t out_reads;   /* -o: READs in flight per QP at most (max_rd_atomic); 0: 16 */
+    uint32_t out_reads;   /* -o: READs (atomics) in flight per QP at most (max_rd_atomic); 0: 16 */
+    bool cmp_swap;        /* -A CMP_AND_SWAP (ib_atomic_*); else FETCH_AND_ADD */
     uint32_t mtu;         /* -m; 0: the largest the link carries (4096 on loopback) */
     enum op_rdma_qp_type type; /* -c */
     uint8_t qp_timeout;   /* -u */
@@ -162,6 +170,35 @@ struct op_perf_json {
 };
 OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,
                                const struct op_perf_json *j);
+/* ---- raw_ethernet_bw / raw_ethernet_lat (raweth.c): UDP/IPv4 frames of
+ * -s bytes straight through AF_XDP on -d's interface, no RDMA and no side
+ * channel (as perftest's raw Ethernet tools: the MACs, IPs and ports are
+ * given). BW: the client sends, the server receives and checks every
+ * payload. Latency: the server echoes each frame, the client times it. */
+#define OP_PERF_RAWETH_MIN 64      /* frame bytes: headers, a magic and a sequence number */
+#define OP_PERF_RAWETH_HDR 42      /* Ethernet + IPv4 + UDP */
+struct op_perf_raweth_config {
+    enum op_perf_test test;
+    bool server;            /* --server; else --client */
+    const char *ifname;     /* -d */
+    uint8_t src_mac[6], dst_mac[6];
+    bool have_src_mac, have_dst_mac; /* -B (checked against the interface), -E */
+    uint32_t src_ip, dst_ip;     /* -j, -J */
+    uint16_t src_port, dst_port; /* -k, -K */
+    uint32_t size;          /* -s: frame bytes without the FCS */
+    uint64_t iters;         /* -n */
+    uint32_t duration_s;    /* -D (BW) */
+    enum op_perf_output output;
+    bool report_gbits;
+    FILE *out;              /* NULL: stdout */
+    int log_level;
+};
+OP_API int op_perf_raweth_run(const struct op_perf_raweth_config *cfg);
+/* Frame seq's payload (pure): a magic, seq, then bytes that depend on both. */
+OP_API void op_perf_raweth_fill(uint8_t *payload, size_t len, uint64_t seq);
+/* Is this a payload op_perf_raweth_fill wrote? Its seq if so. */
+OP_API bool op_perf_raweth_check(const uint8_t *payload, size_t len, uint64_t *seq);
+
 #define OP_PERF_LINE                                                                               \
     "---------------------------------------------------------------------------------------\n"
 

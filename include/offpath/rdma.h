@@ -27,11 +27,15 @@
 #define OP_RDMA_ACK_DELAY_NS 100000 /* an executed request nobody asked an ACK for waits at most
                                        this, or a quarter of the QP's own timeout if shorter */
 #define OP_RDMA_UD_GRH_LEN 40      /* verbs put a GRH before every UD receive */
+#define OP_RDMA_ATOMIC_DEPTH 16    /* a responder remembers this many atomic results
+                                      (max_dest_rd_atomic); a requester keeps at most
+                                      this many atomics in flight */
 
 struct op_rdma_dev;
 struct op_rdma_mr;
 struct op_rdma_cq;
 struct op_rdma_qp;
+struct op_rdma_srq;
 
 /* ---- device */
 struct op_rdma_dev_config {
@@ -77,6 +81,7 @@ enum op_rdma_access {
     OP_RDMA_ACCESS_LOCAL_WRITE = 1,
     OP_RDMA_ACCESS_REMOTE_WRITE = 2,
     OP_RDMA_ACCESS_REMOTE_READ = 4,
+    OP_RDMA_ACCESS_REMOTE_ATOMIC = 8, /* needs LOCAL_WRITE, as verbs */
 };
 
 /* Remote addresses are virtual addresses, as in verbs: the region covers
@@ -110,6 +115,8 @@ enum op_rdma_wc_opcode {
     OP_RDMA_WC_SEND,
     OP_RDMA_WC_RDMA_WRITE,
     OP_RDMA_WC_RDMA_READ,
+    OP_RDMA_WC_COMP_SWAP,
+    OP_RDMA_WC_FETCH_ADD,
     OP_RDMA_WC_RECV = 128,
     OP_RDMA_WC_RECV_RDMA_WITH_IMM,
 };
@@ -141,6 +148,19 @@ OP_API void op_rdma_cq_destroy(struct op_rdma_cq *cq);
 OP_API int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc);
 OP_API uint64_t op_rdma_cq_overruns(const struct op_rdma_cq *cq);
 
+/* ---- shared receive queues (ibv_create_srq): receives any of its QPs
+ * may take. A message takes one at its first packet and holds it to its
+ * last; a QP's error does not flush the SRQ's receives (verbs). */
+OP_API op_status_t op_rdma_srq_create(struct op_rdma_dev *dev, uint32_t max_wr,
+                                      struct op_rdma_srq **out);
+/* Its QPs must be destroyed first. */
+OP_API void op_rdma_srq_destroy(struct op_rdma_srq *srq);
+struct op_rdma_recv_wr;
+OP_API op_status_t op_rdma_post_srq_recv(struct op_rdma_srq *srq,
+                                         const struct op_rdma_recv_wr *wr);
+/* Receives posted and not yet taken by a message. */
+OP_API uint32_t op_rdma_srq_posted(const struct op_rdma_srq *srq);
+
 /* ---- queue pairs */
 enum op_rdma_qp_type { OP_RDMA_QPT_RC, OP_RDMA_QPT_UC, OP_RDMA_QPT_UD };
 enum op_rdma_qp_state {
@@ -155,7 +175,8 @@ OP_API const char *op_rdma_qp_state_str(unsigned state);
 struct op_rdma_qp_init_attr {
     enum op_rdma_qp_type type;
     struct op_rdma_cq *send_cq, *recv_cq;
-    uint32_t max_send_wr, max_recv_wr;
+    uint32_t max_send_wr, max_recv_wr; /* max_recv_wr: 0 with an SRQ */
+    struct op_rdma_srq *srq; /* receives come from it (op_rdma_post_recv refuses); NULL: own */
     uint32_t max_inline_data; /* 0..OP_RDMA_MAX_INLINE bytes an INLINE WR may carry */
     bool sq_sig_all; /* every send WR completes visibly, signaled or not */
 };
@@ -178,7 +199,8 @@ struct op_rdma_qp_attr {
     uint8_t retry_cnt; /* 0..7, 7 = retry forever (as rxe) */
     uint8_t rnr_retry; /* 0..7, 7 = retry forever */
     uint32_t max_outstanding; /* send window in PSNs; 0: OP_RDMA_DEFAULT_WINDOW */
-    uint8_t max_rd_atomic;    /* RDMA READs in flight at most (verbs'); 0: no limit */
+    uint8_t max_rd_atomic;    /* RDMA READs and atomics in flight at most (verbs'); 0: no
+                                 limit for READs, OP_RDMA_ATOMIC_DEPTH for atomics */
 };
 
 OP_API op_status_t op_rdma_qp_create(struct op_rdma_dev *dev,
@@ -200,6 +222,10 @@ enum op_rdma_wr_opcode {
     OP_RDMA_WR_RDMA_WRITE,
     OP_RDMA_WR_RDMA_WRITE_WITH_IMM,
     OP_RDMA_WR_RDMA_READ,
+    /* RC only; 8 bytes at an 8-byte aligned remote address; the sg list
+     * (8 bytes, LOCAL_WRITE) receives the value the target held before */
+    OP_RDMA_WR_ATOMIC_CMP_AND_SWP,
+    OP_RDMA_WR_ATOMIC_FETCH_AND_ADD,
 };
 
 #define OP_RDMA_SEND_SIGNALED 1u
@@ -227,6 +253,12 @@ struct op_rdma_send_wr {
         uint64_t remote_addr;
         uint32_t rkey;
     } rdma;
+    struct { /* atomics */
+        uint64_t remote_addr;
+        uint64_t compare_add; /* CMP_AND_SWP: compared; FETCH_AND_ADD: added */
+        uint64_t swap;        /* CMP_AND_SWP: stored when equal */
+        uint32_t rkey;
+    } atomic;
     struct { /* UD: the destination */
         uint32_t remote_ip;
         uint16_t remote_port;
@@ -266,6 +298,9 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(nak_op_recv)                                                                                 \
     X(implicit_naks)    /* a response skipped an outstanding READ's data */                        \
     X(duplicates)       /* requests already executed: re-ACKed or READ replayed */                 \
+    X(atomics_executed) /* responder: CMP_SWAP / FETCH_ADD applied to memory */                   \
+    X(atomic_replays)   /* duplicate atomics answered from the result cache */                    \
+    X(atomic_uncached)  /* duplicate atomics older than the cache: dropped, never re-executed */   \
     X(dup_responses)    /* ACKs and READ responses for what was already acknowledged */            \
     X(out_of_seq)       /* requests ahead of the expected PSN, dropped */                          \
     X(rnr_waits)                                                                                   \
@@ -290,6 +325,72 @@ enum op_rdma_qp_counter {
 };
 OP_API const char *op_rdma_qp_counter_name(unsigned c);
 OP_API const uint64_t *op_rdma_qp_counters(const struct op_rdma_qp *qp);
+
+/* ---- connection management: rdma_cm's REQ / REP / RTU exchange (IBTA
+ * chapter 12) as CM MADs to the GSI QP (QP 1) on the device's own address
+ * and port (offpath/wire/cm.h). The CM is part of the device (created on
+ * it, fed and timed by op_rdma_dev_input / _timer) and connects nothing
+ * itself: each connection says what its side is (QPN, PSN, MTU, ...) and
+ * learns the peer's; the caller then moves its QPs to RTR and RTS. */
+struct op_rdma_cm;
+#define OP_RDMA_CM_PRIVATE_MAX 92 /* what a REQ carries */
+struct op_rdma_cm_side {
+    uint32_t qpn, psn;
+    uint32_t mtu; /* bytes: 256 .. 4096 */
+    uint8_t responder_resources, initiator_depth; /* verbs' max_dest_rd_atomic, max_rd_atomic */
+    uint8_t retry_count, rnr_retry, timeout;      /* REQ only (the active side's) */
+    uint8_t private_data[OP_RDMA_CM_PRIVATE_MAX]; /* as rdma_cm's conn_param (zero padded) */
+};
+enum op_rdma_cm_state {
+    OP_RDMA_CM_IDLE,
+    OP_RDMA_CM_REQ_SENT,
+    OP_RDMA_CM_REP_SENT,
+    OP_RDMA_CM_ESTABLISHED,
+    OP_RDMA_CM_FAILED,
+};
+struct op_rdma_cm_config {
+    uint32_t nconn;       /* connections (one per QP) */
+    uint64_t retry_ns;    /* a REQ or REP is sent again after this without an answer */
+    uint32_t max_retries; /* then the connection fails, with a cause */
+};
+OP_API op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_config *cfg,
+                                     struct op_rdma_cm **out);
+OP_API void op_rdma_cm_destroy(struct op_rdma_cm *cm);
+/* The device's CM; NULL if none. */
+OP_API const struct op_rdma_cm *op_rdma_dev_cm(const struct op_rdma_dev *dev);
+/* Active: connection i sends its REQ to the peer's CM. */
+OP_API op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
+                                      const struct op_rdma_cm_side *mine, uint32_t peer_ip,
+                                      uint16_t peer_port, uint64_t now, struct op_txq *out);
+/* Passive: connection i answers the i-th new REQ to arrive with mine. */
+OP_API op_status_t op_rdma_cm_listen(struct op_rdma_cm *cm, uint32_t i,
+                                     const struct op_rdma_cm_side *mine);
+OP_API enum op_rdma_cm_state op_rdma_cm_state(const struct op_rdma_cm *cm, uint32_t i);
+/* An established connection's peer: what it said, and its address and port. */
+OP_API op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i,
+                                   struct op_rdma_cm_side *peer, uint32_t *ip, uint16_t *port);
+/* Why a connection failed; "" if it did not. */
+OP_API const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i);
+
+#define OP_RDMA_CM_COUNTERS(X)                                                                     \
+    X(cm_pkts_in)                                                                                  \
+    X(cm_pkts_out)                                                                                 \
+    X(cm_resent)      /* REQs and REPs sent again for want of an answer */                        \
+    X(cm_duplicates)  /* REQs and REPs seen before: answered again */                             \
+    X(cm_unknown)     /* REP, RTU or REJ for no connection of ours, REQ with no slot left */      \
+    X(cm_malformed)   /* not a CM message we take (op_cm_err says why; op_rdma_cm_drops) */     \
+    X(cm_rej_sent)                                                                                 \
+    X(cm_rej_recv)
+enum op_rdma_cm_counter {
+#define OP_RDMA_CM_ENUM_(n) OP_RDMA_CM_C_##n,
+    OP_RDMA_CM_COUNTERS(OP_RDMA_CM_ENUM_)
+#undef OP_RDMA_CM_ENUM_
+        OP_RDMA_CM_C_COUNT_
+};
+OP_API const char *op_rdma_cm_counter_name(unsigned c);
+OP_API const uint64_t *op_rdma_cm_counters(const struct op_rdma_cm *cm);
+/* By enum op_cm_err: why malformed packets were dropped. */
+OP_API const uint64_t *op_rdma_cm_drops(const struct op_rdma_cm *cm);
 
 /* The IBTA tables: a try's timeout (0 = none) and an encoded RNR delay. */
 OP_API uint64_t op_rdma_timeout_ns(uint8_t timeout);

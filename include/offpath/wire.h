@@ -22,5 +22,7 @@
 #include "offpath/wire/sc_meta.h"
 #include "offpath/wire/agent.h"
 #include "offpath/wire/chan.h"
+#include "offpath/wire/atomic.h"
+#include "offpath/wire/cm.h"
 
 #endif

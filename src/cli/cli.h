@@ -24,6 +24,10 @@ int cli_ib_read_bw(int argc, char **argv);
 int cli_ib_send_bw(int argc, char **argv);
 int cli_ib_write_lat(int argc, char **argv);
 int cli_ib_read_lat(int argc, char **argv);
+int cli_ib_atomic_bw(int argc, char **argv);
+int cli_ib_atomic_lat(int argc, char **argv);
+int cli_raw_ethernet_bw(int argc, char **argv);
+int cli_raw_ethernet_lat(int argc, char **argv);
 int cli_ib_send_lat(int argc, char **argv);
 int cli_secure_channel(int argc, char **argv);
 int cli_keygen(int argc, char **argv);
@@ -36,8 +40,9 @@ bool cli_u64(const char *tool, const char *flag, const char *val, uint64_t min, 
              uint64_t *out);
 bool cli_rate(const char *tool, const char *flag, const char *val, double *out);
 /* Numeric flags as a table: the option, its name for errors, its range
- * (pow2: a power of 2 too) and the unsigned or uint16_t field it fills, as
- * an offset into the tool's flag struct. */
+ * (pow2: a power of 2 too) and the unsigned integer field of 1, 2, 4 or 8
+ * bytes it fills (an int of a non-negative range too), as an offset into
+ * the tool's flag struct. */
 struct cli_num {
     int opt;
     const char *flag;

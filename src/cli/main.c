@@ -34,6 +34,10 @@ static const struct tool tools[] = {
     {"ib_send_bw", cli_ib_send_bw, "perftest SEND bandwidth over software RoCEv2"},
     {"ib_write_lat", cli_ib_write_lat, "perftest RDMA WRITE latency over software RoCEv2"},
     {"ib_read_lat", cli_ib_read_lat, "perftest RDMA READ latency over software RoCEv2"},
+    {"ib_atomic_bw", cli_ib_atomic_bw, "perftest atomic (FETCH_AND_ADD, CMP_AND_SWAP) bandwidth"},
+    {"ib_atomic_lat", cli_ib_atomic_lat, "perftest atomic latency over software RoCEv2"},
+    {"raw_ethernet_bw", cli_raw_ethernet_bw, "perftest raw Ethernet bandwidth over AF_XDP"},
+    {"raw_ethernet_lat", cli_raw_ethernet_lat, "perftest raw Ethernet latency over AF_XDP"},
     {"ib_send_lat", cli_ib_send_lat, "perftest SEND latency over software RoCEv2"},
     {"gpunetio_write_bw", cli_gpunetio_write_bw,
      "GPU-initiated RDMA WRITE bandwidth: OpenCL or Vulkan work-items post"},
@@ -77,13 +81,12 @@ bool cli_num_set(const char *tool, const struct cli_num *t, size_t n, int opt, c
         return false;
     }
     uint8_t *field = (uint8_t *)base + t->off;
-    if (t->size == sizeof(uint16_t)) {
-        uint16_t w = (uint16_t)v;
-        memcpy(field, &w, sizeof w);
-    } else {
-        unsigned w = (unsigned)v;
-        memcpy(field, &w, sizeof w);
-    }
+    uint8_t b = (uint8_t)v;
+    uint16_t h = (uint16_t)v;
+    uint32_t w = (uint32_t)v;
+    memcpy(field, t->size == 1 ? (void *)&b : t->size == 2 ? (void *)&h : t->size == 4 ? (void *)&w
+                                                                                      : (void *)&v,
+           t->size);
     return true;
 }
 

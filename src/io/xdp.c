@@ -512,6 +512,22 @@ const char *op_io_xdp_counter_name(unsigned c)
     return op_counter_name(xdp_counter_names, OP_IO_XDP_C_COUNT_, c);
 }
 
+op_status_t op_io_xdp_local_mac(const struct op_io *io, uint8_t mac[6])
+{
+    if (io->ops != &xdp_ops)
+        return OP_ERR_INVAL;
+    memcpy(mac, ((const struct xdp_io *)io)->l2.src_mac, 6);
+    return OP_OK;
+}
+
+op_status_t op_io_xdp_set_neighbour(struct op_io *io, uint32_t ip, const uint8_t mac[6])
+{
+    if (io->ops != &xdp_ops)
+        return OP_ERR_INVAL;
+    neigh_learn(xdp_of(io), ip, mac);
+    return OP_OK;
+}
+
 void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_])
 {
     memset(out, 0, OP_IO_XDP_C_COUNT_ * sizeof *out);

@@ -2,13 +2,17 @@
  * every cq_mod-th, time each post and completion (perftest's tposted and
  * tcompleted), or count completions inside the -D window. */
 #include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf_int.h"
 
 #define OOB_CHECK_EVERY 64 /* loops between looks at the side channel */
 #define QUIET_NS (50 * OP_NS_PER_MS)
+#define SIGINT_LOOK_NS (20 * OP_NS_PER_MS) /* --run_infinitely: how often it looks */
 
 struct bw_state {
     struct perf_run *r;
@@ -18,6 +22,7 @@ struct bw_state {
     uint64_t first_recv_ns, last_recv_ns, bad_len;
     uint64_t t0, win_start, win_end, in_window, recv_in_window; /* -D */
     uint64_t last_rx_ns;
+    uint64_t row_start, row_count, sig_look_ns; /* --run_infinitely */
     bool sending_done, announced, peer_done;
     struct op_perf_bw_result peer;
 };
@@ -46,6 +51,8 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
             wr.wr_id = (uint64_t)i << PERF_QP_SHIFT | q->posted;
             bool last = q->posted + 1 == s->iters;
             bool signaled = (q->posted + 1) % c->cq_mod == 0 || last;
+            if (c->verb == OP_PERF_ATOMIC)
+                perf_atomic_wr(ep, q, q->posted, &sge, &wr);
             wr.send_flags = inline_flag | (signaled ? OP_RDMA_SEND_SIGNALED : 0);
             op_status_t st = op_rdma_post_send(q->qp, &wr, now, perf_ep_txq(ep));
             if (st == OP_ERR_NOSPACE)
@@ -66,7 +73,10 @@ static op_status_t post_more(struct bw_state *s, uint64_t now)
 static void note_completions(struct bw_state *s, struct perf_qp *q, uint64_t upto, uint64_t now)
 {
     uint64_t n = upto - q->completed;
+    if (s->r->cfg->verb == OP_PERF_ATOMIC) /* before their slots are used again */
+        perf_atomic_check(s->r, q, q->completed, upto);
     q->completed = upto;
+    s->row_count += n;
     for (uint64_t k = 0; k < n && s->r->completed != NULL; k++)
         s->r->completed[s->total_completed + k] = now;
     s->total_completed += n;
@@ -100,7 +110,7 @@ static op_status_t poll_receives(struct bw_state *s, uint64_t now)
         for (int i = 0; i < n; i++) {
             if (wc[i].status != OP_RDMA_WC_SUCCESS)
                 return perf_wc_error(s->r, &wc[i]);
-            uint32_t qi = (uint32_t)(wc[i].wr_id >> PERF_QP_SHIFT);
+            uint32_t qi = perf_ep_recv_qp(ep, &wc[i]);
             struct perf_qp *q = &ep->qps[qi];
             q->recvs_out--;
             q->received++;
@@ -125,14 +135,63 @@ static bool all_sent(const struct bw_state *s)
     return true;
 }
 
+/* --run_infinitely: SIGINT is blocked while this side sends and taken here
+ * (no handler, no global flag); the run then ends as a -D run does. */
+static bool sigint_taken(void)
+{
+    sigset_t set;
+    const struct timespec zero = {0, 0};
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    return sigtimedwait(&set, NULL, &zero) == SIGINT;
+}
+
+static void block_sigint(bool block)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    if (!block)
+        (void)sigint_taken(); /* one that came at the very end must not kill us now */
+    (void)sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+/* A row for the interval that just ended: its completions over its time. */
+static void infinite_row(struct bw_state *s, uint64_t now)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    if (now < s->row_start + (uint64_t)c->duration_s * OP_NS_PER_S)
+        return;
+    struct op_perf_bw_result row;
+    op_perf_bw_rate(s->size, s->row_count, now - s->row_start, c->report_gbits, &row);
+    op_perf_print_bw(s->r->out, c, &row);
+    fflush(s->r->out);
+    s->row_start = now;
+    s->row_count = 0;
+}
+
+static bool time_is_up(struct bw_state *s, uint64_t now)
+{
+    const struct op_perf_config *c = s->r->cfg;
+    if (!c->run_infinitely)
+        return now >= s->t0 + (uint64_t)c->duration_s * OP_NS_PER_S;
+    infinite_row(s, now);
+    if (now - s->sig_look_ns < SIGINT_LOOK_NS)
+        return false;
+    s->sig_look_ns = now;
+    if (!sigint_taken())
+        return false;
+    s->win_end = now; /* the final row covers the whole run */
+    return true;
+}
+
 /* With -D, stop posting at the end of the duration and let what is out
  * complete: every QP runs up to the next multiple of cq_mod, whose last WR
  * is signaled. */
 static void duration_cutoff(struct bw_state *s, uint64_t now)
 {
     const struct op_perf_config *c = s->r->cfg;
-    if (!s->win_end || s->iters != UINT64_MAX ||
-        now < s->t0 + (uint64_t)c->duration_s * OP_NS_PER_S)
+    if (!s->win_end || s->iters != UINT64_MAX || !time_is_up(s, now))
         return;
     const struct perf_ep *ep = &s->r->ep;
     uint64_t most = 1;
@@ -174,7 +233,7 @@ static void own_result(const struct bw_state *s, struct op_perf_bw_result *res)
  * those inside the -D window), with no peak, as perftest's server. */
 static void receive_result(const struct bw_state *s, struct op_perf_bw_result *res)
 {
-    if (s->r->cfg->duration_s) {
+    if (s->r->cfg->duration_s && !s->r->cfg->run_infinitely) {
         rate_over(s, s->recv_in_window, s->win_end - s->win_start, res);
         return;
     }
@@ -263,6 +322,8 @@ static op_status_t prepare(struct bw_state *s)
         if (r->posted == NULL || r->completed == NULL)
             return perf_refuse(r->why, sizeof r->why, "no memory for %" PRIu64 " time stamps", n);
     }
+    if (c->verb == OP_PERF_ATOMIC)
+        perf_atomic_reset(r);
     for (uint32_t i = 0; i < r->ep.nqp; i++) {
         struct perf_qp *q = &r->ep.qps[i];
         q->posted = q->completed = q->received = 0;
@@ -289,8 +350,16 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
         s.win_start = s.t0 + (uint64_t)c->margin_s * OP_NS_PER_S;
         s.win_end = s.t0 + (uint64_t)(c->duration_s - c->margin_s) * OP_NS_PER_S;
     }
+    bool infinite = c->run_infinitely && s.i_send;
+    if (infinite) {
+        s.win_end = UINT64_MAX; /* until SIGINT */
+        s.row_start = s.sig_look_ns = s.t0;
+        block_sigint(true);
+    }
     if (st == OP_OK)
         st = loop(&s, &mine);
+    if (infinite)
+        block_sigint(false);
     if (st != OP_OK)
         return st;
     if (c->bidirectional) { /* perftest adds both directions */
@@ -310,10 +379,15 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
     /* every QP writes or reads at least once; sends may all be lost on UD */
     uint64_t messages = c->verb == OP_PERF_SEND ? s.total_received : 1;
     r->check[0] = '\0';
-    if (landed_here)
+    if (c->verb == OP_PERF_ATOMIC)
+        perf_atomic_verdict(r, s.i_send, s.peer_sends, c->duration_s ? 0 : c->iters);
+    else if (landed_here)
         perf_check_data(r, size, messages);
+    uint64_t fewest = UINT64_MAX; /* with an SRQ every QP must still get all of its own */
+    for (uint32_t i = 0; i < r->ep.nqp; i++)
+        fewest = r->ep.qps[i].received < fewest ? r->ep.qps[i].received : fewest;
     if (s.i_receive && c->type == OP_RDMA_QPT_RC && !c->duration_s &&
-        s.total_received != c->iters * r->ep.nqp) {
+        (s.total_received != c->iters * r->ep.nqp || fewest != c->iters)) {
         snprintf(r->check, sizeof r->check,
                  "failed: %" PRIu64 " messages received, %" PRIu64 " sent", s.total_received,
                  c->iters * r->ep.nqp);

@@ -10,7 +10,7 @@ void op_perf_config_defaults(struct op_perf_config *cfg, enum op_perf_verb verb,
     cfg->verb = verb;
     cfg->test = test;
     cfg->tcp_port = OP_PERF_DEFAULT_PORT;
-    cfg->size = test == OP_PERF_BW ? 65536 : 2;
+    cfg->size = verb == OP_PERF_ATOMIC ? OP_PERF_ATOMIC_SIZE : test == OP_PERF_BW ? 65536 : 2;
     cfg->iters = test == OP_PERF_BW && verb == OP_PERF_WRITE ? 5000 : 1000;
     cfg->qps = 1;
     cfg->tx_depth = test == OP_PERF_BW ? 128 : 1;
@@ -59,6 +59,29 @@ static op_status_t check_gpu(const struct op_perf_config *c, char *why, size_t l
     return OP_OK;
 }
 
+/* ib_atomic_*: 8-byte RC atomics, one size, no data to inline; each WR's
+ * result gets its own slot (-t bounded by them); at most
+ * OP_RDMA_ATOMIC_DEPTH in flight (the responder's result cache). */
+static op_status_t check_atomic(const struct op_perf_config *c, char *why, size_t len)
+{
+    if (c->size != OP_PERF_ATOMIC_SIZE || c->all)
+        return perf_refuse(why, len, "-s (--size), -a (--all): message size cannot be changed "
+                                     "for atomic tests (always %d bytes)", OP_PERF_ATOMIC_SIZE);
+    if (c->type != OP_RDMA_QPT_RC)
+        return perf_refuse(why, len, "-c (--connection): atomics need RC");
+    if (c->inline_size != 0)
+        return perf_refuse(why, len, "-I (--inline_size): an atomic carries no data to inline");
+    if (c->tx_depth > OP_PERF_ATOMIC_SLOTS)
+        return perf_refuse(why, len, "-t (--tx-depth) %u: atomic tests keep at most %d in flight "
+                                     "(each result has its own slot)", c->tx_depth,
+                           OP_PERF_ATOMIC_SLOTS);
+    if (c->out_reads > OP_RDMA_ATOMIC_DEPTH)
+        return perf_refuse(why, len, "-o (--outs) %u: at most %d atomics in flight per QP (the "
+                                     "results a responder keeps)", c->out_reads,
+                           OP_RDMA_ATOMIC_DEPTH);
+    return OP_OK;
+}
+
 static op_status_t check_combinations(const struct op_perf_config *c, char *why, size_t len)
 {
     bool lat = c->test == OP_PERF_LAT;
@@ -83,8 +106,25 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "--output=latency is for latency tests");
     if (c->size == 0)
         return perf_refuse(why, len, "-s (--size) must be at least 1 byte");
-    if (c->out_reads != 0 && c->verb != OP_PERF_READ)
-        return perf_refuse(why, len, "-o (--outs) is for RDMA READ tests");
+    if (c->out_reads != 0 && c->verb != OP_PERF_READ && c->verb != OP_PERF_ATOMIC)
+        return perf_refuse(why, len, "-o (--outs) is for RDMA READ and atomic tests");
+    if (c->clients > 1 && c->server != NULL)
+        return perf_refuse(why, len, "--clients is the server's (each client names the server)");
+    if (c->clients > 1 && (c->pcap || c->xdp || c->json || c->gpu.threads || c->gpu.use_gpu))
+        return perf_refuse(why, len, "--clients with --pcap, --xdp, --out_json or a GPU: one "
+                                     "client at a time");
+    if (c->rdma_cm && (c->type != OP_RDMA_QPT_RC || c->xdp || c->clients > 1))
+        return perf_refuse(why, len, "-R (--rdma_cm): RC QPs over UDP sockets, one client "
+                                     "(not with -c UC|UD, --xdp or --clients)");
+    if (c->use_srq && c->verb != OP_PERF_SEND)
+        return perf_refuse(why, len, "--use_srq is for send tests (ib_send_bw, ib_send_lat)");
+    if (c->cmp_swap && c->verb != OP_PERF_ATOMIC)
+        return perf_refuse(why, len, "-A (--atomic_type) is for ib_atomic_bw and ib_atomic_lat");
+    if (c->verb == OP_PERF_ATOMIC) {
+        op_status_t st = check_atomic(c, why, len);
+        if (st != OP_OK)
+            return st;
+    }
     if (c->use_event && c->verb == OP_PERF_WRITE)
         return perf_refuse(why, len, "-e (--events): not for RDMA WRITE tests (as perftest)");
     if (c->xdp && c->device == NULL)
@@ -105,12 +145,28 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
     return OP_OK;
 }
 
+/* --run_infinitely: -D is the row interval; a BW test one way, no -a, no
+ * margin (every interval counts). */
+static op_status_t check_infinite(struct op_perf_config *c, char *why, size_t len)
+{
+    if (c->test != OP_PERF_BW || c->bidirectional || c->all || c->gpu.threads)
+        return perf_refuse(why, len, "--run_infinitely: for one-way bandwidth tests (not with "
+                                     "latency tests, -b or -a)");
+    if (c->margin_s != 0)
+        return perf_refuse(why, len, "-f (--margin) with --run_infinitely: every interval counts");
+    if (c->duration_s == 0)
+        c->duration_s = OP_PERF_INFINITE_ROW_S;
+    return OP_OK;
+}
+
 op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len)
 {
-    op_status_t st = check_combinations(c, why, len);
+    op_status_t st = c->run_infinitely ? check_infinite(c, why, len) : OP_OK;
+    if (st == OP_OK)
+        st = check_combinations(c, why, len);
     if (st != OP_OK)
         return st;
-    if (c->duration_s && c->margin_s == 0)
+    if (c->duration_s && c->margin_s == 0 && !c->run_infinitely)
         c->margin_s = c->duration_s / 4;
     if (!c->duration_s) { /* perftest's adjustments */
         if (c->tx_depth > c->iters * (c->gpu.threads ? c->gpu.threads : 1))
@@ -118,7 +174,7 @@ op_status_t op_perf_config_check(struct op_perf_config *c, char *why, size_t len
         if (c->verb == OP_PERF_SEND && c->test == OP_PERF_BW && c->rx_depth > c->iters)
             c->rx_depth = (uint32_t)c->iters;
     }
-    if (c->verb == OP_PERF_READ) {
+    if (c->verb == OP_PERF_READ || c->verb == OP_PERF_ATOMIC) {
         c->inline_size = 0; /* a READ request carries no data (perftest does the same) */
         if (c->out_reads == 0)
             c->out_reads = 16; /* what perftest shows for a ConnectX NIC */

@@ -16,6 +16,7 @@
  * or more, so a look every few polls is on time */
 #define TIMER_EVERY 8 /* polls */
 #define PERF_EVENT_WAIT_NS (10 * OP_NS_PER_MS)
+#define RC_REMOTE_ACCESS (OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
 {
@@ -188,7 +189,7 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
     const struct op_rdma_qp_init_attr ia = {
         .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
         .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1,
-        .max_inline_data = c->inline_size};
+        .max_inline_data = c->inline_size, .srq = ep->srq};
     size_t len = (2 * ep->bufsize + 4095) / 4096 * 4096;
     q->buf = ep->gdev ? op_gpu_alloc(ep->gdev, len) : aligned_alloc(4096, len);
     if (q->buf == NULL)
@@ -199,7 +200,7 @@ static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
     op_rng_seed(&rng, seed);
     q->psn = (uint32_t)(op_rng_next(&rng) & 0xffffffu);
     unsigned access = OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0);
+                      (c->type == OP_RDMA_QPT_RC ? RC_REMOTE_ACCESS : 0);
     if (op_rdma_reg_mr(ep->dev, q->buf, 2 * ep->bufsize, access, &q->mr) != OP_OK)
         return OP_ERR_NOMEM;
     return op_rdma_qp_create(ep->dev, &ia, &q->qp);
@@ -226,7 +227,8 @@ op_status_t perf_ep_open(struct perf_ep *ep, const struct op_perf_config *cfg, u
     ep->qps = calloc(ep->nqp, sizeof(*ep->qps));
     if (ep->pattern == NULL || ep->qps == NULL || op_rdma_dev_create(&dc, &ep->dev) != OP_OK ||
         op_rdma_cq_create(ep->dev, depth + 16, &ep->scq) != OP_OK ||
-        op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK || open_loop(ep) != OP_OK)
+        op_rdma_cq_create(ep->dev, depth + 16, &ep->rcq) != OP_OK || open_loop(ep) != OP_OK ||
+        (cfg->use_srq && op_rdma_srq_create(ep->dev, cfg->rx_depth + 16, &ep->srq) != OP_OK))
         return perf_refuse(why, len, "out of memory setting up the device");
     fill_pattern(ep->pattern, ep->bufsize);
     if (cfg->gpu.use_gpu && (st = open_gpu(ep, why, len)) != OP_OK)
@@ -265,8 +267,7 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
     for (uint32_t i = 0; i < ep->nqp; i++) {
         struct perf_qp *q = &ep->qps[i];
         struct op_rdma_qp_attr a = {
-            .access = OP_RDMA_ACCESS_REMOTE_WRITE |
-                      (c->type == OP_RDMA_QPT_RC ? OP_RDMA_ACCESS_REMOTE_READ : 0),
+            .access = OP_RDMA_ACCESS_REMOTE_WRITE | (c->type == OP_RDMA_QPT_RC ? RC_REMOTE_ACCESS : 0),
             .qkey = PERF_QKEY,
             .path_mtu = ep->mtu,
             .dest_qpn = q->peer.qpn,
@@ -278,7 +279,7 @@ op_status_t perf_ep_connect(struct perf_ep *ep, char *why, size_t len)
             .timeout = c->qp_timeout,
             .retry_cnt = c->retry_cnt,
             .rnr_retry = 7,
-            .max_rd_atomic = c->verb == OP_PERF_READ ? (uint8_t)c->out_reads : 0,
+            .max_rd_atomic = perf_client_only(c) ? (uint8_t)c->out_reads : 0,
         };
         if (op_rdma_qp_modify(q->qp, OP_RDMA_QPS_INIT, &a) != OP_OK ||
             op_rdma_qp_modify(q->qp, OP_RDMA_QPS_RTR, &a) != OP_OK ||
@@ -342,8 +343,30 @@ void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT
     *loss_drops = fs[OP_FAULT_C_dropped];
 }
 
+/* every sender's messages are the same pattern: one target half holds them */
+static op_status_t post_srq_receives(struct perf_ep *ep, uint32_t depth)
+{
+    struct perf_qp *q = &ep->qps[0];
+    struct op_rdma_sge sge = {perf_dst(ep, q), (uint32_t)ep->bufsize, op_rdma_mr_lkey(q->mr)};
+    struct op_rdma_recv_wr wr = {.sg_list = &sge, .num_sge = 1};
+    while (op_rdma_srq_posted(ep->srq) < depth)
+        if (op_rdma_post_srq_recv(ep->srq, &wr) != OP_OK)
+            return OP_ERR_STATE;
+    return OP_OK;
+}
+
+uint32_t perf_ep_recv_qp(const struct perf_ep *ep, const struct op_rdma_wc *wc)
+{
+    if (ep->srq == NULL)
+        return (uint32_t)(wc->wr_id >> PERF_QP_SHIFT);
+    uint32_t i = wc->qp_num - op_rdma_qp_num(ep->qps[0].qp); /* created in a row */
+    return i < ep->nqp ? i : 0;
+}
+
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth)
 {
+    if (ep->srq != NULL)
+        return post_srq_receives(ep, depth);
     struct perf_qp *q = &ep->qps[qi];
     struct op_rdma_sge sge = {perf_dst(ep, q), (uint32_t)ep->bufsize, op_rdma_mr_lkey(q->mr)};
     struct op_rdma_recv_wr wr = {.wr_id = (uint64_t)qi << PERF_QP_SHIFT, .sg_list = &sge,

@@ -36,8 +36,9 @@ static op_status_t reap_sends(struct lat_state *s, bool *read_done)
         for (int i = 0; i < n; i++) {
             if (wc[i].status != OP_RDMA_WC_SUCCESS)
                 return perf_wc_error(s->r, &wc[i]);
-            if (wc[i].opcode == OP_RDMA_WC_RDMA_READ && read_done != NULL)
-                *read_done = true;
+            if (read_done != NULL && wc[i].opcode != OP_RDMA_WC_SEND &&
+                wc[i].opcode != OP_RDMA_WC_RDMA_WRITE)
+                *read_done = true; /* a READ or an atomic: its answer is here */
         }
     return OP_OK;
 }
@@ -72,7 +73,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
         int pkts = perf_ep_poll_some(&s->r->ep, 1);
-        op_status_t st = reap_sends(s, c->verb == OP_PERF_READ ? &got : NULL);
+        op_status_t st = reap_sends(s, perf_client_only(c) ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);
         if (c->verb == OP_PERF_WRITE)
@@ -103,6 +104,8 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
     struct op_rdma_sge sge;
     struct op_rdma_send_wr wr;
     perf_ep_send_wr(ep, s->q, s->size, &sge, &wr);
+    if (ep->cfg->verb == OP_PERF_ATOMIC)
+        perf_atomic_wr(ep, s->q, i, &sge, &wr);
     wr.wr_id = i;
     wr.send_flags |= OP_RDMA_SEND_SIGNALED;
     if (ep->cfg->verb == OP_PERF_WRITE)
@@ -169,6 +172,8 @@ static op_status_t ping_pong(struct lat_state *s)
             return st;
         if (client && (st = await_answer(s, i, &arrived)) != OP_OK)
             return st;
+        if (client && s->r->cfg->verb == OP_PERF_ATOMIC)
+            perf_atomic_check(s->r, s->q, i, i + 1);
         if (i % 1024 == 0)
             perf_progress_note(s->r, s->size, i, s->r->cfg->duration_s ? UINT64_MAX
                                                                        : s->r->cfg->iters);
@@ -193,8 +198,8 @@ static op_status_t await_done(struct lat_state *s)
 static op_status_t finish(struct lat_state *s, struct op_perf_lat_result *res)
 {
     const struct op_perf_config *c = s->r->cfg;
-    unsigned rtt = c->verb == OP_PERF_READ ? 1 : 2;
-    bool measured = !s->r->is_server || c->verb != OP_PERF_READ;
+    unsigned rtt = perf_client_only(c) ? 1 : 2; /* perftest: READ and atomics report the RTT */
+    bool measured = !s->r->is_server || !perf_client_only(c);
     if (measured && op_perf_lat_compute(s->stamps, s->n, rtt, s->size, res) != OP_OK)
         return perf_refuse(s->r->why, sizeof s->r->why,
                            "%" PRIu64 " samples: too few for a latency report (-n, -D)", s->n);
@@ -220,6 +225,8 @@ op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_r
     struct lat_state s = {.r = r, .q = &ep->qps[0], .size = size};
     op_status_t st = OP_OK;
     *(uint8_t *)last_byte(&s) = 0;
+    if (c->verb == OP_PERF_ATOMIC)
+        perf_atomic_reset(r);
     if (c->verb == OP_PERF_SEND)
         st = perf_ep_post_receives(ep, 0, LAT_RECV_DEPTH);
     if (st == OP_OK)
@@ -229,14 +236,16 @@ op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_r
         s.win_start = s.t0 + (uint64_t)c->margin_s * OP_NS_PER_S;
         s.win_end = s.t0 + (uint64_t)(c->duration_s - c->margin_s) * OP_NS_PER_S;
     }
-    bool pings = !r->is_server || c->verb != OP_PERF_READ;
+    bool pings = !r->is_server || !perf_client_only(c);
     if (st == OP_OK && pings)
         st = ping_pong(&s);
     if (st == OP_OK)
         st = finish(&s, res);
     s.q->buf[size - 1] = ep->pattern[size - 1]; /* the counter's byte */
     r->check[0] = '\0';
-    if (st == OP_OK && (c->verb != OP_PERF_READ || !r->is_server))
+    if (st == OP_OK && c->verb == OP_PERF_ATOMIC)
+        perf_atomic_verdict(r, !r->is_server, r->is_server, c->duration_s ? 0 : c->iters);
+    else if (st == OP_OK && (c->verb != OP_PERF_READ || !r->is_server))
         perf_check_data(r, size, 1);
     free(s.stamps);
     return st;

@@ -22,7 +22,7 @@ static void oob_init(struct perf_oob *o, int fd)
     o->fd = fd;
 }
 
-op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len)
+op_status_t perf_oob_listen(uint16_t port, int backlog, int *lfd_out, char *why, size_t len)
 {
     int one = 1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
@@ -31,18 +31,33 @@ op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t
     if (lfd < 0)
         return perf_refuse(why, len, "socket: %s", strerror(errno));
     (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 1) != 0) {
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, backlog) != 0) {
         int e = errno;
         close(lfd);
         return perf_refuse(why, len, "cannot listen on TCP port %u (-p): %s", port, strerror(e));
     }
+    *lfd_out = lfd;
+    return OP_OK;
+}
+
+op_status_t perf_oob_accept_on(int lfd, struct perf_oob *o, char *why, size_t len)
+{
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    int e = errno;
-    close(lfd);
     if (fd < 0)
-        return perf_refuse(why, len, "accept on TCP port %u: %s", port, strerror(e));
+        return perf_refuse(why, len, "accept on the side channel: %s", strerror(errno));
     oob_init(o, fd);
     return OP_OK;
+}
+
+op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len)
+{
+    int lfd = -1;
+    op_status_t st = perf_oob_listen(port, 1, &lfd, why, len);
+    if (st == OP_OK)
+        st = perf_oob_accept_on(lfd, o, why, len);
+    if (lfd >= 0)
+        close(lfd);
+    return st;
 }
 
 static int try_connect(const struct addrinfo *ai)
@@ -87,6 +102,26 @@ void perf_oob_close(struct perf_oob *o)
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;
+}
+
+bool perf_oob_peer_failed(const struct perf_oob *o)
+{
+    char head[5];
+    if (o->len > 0)
+        return strncmp(o->buf, "FAIL ", o->len < 5 ? o->len : 5) == 0;
+    ssize_t n = recv(o->fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0)
+        return errno != EAGAIN && errno != EWOULDBLOCK;
+    return n == 0 || strncmp(head, "FAIL ", (size_t)n) == 0;
+}
+
+uint32_t perf_oob_peer_ip(const struct perf_oob *o)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getpeername(o->fd, (struct sockaddr *)&sa, &len) != 0 || sa.sin_family != AF_INET)
+        return 0;
+    return ntohl(sa.sin_addr.s_addr);
 }
 
 uint32_t perf_oob_local_ip(const struct perf_oob *o)

@@ -24,10 +24,16 @@ struct perf_oob {
     char buf[4096];
 };
 op_status_t perf_oob_accept(uint16_t port, struct perf_oob *o, char *why, size_t len);
+/* The two halves of perf_oob_accept, for a server of several clients. */
+op_status_t perf_oob_listen(uint16_t port, int backlog, int *lfd, char *why, size_t len);
+op_status_t perf_oob_accept_on(int lfd, struct perf_oob *o, char *why, size_t len);
 op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o, char *why,
                              size_t len);
 void perf_oob_close(struct perf_oob *o);
 uint32_t perf_oob_local_ip(const struct perf_oob *o);
+uint32_t perf_oob_peer_ip(const struct perf_oob *o);
+/* The peer sent FAIL or closed (nothing read: the next line stays for its reader). */
+bool perf_oob_peer_failed(const struct perf_oob *o);
 op_status_t perf_oob_send(struct perf_oob *o, const char *fmt, ...) OP_PRINTF(2, 3);
 /* 1 and a line in line, 0 nothing yet, -errno when the peer is gone. */
 int perf_oob_poll_line(struct perf_oob *o, char *line, size_t cap);
@@ -57,6 +63,7 @@ struct perf_ep {
     const struct op_io *base_io;
     struct op_rdma_dev *dev;
     struct op_rdma_cq *scq, *rcq;
+    struct op_rdma_srq *srq; /* --use_srq: every QP's receives, into QP 0's target half */
     struct perf_qp *qps;
     uint32_t nqp;
     size_t bufsize; /* the largest message of the run (+ a GRH for UD) */
@@ -101,8 +108,11 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now);
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */
 void perf_ep_answer_first(struct perf_ep *ep, int acks);
-/* Keep depth receives posted on QP qi, each taking a whole target half. */
+/* Keep depth receives posted on QP qi, each taking a whole target half
+ * (--use_srq: depth on the SRQ, all into QP 0's target half). */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
+/* The QP a receive completion belongs to (its index). */
+uint32_t perf_ep_recv_qp(const struct perf_ep *ep, const struct op_rdma_wc *wc);
 /* The message WR of the test's verb from q's buffers to its peer's. */
 void perf_ep_send_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t size,
                      struct op_rdma_sge *sge, struct op_rdma_send_wr *wr);
@@ -119,7 +129,7 @@ static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *
 
 /* ---- the side channel's lines (proto.c): checked, whole-line parsers */
 struct perf_params { /* what both sides must agree on */
-    int verb, test, type, all, bidir;
+    int verb, test, type, all, bidir, rdma_cm;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
     unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
@@ -151,7 +161,27 @@ struct perf_run {
     double gpu_post_us;   /* its device time per iteration (a batch of --threads writes) */
     uint64_t gpu_launches;
     char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
+    struct op_perf_bw_result last_bw; /* the last size's (--clients adds them up) */
+    bool have_result;
+    struct {            /* ib_atomic_*: results checked, and the first wrong one */
+        uint64_t checked, bad, bad_k, bad_val;
+        uint32_t bad_qp;
+    } atomic;
 };
+
+/* -R (cm.c): the server's CM listens on every QP before the client may
+ * send its REQs; the client connects; both end with every QP's peer
+ * filled in as exchange_qps would (or an error naming the CM's cause). */
+op_status_t perf_cm_listen(struct perf_run *r);
+op_status_t perf_cm_connect(struct perf_run *r);
+op_status_t perf_cm_await(struct perf_run *r);
+
+/* One side's whole run (r->oob already connected, or not yet: -1); the exit
+ * status. A server of several clients runs one per client, each in its
+ * own thread with its own device and socket (multi.c). */
+int perf_run_side(struct perf_run *r);
+int perf_run_clients(const struct op_perf_config *cfg);
+void perf_print_waiting(FILE *out);
 
 /* Wait for the peer's line starting with tag while keeping the engine
  * moving; the rest of the line goes to rest. */
@@ -172,6 +202,17 @@ uint32_t perf_gpu_slots(const struct op_perf_config *c, uint64_t bufsize, uint64
 op_status_t perf_gpu_open(struct perf_run *r);
 void perf_gpu_close(struct perf_run *r);
 op_status_t perf_run_gpunetio(struct perf_run *r, uint64_t size, struct op_perf_bw_result *res);
+/* ib_atomic_* (atomic.c): the k-th atomic of q; zero counters and results
+ * before a run; check results [from, to) of q; the verdict into r->check. */
+void perf_atomic_wr(const struct perf_ep *ep, const struct perf_qp *q, uint64_t k,
+                    struct op_rdma_sge *sge, struct op_rdma_send_wr *wr);
+void perf_atomic_reset(struct perf_run *r);
+void perf_atomic_check(struct perf_run *r, const struct perf_qp *q, uint64_t from, uint64_t to);
+void perf_atomic_verdict(struct perf_run *r, bool sent, bool served, uint64_t expect);
+static inline bool perf_client_only(const struct op_perf_config *c)
+{
+    return c->verb == OP_PERF_READ || c->verb == OP_PERF_ATOMIC; /* the server only serves */
+}
 /* The receiving side's verdict on the bytes that arrived (see run.c). */
 void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages);
 

@@ -8,25 +8,27 @@
 
 #include "perf_int.h"
 
-#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d %u %u %u"
-#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d %u %u %u%n"
+#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d %u %u %u %d"
+#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d %u %u %u %d%n"
 #define MAX_FIGURE 1e15 /* no rate, time or count of a real run is near this */
 
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
 {
-    *p = (struct perf_params){.verb = (int)c->verb, .test = (int)c->test, .size = c->size,
+    /* CMP_AND_SWAP counts as a verb of its own: both sides run the same -A */
+    int verb = (int)c->verb + (c->verb == OP_PERF_ATOMIC && c->cmp_swap);
+    *p = (struct perf_params){.verb = verb, .test = (int)c->test, .size = c->size,
                               .all = c->all, .iters = c->iters, .duration_s = c->duration_s,
                               .qps = c->qps, .type = (int)c->type,
                               .mtu = c->mtu ? c->mtu : 4096, .bidir = c->bidirectional,
                               .gpu_threads = c->gpu.threads, .gpu_mode = (unsigned)c->gpu.mode,
-                              .gpu_fault = (unsigned)c->gpu.fault};
+                              .gpu_fault = (unsigned)c->gpu.fault, .rdma_cm = c->rdma_cm};
 }
 
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, PARAMS_FMT, p->verb, p->test, p->size, p->all, p->iters,
                     p->duration_s, p->qps, p->type, p->mtu, p->bidir, p->gpu_threads,
-                    p->gpu_mode, p->gpu_fault);
+                    p->gpu_mode, p->gpu_fault, p->rdma_cm);
 }
 
 op_status_t perf_parse_params(const char *text, struct perf_params *p)
@@ -34,7 +36,7 @@ op_status_t perf_parse_params(const char *text, struct perf_params *p)
     int used = -1;
     if (sscanf(text, PARAMS_SCAN, &p->verb, &p->test, &p->size, &p->all, &p->iters,
                &p->duration_s, &p->qps, &p->type, &p->mtu, &p->bidir, &p->gpu_threads,
-               &p->gpu_mode, &p->gpu_fault, &used) != 13 ||
+               &p->gpu_mode, &p->gpu_fault, &p->rdma_cm, &used) != 14 ||
         text[used] != '\0')
         return OP_ERR_MALFORMED;
     return OP_OK;
@@ -44,7 +46,9 @@ op_status_t perf_parse_params(const char *text, struct perf_params *p)
 const char *perf_params_mismatch(const struct perf_params *a, const struct perf_params *b)
 {
     bool timed = a->duration_s != 0;
-    return a->verb != b->verb || a->test != b->test ? "the test (tool name)"
+    bool atomics = a->verb >= OP_PERF_ATOMIC && b->verb >= OP_PERF_ATOMIC;
+    return atomics && a->verb != b->verb            ? "-A (--atomic_type)"
+           : a->verb != b->verb || a->test != b->test ? "the test (tool name)"
            : a->all != b->all                       ? "-a (--all)"
            : a->size != b->size && !a->all          ? "-s (--size)"
            : a->duration_s != b->duration_s         ? "-D (--duration)"
@@ -56,6 +60,7 @@ const char *perf_params_mismatch(const struct perf_params *a, const struct perf_
            : a->gpu_threads != b->gpu_threads       ? "--threads"
            : a->gpu_mode != b->gpu_mode             ? "--mode"
            : a->gpu_fault != b->gpu_fault           ? "--inject_fault"
+           : a->rdma_cm != b->rdma_cm               ? "-R (--rdma_cm)"
                                                     : NULL;
 }
 

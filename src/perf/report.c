@@ -22,14 +22,26 @@ static const char *const type_names[] = {"RC", "UC", "UD"};
 
 const char *op_perf_title(const struct op_perf_config *cfg)
 {
-    static const char *const titles[3][2][2] = {
+    /* by verb, CMP_AND_SWAP after FETCH_AND_ADD (perftest: "Atomic" and the type) */
+    static const char *const titles[5][2][2] = {
         {{"Send BW Test", "Send Bidirectional BW Test"}, {"Send Latency Test", "Send Latency Test"}},
         {{"RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test"},
          {"RDMA_Write Latency Test", "RDMA_Write Latency Test"}},
         {{"RDMA_Read BW Test", "RDMA_Read Bidirectional BW Test"},
          {"RDMA_Read Latency Test", "RDMA_Read Latency Test"}},
+        {{"Atomic FETCH_AND_ADD BW Test", "Atomic FETCH_AND_ADD Bidirectional BW Test"},
+         {"Atomic FETCH_AND_ADD Latency Test", "Atomic FETCH_AND_ADD Latency Test"}},
+        {{"Atomic CMP_AND_SWAP BW Test", "Atomic CMP_AND_SWAP Bidirectional BW Test"},
+         {"Atomic CMP_AND_SWAP Latency Test", "Atomic CMP_AND_SWAP Latency Test"}},
     };
-    return titles[cfg->verb][cfg->test][cfg->bidirectional ? 1 : 0];
+    unsigned row = cfg->verb + (cfg->verb == OP_PERF_ATOMIC && cfg->cmp_swap);
+    return titles[row][cfg->test][cfg->bidirectional ? 1 : 0];
+}
+
+/* READ and atomic tests show how many may be in flight instead of inline data */
+static bool shows_outstanding(const struct op_perf_config *cfg)
+{
+    return cfg->verb == OP_PERF_READ || cfg->verb == OP_PERF_ATOMIC;
 }
 
 static bool sends_here(const struct op_perf_config *cfg, bool is_server)
@@ -43,7 +55,8 @@ void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg, const struc
     fprintf(f, "                    %s\n", op_perf_title(cfg));
     fprintf(f, " Dual-port       : OFF\t\tDevice         : %s\n", b->device);
     fprintf(f, " Number of qps   : %u\t\tTransport type : IB\n", cfg->qps);
-    fprintf(f, " Connection type : %s\t\tUsing SRQ      : OFF\n", type_names[cfg->type]);
+    fprintf(f, " Connection type : %s\t\tUsing SRQ      : %s\n", type_names[cfg->type],
+            cfg->use_srq ? "ON" : "OFF");
     if (sends_here(cfg, b->is_server))
         fprintf(f, " TX depth        : %u\n", cfg->tx_depth);
     if (cfg->verb == OP_PERF_SEND && (b->is_server || cfg->bidirectional))
@@ -53,12 +66,12 @@ void op_perf_print_banner(FILE *f, const struct op_perf_config *cfg, const struc
     fprintf(f, " Mtu             : %u[B]\n", b->mtu);
     fprintf(f, " Link type       : Ethernet\n");
     fprintf(f, " GID index       : %d\n", b->gid_index);
-    if (cfg->verb == OP_PERF_READ)
+    if (shows_outstanding(cfg))
         fprintf(f, " Outstand reads  : %u\n", b->out_reads);
     else
         fprintf(f, " Max inline data : %u[B]\n", cfg->inline_size);
-    fprintf(f, " rdma_cm QPs\t : OFF\n");
-    fprintf(f, " Data ex. method : Ethernet\n");
+    fprintf(f, " rdma_cm QPs\t : %s\n", cfg->rdma_cm ? "ON" : "OFF");
+    fprintf(f, " Data ex. method : %s\n", cfg->rdma_cm ? "rdma_cm" : "Ethernet");
     fprintf(f, OP_PERF_LINE);
 }
 
@@ -110,8 +123,8 @@ static void json_test_info(FILE *f, const struct op_perf_config *cfg,
     fprintf(f, "  \"test\": \"%s\",\n", op_perf_title(cfg));
     fprintf(f, "  \"Dual-port\": \"OFF\",\n  \"Device\": \"%s\",\n", b->device);
     fprintf(f, "  \"Number of qps\": %u,\n  \"Transport type\": \"IB\",\n", cfg->qps);
-    fprintf(f, "  \"Connection type\": \"%s\",\n  \"Using SRQ\": \"OFF\",\n",
-            type_names[cfg->type]);
+    fprintf(f, "  \"Connection type\": \"%s\",\n  \"Using SRQ\": \"%s\",\n",
+            type_names[cfg->type], cfg->use_srq ? "ON" : "OFF");
     if (sends_here(cfg, b->is_server))
         fprintf(f, "  \"TX depth\": %u,\n", cfg->tx_depth);
     if (cfg->verb == OP_PERF_SEND && (b->is_server || cfg->bidirectional))
@@ -120,11 +133,12 @@ static void json_test_info(FILE *f, const struct op_perf_config *cfg,
         fprintf(f, "  \"CQ Moderation\": %u,\n", cfg->cq_mod);
     fprintf(f, "  \"Mtu\": %u,\n  \"Link type\": \"Ethernet\",\n  \"GID index\": %d,\n", b->mtu,
             b->gid_index);
-    if (cfg->verb == OP_PERF_READ)
+    if (shows_outstanding(cfg))
         fprintf(f, "  \"Outstand reads\": %u,\n", b->out_reads);
     else
         fprintf(f, "  \"Max inline data\": %u,\n", cfg->inline_size);
-    fprintf(f, "  \"rdma_cm QPs\": \"OFF\",\n  \"Data ex. method\": \"Ethernet\",\n");
+    fprintf(f, "  \"rdma_cm QPs\": \"%s\",\n  \"Data ex. method\": \"%s\",\n",
+            cfg->rdma_cm ? "ON" : "OFF", cfg->rdma_cm ? "rdma_cm" : "Ethernet");
     fprintf(f, "  \"BW unit\": \"%s\"\n },\n", cfg->report_gbits ? "Gb/sec" : "MiB/sec");
 }
 

@@ -155,7 +155,8 @@ void perf_check_data(struct perf_run *r, uint64_t size, uint64_t messages)
         check_untouched(r);
         return;
     }
-    for (uint32_t i = 0; i < ep->nqp && messages > 0; i++) {
+    /* --use_srq: every QP's receives land in QP 0's target half */
+    for (uint32_t i = 0; i < (ep->srq ? 1 : ep->nqp) && messages > 0; i++) {
         const uint8_t *got = ep->qps[i].buf + ep->bufsize + off;
         if (memcmp(got, ep->pattern, n) != 0) {
             uint64_t k = 0;
@@ -227,7 +228,8 @@ static op_status_t exchange_qps(struct perf_run *r)
 static void print_addresses(struct perf_run *r)
 {
     const struct perf_ep *ep = &r->ep;
-    bool write = r->cfg->verb == OP_PERF_WRITE;
+    /* atomics aim at the counter at the start of the target half */
+    bool write = r->cfg->verb == OP_PERF_WRITE || r->cfg->verb == OP_PERF_ATOMIC;
     for (uint32_t i = 0; i < ep->nqp; i++) {
         const struct perf_qp *q = &ep->qps[i];
         /* the address a peer aims at: our target half for WRITE, source for READ */
@@ -298,8 +300,9 @@ static const unsigned shown_xdp[] = {
 
 /* The report's tail, names and values side by side for op_counters_print. */
 struct perf_counters {
-    const char *names[N_SHOWN + 3 + N_XDP]; /* + loss_injected, captured, gpu_touch_passes */
-    uint64_t vals[N_SHOWN + 3 + N_XDP];
+    /* + loss_injected, captured, gpu_touch_passes, two atomic and two CM ones */
+    const char *names[N_SHOWN + 7 + N_XDP];
+    uint64_t vals[N_SHOWN + 7 + N_XDP];
     int n;
 };
 
@@ -317,6 +320,12 @@ static void collect_counters(const struct perf_run *r, struct perf_counters *out
     for (size_t i = 0; i < N_SHOWN; i++)
         add_counter(out, op_rdma_qp_counter_name(shown_counters[i]), sums[shown_counters[i]]);
     add_counter(out, "loss_injected", lossed);
+    const struct op_rdma_cm *cm = op_rdma_dev_cm(r->ep.dev);
+    for (unsigned k = OP_RDMA_CM_C_cm_resent; cm != NULL && k <= OP_RDMA_CM_C_cm_duplicates; k++)
+        add_counter(out, op_rdma_cm_counter_name(k), op_rdma_cm_counters(cm)[k]);
+    for (unsigned k = OP_RDMA_QP_C_atomics_executed;
+         r->cfg->verb == OP_PERF_ATOMIC && k <= OP_RDMA_QP_C_atomic_replays; k++)
+        add_counter(out, op_rdma_qp_counter_name(k), sums[k]);
     if (r->cfg->gpu.touch != OP_PERF_TOUCH_NONE)
         add_counter(out, "gpu_touch_passes", r->ep.touch_passes);
     if (r->cfg->pcap != NULL)
@@ -414,15 +423,19 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
     return fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
 }
 
+void perf_print_waiting(FILE *out)
+{
+    fprintf(out, "\n************************************\n"
+                 "* Waiting for client to connect... *\n"
+                 "************************************\n");
+    fflush(out);
+}
+
 static op_status_t meet_peer(struct perf_run *r)
 {
     const struct op_perf_config *c = r->cfg;
-    if (r->is_server && c->output == OP_PERF_OUT_FULL) {
-        fprintf(r->out, "\n************************************\n"
-                        "* Waiting for client to connect... *\n"
-                        "************************************\n");
-        fflush(r->out);
-    }
+    if (r->is_server && c->output == OP_PERF_OUT_FULL)
+        perf_print_waiting(r->out);
     return r->is_server ? perf_oob_accept(c->tcp_port, &r->oob, r->why, sizeof r->why)
                         : perf_oob_connect(c->server, c->tcp_port, &r->oob, r->why,
                                            sizeof r->why);
@@ -442,10 +455,21 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
         snprintf(devname, devcap, "offpath0");
     if (c->xdp && !named)
         return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
-    op_status_t st = agree(r);
     if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
         max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
+    if (c->verb == OP_PERF_ATOMIC) /* a result slot per atomic in flight */
+        max_size = OP_PERF_ATOMIC_SIZE * OP_PERF_ATOMIC_SLOTS;
+    /* -R: the server's CM listens on its address's port 4791 before the
+     * client (which waits for its PARAMS) opens anything or sends a REQ */
+    bool listen_first = c->rdma_cm && r->is_server;
+    op_status_t st = OP_OK;
+    if (listen_first)
+        st = perf_ep_open(&r->ep, c, ip, NULL, max_size, r->why, sizeof r->why);
+    if (st == OP_OK && listen_first)
+        st = perf_cm_listen(r);
     if (st == OP_OK)
+        st = agree(r);
+    if (st == OP_OK && !listen_first)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
     if (st == OP_OK && c->gpu.threads && !r->is_server)
@@ -462,7 +486,7 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
                                  .is_server = r->is_server};
     if (c->output == OP_PERF_OUT_FULL)
         op_perf_print_banner(r->out, c, b);
-    st = exchange_qps(r);
+    st = !c->rdma_cm ? exchange_qps(r) : r->is_server ? perf_cm_await(r) : perf_cm_connect(r);
     if (st == OP_OK)
         st = perf_ep_connect(&r->ep, r->why, sizeof r->why);
     if (st == OP_OK && c->output == OP_PERF_OUT_FULL)
@@ -480,7 +504,8 @@ static op_status_t run_all(struct perf_run *r)
     struct results *res = calloc(1, sizeof(*res));
     if (res == NULL)
         return OP_ERR_NOMEM;
-    op_status_t st = meet_peer(r);
+    /* a server of several clients accepted this one already (multi.c) */
+    op_status_t st = r->oob.fd >= 0 ? OP_OK : meet_peer(r);
     if (st == OP_OK)
         st = setup(r, sizes[n - 1], &b, devname, sizeof devname);
     if (st == OP_OK && c->type == OP_RDMA_QPT_UD) {
@@ -493,6 +518,10 @@ static op_status_t run_all(struct perf_run *r)
         op_perf_print_header(r->out, c);
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
+    if (st == OP_OK && res->n > 0) {
+        r->last_bw = res->bw[res->n - 1];
+        r->have_result = true;
+    }
     if (st == OP_OK) {
         struct perf_counters pc;
         collect_counters(r, &pc);
@@ -507,28 +536,35 @@ static op_status_t run_all(struct perf_run *r)
     return st;
 }
 
-int op_perf_run(const struct op_perf_config *cfg)
+int perf_run_side(struct perf_run *r)
 {
-    struct perf_run r = {.cfg = cfg, .is_server = cfg->server == NULL,
-                         .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
-    r.started_ns = op_now_ns();
-    op_status_t st = run_all(&r);
-    if (st != OP_OK && r.oob.fd >= 0) {
-        char one_line[sizeof r.why];
-        snprintf(one_line, sizeof one_line, "%s", r.why);
+    r->started_ns = op_now_ns();
+    op_status_t st = run_all(r);
+    if (st != OP_OK && r->oob.fd >= 0) {
+        char one_line[sizeof r->why];
+        snprintf(one_line, sizeof one_line, "%s", r->why);
         for (char *p = one_line; (p = strchr(p, '\n')) != NULL;)
             *p = ' ';
-        (void)perf_oob_send(&r.oob, "FAIL %.200s", one_line);
+        (void)perf_oob_send(&r->oob, "FAIL %.200s", one_line);
     }
-    fflush(r.out);
+    fflush(r->out);
     if (st != OP_OK)
-        fprintf(stderr, " %s\n", r.why[0] ? r.why : op_status_str(st));
-    perf_oob_close(&r.oob);
-    perf_gpu_close(&r);
-    perf_ep_close(&r.ep);
-    free(r.posted);
-    free(r.completed);
+        fprintf(stderr, " %s\n", r->why[0] ? r->why : op_status_str(st));
+    perf_oob_close(&r->oob);
+    perf_gpu_close(r);
+    perf_ep_close(&r->ep);
+    free(r->posted);
+    free(r->completed);
     if (st != OP_OK)
         return 1;
-    return r.check_failed ? 1 : 0;
+    return r->check_failed ? 1 : 0;
+}
+
+int op_perf_run(const struct op_perf_config *cfg)
+{
+    if (cfg->server == NULL && cfg->clients > 1)
+        return perf_run_clients(cfg);
+    struct perf_run r = {.cfg = cfg, .is_server = cfg->server == NULL,
+                         .out = cfg->out ? cfg->out : stdout, .oob = {.fd = -1}};
+    return perf_run_side(&r);
 }

@@ -88,6 +88,8 @@ void op_rdma_dev_destroy(struct op_rdma_dev *dev)
     while (dev->n_cqs > 0) /* each destroy takes its CQ off the list */
         op_rdma_cq_destroy(dev->cqs[dev->n_cqs - 1]);
     free(dev->cqs);
+    op_rdma_cm_destroy(dev->cm);
+    rdma_srq_free_all(dev);
     rdma_mr_free_all(dev);
     free(dev);
 }
@@ -129,6 +131,10 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
         dev->c[OP_RDMA_DEV_C_drop_truncated]++;
         return;
     }
+    if (bth.dest_qp == OP_CM_GSI_QPN && dev->cm != NULL) {
+        rdma_cm_input(dev->cm, pkt, now, out);
+        return;
+    }
     struct op_rdma_qp *qp = qp_of(dev, bth.dest_qp);
     if (qp == NULL) {
         dev->c[OP_RDMA_DEV_C_drop_no_qp]++;
@@ -150,6 +156,8 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
 
 void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out)
 {
+    if (dev->cm != NULL && rdma_cm_deadline(dev->cm) <= now)
+        rdma_cm_timer(dev->cm, now, out);
     for (uint32_t i = 0; i < dev->n_qps; i++) {
         struct op_rdma_qp *qp = dev->qps[i];
         if (qp == NULL)
@@ -170,7 +178,7 @@ static uint64_t qp_deadline(const struct op_rdma_qp *qp)
 
 uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev)
 {
-    uint64_t t = UINT64_MAX;
+    uint64_t t = dev->cm != NULL ? rdma_cm_deadline(dev->cm) : UINT64_MAX;
     for (uint32_t i = 0; i < dev->n_qps; i++)
         if (dev->qps[i] != NULL) {
             uint64_t d = qp_deadline(dev->qps[i]);

@@ -54,12 +54,13 @@ op_status_t op_rdma_reg_mr(struct op_rdma_dev *dev, void *addr, size_t len, unsi
                            struct op_rdma_mr **out)
 {
     const unsigned known = OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                           OP_RDMA_ACCESS_REMOTE_READ;
+                           OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC;
     uint32_t slot;
     if ((addr == NULL && len > 0) || (access & ~known) != 0 || len > UINT32_MAX)
         return OP_ERR_INVAL;
-    /* verbs: remote write needs local write */
-    if ((access & OP_RDMA_ACCESS_REMOTE_WRITE) && !(access & OP_RDMA_ACCESS_LOCAL_WRITE))
+    /* verbs: remote write and remote atomic need local write */
+    if ((access & (OP_RDMA_ACCESS_REMOTE_WRITE | OP_RDMA_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & OP_RDMA_ACCESS_LOCAL_WRITE))
         return OP_ERR_INVAL;
     op_status_t st = free_slot(dev, &slot);
     if (st != OP_OK)
@@ -128,7 +129,9 @@ bool rdma_sgl_load(struct op_rdma_dev *dev, const struct op_rdma_sge *sg, int n,
 
 static const char *access_name(unsigned access)
 {
-    return access == OP_RDMA_ACCESS_REMOTE_READ ? "REMOTE_READ" : "REMOTE_WRITE";
+    return access == OP_RDMA_ACCESS_REMOTE_READ     ? "REMOTE_READ"
+           : access == OP_RDMA_ACCESS_REMOTE_ATOMIC ? "REMOTE_ATOMIC"
+                                                    : "REMOTE_WRITE";
 }
 
 struct op_rdma_mr *rdma_rkey_check(struct op_rdma_qp *qp, uint32_t rkey, uint64_t va,

@@ -10,7 +10,7 @@
 #define RDMA_OK_ OP_RDMA_QP_C_COUNT_
 
 /* By opcode without its transport bits (IBTA 9.2, table 31). */
-static const uint16_t op_hdrs[OP_RC_ACK + 1] = {
+static const uint16_t op_hdrs[OP_RC_FETCH_ADD + 1] = {
     [OP_RC_SEND_FIRST] = RDMA_H_SEND | RDMA_H_FIRST,
     [OP_RC_SEND_MIDDLE] = RDMA_H_SEND,
     [OP_RC_SEND_LAST] = RDMA_H_SEND | RDMA_H_LAST,
@@ -29,6 +29,9 @@ static const uint16_t op_hdrs[OP_RC_ACK + 1] = {
     [OP_RC_READ_RESP_LAST] = RDMA_H_READ_RESP | RDMA_H_LAST | RDMA_H_AETH,
     [OP_RC_READ_RESP_ONLY] = RDMA_H_READ_RESP | RDMA_H_FIRST | RDMA_H_LAST | RDMA_H_AETH,
     [OP_RC_ACK] = RDMA_H_ACK | RDMA_H_AETH,
+    [OP_RC_ATOMIC_ACK] = RDMA_H_ACK | RDMA_H_AETH | RDMA_H_ATOMIC_ACK,
+    [OP_RC_CMP_SWAP] = RDMA_H_ATOMIC | RDMA_H_FIRST | RDMA_H_LAST,
+    [OP_RC_FETCH_ADD] = RDMA_H_ATOMIC | RDMA_H_FIRST | RDMA_H_LAST,
 };
 
 /* The headers of opcode on a QP of this type; 0 if the type does not carry it. */
@@ -36,7 +39,7 @@ static unsigned hdrs_of(enum op_rdma_qp_type type, uint8_t opcode)
 {
     switch (type) {
     case OP_RDMA_QPT_RC:
-        return opcode <= OP_RC_ACK ? op_hdrs[opcode] : 0;
+        return opcode <= OP_RC_FETCH_ADD ? op_hdrs[opcode] : 0;
     case OP_RDMA_QPT_UC:
         return opcode >= OP_UC_BASE && opcode <= OP_UC_BASE + RDMA_UC_LAST_OP
                    ? op_hdrs[opcode - OP_UC_BASE]
@@ -53,11 +56,12 @@ static size_t hdrs_len(unsigned h)
 {
     return OP_BTH_LEN + ((h & RDMA_H_DETH) ? OP_DETH_LEN : 0) +
            ((h & RDMA_H_RETH) ? OP_RETH_LEN : 0) + ((h & RDMA_H_AETH) ? OP_AETH_LEN : 0) +
-           ((h & RDMA_H_IMM) ? OP_IMMDT_LEN : 0);
+           ((h & RDMA_H_IMM) ? OP_IMMDT_LEN : 0) + ((h & RDMA_H_ATOMIC) ? OP_ATOMIC_ETH_LEN : 0) +
+           ((h & RDMA_H_ATOMIC_ACK) ? OP_ATOMIC_ACK_ETH_LEN : 0);
 }
 
-/* Extension headers in IBTA order: DETH, RETH, AETH, ImmDt. Lengths were
- * checked, so the decoders cannot fail. */
+/* Extension headers in IBTA order: DETH, RETH, AtomicETH, AETH,
+ * AtomicAckETH, ImmDt. Lengths were checked, so the decoders cannot fail. */
 static void decode_ext(const uint8_t *b, struct rdma_pkt *p)
 {
     b += OP_BTH_LEN;
@@ -69,9 +73,17 @@ static void decode_ext(const uint8_t *b, struct rdma_pkt *p)
         (void)op_reth_decode(b, OP_RETH_LEN, &p->reth);
         b += OP_RETH_LEN;
     }
+    if (p->hdr & RDMA_H_ATOMIC) {
+        (void)op_atomic_eth_decode(b, OP_ATOMIC_ETH_LEN, &p->atomic);
+        b += OP_ATOMIC_ETH_LEN;
+    }
     if (p->hdr & RDMA_H_AETH) {
         (void)op_aeth_decode(b, OP_AETH_LEN, &p->aeth);
         b += OP_AETH_LEN;
+    }
+    if (p->hdr & RDMA_H_ATOMIC_ACK) {
+        (void)op_atomic_ack_decode(b, OP_ATOMIC_ACK_ETH_LEN, &p->orig);
+        b += OP_ATOMIC_ACK_ETH_LEN;
     }
     if (p->hdr & RDMA_H_IMM)
         (void)op_immdt_decode(b, OP_IMMDT_LEN, &p->imm);
@@ -101,7 +113,8 @@ unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struc
     if (raw->len < hl + p->bth.padcnt + OP_ICRC_LEN)
         return OP_RDMA_QP_C_drop_length;
     p->len = (uint32_t)(raw->len - hl - p->bth.padcnt - OP_ICRC_LEN);
-    if ((p->hdr & (RDMA_H_ACK | RDMA_H_READ_REQ)) && (p->len != 0 || p->bth.padcnt != 0))
+    if ((p->hdr & (RDMA_H_ACK | RDMA_H_READ_REQ | RDMA_H_ATOMIC)) &&
+        (p->len != 0 || p->bth.padcnt != 0))
         return OP_RDMA_QP_C_drop_length;
     if (p->len > rdma_mtu(qp))
         return OP_RDMA_QP_C_drop_length;
@@ -125,9 +138,17 @@ static uint8_t *put_ext(const struct rdma_out *o, uint8_t *b)
         op_reth_encode(o->reth, b);
         b += OP_RETH_LEN;
     }
+    if (o->atomic != NULL) {
+        op_atomic_eth_encode(o->atomic, b);
+        b += OP_ATOMIC_ETH_LEN;
+    }
     if (o->aeth != NULL) {
         op_aeth_encode(o->aeth, b);
         b += OP_AETH_LEN;
+    }
+    if (o->atomic_orig != NULL) {
+        op_atomic_ack_encode(*o->atomic_orig, b);
+        b += OP_ATOMIC_ACK_ETH_LEN;
     }
     if (o->imm != NULL) {
         op_immdt_encode(*o->imm, b);

@@ -32,7 +32,8 @@ static op_status_t qp_slot(struct op_rdma_dev *dev, uint32_t *slot)
 static bool init_attr_ok(const struct op_rdma_qp_init_attr *a)
 {
     return a->type <= OP_RDMA_QPT_UD && a->send_cq != NULL && a->recv_cq != NULL &&
-           a->max_send_wr > 0 && a->max_recv_wr > 0 && a->max_send_wr <= (1u << 20) &&
+           a->max_send_wr > 0 && (a->max_recv_wr > 0 || a->srq != NULL) &&
+           a->max_send_wr <= (1u << 20) &&
            a->max_recv_wr <= (1u << 20) && a->max_inline_data <= OP_RDMA_MAX_INLINE;
 }
 
@@ -40,7 +41,7 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
                               struct op_rdma_qp **out)
 {
     uint32_t slot;
-    if (!init_attr_ok(attr))
+    if (!init_attr_ok(attr) || (attr->srq != NULL && attr->srq->dev != dev))
         return OP_ERR_INVAL;
     op_status_t st = qp_slot(dev, &slot);
     if (st != OP_OK)
@@ -49,21 +50,22 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
     if (qp == NULL)
         return OP_ERR_NOMEM;
     qp->req.sq = calloc(attr->max_send_wr, sizeof(*qp->req.sq));
-    qp->resp.rq = calloc(attr->max_recv_wr, sizeof(*qp->resp.rq));
+    /* with an SRQ the QP's own queue stays empty (one slot keeps it valid) */
+    qp->resp.rq.cap = attr->srq != NULL ? 1 : attr->max_recv_wr;
+    qp->resp.rq.wqe = calloc(qp->resp.rq.cap, sizeof(*qp->resp.rq.wqe));
     if (attr->max_inline_data > 0)
         qp->req.inline_mem = malloc((size_t)attr->max_send_wr * attr->max_inline_data);
-    if (qp->req.sq == NULL || qp->resp.rq == NULL ||
+    if (qp->req.sq == NULL || qp->resp.rq.wqe == NULL ||
         (attr->max_inline_data > 0 && qp->req.inline_mem == NULL)) {
         free(qp->req.sq);
         free(qp->req.inline_mem);
-        free(qp->resp.rq);
+        free(qp->resp.rq.wqe);
         free(qp);
         return OP_ERR_NOMEM;
     }
     qp->dev = dev;
     qp->init = *attr;
     qp->req.cap = attr->max_send_wr;
-    qp->resp.cap = attr->max_recv_wr;
     qp->qpn = RDMA_QPN_BASE + slot;
     qp->state = OP_RDMA_QPS_RESET;
     rdma_req_init(qp);
@@ -79,7 +81,7 @@ void op_rdma_qp_destroy(struct op_rdma_qp *qp)
     qp->dev->qps[qp->qpn - RDMA_QPN_BASE] = NULL;
     free(qp->req.sq);
     free(qp->req.inline_mem);
-    free(qp->resp.rq);
+    free(qp->resp.rq.wqe);
     free(qp);
 }
 
@@ -99,7 +101,7 @@ static op_status_t to_init(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *
     if (qp->state != OP_RDMA_QPS_RESET)
         return OP_ERR_STATE;
     if (a->access & ~(unsigned)(OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                                OP_RDMA_ACCESS_REMOTE_READ))
+                                OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC))
         return OP_ERR_INVAL;
     qp->attr.access = a->access;
     qp->attr.qkey = a->qkey;
@@ -144,10 +146,9 @@ static op_status_t to_rts(struct op_rdma_qp *qp, const struct op_rdma_qp_attr *a
 static void to_reset(struct op_rdma_qp *qp)
 {
     qp->req.head = qp->req.cur = qp->req.tail = 0;
-    struct rdma_rwqe *rq = qp->resp.rq;
-    memset(&qp->resp, 0, sizeof(qp->resp));
+    struct rdma_rq rq = {.wqe = qp->resp.rq.wqe, .cap = qp->resp.rq.cap};
+    memset(&qp->resp, 0, sizeof(qp->resp)); /* a held receive is dropped too */
     qp->resp.rq = rq;
-    qp->resp.cap = qp->init.max_recv_wr;
     memset(&qp->attr, 0, sizeof(qp->attr));
     qp->cause[0] = '\0';
     rdma_req_init(qp);
@@ -191,6 +192,8 @@ void rdma_complete_send(struct op_rdma_qp *qp, const struct rdma_swqe *w, unsign
         [OP_RDMA_WR_RDMA_WRITE] = OP_RDMA_WC_RDMA_WRITE,
         [OP_RDMA_WR_RDMA_WRITE_WITH_IMM] = OP_RDMA_WC_RDMA_WRITE,
         [OP_RDMA_WR_RDMA_READ] = OP_RDMA_WC_RDMA_READ,
+        [OP_RDMA_WR_ATOMIC_CMP_AND_SWP] = OP_RDMA_WC_COMP_SWAP,
+        [OP_RDMA_WR_ATOMIC_FETCH_AND_ADD] = OP_RDMA_WC_FETCH_ADD,
     };
     /* errors always complete visibly, as verbs */
     if (status == OP_RDMA_WC_SUCCESS && !w->signaled && !qp->init.sq_sig_all)
@@ -229,7 +232,7 @@ static bool opcode_ok(enum op_rdma_qp_type type, enum op_rdma_wr_opcode op)
 {
     switch (type) {
     case OP_RDMA_QPT_RC:
-        return op <= OP_RDMA_WR_RDMA_READ;
+        return op <= OP_RDMA_WR_ATOMIC_FETCH_AND_ADD;
     case OP_RDMA_QPT_UC:
         return op <= OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
     case OP_RDMA_QPT_UD:
@@ -245,7 +248,7 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
 {
     const struct rdma_req *r = &qp->req;
     uint64_t total = 0;
-    if (wr->opcode == OP_RDMA_WR_RDMA_READ || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
+    if (rdma_wr_needs_response(wr->opcode) || wr->num_sge < 0 || wr->num_sge > OP_RDMA_MAX_SGE ||
         (wr->num_sge > 0 && wr->sg_list == NULL))
         return false;
     for (int i = 0; i < wr->num_sge; i++)
@@ -263,10 +266,23 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
     return true;
 }
 
+/* An atomic's 8 bytes and its operands (verbs: compare_add is CMP_AND_SWP's
+ * compare and FETCH_AND_ADD's addend; the AtomicETH has swap-or-add, then
+ * compare). */
+static bool atomic_fill(const struct op_rdma_send_wr *wr, struct rdma_swqe *w)
+{
+    bool cas = wr->opcode == OP_RDMA_WR_ATOMIC_CMP_AND_SWP;
+    if (w->len != 8)
+        return false;
+    w->swap_add = cas ? wr->atomic.swap : wr->atomic.compare_add;
+    w->compare = cas ? wr->atomic.compare_add : 0;
+    return true;
+}
+
 static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
                       struct rdma_swqe *w)
 {
-    bool read = wr->opcode == OP_RDMA_WR_RDMA_READ;
+    bool read = rdma_wr_needs_response(wr->opcode); /* the answer lands in the sg list */
     memset(w, 0, sizeof(*w));
     if (!opcode_ok(qp->init.type, wr->opcode))
         return false;
@@ -276,6 +292,8 @@ static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
         return false;
     if (qp->init.type == OP_RDMA_QPT_UD && w->len > rdma_mtu(qp))
         return false;
+    if (rdma_wr_is_atomic(wr->opcode) && !atomic_fill(wr, w))
+        return false;
     /* 24-bit PSNs compare by signed difference: a message must span far
      * less than 2^23 of them (1 GiB at MTU 256) */
     if (rdma_npkts(w->len, rdma_mtu(qp)) > RDMA_MAX_MSG_PKTS)
@@ -284,8 +302,8 @@ static bool swqe_fill(struct op_rdma_qp *qp, const struct op_rdma_send_wr *wr,
     w->opcode = wr->opcode;
     w->signaled = (wr->send_flags & OP_RDMA_SEND_SIGNALED) != 0;
     w->imm = wr->imm_data;
-    w->raddr = wr->rdma.remote_addr;
-    w->rkey = wr->rdma.rkey;
+    w->raddr = rdma_wr_is_atomic(wr->opcode) ? wr->atomic.remote_addr : wr->rdma.remote_addr;
+    w->rkey = rdma_wr_is_atomic(wr->opcode) ? wr->atomic.rkey : wr->rdma.rkey;
     w->ud_ip = wr->ud.remote_ip;
     w->ud_port = wr->ud.remote_port;
     w->ud_qpn = wr->ud.remote_qpn & RDMA_PSN_MASK;
@@ -317,9 +335,11 @@ op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma_recv_w
 {
     struct rdma_resp *s = &qp->resp;
     struct rdma_rwqe w = {.wr_id = wr->wr_id};
+    if (qp->init.srq != NULL)
+        return OP_ERR_INVAL; /* its receives go to the SRQ */
     if (qp->state == OP_RDMA_QPS_RESET)
         return OP_ERR_STATE;
-    if (s->tail - s->head >= s->cap)
+    if (s->rq.tail - s->rq.head >= s->rq.cap)
         return OP_ERR_NOSPACE;
     if (!rdma_sgl_load(qp->dev, wr->sg_list, wr->num_sge, true, &w.sgl, &w.len))
         return OP_ERR_INVAL;
@@ -329,17 +349,25 @@ op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma_recv_w
         rdma_complete_recv(qp, &wc);
         return OP_OK;
     }
-    s->rq[s->tail++ % s->cap] = w;
+    rdma_rq_push(&s->rq, &w);
     return OP_OK;
 }
 
+static void flush_recv(struct op_rdma_qp *qp, uint64_t wr_id)
+{
+    const struct op_rdma_wc wc = {.wr_id = wr_id, .status = OP_RDMA_WC_WR_FLUSH_ERR,
+                                  .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
+    rdma_complete_recv(qp, &wc);
+}
+
+/* The receive a message held, and the QP's own queue; an SRQ's receives
+ * stay for its other QPs (verbs). */
 void rdma_resp_flush(struct op_rdma_qp *qp)
 {
     struct rdma_resp *s = &qp->resp;
-    for (; s->head != s->tail; s->head++) {
-        const struct op_rdma_wc wc = {.wr_id = s->rq[s->head % s->cap].wr_id,
-                                      .status = OP_RDMA_WC_WR_FLUSH_ERR,
-                                      .opcode = OP_RDMA_WC_RECV, .cause = flushed_cause};
-        rdma_complete_recv(qp, &wc);
-    }
+    if (s->has_open)
+        flush_recv(qp, s->open.wr_id);
+    s->has_open = false;
+    for (; s->rq.head != s->rq.tail; s->rq.head++)
+        flush_recv(qp, s->rq.wqe[s->rq.head % s->rq.cap].wr_id);
 }

@@ -5,6 +5,8 @@
 #define OFFPATH_RDMA_INTERNAL_H
 
 #include "offpath/rdma.h"
+#include "offpath/wire/atomic.h"
+#include "offpath/wire/cm.h"
 
 #define RDMA_PSN_MASK 0xffffffu
 #define RDMA_PKEY 0xffffu
@@ -42,6 +44,17 @@ struct rdma_sgl {
     uint8_t n;
 };
 
+/* A queue of receives: a QP's own, or an SRQ's. */
+struct rdma_rq {
+    struct rdma_rwqe *wqe;
+    uint32_t cap, head, tail;
+};
+
+struct op_rdma_srq {
+    struct op_rdma_dev *dev;
+    struct rdma_rq q;
+};
+
 /* A send WR as the requester keeps it until it completes. */
 struct rdma_swqe {
     uint64_t wr_id;
@@ -52,6 +65,7 @@ struct rdma_swqe {
     uint32_t rkey;
     uint32_t len;
     struct rdma_sgl sgl;
+    uint64_t swap_add, compare; /* atomics */
     uint32_t ud_ip, ud_qpn, ud_qkey;
     uint16_t ud_port;
     bool started;     /* first_psn assigned */
@@ -89,10 +103,19 @@ struct rdma_req {
     bool rewound; /* went back to una once already: ignore further NAKs for it */
 };
 
+/* An executed atomic's result, kept to answer its duplicates (IBTA
+ * 9.7.5.1.4: a responder never executes an atomic twice). */
+struct rdma_atomic_result {
+    uint32_t psn;
+    bool valid;
+    uint64_t orig;
+};
+
 /* The responder's side: expected PSN, the message in progress. */
 struct rdma_resp {
-    struct rdma_rwqe *rq;
-    uint32_t cap, head, tail;
+    struct rdma_rq rq;      /* unused with an SRQ */
+    struct rdma_rwqe open;  /* the receive the open message (or a refused one) took */
+    bool has_open;
     uint32_t epsn, msn;
     bool nak_sent;        /* one sequence NAK per gap */
     uint8_t in_msg;       /* 0, or RDMA_H_SEND / RDMA_H_WRITE: a message is open */
@@ -102,6 +125,8 @@ struct rdma_resp {
     uint32_t wlen;
     uint32_t unacked;
     uint64_t ack_at; /* the delayed ACK of unacked packets is due; 0: none */
+    struct rdma_atomic_result atomics[OP_RDMA_ATOMIC_DEPTH]; /* a ring, oldest overwritten */
+    uint32_t atomic_next;
 };
 
 struct op_rdma_qp {
@@ -125,8 +150,11 @@ struct op_rdma_dev {
     uint32_t n_qps;
     struct op_rdma_cq **cqs;
     uint32_t n_cqs;
+    struct op_rdma_srq **srqs;
+    uint32_t n_srqs;
     uint64_t c[OP_RDMA_DEV_C_COUNT_];
     uint64_t last_response_at; /* any QP's last ACK or READ response (probe.c) */
+    struct op_rdma_cm *cm;     /* takes what comes to QP 1; NULL: such packets are dropped */
 };
 
 /* A parsed packet: headers in host order, payload as a view. */
@@ -136,6 +164,8 @@ struct rdma_pkt {
     struct op_reth reth;
     struct op_aeth aeth;
     struct op_deth deth;
+    struct op_atomic_eth atomic;
+    uint64_t orig; /* ATOMIC_ACK */
     uint32_t imm;
     uint8_t op;    /* opcode without the transport bits (RC numbering) */
     unsigned hdr;  /* RDMA_H_* of op */
@@ -155,6 +185,8 @@ enum rdma_hdr_flags {
     RDMA_H_READ_REQ = 1u << 8,
     RDMA_H_READ_RESP = 1u << 9,
     RDMA_H_ACK = 1u << 10,
+    RDMA_H_ATOMIC = 1u << 11,     /* CMP_SWAP, FETCH_ADD: AtomicETH */
+    RDMA_H_ATOMIC_ACK = 1u << 12, /* ATOMIC_ACK: AtomicAckETH after the AETH */
 };
 
 /* What a packet to send carries besides the BTH. */
@@ -166,6 +198,8 @@ struct rdma_out {
     const struct op_aeth *aeth;
     const struct op_deth *deth;
     const uint32_t *imm;
+    const struct op_atomic_eth *atomic;
+    const uint64_t *atomic_orig; /* AtomicAckETH */
     const struct rdma_sgl *sgl; /* payload gathered from here, */
     uint32_t off, len;          /* bytes [off, off+len) of the message */
     const uint8_t *data;        /* or from here when sgl is NULL */
@@ -206,6 +240,19 @@ struct op_rdma_mr *rdma_rkey_check(struct op_rdma_qp *qp, uint32_t rkey, uint64_
                                    uint32_t len, unsigned access, char *cause, size_t cap);
 void rdma_mr_free_all(struct op_rdma_dev *dev);
 
+/* srq.c: the receive a message lands in, from the QP's queue or its SRQ,
+ * held from its first packet to its last; NULL if none is posted. */
+struct rdma_rwqe *rdma_recv_take(struct op_rdma_qp *qp);
+bool rdma_recv_ready(const struct op_rdma_qp *qp);
+void rdma_rq_push(struct rdma_rq *q, const struct rdma_rwqe *w);
+void rdma_srq_free_all(struct op_rdma_dev *dev);
+
+/* cm.c: what the device hands its CM */
+void rdma_cm_input(struct op_rdma_cm *cm, const struct op_pkt *pkt, uint64_t now,
+                   struct op_txq *out);
+void rdma_cm_timer(struct op_rdma_cm *cm, uint64_t now, struct op_txq *out);
+uint64_t rdma_cm_deadline(const struct op_rdma_cm *cm);
+
 /* cq (dev.c) */
 void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc);
 
@@ -235,6 +282,27 @@ uint64_t rdma_req_deadline(const struct op_rdma_qp *qp);
 void rdma_resp_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out);
 uint64_t rdma_resp_deadline(const struct op_rdma_qp *qp);
 void rdma_req_flush(struct op_rdma_qp *qp, unsigned status, const char *cause);
+
+/* atomic.c */
+static inline bool rdma_wr_is_atomic(enum op_rdma_wr_opcode op)
+{
+    return op == OP_RDMA_WR_ATOMIC_CMP_AND_SWP || op == OP_RDMA_WR_ATOMIC_FETCH_AND_ADD;
+}
+/* WRs whose answer carries data (READ, atomics): an ACK cannot complete them. */
+static inline bool rdma_wr_needs_response(enum op_rdma_wr_opcode op)
+{
+    return op == OP_RDMA_WR_RDMA_READ || rdma_wr_is_atomic(op);
+}
+void rdma_atomic_request(const struct rdma_swqe *w, struct op_atomic_eth *eth,
+                         struct rdma_out *o);
+/* Requester: an ATOMIC_ACK for w, the WR holding its PSN; false if it does
+ * not answer w. */
+void rdma_atomic_response(struct op_rdma_qp *qp, struct rdma_swqe *w, const struct rdma_pkt *p);
+/* Responder: execute an in-order atomic (true) or refuse it with a cause
+ * and whether the NAK is an access error (else invalid request). */
+bool rdma_atomic_execute(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause,
+                         bool *access_error, struct op_txq *out);
+void rdma_atomic_replay(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out);
 
 /* resp.c */
 void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,

@@ -132,9 +132,13 @@ static void send_data(struct op_rdma_qp *qp, struct rdma_swqe *w, uint64_t now,
                          .off = r->cur_pkt * mtu, .dst_ip = qp->attr.remote_ip,
                          .dst_port = qp->attr.remote_port};
     bool resend = psn_diff(psn, r->hi_psn) < 0;
+    struct op_atomic_eth aeth;
     if (w->opcode == OP_RDMA_WR_RDMA_READ)
         read_request(r, w, mtu, &reth, &o);
-    else
+    else if (rdma_wr_is_atomic(w->opcode)) {
+        rdma_atomic_request(w, &aeth, &o);
+        r->cur_pkt = 1;
+    } else
         data_packet(r, w, mtu, &reth, message_wants_ack(qp, w, resend), &o);
     if (qp->init.type == OP_RDMA_QPT_UC) {
         o.opcode |= OP_UC_BASE;
@@ -183,14 +187,19 @@ static bool window_allows(const struct op_rdma_qp *qp, const struct rdma_req *r,
     return r->window - used >= (left < half ? left : half);
 }
 
-/* A READ may start while fewer than max_rd_atomic READs are in flight
- * (started, not complete): verbs' limit, perftest's -o. WRs start in order,
- * so the started ones are the run from head. */
-static bool read_may_start(const struct op_rdma_qp *qp, const struct rdma_req *r)
+/* A READ or an atomic may start while fewer than max_rd_atomic of them are
+ * in flight (started, not complete): verbs' limit, perftest's -o. Atomics
+ * also stay within OP_RDMA_ATOMIC_DEPTH, the results a responder keeps to
+ * answer duplicates. WRs start in order, so the started ones are the run
+ * from head. */
+static bool rd_atomic_may_start(const struct op_rdma_qp *qp, const struct rdma_req *r,
+                                const struct rdma_swqe *w)
 {
     uint32_t n = 0, max = qp->attr.max_rd_atomic;
+    if (rdma_wr_is_atomic(w->opcode) && (max == 0 || max > OP_RDMA_ATOMIC_DEPTH))
+        max = OP_RDMA_ATOMIC_DEPTH;
     for (uint32_t i = r->head; max != 0 && i != r->tail && r->sq[i % r->cap].started; i++)
-        n += r->sq[i % r->cap].opcode == OP_RDMA_WR_RDMA_READ;
+        n += rdma_wr_needs_response(r->sq[i % r->cap].opcode);
     return max == 0 || n < max;
 }
 
@@ -205,7 +214,8 @@ void rdma_req_progress(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
         struct rdma_swqe *w = swqe(r, r->cur);
         if (rc && !window_allows(qp, r, w))
             break;
-        if (rc && !w->started && w->opcode == OP_RDMA_WR_RDMA_READ && !read_may_start(qp, r))
+        if (rc && !w->started && rdma_wr_needs_response(w->opcode) &&
+            !rd_atomic_may_start(qp, r, w))
             break;
         if (!w->started) {
             w->started = true;
@@ -329,7 +339,7 @@ static bool ack_upto(struct op_rdma_qp *qp, uint32_t psn, uint64_t now)
     bool moved = false, ok = true;
     while (r->head != r->tail && swqe(r, r->head)->started && psn_diff(psn, r->una) >= 0) {
         struct rdma_swqe *w = swqe(r, r->head);
-        if (w->opcode == OP_RDMA_WR_RDMA_READ) {
+        if (rdma_wr_needs_response(w->opcode)) {
             ok = false;
             break;
         }
@@ -442,7 +452,18 @@ static bool resp_fits(const struct op_rdma_qp *qp, const struct rdma_swqe *w,
     return p->len == w->len - k * mtu && (p->hdr & RDMA_H_LAST);
 }
 
-static void read_resp(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now)
+/* A READ response fits its READ; an ATOMIC_ACK (an ACK, never a NAK)
+ * answers an atomic. */
+static bool answers(const struct op_rdma_qp *qp, const struct rdma_swqe *w,
+                    const struct rdma_pkt *p)
+{
+    if (p->hdr & RDMA_H_ATOMIC_ACK)
+        return rdma_wr_is_atomic(w->opcode) && (p->aeth.syndrome >> 5) == 0;
+    return w->opcode == OP_RDMA_WR_RDMA_READ && resp_fits(qp, w, p);
+}
+
+/* A READ response packet or an ATOMIC_ACK: the data of the WR at una. */
+static void data_resp(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now)
 {
     struct rdma_req *r = &qp->req;
     uint32_t psn = p->bth.psn;
@@ -451,7 +472,7 @@ static void read_resp(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t 
         return;
     }
     struct rdma_swqe *w = wr_of_psn(r, psn);
-    if (w == NULL || w->opcode != OP_RDMA_WR_RDMA_READ || !resp_fits(qp, w, p)) {
+    if (w == NULL || !answers(qp, w, p)) {
         qp->c[OP_RDMA_QP_C_drop_psn]++;
         return;
     }
@@ -464,7 +485,10 @@ static void read_resp(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t 
         return;
     }
     uint32_t k = (uint32_t)psn_diff(psn, w->first_psn);
-    rdma_sgl_put(&w->sgl, k * rdma_mtu(qp), p->payload, p->len);
+    if (p->hdr & RDMA_H_ATOMIC_ACK)
+        rdma_atomic_response(qp, w, p);
+    else
+        rdma_sgl_put(&w->sgl, k * rdma_mtu(qp), p->payload, p->len);
     r->una = psn_add(psn, 1);
     if (k + 1 == w->npkts) {
         r->head++;
@@ -480,8 +504,8 @@ void rdma_req_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t no
         qp->c[OP_RDMA_QP_C_drop_psn]++; /* answers something never sent */
         return;
     }
-    if (p->hdr & RDMA_H_READ_RESP)
-        read_resp(qp, p, now);
+    if (p->hdr & (RDMA_H_READ_RESP | RDMA_H_ATOMIC_ACK))
+        data_resp(qp, p, now);
     else
         ack_input(qp, p, now);
     rdma_req_progress(qp, now, out);

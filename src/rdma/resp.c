@@ -16,16 +16,12 @@
 
 enum exec_result { EX_OK, EX_RNR, EX_INV, EX_ACCESS, EX_TOO_LONG };
 
-static struct rdma_rwqe *rq_head(struct rdma_resp *s)
-{
-    return s->head != s->tail ? &s->rq[s->head % s->cap] : NULL;
-}
-
+/* The receive the message took (rdma_recv_take) completes. */
 static void recv_done(struct op_rdma_qp *qp, const struct rdma_pkt *p, unsigned opcode,
                       uint32_t len)
 {
     struct rdma_resp *s = &qp->resp;
-    struct op_rdma_wc wc = {.wr_id = rq_head(s)->wr_id, .opcode = opcode, .byte_len = len};
+    struct op_rdma_wc wc = {.wr_id = s->open.wr_id, .opcode = opcode, .byte_len = len};
     if (p->hdr & RDMA_H_IMM) {
         wc.imm_data = p->imm;
         wc.wc_flags = OP_RDMA_WC_WITH_IMM;
@@ -35,7 +31,7 @@ static void recv_done(struct op_rdma_qp *qp, const struct rdma_pkt *p, unsigned 
         wc.src_ip = p->raw->flow.src.v4;
         wc.src_port = p->raw->flow.src_port;
     }
-    s->head++;
+    s->has_open = false;
     rdma_complete_recv(qp, &wc);
 }
 
@@ -53,7 +49,7 @@ static bool in_sequence(const struct op_rdma_qp *qp, const struct rdma_pkt *p)
 static enum exec_result exec_send(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
 {
     struct rdma_resp *s = &qp->resp;
-    struct rdma_rwqe *w = rq_head(s);
+    struct rdma_rwqe *w = rdma_recv_take(qp);
     if (w == NULL)
         return EX_RNR;
     if (p->hdr & RDMA_H_FIRST) {
@@ -95,7 +91,7 @@ static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt 
 {
     struct rdma_resp *s = &qp->resp;
     /* before any byte lands: a retry after the RNR NAK must find memory as is */
-    if ((p->hdr & RDMA_H_IMM) && rq_head(s) == NULL)
+    if ((p->hdr & RDMA_H_IMM) && !rdma_recv_ready(qp))
         return EX_RNR;
     if (p->hdr & RDMA_H_FIRST) {
         enum exec_result r = open_write(qp, p, cause);
@@ -119,7 +115,7 @@ static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt 
     }
     s->off += p->len;
     if (last) {
-        if (p->hdr & RDMA_H_IMM)
+        if ((p->hdr & RDMA_H_IMM) && rdma_recv_take(qp) != NULL) /* ready: checked above */
             recv_done(qp, p, OP_RDMA_WC_RECV_RDMA_WITH_IMM, s->wlen);
         s->in_msg = 0;
     }
@@ -208,6 +204,12 @@ static enum exec_result execute(struct op_rdma_qp *qp, const struct rdma_pkt *p,
         return exec_send(qp, p, cause);
     if (p->hdr & RDMA_H_WRITE)
         return exec_write(qp, p, cause);
+    if (p->hdr & RDMA_H_ATOMIC) {
+        bool access;
+        if (rdma_atomic_execute(qp, p, cause, &access, out))
+            return EX_OK;
+        return access ? EX_ACCESS : EX_INV;
+    }
     return exec_read(qp, p, cause, out);
 }
 
@@ -230,13 +232,14 @@ static uint64_t ack_delay_ns(const struct op_rdma_qp *qp)
 
 /* Executed: the next PSN is expected; ACK when asked or when ack_every
  * packets went unacknowledged, else within OP_RDMA_ACK_DELAY_NS (one ACK then
- * covers all of them). A READ's response is its ACK. */
+ * covers all of them). A READ's response, an atomic's ATOMIC_ACK is its ACK. */
 static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
                        struct op_txq *out)
 {
     struct rdma_resp *s = &qp->resp;
-    if (p->hdr & RDMA_H_READ_REQ) {
-        s->epsn = psn_add(p->bth.psn, rdma_npkts(p->reth.dma_len, rdma_mtu(qp)));
+    if (p->hdr & (RDMA_H_READ_REQ | RDMA_H_ATOMIC)) {
+        uint32_t n = (p->hdr & RDMA_H_ATOMIC) ? 1 : rdma_npkts(p->reth.dma_len, rdma_mtu(qp));
+        s->epsn = psn_add(p->bth.psn, n);
         s->unacked = 0;
         s->ack_at = 0;
         return;
@@ -274,10 +277,10 @@ static void rc_error(struct op_rdma_qp *qp, const struct rdma_pkt *p, enum exec_
         return;
     }
     if (r == EX_TOO_LONG) {
-        const struct op_rdma_wc wc = {.wr_id = rq_head(&qp->resp)->wr_id,
+        const struct op_rdma_wc wc = {.wr_id = qp->resp.open.wr_id,
                                       .status = OP_RDMA_WC_LOC_LEN_ERR, .opcode = OP_RDMA_WC_RECV,
                                       .cause = qp->cause};
-        qp->resp.head++;
+        qp->resp.has_open = false;
         rdma_complete_recv(qp, &wc);
     }
     rdma_send_aeth(qp, r == EX_ACCESS ? RDMA_AETH_NAK_ACCESS : RDMA_AETH_NAK_INV, psn, out);
@@ -289,6 +292,8 @@ static void rc_duplicate(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct
     qp->c[OP_RDMA_QP_C_duplicates]++;
     if (p->hdr & RDMA_H_READ_REQ)
         replay_read(qp, p, out);
+    else if (p->hdr & RDMA_H_ATOMIC)
+        rdma_atomic_replay(qp, p, out);
     else if (p->bth.ackreq)
         rdma_send_aeth(qp, RDMA_AETH_ACK, psn_add(qp->resp.epsn, RDMA_PSN_MASK), out);
 }
@@ -377,12 +382,12 @@ static void put_grh(const struct rdma_pkt *p, uint8_t grh[OP_RDMA_UD_GRH_LEN])
 
 void rdma_ud_input(struct op_rdma_qp *qp, const struct rdma_pkt *p)
 {
-    struct rdma_rwqe *w = rq_head(&qp->resp);
     uint8_t grh[OP_RDMA_UD_GRH_LEN];
     if (p->deth.qkey != qp->attr.qkey) {
         qp->c[OP_RDMA_QP_C_drop_qkey]++;
         return;
     }
+    struct rdma_rwqe *w = rdma_recv_take(qp);
     if (w == NULL) {
         qp->c[OP_RDMA_QP_C_drop_no_recv]++;
         return;

@@ -16,8 +16,8 @@
  *   ctl bit 4     sent from a stranger's address instead of the peer's
  *   ctl bit 5     a millisecond passes first (timers run)
  *   ctl bit 6     the requester posts a WRITE, a READ and a SEND first
- *   ctl bit 7     the RETH (bytes 12..27) names the second device's region
- *                 (its rkey, an address inside it)
+ *   ctl bit 7     the RETH or AtomicETH (VA and rkey at bytes 12..23) names
+ *                 the second device's region (its rkey, an address inside it)
  * Whatever arrives must not crash the engines (ASan, UBSan) or hang them,
  * and the spare pair, which the input never addresses, must still move data
  * exactly afterwards. */
@@ -58,7 +58,10 @@ static void world_init(struct world *w)
     memset(w, 0, sizeof(*w));
     rsim_init(&w->s, 1);
     const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .depth = 16,
-                                   .timeout = 8, .retry_cnt = 3, .rnr_retry = 3};
+                                   .timeout = 8, .retry_cnt = 3, .rnr_retry = 3,
+                                   .access = OP_RDMA_ACCESS_REMOTE_WRITE |
+                                             OP_RDMA_ACCESS_REMOTE_READ |
+                                             OP_RDMA_ACCESS_REMOTE_ATOMIC};
     rsim_connect(&w->s, &o, &w->a, &w->b);
     require(op_rdma_cq_create(w->s.dev[1], 64, &w->ud_cq) == OP_OK, "ud cq");
     const struct op_rdma_qp_init_attr ia = {.type = OP_RDMA_QPT_UD, .send_cq = w->ud_cq,
@@ -73,7 +76,7 @@ static void world_init(struct world *w)
     const struct rsim_qp_opts so = {.type = OP_RDMA_QPT_RC, .mtu = 1024, .retry_cnt = 7};
     rsim_connect(&w->s, &so, &w->spare_a, &w->spare_b);
     const unsigned all = OP_RDMA_ACCESS_LOCAL_WRITE | OP_RDMA_ACCESS_REMOTE_WRITE |
-                         OP_RDMA_ACCESS_REMOTE_READ;
+                         OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC;
     for (int i = 0; i < 2; i++) {
         w->mem[i] = calloc(1, REGION);
         require(w->mem[i] != NULL, "memory");
@@ -104,13 +107,18 @@ static void drain(struct op_rdma_cq *cq)
 static void post_some(struct world *w)
 {
     const enum op_rdma_wr_opcode ops[] = {OP_RDMA_WR_RDMA_WRITE, OP_RDMA_WR_RDMA_READ,
-                                          OP_RDMA_WR_SEND};
-    for (int i = 0; i < 3; i++) {
-        struct op_rdma_sge sg = {(uint64_t)(uintptr_t)w->mem[0], 700, op_rdma_mr_lkey(w->mr[0])};
+                                          OP_RDMA_WR_SEND, OP_RDMA_WR_ATOMIC_FETCH_AND_ADD};
+    for (int i = 0; i < 4; i++) {
+        bool atomic = ops[i] == OP_RDMA_WR_ATOMIC_FETCH_AND_ADD;
+        struct op_rdma_sge sg = {(uint64_t)(uintptr_t)w->mem[0], atomic ? 8 : 700,
+                                 op_rdma_mr_lkey(w->mr[0])};
         struct op_rdma_send_wr wr = {.wr_id = w->wr_id++, .opcode = ops[i], .sg_list = &sg,
                                      .num_sge = 1,
                                      .rdma = {(uint64_t)(uintptr_t)w->mem[1] + 1000,
-                                              op_rdma_mr_rkey(w->mr[1])}};
+                                              op_rdma_mr_rkey(w->mr[1])},
+                                     .atomic = {.remote_addr = (uint64_t)(uintptr_t)w->mem[1] + 1000,
+                                                .compare_add = 1,
+                                                .rkey = op_rdma_mr_rkey(w->mr[1])}};
         (void)op_rdma_post_send(w->a.qp, &wr, w->s.now, &w->s.q);
     }
 }

@@ -34,6 +34,10 @@ def aeth(syndrome, msn=0):
     return struct.pack("!B3s", syndrome, msn.to_bytes(3, "big"))
 
 
+def atomic_eth(va, rkey, swap_add, compare=0):
+    return struct.pack("!QIQQ", va, rkey, swap_add, compare)
+
+
 def deth(qkey, src_qp):
     return struct.pack("!IB3s", qkey, 0, src_qp.to_bytes(3, "big"))
 
@@ -76,6 +80,18 @@ SEEDS = {
         rec(RC | SEAL, pkt(0x0D, 3, data(MTU, 1), aeth(0x1F))),
         rec(RC | SEAL, pkt(0x0E, 4, data(MTU, 2))),
         rec(RC | SEAL, pkt(0x0F, 5, data(188, 3), aeth(0x1F)))]),
+    "atomic_fetch_add": rec(B_RC | RETH, pkt(0x14, 0, ext=atomic_eth(0x10, 0, 5), ackreq=True)),
+    "atomic_cmp_swap_dup": b"".join([
+        rec(B_RC | RETH, pkt(0x13, 0, ext=atomic_eth(0x20, 0, 9, 0), ackreq=True)),
+        rec(B_RC | RETH, pkt(0x13, 0, ext=atomic_eth(0x20, 0, 9, 0), ackreq=True))]),
+    "atomic_misaligned": rec(B_RC | RETH,
+                             pkt(0x14, 0, ext=atomic_eth(0x0004 << 48, 0, 1), ackreq=True)),
+    "atomic_with_payload": rec(B_RC | RETH, pkt(0x14, 0, data(8, 1), atomic_eth(0, 0, 1), True)),
+    "atomic_ack_to_requester": b"".join([
+        rec(POST | RC | SEAL, pkt(0x11, 2, ext=aeth(0x1F))),
+        rec(RC | SEAL, pkt(0x0D, 3, data(MTU, 1), aeth(0x1F))),
+        rec(RC | SEAL, pkt(0x12, 6, ext=aeth(0x1F) + struct.pack("!Q", 41))),
+        rec(RC | SEAL, pkt(0x12, 6, ext=aeth(0x60) + struct.pack("!Q", 41)))]),
     "ud_send": b"".join([
         rec(TO_B | UD | SEAL, pkt(0x64, 0, data(50, 1), deth(0x11111111, 0x55))),
         rec(TO_B | UD | SEAL, pkt(0x65, 1, data(50, 1), deth(0x22222222, 0x55) + b"\0\0\0\1"))]),

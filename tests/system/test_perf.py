@@ -327,7 +327,7 @@ def test_mismatched_flags_fail_on_both_sides():
     (["ib_write_bw", "1.2.3.4", "5.6.7.8"], "unexpected argument"),
     (["ib_send_lat", "-I", "913"], "-I (--inline_size)"),
     (["ib_write_lat", "-e"], "-e (--events): not for RDMA WRITE"),
-    (["ib_write_bw", "-o", "4"], "-o (--outs) is for RDMA READ tests"),
+    (["ib_write_bw", "-o", "4"], "-o (--outs) is for RDMA READ and atomic tests"),
     (["ib_read_bw", "-o", "0"], "-o (--outs)"),
 ])
 def test_bad_flags_are_named(args, needle):

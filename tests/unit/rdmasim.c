@@ -107,7 +107,8 @@ static void make_ep(struct rsim *s, int side, const struct rsim_qp_opts *o, stru
         abort();
     const struct op_rdma_qp_init_attr ia = {.type = o->type, .send_cq = e->scq, .recv_cq = e->rcq,
                                             .max_send_wr = depth, .max_recv_wr = depth,
-                                            .max_inline_data = o->max_inline};
+                                            .max_inline_data = o->max_inline,
+                                            .srq = side == 1 ? o->srq_b : NULL};
     if (op_rdma_qp_create(s->dev[side], &ia, &e->qp) != OP_OK)
         abort();
 }

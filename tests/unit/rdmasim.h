@@ -61,6 +61,7 @@ struct rsim_qp_opts {
     uint32_t psn_a, psn_b;  /* initial PSNs */
     uint32_t max_inline;    /* max_inline_data of both QPs */
     uint8_t max_rd_atomic;  /* READs in flight at most; 0: no limit */
+    struct op_rdma_srq *srq_b; /* side b's QP takes its receives from it; NULL: its own */
 };
 
 void rsim_init(struct rsim *s, uint64_t seed);

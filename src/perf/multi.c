@@ -1,0 +1,102 @@
+/* A server of several clients (--clients N): it accepts N side-channel
+ * connections on its one TCP port, then runs each client's test at the
+ * same time, each in a thread of its own with its own device, QPs and
+ * UDP socket (an engine belongs to one thread; nothing is shared but the
+ * read-only config). Each client's report is kept in memory and printed
+ * whole, in the order they connected, then what they add up to. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "perf_int.h"
+
+struct client_run {
+    struct perf_run r;
+    pthread_t thread;
+    bool started;
+    int rc;
+    char *text;
+    size_t len;
+};
+
+static void *client_main(void *arg)
+{
+    struct client_run *c = arg;
+    c->rc = perf_run_side(&c->r);
+    return NULL;
+}
+
+static int accept_all(const struct op_perf_config *cfg, struct client_run *runs, uint32_t n)
+{
+    char why[256];
+    int lfd = -1;
+    op_status_t st = perf_oob_listen(cfg->tcp_port, (int)n, &lfd, why, sizeof why);
+    for (uint32_t i = 0; st == OP_OK && i < n; i++)
+        st = perf_oob_accept_on(lfd, &runs[i].r.oob, why, sizeof why);
+    if (lfd >= 0)
+        close(lfd);
+    if (st != OP_OK)
+        fprintf(stderr, " %s\n", why);
+    return st == OP_OK ? 0 : 1;
+}
+
+static void print_reports(const struct op_perf_config *cfg, FILE *out, struct client_run *runs,
+                          uint32_t n)
+{
+    double bw = 0, rate = 0;
+    uint32_t counted = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (cfg->output == OP_PERF_OUT_FULL)
+            fprintf(out, " offpath: client %u of %u\n", i + 1, n);
+        if (runs[i].text != NULL)
+            fwrite(runs[i].text, 1, runs[i].len, out);
+        if (runs[i].rc == 0 && runs[i].r.have_result) {
+            bw += runs[i].r.last_bw.bw_avg;
+            rate += runs[i].r.last_bw.msg_rate;
+            counted++;
+        }
+    }
+    if (cfg->test == OP_PERF_BW && cfg->output == OP_PERF_OUT_FULL)
+        fprintf(out, " offpath: %u clients together: BW average %.2f %s, MsgRate %.6f Mpps\n",
+                counted, bw, cfg->report_gbits ? "Gb/sec" : "MiB/sec", rate);
+}
+
+int perf_run_clients(const struct op_perf_config *cfg)
+{
+    FILE *out = cfg->out ? cfg->out : stdout;
+    uint32_t n = cfg->clients;
+    struct client_run *runs = calloc(n, sizeof(*runs));
+    if (runs == NULL)
+        return 1;
+    for (uint32_t i = 0; i < n; i++)
+        runs[i].r.oob.fd = -1;
+    if (cfg->output == OP_PERF_OUT_FULL)
+        perf_print_waiting(out);
+    int rc = accept_all(cfg, runs, n);
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        struct client_run *c = &runs[i];
+        c->r.cfg = cfg;
+        c->r.is_server = true;
+        c->r.out = open_memstream(&c->text, &c->len);
+        c->started = c->r.out != NULL && pthread_create(&c->thread, NULL, client_main, c) == 0;
+        if (!c->started)
+            rc = 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (runs[i].started)
+            pthread_join(runs[i].thread, NULL);
+        if (runs[i].r.out != NULL)
+            fclose(runs[i].r.out);
+        if (runs[i].r.oob.fd >= 0) /* accepted but never run */
+            perf_oob_close(&runs[i].r.oob);
+        rc = runs[i].rc > rc ? runs[i].rc : rc;
+    }
+    print_reports(cfg, out, runs, n);
+    fflush(out);
+    for (uint32_t i = 0; i < n; i++)
+        free(runs[i].text);
+    free(runs);
+    return rc;
+}

@@ -1,0 +1,312 @@
+/* The connection manager: CM MADs encoded and decoded (every attribute,
+ * every reason to refuse one), and the REQ / REP / RTU exchange between two
+ * devices on the in-memory link: clean, under loss, duplication and
+ * reordering, with no slot left (REJ), with a dead peer (a cause). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "offpath/wire/cm.h"
+#include "rdmasim.h"
+
+#define LIMIT_NS (60 * OP_NS_PER_S)
+
+static const struct op_flow FLOW = {.src.v4 = RSIM_IP_A, .dst.v4 = RSIM_IP_B,
+                                    .src_port = OP_ROCE_UDP_PORT, .dst_port = OP_ROCE_UDP_PORT};
+
+static struct op_cm_msg sample(uint16_t attr)
+{
+    struct op_cm_msg m;
+    memset(&m, 0, sizeof m); /* padding too: decoded messages are compared whole */
+    m.attr = attr;
+    m.tid = 0x1122334455667788ull;
+    m.local_comm_id = 0xa1b2c3d4;
+    m.remote_comm_id = attr == OP_CM_REQ ? 0 : 0x01020304;
+    if (attr == OP_CM_REQ || attr == OP_CM_REP) {
+        m.ca_guid = 0x0102030405060708ull;
+        m.qkey = 0;
+        m.qpn = 0x000123;
+        m.psn = 0xabcdef;
+        m.responder_resources = 16;
+        m.initiator_depth = 8;
+        m.rnr_retry = 7;
+        m.srq = attr == OP_CM_REP;
+    }
+    if (attr == OP_CM_REQ) {
+        m.service_id = OP_CM_SERVICE_RDMA_TCP | 4791;
+        m.cm_resp_timeout = 20;
+        m.retry_count = 7;
+        m.pkey = 0xffff;
+        m.path_mtu = 5;
+        m.max_cm_retries = 15;
+        m.local_gid[10] = m.local_gid[11] = 0xff;
+        m.local_gid[15] = 1;
+        m.remote_gid[15] = 2;
+        m.hop_limit = 64;
+        m.ack_timeout = 14;
+    }
+    if (attr == OP_CM_REP)
+        m.target_ack_delay = 15;
+    if (attr == OP_CM_REJ)
+        m.reason = 28;
+    for (size_t i = 0; i < op_cm_private_len(attr); i++)
+        m.private_data[i] = (uint8_t)(i * 3 + attr);
+    return m;
+}
+
+static void test_mads_round_trip(void **state)
+{
+    (void)state;
+    const uint16_t attrs[] = {OP_CM_REQ, OP_CM_REP, OP_CM_RTU, OP_CM_REJ};
+    for (size_t a = 0; a < 4; a++) {
+        struct op_cm_msg m = sample(attrs[a]), d;
+        memset(&d, 0xa5, sizeof d);
+        uint8_t pkt[OP_CM_PKT_LEN + 8];
+        enum op_cm_err why;
+        assert_int_equal(op_cm_packet_encode(&FLOW, 5, &m, pkt, sizeof pkt), OP_CM_PKT_LEN);
+        assert_int_equal(op_cm_packet_decode(&FLOW, pkt, OP_CM_PKT_LEN, &d, &why), OP_OK);
+        assert_int_equal(why, OP_CM_E_ok);
+        assert_memory_equal(&d, &m, sizeof m);
+    }
+    /* the REQ's fields where the IBTA puts them (MAD offset 24 + field) */
+    struct op_cm_msg m = sample(OP_CM_REQ);
+    uint8_t mad[OP_CM_MAD_LEN];
+    op_cm_mad_encode(&m, mad);
+    const uint8_t hdr[] = {1, 0x07, 2, 0x03};
+    assert_memory_equal(mad, hdr, 4);
+    assert_int_equal(mad[16] << 8 | mad[17], OP_CM_REQ);
+    assert_int_equal(mad[24 + 32] << 16 | mad[24 + 33] << 8 | mad[24 + 34], 0x123); /* QPN */
+    assert_int_equal(mad[24 + 44] << 16 | mad[24 + 45] << 8 | mad[24 + 46], 0xabcdef); /* PSN */
+    assert_int_equal(mad[24 + 50] >> 4, 5);      /* path MTU */
+    assert_int_equal(mad[24 + 56 + 15], 1);      /* primary local GID */
+    assert_int_equal(mad[24 + 140], m.private_data[0]);
+}
+
+static void expect_refused(const uint8_t *pkt, size_t len, enum op_cm_err want)
+{
+    struct op_cm_msg d;
+    enum op_cm_err why = OP_CM_E_ok;
+    assert_int_not_equal(op_cm_packet_decode(&FLOW, pkt, len, &d, &why), OP_OK);
+    if (why != want)
+        fail_msg("refused for %s, expected %s", op_cm_err_str(why), op_cm_err_str(want));
+}
+
+/* Change one MAD byte and seal again: only that field is wrong. */
+static void mutate(const uint8_t *good, size_t at, uint8_t v, enum op_cm_err want)
+{
+    uint8_t pkt[OP_CM_PKT_LEN];
+    memcpy(pkt, good, sizeof pkt);
+    pkt[at] = v;
+    (void)op_icrc_seal(&FLOW, pkt, OP_CM_PKT_LEN - OP_ICRC_LEN, sizeof pkt);
+    expect_refused(pkt, sizeof pkt, want);
+}
+
+static void test_malformed_refused_with_reason(void **state)
+{
+    (void)state;
+    struct op_cm_msg m = sample(OP_CM_REP);
+    uint8_t good[OP_CM_PKT_LEN + 4];
+    assert_int_equal(op_cm_packet_encode(&FLOW, 1, &m, good, sizeof good), OP_CM_PKT_LEN);
+    expect_refused(good, OP_CM_PKT_LEN - 1, OP_CM_E_length);
+    expect_refused(good, 20, OP_CM_E_length);
+    good[OP_CM_PKT_LEN] = 0;
+    expect_refused(good, OP_CM_PKT_LEN + 1, OP_CM_E_length);
+    size_t mad = OP_BTH_LEN + OP_DETH_LEN;
+    mutate(good, 0, 0x04, OP_CM_E_bth);         /* RC SEND_ONLY */
+    mutate(good, 7, 0x02, OP_CM_E_bth);         /* QP 2 */
+    mutate(good, OP_BTH_LEN + 3, 0x11, OP_CM_E_deth); /* Q_Key */
+    mutate(good, mad + 0, 2, OP_CM_E_version);
+    mutate(good, mad + 1, 0x81, OP_CM_E_mgmt_class);
+    mutate(good, mad + 2, 1, OP_CM_E_version);
+    mutate(good, mad + 3, 0x81, OP_CM_E_method);
+    mutate(good, mad + 17, 0x11, OP_CM_E_attribute); /* MRA: not taken */
+    mutate(good, mad + 17, 0x20, OP_CM_E_attribute);
+    uint8_t bad[OP_CM_PKT_LEN];
+    memcpy(bad, good, sizeof bad);
+    bad[mad + 100] ^= 1; /* not resealed */
+    expect_refused(bad, sizeof bad, OP_CM_E_icrc);
+    struct op_cm_msg d;
+    enum op_cm_err why;
+    assert_int_not_equal(op_cm_mad_decode(good + mad, OP_CM_MAD_LEN - 1, &d, &why), OP_OK);
+    assert_int_equal(why, OP_CM_E_length);
+}
+
+/* ---- the exchange */
+struct cmfx {
+    struct rsim s;
+    struct op_rdma_cm *cm[2];
+};
+
+static struct op_rdma_cm_side side(uint32_t qpn, uint8_t tag)
+{
+    struct op_rdma_cm_side s = {.qpn = qpn, .psn = 0x100000u + qpn, .mtu = 1024,
+                                .responder_resources = 16, .initiator_depth = 16,
+                                .retry_count = 7, .rnr_retry = 7, .timeout = 14};
+    for (int i = 0; i < OP_RDMA_CM_PRIVATE_MAX; i++)
+        s.private_data[i] = (uint8_t)(tag + i);
+    return s;
+}
+
+static void cmfx_init(struct cmfx *f, uint64_t seed, uint32_t n_active, uint32_t n_passive)
+{
+    rsim_init(&f->s, seed);
+    const struct op_rdma_cm_config a = {.nconn = n_active, .retry_ns = OP_NS_PER_MS,
+                                        .max_retries = 30};
+    const struct op_rdma_cm_config b = {.nconn = n_passive, .retry_ns = OP_NS_PER_MS,
+                                        .max_retries = 30};
+    assert_int_equal(op_rdma_cm_create(f->s.dev[0], &a, &f->cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f->s.dev[1], &b, &f->cm[1]), OP_OK);
+    for (uint32_t i = 0; i < n_passive; i++) {
+        struct op_rdma_cm_side s = side(0x40 + i, 0x80);
+        assert_int_equal(op_rdma_cm_listen(f->cm[1], i, &s), OP_OK);
+    }
+    for (uint32_t i = 0; i < n_active; i++) {
+        struct op_rdma_cm_side s = side(0x20 + i, (uint8_t)i);
+        assert_int_equal(op_rdma_cm_connect(f->cm[0], i, &s, RSIM_IP_B, OP_ROCE_UDP_PORT,
+                                            f->s.now, &f->s.q),
+                         OP_OK);
+    }
+}
+
+struct settled {
+    struct cmfx *f;
+    uint32_t n[2];
+};
+
+static bool all_settled(void *arg)
+{
+    struct settled *w = arg;
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < w->n[k]; i++) {
+            enum op_rdma_cm_state st = op_rdma_cm_state(w->f->cm[k], i);
+            if (st != OP_RDMA_CM_ESTABLISHED && st != OP_RDMA_CM_FAILED)
+                return false;
+        }
+    return true;
+}
+
+static void exchange(double drop, double dup, double reorder, uint64_t seed)
+{
+    struct cmfx f;
+    cmfx_init(&f, seed, 4, 4);
+    for (int i = 0; i < 2; i++)
+        f.s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
+                                         .jitter_ns = 2 * OP_NS_PER_MS};
+    struct settled w = {&f, {4, 4}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    bool seen[4] = {0};
+    for (uint32_t i = 0; i < 4; i++) {
+        struct op_rdma_cm_side p, q;
+        uint32_t ip;
+        uint16_t port;
+        assert_int_equal(op_rdma_cm_state(f.cm[0], i), OP_RDMA_CM_ESTABLISHED);
+        assert_int_equal(op_rdma_cm_peer(f.cm[0], i, &p, &ip, &port), OP_OK);
+        assert_int_equal(ip, RSIM_IP_B);
+        assert_int_equal(p.mtu, 1024);
+        uint32_t j = p.qpn - 0x40; /* the passive slot that took our REQ */
+        assert_true(j < 4 && !seen[j]);
+        seen[j] = true;
+        assert_int_equal(p.psn, 0x100040u + j);
+        assert_int_equal(p.private_data[0], 0x80);
+        /* and the passive side learned exactly us */
+        assert_int_equal(op_rdma_cm_peer(f.cm[1], j, &q, &ip, &port), OP_OK);
+        assert_int_equal(q.qpn, 0x20 + i);
+        assert_int_equal(q.psn, 0x100020u + i);
+        assert_int_equal(q.timeout, 14);
+        assert_int_equal(q.retry_count, 7);
+        assert_int_equal(q.private_data[5], (uint8_t)(i + 5));
+        assert_int_equal(ip, RSIM_IP_A);
+    }
+    if (drop > 0 || dup > 0) {
+        const uint64_t *a = op_rdma_cm_counters(f.cm[0]), *b = op_rdma_cm_counters(f.cm[1]);
+        assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_resent] +
+                        a[OP_RDMA_CM_C_cm_duplicates] + b[OP_RDMA_CM_C_cm_duplicates] >
+                    0);
+    }
+    rsim_free(&f.s);
+}
+
+static void test_exchange(void **state)
+{
+    (void)state;
+    exchange(0, 0, 0, 1);
+    exchange(0.3, 0.2, 0.3, 2);
+    exchange(0.5, 0, 0, 3);
+}
+
+static void test_no_slot_is_rejected(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    cmfx_init(&f, 4, 3, 2);
+    struct settled w = {&f, {3, 2}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    int failed = 0;
+    for (uint32_t i = 0; i < 3; i++)
+        if (op_rdma_cm_state(f.cm[0], i) == OP_RDMA_CM_FAILED) {
+            failed++;
+            assert_non_null(strstr(op_rdma_cm_error(f.cm[0], i), "REJ reason 1"));
+        }
+    assert_int_equal(failed, 1);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    rsim_free(&f.s);
+}
+
+static void test_dead_peer_gives_a_cause(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    cmfx_init(&f, 5, 1, 1);
+    f.s.link[0].dead = true;
+    struct settled w = {&f, {1, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
+    const char *cause = op_rdma_cm_error(f.cm[0], 0);
+    assert_non_null(strstr(cause, "no REP from 127.0.0.2:4791 after 31 tries"));
+    assert_int_equal(op_rdma_cm_counters(f.cm[0])[OP_RDMA_CM_C_cm_resent], 30);
+    rsim_free(&f.s);
+}
+
+/* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
+static void test_garbage_to_qp1_counted(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    cmfx_init(&f, 6, 1, 1);
+    uint8_t buf[OP_CM_PKT_LEN];
+    struct op_cm_msg m = sample(OP_CM_RTU);
+    struct op_flow fl = {.src.v4 = RSIM_IP_A, .dst.v4 = RSIM_IP_B, .src_port = 4791,
+                         .dst_port = 4791};
+    assert_int_equal(op_cm_packet_encode(&fl, 1, &m, buf, sizeof buf), OP_CM_PKT_LEN);
+    struct op_pkt p = {.flow = fl, .data = buf, .len = OP_CM_PKT_LEN};
+    rsim_deliver(&f.s, &p); /* an RTU for no connection */
+    buf[OP_BTH_LEN + OP_DETH_LEN + 1] = 0x04;
+    (void)op_icrc_seal(&fl, buf, OP_CM_PKT_LEN - OP_ICRC_LEN, sizeof buf);
+    rsim_deliver(&f.s, &p);
+    p.len = 40;
+    rsim_deliver(&f.s, &p);
+    const uint64_t *c = op_rdma_cm_counters(f.cm[1]), *d = op_rdma_cm_drops(f.cm[1]);
+    assert_int_equal(c[OP_RDMA_CM_C_cm_unknown], 1);
+    assert_int_equal(d[OP_CM_E_mgmt_class], 1);
+    assert_int_equal(d[OP_CM_E_length], 1);
+    assert_int_equal(c[OP_RDMA_CM_C_cm_malformed], 2);
+    rsim_free(&f.s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mads_round_trip),
+        cmocka_unit_test(test_malformed_refused_with_reason),
+        cmocka_unit_test(test_exchange),
+        cmocka_unit_test(test_no_slot_is_rejected),
+        cmocka_unit_test(test_dead_peer_gives_a_cause),
+        cmocka_unit_test(test_garbage_to_qp1_counted),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
