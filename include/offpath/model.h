@@ -77,6 +77,7 @@ struct op_model_scenario {
     uint64_t seed;  /* loss draws */
     uint64_t budget; /* INC: leader-chunks to simulate at most (0: 8192); beyond,
                         chunks travel in trains and the steady state is extrapolated */
+    bool trace;     /* SimGrid's own messages and the steps' times on stderr */
 };
 
 struct op_model_result {
@@ -128,7 +129,7 @@ struct op_model_cfg {
     unsigned mode, alg;
     double loss;
     uint64_t seed;
-    bool json;
+    bool json, trace;
     const char *plot;             /* project: PNG path, or NULL */
     const char *script_dir;       /* where model_plot.py lives */
     const char *tables;           /* seed: CSV of the seed's tables 4-6 */

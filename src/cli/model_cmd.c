@@ -46,12 +46,13 @@ static void help(void)
            "  --tolerance X      validate: largest relative error (default 0.25)\n"
            "  --iters N          calibrate/validate: allreduces a measurement (200)\n"
            "  --out FILE         calibrate: platform file to write\n"
-           "  --json             machine-readable output\n",
+           "  --json             machine-readable output\n"
+           "  --trace            simulate: SimGrid's messages and each step's time\n",
            op_model_preset_names());
 }
 
 enum { O_NODES = 256, O_PPN, O_BYTES, O_MIN, O_MAX, O_MODE, O_ALG, O_LINK, O_PLATFORM, O_LOSS,
-       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_HELP };
+       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_HELP };
 
 static const struct option opts[] = {
     {"nodes", 1, 0, O_NODES},       {"ppn", 1, 0, O_PPN},       {"bytes", 1, 0, O_BYTES},
@@ -60,6 +61,7 @@ static const struct option opts[] = {
     {"loss", 1, 0, O_LOSS},         {"seed", 1, 0, O_SEED},     {"plot", 1, 0, O_PLOT},
     {"tables", 1, 0, O_TABLES},     {"tolerance", 1, 0, O_TOL}, {"iters", 1, 0, O_ITERS},
     {"out", 1, 0, O_OUT},           {"json", 0, 0, O_JSON},     {"help", 0, 0, O_HELP},
+    {"trace", 0, 0, O_TRACE},
     {0, 0, 0, 0},
 };
 
@@ -155,6 +157,9 @@ static bool set(int opt, const char *v, void *arg)
         return true;
     case O_JSON:
         c->json = true;
+        return true;
+    case O_TRACE:
+        c->trace = true;
         return true;
     default:
         return false;

@@ -255,7 +255,7 @@ void mdl_host_simulate(struct mdl_run *r)
         sg_actor_start_(a, node_main, 0, NULL);
     }
     simgrid_run();
-    if (getenv("OFFPATH_MODEL_DEBUG") != NULL)
+    if (r->sc->trace)
         for (unsigned k = 0; k < h.steps; k++)
             fprintf(stderr, "host step %u ends %.6g us\n", k, h.step_end[k] * 1e6);
     r->res->intra_s = hier ? op_model_intra(p, r->ppn, p->sockets > 1 && r->ppn >= p->sockets,

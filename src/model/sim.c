@@ -107,7 +107,7 @@ static _Noreturn void child(int fd, const char *platform, const struct op_model_
 #endif
                     NULL};
     int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
-    if (getenv("OFFPATH_MODEL_DEBUG") != NULL) /* SimGrid's own messages */
+    if (sc->trace) /* SimGrid's own messages */
         argv[6] = "--log=root.thres:info";
     simgrid_init(&argc, argv);
     simgrid_load_platform(platform);
@@ -117,7 +117,7 @@ static _Noreturn void child(int fd, const char *platform, const struct op_model_
         mdl_host_simulate(&r);
     else
         mdl_inc_simulate(&r);
-    if (getenv("OFFPATH_MODEL_DEBUG") != NULL)
+    if (sc->trace)
         fprintf(stderr, "model: %s %llu B: %.3f us, %.2f s of CPU\n", op_model_mode_name(sc->mode),
                 (unsigned long long)sc->bytes, res.latency_s * 1e6,
                 (double)clock() / CLOCKS_PER_SEC);

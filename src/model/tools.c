@@ -41,7 +41,7 @@ int op_model_run_simulate(const struct op_model_cfg *cfg, FILE *out)
         if (cfg->mode == OP_MODEL_MODE_COUNT_ || cfg->mode == m)
             sc[n++] = (struct op_model_scenario){.mode = m, .alg = cfg->alg,
                                                  .bytes = cfg->min_bytes, .loss = cfg->loss,
-                                                 .seed = cfg->seed};
+                                                 .seed = cfg->seed, .trace = cfg->trace};
     op_status_t st = op_model_simulate(&cfg->platform, cfg->nodes, cfg->ppn, sc, n, res);
     if (st != OP_OK) {
         fprintf(stderr, "offpath model: simulation failed: %s\n", op_status_str(st));
