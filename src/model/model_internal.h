@@ -38,6 +38,16 @@ struct mdl_run {
 void mdl_inc_simulate(struct mdl_run *r);
 void mdl_host_simulate(struct mdl_run *r);
 
+/* One cell of the seed's tables and the model's prediction of it. */
+struct mdl_cell {
+    unsigned nodes, ppn, mode;
+    uint64_t bytes;
+    double meas_us, pred_us;
+};
+/* Reads the tables' CSV ('#' comments, a header line, nodes,bytes,mode,ppn,us
+ * rows); 0 and why (line and reason) on a malformed line. */
+size_t mdl_seed_parse(FILE *f, struct mdl_cell *cells, size_t max, char *why, size_t why_len);
+
 /* Actor payloads travel as one word: kind, sender, sequence or step. */
 enum { MDL_CONTRIB = 1, MDL_RESULT = 2, MDL_TICK = 3, MDL_BUNDLE = 4 };
 static inline void *mdl_msg(unsigned kind, unsigned from, uint32_t seq)

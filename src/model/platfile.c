@@ -157,7 +157,7 @@ void op_model_platform_print(const struct op_model_platform *p, FILE *out)
         if (fields[i].kind == F_DOUBLE) {
             double d;
             memcpy(&d, at, sizeof(d));
-            fprintf(out, "%s %.6g\n", fields[i].name, d);
+            fprintf(out, "%s %.17g\n", fields[i].name, d);
         } else if (fields[i].kind == F_U16) {
             uint16_t x;
             memcpy(&x, at, sizeof(x));

@@ -11,13 +11,7 @@
 
 #define MAX_CELLS 1024
 
-struct cell {
-    unsigned nodes, ppn, mode;
-    uint64_t bytes;
-    double meas_us, pred_us;
-};
-
-static bool parse_row(char *line, struct cell *c, const char **why)
+static bool parse_row(char *line, struct mdl_cell *c, const char **why)
 {
     char mode[16], extra[2];
     unsigned long long bytes;
@@ -36,8 +30,7 @@ static bool parse_row(char *line, struct cell *c, const char **why)
     return true;
 }
 
-/* Reads the CSV ('#' comments, one header line); 0 and why on a bad line. */
-size_t mdl_seed_parse(FILE *f, struct cell *cells, size_t max, char *why, size_t why_len)
+size_t mdl_seed_parse(FILE *f, struct mdl_cell *cells, size_t max, char *why, size_t why_len)
 {
     char line[256];
     size_t n = 0;
@@ -73,7 +66,7 @@ size_t mdl_seed_parse(FILE *f, struct cell *cells, size_t max, char *why, size_t
     return n;
 }
 
-static struct cell *find(struct cell *c, size_t n, unsigned nodes, unsigned ppn, uint64_t b,
+static struct mdl_cell *find(struct mdl_cell *c, size_t n, unsigned nodes, unsigned ppn, uint64_t b,
                          unsigned mode)
 {
     for (size_t i = 0; i < n; i++)
@@ -83,12 +76,12 @@ static struct cell *find(struct cell *c, size_t n, unsigned nodes, unsigned ppn,
 }
 
 /* Predicts every cell of one (nodes, ppn) group, the first cell given. */
-static op_status_t predict(const struct op_model_cfg *cfg, struct cell *cells, size_t n,
-                           const struct cell *first)
+static op_status_t predict(const struct op_model_cfg *cfg, struct mdl_cell *cells, size_t n,
+                           const struct mdl_cell *first)
 {
     static const struct op_model_scenario none = {0};
     struct op_model_scenario sc[MAX_CELLS] = {none};
-    struct cell *who[MAX_CELLS];
+    struct mdl_cell *who[MAX_CELLS];
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (cells[i].nodes == first->nodes && cells[i].ppn == first->ppn) {
@@ -103,18 +96,18 @@ static op_status_t predict(const struct op_model_cfg *cfg, struct cell *cells, s
     return st;
 }
 
-static unsigned rank_of(const struct cell *cells, size_t n, const struct cell *c, bool pred)
+static unsigned rank_of(const struct mdl_cell *cells, size_t n, const struct mdl_cell *c, bool pred)
 {
     unsigned r = 0;
     for (unsigned m = 0; m < OP_MODEL_MODE_COUNT_; m++) {
-        const struct cell *o = find((struct cell *)cells, n, c->nodes, c->ppn, c->bytes, m);
+        const struct mdl_cell *o = find((struct mdl_cell *)cells, n, c->nodes, c->ppn, c->bytes, m);
         if (o != NULL && o != c && (pred ? o->pred_us < c->pred_us : o->meas_us < c->meas_us))
             r++;
     }
     return r;
 }
 
-static int report(const struct op_model_cfg *cfg, const struct cell *c, size_t n, FILE *out)
+static int report(const struct op_model_cfg *cfg, const struct mdl_cell *c, size_t n, FILE *out)
 {
     size_t order_ok = 0, near = 0;
     double worst = 0;
@@ -155,7 +148,7 @@ int op_model_run_seed(const struct op_model_cfg *cfg, FILE *out)
                 strerror(errno));
         return 2;
     }
-    struct cell *cells = calloc(MAX_CELLS, sizeof(*cells));
+    struct mdl_cell *cells = calloc(MAX_CELLS, sizeof(*cells));
     char why[128] = "";
     size_t n = cells ? mdl_seed_parse(f, cells, MAX_CELLS, why, sizeof(why)) : 0;
     fclose(f);

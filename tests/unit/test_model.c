@@ -256,6 +256,95 @@ static void test_closed_forms(void **state)
     assert_int_equal(op_model_slots(&p, 1 << 26), 32);
 }
 
+static void parse_fails(const char *text, const char *why_has)
+{
+    struct op_model_platform p;
+    char why[128] = "";
+    assert_int_not_equal(op_model_platform_parse(text, &p, why, sizeof(why)), OP_OK);
+    if (strstr(why, why_has) == NULL)
+        fail_msg("'%s': reason '%s' lacks '%s'", text, why, why_has);
+}
+
+static void test_platform_file(void **state)
+{
+    (void)state;
+    struct op_model_platform p, q;
+    char why[128];
+    assert_int_equal(op_model_platform_parse("preset seed\n# comment\nwindow 8 # slots\n"
+                                             "wire_lat 2e-6\n\nrack_nodes 4\n", &p, why, sizeof(why)),
+                     OP_OK);
+    assert_int_equal(op_model_preset("seed", &q), OP_OK);
+    assert_int_equal(p.window, 8);
+    assert_int_equal(p.rack_nodes, 4);
+    assert_true(p.wire_lat == 2e-6);
+    assert_true(p.shm_level_s == q.shm_level_s);
+    /* what print writes, parse reads back the same */
+    char buf[4096];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    op_model_platform_print(&p, f);
+    fclose(f);
+    assert_int_equal(op_model_platform_parse(buf, &q, why, sizeof(why)), OP_OK);
+    assert_true(q.wire_lat == p.wire_lat && q.window == p.window && q.sw_byte_s == p.sw_byte_s);
+    parse_fails("colour blue\n", "line 1: unknown key");
+    parse_fails("window 8\npreset seed\n", "line 2: preset must come first");
+    parse_fails("preset 10M\n", "unknown preset");
+    parse_fails("wire_lat\n", "a key without a value");
+    parse_fails("wire_lat 1 2\n", "more than one value");
+    parse_fails("wire_lat -1\n", "bad value");
+    parse_fails("wire_lat 1x\n", "bad value");
+    parse_fails("wire_lat nan\n", "bad value");
+    parse_fails("window 70000\n", "bad value");
+    parse_fails("sockets -2\n", "bad value");
+    parse_fails("link_bw 0\n", "zero");
+    char longline[400];
+    memset(longline, 'a', sizeof(longline) - 1);
+    longline[sizeof(longline) - 1] = '\0';
+    parse_fails(longline, "too long");
+}
+
+static void seed_fails(const char *text, const char *why_has)
+{
+    struct mdl_cell c[4];
+    char why[128] = "";
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    assert_int_equal(mdl_seed_parse(f, c, 4, why, sizeof(why)), 0);
+    fclose(f);
+    if (strstr(why, why_has) == NULL)
+        fail_msg("reason '%s' lacks '%s'", why, why_has);
+}
+
+static void test_seed_tables(void **state)
+{
+    (void)state;
+    const char *ok = "# source\nnodes,bytes,mode,ppn,us\n4,256,socket,64,16.5\n9,4,host,8,9.9\n";
+    struct mdl_cell c[4];
+    char why[128];
+    FILE *f = fmemopen((void *)ok, strlen(ok), "r");
+    assert_int_equal(mdl_seed_parse(f, c, 4, why, sizeof(why)), 2);
+    fclose(f);
+    assert_int_equal(c[0].nodes, 4);
+    assert_int_equal(c[0].bytes, 256);
+    assert_int_equal(c[0].mode, OP_MODEL_SOCKET);
+    assert_int_equal(c[0].ppn, 64);
+    assert_true(c[0].meas_us == 16.5);
+    assert_int_equal(c[1].mode, OP_MODEL_HOST);
+    seed_fails("4,256,socket,64,16.5\n", "line 1: header");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,sock,64,16.5\n", "line 2: mode");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64\n", "line 2: expected");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64,1x\n", "line 2: expected");
+    seed_fails("nodes,bytes,mode,ppn,us\n1,256,node,64,1\n", "out of range");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64,-1\n", "out of range");
+    seed_fails("nodes,bytes,mode,ppn,us\n", "no rows");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,4,node,8,1\n4,4,node,8,1\n4,4,node,8,1\n"
+               "4,4,node,8,1\n4,4,node,8,1\n", "too many rows");
+    /* the repository's copy: all 189 cells */
+    struct mdl_cell all[256];
+    f = fopen(OP_MODEL_TABLES, "r");
+    assert_non_null(f);
+    assert_int_equal(mdl_seed_parse(f, all, 256, why, sizeof(why)), 189);
+    fclose(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +358,8 @@ int main(void)
         cmocka_unit_test(test_loss_recovers),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_closed_forms),
+        cmocka_unit_test(test_platform_file),
+        cmocka_unit_test(test_seed_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
