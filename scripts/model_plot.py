@@ -28,7 +28,7 @@ def main():
         line, = ax[0].plot([r["nodes"] for r in sel], [r["host_us"] / r["node_us"] for r in sel], "o-", label=f"{label} Node")
         ax[0].plot([r["nodes"] for r in sel], [r["host_us"] / r["socket_us"] for r in sel], "s--", color=line.get_color(), label=f"{label} Socket")
     ax[0].axhline(1.0, color="grey", lw=0.8)
-    ax[0].set(xscale="log", xlabel="nodes", ylabel="speedup (host latency / INC latency)", title="INC speedup against node count")
+    ax[0].set(xscale="log", yscale="log", xlabel="nodes", ylabel="speedup (host latency / INC latency)", title="INC speedup against node count")
     ax[0].legend(fontsize=7)
     big = [r for r in rows if r["nodes"] == nodes[-1]]
     for key, style, name in (("host_us", "k^-", "host"), ("node_us", "o-", "INC Node"), ("socket_us", "s--", "INC Socket")):

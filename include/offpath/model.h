@@ -137,6 +137,7 @@ struct op_model_cfg {
     const char *out_path;         /* calibrate: platform file to write */
     double tolerance;             /* validate: largest relative error allowed */
     unsigned iters;               /* calibrate/validate: iterations a measurement */
+    unsigned net, port;           /* calibrate/validate: inc_test's 127.N network, UDP port */
 };
 OP_API void op_model_cfg_default(struct op_model_cfg *cfg);
 OP_API int op_model_run_simulate(const struct op_model_cfg *cfg, FILE *out);

@@ -46,13 +46,14 @@ static void help(void)
            "  --tolerance X      validate: largest relative error (default 0.25)\n"
            "  --iters N          calibrate/validate: allreduces a measurement (200)\n"
            "  --out FILE         calibrate: platform file to write\n"
+           "  --net N, --port P  calibrate/validate: inc_test's 127.N addresses and port\n"
            "  --json             machine-readable output\n"
            "  --trace            simulate: SimGrid's messages and each step's time\n",
            op_model_preset_names());
 }
 
 enum { O_NODES = 256, O_PPN, O_BYTES, O_MIN, O_MAX, O_MODE, O_ALG, O_LINK, O_PLATFORM, O_LOSS,
-       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_HELP };
+       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_HELP };
 
 static const struct option opts[] = {
     {"nodes", 1, 0, O_NODES},       {"ppn", 1, 0, O_PPN},       {"bytes", 1, 0, O_BYTES},
@@ -61,7 +62,7 @@ static const struct option opts[] = {
     {"loss", 1, 0, O_LOSS},         {"seed", 1, 0, O_SEED},     {"plot", 1, 0, O_PLOT},
     {"tables", 1, 0, O_TABLES},     {"tolerance", 1, 0, O_TOL}, {"iters", 1, 0, O_ITERS},
     {"out", 1, 0, O_OUT},           {"json", 0, 0, O_JSON},     {"help", 0, 0, O_HELP},
-    {"trace", 0, 0, O_TRACE},
+    {"trace", 0, 0, O_TRACE},       {"net", 1, 0, O_NET},       {"port", 1, 0, O_PORT},
     {0, 0, 0, 0},
 };
 
@@ -158,6 +159,10 @@ static bool set(int opt, const char *v, void *arg)
     case O_JSON:
         c->json = true;
         return true;
+    case O_NET:
+        return cli_u64("model", "--net", v, 1, 250, &u) && (c->net = (unsigned)u, true);
+    case O_PORT:
+        return cli_u64("model", "--port", v, 1024, 65000, &u) && (c->port = (unsigned)u, true);
     case O_TRACE:
         c->trace = true;
         return true;

@@ -12,17 +12,27 @@
 #define N_SIZES 6
 static const uint64_t val_sizes[N_SIZES] = {4, 64, 1024, 16384, 262144, 1048576};
 
-/* Median of three runs' p50 latency of inc_test (us), or a negative value. */
+#define RUNS 5
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over RUNS runs of inc_test's p50 latency (us), or a negative value:
+ * other work on this machine moves single runs by +-30 %. */
 static double measure(const struct op_model_cfg *cfg, unsigned leaders, uint64_t bytes)
 {
-    double v[3];
+    double v[RUNS];
     unsigned iters = bytes >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < RUNS; k++) {
         char cmd[1024], buf[8192];
         snprintf(cmd, sizeof(cmd),
                  "'%s' inc_test --leaders %u --count %llu --type int32 --iters %u --warmup 5 "
-                 "--json --quiet --net 150 --port 9391 2>/dev/null",
-                 cfg->bin, leaders, (unsigned long long)(bytes / 4 ? bytes / 4 : 1), iters);
+                 "--json --quiet --net %u --port %u 2>/dev/null",
+                 cfg->bin, leaders, (unsigned long long)(bytes / 4 ? bytes / 4 : 1), iters,
+                 cfg->net, cfg->port);
         FILE *p = popen(cmd, "r");
         if (p == NULL)
             return -1;
@@ -34,8 +44,8 @@ static double measure(const struct op_model_cfg *cfg, unsigned leaders, uint64_t
             return -1;
         v[k] = strtod(at + 7, NULL);
     }
-    double lo = fmin(v[0], fmin(v[1], v[2])), hi = fmax(v[0], fmax(v[1], v[2]));
-    return v[0] + v[1] + v[2] - lo - hi;
+    qsort(v, RUNS, sizeof(v[0]), cmp_double);
+    return v[RUNS / 2];
 }
 
 static bool predict(const struct op_model_platform *p, unsigned leaders, const uint64_t *sizes,
@@ -65,10 +75,11 @@ static double misfit(const struct op_model_platform *p, const double *meas)
 /* Coordinate search in log steps over the costs a packet meets here. */
 static void fit(struct op_model_platform *p, const double *meas)
 {
-    double *knobs[] = {&p->wire_lat, &p->leader_pkt_s, &p->sw_chunk_s, &p->sw_byte_s};
+    double *knobs[] = {&p->wire_lat, &p->leader_pkt_s, &p->sw_chunk_s, &p->sw_byte_s,
+                       &p->link_bw};
     static const double steps[] = {0.5, 0.8, 1.25, 2.0};
     double best = misfit(p, meas);
-    for (int round = 0; round < 5; round++)
+    for (int round = 0; round < 6; round++)
         for (size_t k = 0; k < sizeof(knobs) / sizeof(knobs[0]); k++)
             for (size_t s = 0; s < 4; s++) {
                 double old = *knobs[k];
@@ -83,25 +94,33 @@ static void fit(struct op_model_platform *p, const double *meas)
     p->host_byte_s = p->sw_byte_s;
 }
 
+/* Measures 2 leaders at every size and fits the 'here' platform to them. */
+static bool calibrate(const struct op_model_cfg *cfg, struct op_model_platform *p, double *meas)
+{
+    op_model_preset("here", p);
+    for (size_t i = 0; i < N_SIZES; i++) {
+        meas[i] = measure(cfg, 2, val_sizes[i]);
+        if (meas[i] <= 0) {
+            fprintf(stderr, "offpath model: offpath inc_test failed (%s)\n", cfg->bin);
+            return false;
+        }
+        fprintf(stderr, "offpath model: calibrating: 2 leaders, %llu B: %.1f us\n",
+                (unsigned long long)val_sizes[i], meas[i]);
+    }
+    fit(p, meas);
+    snprintf(p->name, sizeof(p->name), "here-calibrated");
+    return true;
+}
+
 int op_model_run_calibrate(const struct op_model_cfg *cfg, FILE *out)
 {
     if (!op_model_available() || cfg->bin == NULL)
         return 3;
     struct op_model_platform p;
-    op_model_preset("here", &p);
     double meas[N_SIZES];
-    for (size_t i = 0; i < N_SIZES; i++) {
-        meas[i] = measure(cfg, 2, val_sizes[i]);
-        if (meas[i] <= 0) {
-            fprintf(stderr, "offpath model: offpath inc_test failed (%s)\n", cfg->bin);
-            return 3;
-        }
-        fprintf(stderr, "offpath model: 2 leaders, %llu B: %.1f us\n",
-                (unsigned long long)val_sizes[i], meas[i]);
-    }
-    fit(&p, meas);
-    snprintf(p.name, sizeof(p.name), "here-calibrated");
-    fprintf(out, "# offpath model calibrate: inc_test p50 at 2 leaders, median of 3 runs\n");
+    if (!calibrate(cfg, &p, meas))
+        return 3;
+    fprintf(out, "# offpath model calibrate: inc_test p50 at 2 leaders, median of %d runs\n", RUNS);
     for (size_t i = 0; i < N_SIZES; i++)
         fprintf(out, "# %8llu B: %.1f us\n", (unsigned long long)val_sizes[i], meas[i]);
     fprintf(out, "preset here\n");
@@ -112,7 +131,8 @@ int op_model_run_calibrate(const struct op_model_cfg *cfg, FILE *out)
             return 3;
         fprintf(f, "preset here\n");
         op_model_platform_print(&p, f);
-        fclose(f);
+        if (fclose(f) != 0)
+            return 3;
     }
     return 0;
 }
@@ -133,10 +153,15 @@ static size_t leader_counts(const struct op_model_cfg *cfg, unsigned *c)
     return n;
 }
 
-int op_model_run_validate(const struct op_model_cfg *cfg, FILE *out)
+int op_model_run_validate(const struct op_model_cfg *cfg_in, FILE *out)
 {
-    if (!op_model_available() || cfg->bin == NULL)
+    if (!op_model_available() || cfg_in->bin == NULL)
         return 3;
+    struct op_model_cfg copy = *cfg_in;
+    const struct op_model_cfg *cfg = &copy;
+    double meas[N_SIZES];
+    if (copy.platform.shared_cores == 0 && !calibrate(cfg, &copy.platform, meas))
+        return 3; /* a cluster platform cannot predict this machine: calibrate first */
     unsigned counts[16];
     size_t nc = leader_counts(cfg, counts), bad = 0, total = 0;
     double worst = 0;

@@ -11,7 +11,8 @@ void op_model_cfg_default(struct op_model_cfg *cfg)
 {
     *cfg = (struct op_model_cfg){.nodes = 4096, .ppn = 8, .min_bytes = 4,
                                  .max_bytes = 64ull << 20, .alg = OP_MODEL_ALG_OMPI,
-                                 .tolerance = 0.25, .iters = 200, .seed = 1};
+                                 .tolerance = 0.25, .iters = 200, .seed = 1,
+                                 .net = 150, .port = 9391};
     op_model_preset("100G", &cfg->platform);
 }
 
@@ -145,6 +146,9 @@ static int plot(const struct op_model_cfg *cfg, const struct row *rows, size_t n
              op_model_alg_name(cfg->alg));
     pid_t pid = fork();
     if (pid == 0) {
+        /* Debian's python3 has python3-matplotlib (scripts/bootstrap); a
+         * python3 earlier in PATH may not */
+        execl("/usr/bin/python3", "python3", script, csv, cfg->plot, title, (char *)NULL);
         execlp("python3", "python3", script, csv, cfg->plot, title, (char *)NULL);
         _exit(127);
     }
