@@ -37,7 +37,8 @@ static void help(void)
            "  --mode M           simulate: host, node or socket (default all)\n"
            "  --alg A            host algorithm: ompi (default), mpich, rd, ring,\n"
            "                     rabenseifner, hier\n"
-           "  --link P           platform preset: %s (default 100G)\n"
+           "  --link P           platform preset: %s (default 100G;\n"
+           "                     seed: seed; validate: calibrated here)\n"
            "  --platform FILE    platform file (key value lines, `calibrate --out`)\n"
            "  --loss R           INC packet loss probability per hop (0..0.5)\n"
            "  --seed N           loss draws\n"
@@ -88,7 +89,7 @@ static bool size_flag(const char *flag, const char *v, uint64_t *out)
 
 struct flags {
     struct op_model_cfg cfg;
-    bool mode_set, nodes_set;
+    bool mode_set, nodes_set, platform_set;
 };
 
 static bool set(int opt, const char *v, void *arg)
@@ -124,11 +125,13 @@ static bool set(int opt, const char *v, void *arg)
         cli_bad("model", "invalid value '%s' for --alg (ompi, mpich, rd, ring, rabenseifner, hier)", v);
         return false;
     case O_LINK:
+        f->platform_set = true;
         if (op_model_preset(v, &c->platform) == OP_OK)
             return true;
         cli_bad("model", "invalid value '%s' for --link (%s)", v, op_model_preset_names());
         return false;
     case O_PLATFORM:
+        f->platform_set = true;
         if (op_model_platform_load(v, &c->platform, why, sizeof(why)) == OP_OK)
             return true;
         cli_bad("model", "invalid --platform '%s': %s", v, why);
@@ -209,6 +212,8 @@ int cli_model(int argc, char **argv)
     }
     if (!f.mode_set)
         f.cfg.mode = OP_MODEL_MODE_COUNT_; /* every mode */
+    if (sub == 2 && !f.platform_set)
+        op_model_preset("seed", &f.cfg.platform); /* the seed's cluster, unless told */
     if (sub == 4 && !f.nodes_set)
         f.cfg.nodes = 0; /* validate's own set of cluster sizes */
     return runs[sub](&f.cfg, stdout);
