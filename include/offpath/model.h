@@ -31,6 +31,8 @@ struct op_model_platform {
     double nic_msg_s;      /* a node's NIC gap between messages (its ranks share it) */
     double host_byte_s;    /* a rank's reduction cost per byte */
     double leader_pkt_s;   /* an INC leader's cost per packet sent or received */
+    double wake_s;         /* CPU a leader or switch spends waking up to a packet after
+                              blocking (a context switch; 0 on a polling NIC path) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */

@@ -71,6 +71,16 @@ static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes,
     mdl_send(q, to, msg, bytes);
 }
 
+/* A packet that finds its receiver blocked wakes it: wake_s of CPU. */
+static void *receive(const struct op_model_platform *p, const char *name, sg_mailbox_t mb)
+{
+    bool waiting = p->wake_s > 0 && !sg_mailbox_listen(name);
+    void *msg = sg_mailbox_get(mb);
+    if (waiting)
+        mdl_cpu(p, p->wake_s);
+    return msg;
+}
+
 /* ---- switches */
 
 static void multicast(struct sw *s, uint32_t seq)
@@ -138,7 +148,7 @@ static void switch_main(int argc, char **argv)
     struct sw *s = sg_actor_self_get_data();
     sg_mailbox_set_receiver(s->name);
     for (;;) {
-        void *msg = sg_mailbox_get(s->mb);
+        void *msg = receive(s->m->r->p, s->name, s->mb);
         if (mdl_kind(msg) == MDL_CONTRIB) {
             contribution(s, mdl_from(msg), mdl_seq(msg));
         } else if (mdl_kind(msg) == MDL_RESULT) {
@@ -229,7 +239,7 @@ static void leader_main(int argc, char **argv)
     sg_mailbox_set_receiver(l->name);
     fill_window(l);
     while (l->n_got < l->m->chunks) {
-        void *msg = sg_mailbox_get(l->mb);
+        void *msg = receive(l->m->r->p, l->name, l->mb);
         if (mdl_kind(msg) == MDL_TICK) {
             l->armed = false;
             on_timer(l);

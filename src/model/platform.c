@@ -65,6 +65,7 @@ static void here(struct op_model_platform *p)
     p->nic_msg_s = 0;
     p->host_byte_s = NS(0.5);
     p->leader_pkt_s = US(4);
+    p->wake_s = US(4);
     p->shm_level_s = US(2);
     p->shm_xsock_s = US(2);
     p->shm_byte_s = NS(0.5);
