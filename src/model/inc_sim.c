@@ -192,7 +192,7 @@ static void fill_window(struct leader *l)
 static void on_timer(struct leader *l)
 {
     double now = simgrid_get_clock(), next = 0;
-    bool first = true;
+    bool first = true, resent = false;
     for (uint32_t s = l->next > l->m->window ? l->next - l->m->window : 0; s < l->next; s++) {
         if (l->got[s])
             continue;
@@ -200,6 +200,7 @@ static void on_timer(struct leader *l)
         if (overdue >= (first ? 1 : 2) * l->rto - 1e-12) {
             l->resent[s] = 1;
             l->m->retransmissions++;
+            resent = true;
             send_chunk(l, s);
         }
         first = false;
@@ -207,7 +208,8 @@ static void on_timer(struct leader *l)
         if (next == 0 || d < next)
             next = d;
     }
-    l->rto = l->rto * 2 < 0.2 ? l->rto * 2 : 0.2;
+    if (resent) /* back off only when the timeout was real */
+        l->rto = l->rto * 2 < 0.2 ? l->rto * 2 : 0.2;
     if (next > 0)
         arm(l, next > now ? next : now + l->rto);
 }
@@ -416,11 +418,16 @@ void mdl_inc_simulate(struct mdl_run *r)
     m.t0 = simgrid_get_clock();
     launch(&m, per_node);
     simgrid_run();
-    double net = m.done_at[sim - 1];
-    if (trains > sim) {
-        double rate = (m.done_at[sim - 1] - m.done_at[sim - 1 - window]) / window;
-        net += (double)(trains - sim) * rate;
+    /* under loss a chunk may finish after later ones: the call ends with
+     * the last of all, and a window's rate is between such ends */
+    double net = 0, first_window = 0;
+    for (uint64_t i = 0; i < sim; i++) {
+        net = m.done_at[i] > net ? m.done_at[i] : net;
+        if (i + 1 == sim - window || (sim <= window && i == 0))
+            first_window = net;
     }
+    if (trains > sim)
+        net += (double)(trains - sim) * (net - first_window) / window;
     r->res->intra_s = op_model_intra(p, r->ppn / per_node, !by_socket && p->sockets > 1 &&
                                                                r->ppn >= p->sockets, sc->bytes);
     r->res->latency_s = net + r->res->intra_s;
