@@ -28,7 +28,8 @@ declare -A allowed=(
     [launch]="common wire reduce io topo switch fabric mode launch"
     [channel]="common wire io channel"
     [dns]="common wire io loop dns"
-    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns"
+    [model]="common model"
+    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns model"
 )
 bad=0
 for dir in src/*/; do

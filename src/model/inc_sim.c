@@ -1,0 +1,440 @@
+/* The in-network Allreduce as implemented (src/inc, src/switch), as S4U
+ * actors: one per leader, one per switch, one timer per leader under loss.
+ * Chunks of max_data bytes, a window of slots (chunk seq in slot seq %
+ * window, sent only after seq - window's result), exactly-once aggregation
+ * per slot with a contributor bitmap, a TOR's partial up to the SPINE, the
+ * root's result multicast down, the previous round's result kept for
+ * retransmissions, leaders retransmitting on a timeout with backoff. */
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+enum { COLLECTING, WAIT_PARENT, DONE };
+
+struct slot {
+    uint32_t seq, count;
+    uint8_t state;
+    double last_up;
+    uint8_t *seen; /* one byte per child */
+};
+
+struct inc;
+
+struct sw {
+    struct inc *m;
+    unsigned n_children, up_index; /* its child number at the parent */
+    sg_mailbox_t mb, parent; /* parent NULL: the root */
+    sg_mailbox_t *children;
+    struct slot *slots;
+    uint64_t rng;
+    struct mdl_outq out;
+    char name[48];
+};
+
+struct leader {
+    struct inc *m;
+    unsigned id, child_index;
+    sg_mailbox_t mb, tor, timer;
+    uint64_t rng;
+    double *sent_at, rto, min_rtt, deadline;
+    uint8_t *got, *resent;
+    uint32_t next, n_got;
+    bool armed;
+    struct mdl_outq out;
+    char name[48], timer_name[48];
+};
+
+struct inc {
+    struct mdl_run *r;
+    unsigned window, train; /* in trains of `train` chunks */
+    uint32_t chunks;      /* trains simulated per leader */
+    long pkt_bytes;
+    double sw_cost, loss, t0;
+    double *done_at;      /* per chunk: the last leader's arrival */
+    uint64_t retransmissions;
+    unsigned n_leaders, n_tors;
+    struct leader *leaders;
+    struct sw *tors, spine;
+};
+
+static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes, double loss,
+                     uint64_t *rng)
+{
+    if (loss > 0 && mdl_rand(rng) < loss)
+        return;
+    mdl_send(q, to, msg, bytes);
+}
+
+/* A packet that finds its receiver blocked wakes it: wake_s of CPU. */
+static void *receive(const struct op_model_platform *p, const char *name, sg_mailbox_t mb)
+{
+    bool waiting = p->wake_s > 0 && !sg_mailbox_listen(name);
+    void *msg = sg_mailbox_get(mb);
+    if (waiting)
+        mdl_cpu(p, p->wake_s);
+    return msg;
+}
+
+/* ---- switches */
+
+static void multicast(struct sw *s, uint32_t seq)
+{
+    for (unsigned i = 0; i < s->n_children; i++)
+        send_pkt(&s->out, s->children[i], mdl_msg(MDL_RESULT, 0, seq), s->m->pkt_bytes, s->m->loss, &s->rng);
+}
+
+static void complete(struct sw *s, struct slot *sl)
+{
+    if (s->parent != NULL) {
+        sl->state = WAIT_PARENT;
+        sl->last_up = simgrid_get_clock();
+        send_pkt(&s->out, s->parent, mdl_msg(MDL_CONTRIB, s->up_index, sl->seq), s->m->pkt_bytes,
+                 s->m->loss, &s->rng);
+    } else {
+        sl->state = DONE;
+        multicast(s, sl->seq);
+    }
+}
+
+static void answer_duplicate(struct sw *s, struct slot *sl, unsigned child)
+{
+    double now = simgrid_get_clock();
+    if (sl->state == DONE) {
+        send_pkt(&s->out, s->children[child], mdl_msg(MDL_RESULT, 0, sl->seq), s->m->pkt_bytes, s->m->loss,
+                 &s->rng);
+    } else if (sl->state == WAIT_PARENT && now - sl->last_up >= 1e-3) {
+        sl->last_up = now; /* at most once a millisecond, however many ask */
+        send_pkt(&s->out, s->parent, mdl_msg(MDL_CONTRIB, s->up_index, sl->seq), s->m->pkt_bytes,
+                 s->m->loss, &s->rng);
+    }
+}
+
+static void contribution(struct sw *s, unsigned child, uint32_t seq)
+{
+    struct inc *m = s->m;
+    struct slot *sl = &s->slots[seq % m->window];
+    if (seq + m->window == sl->seq) { /* the kept previous round */
+        send_pkt(&s->out, s->children[child], mdl_msg(MDL_RESULT, 0, seq), m->pkt_bytes, m->loss, &s->rng);
+        return;
+    }
+    if (seq == sl->seq + m->window && sl->state == DONE) {
+        sl->seq = seq;
+        sl->count = 0;
+        sl->state = COLLECTING;
+        memset(sl->seen, 0, s->n_children);
+    }
+    if (seq != sl->seq)
+        return; /* stale */
+    if (sl->seen[child]) {
+        answer_duplicate(s, sl, child);
+        return;
+    }
+    if (m->sw_cost > 0)
+        mdl_cpu(m->r->p, m->sw_cost);
+    sl->seen[child] = 1;
+    if (++sl->count == s->n_children)
+        complete(s, sl);
+}
+
+static void switch_main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    struct sw *s = sg_actor_self_get_data();
+    sg_mailbox_set_receiver(s->name);
+    for (;;) {
+        void *msg = receive(s->m->r->p, s->name, s->mb);
+        if (mdl_kind(msg) == MDL_CONTRIB) {
+            contribution(s, mdl_from(msg), mdl_seq(msg));
+        } else if (mdl_kind(msg) == MDL_RESULT) {
+            struct slot *sl = &s->slots[mdl_seq(msg) % s->m->window];
+            if (sl->seq == mdl_seq(msg) && sl->state == WAIT_PARENT) {
+                sl->state = DONE;
+                multicast(s, sl->seq);
+            }
+        }
+    }
+}
+
+/* ---- leaders */
+
+static void arm(struct leader *l, double deadline)
+{
+    if (l->armed || l->timer == NULL)
+        return;
+    l->armed = true;
+    l->deadline = deadline;
+    sg_comm_detach(sg_mailbox_put_init(l->timer, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
+}
+
+static void send_chunk(struct leader *l, uint32_t seq)
+{
+    struct inc *m = l->m;
+    mdl_cpu(m->r->p, m->train * m->r->p->leader_pkt_s);
+    l->sent_at[seq] = simgrid_get_clock();
+    send_pkt(&l->out, l->tor, mdl_msg(MDL_CONTRIB, l->child_index, seq), m->pkt_bytes, m->loss, &l->rng);
+    arm(l, l->sent_at[seq] + l->rto);
+}
+
+static void fill_window(struct leader *l)
+{
+    while (l->next < l->m->chunks && (l->next < l->m->window || l->got[l->next - l->m->window]))
+        send_chunk(l, l->next++);
+}
+
+/* The oldest outstanding chunk goes again when overdue, others only when
+ * twice as overdue; the timeout doubles (src/inc/reduce.c). */
+static void on_timer(struct leader *l)
+{
+    double now = simgrid_get_clock(), next = 0;
+    bool first = true, resent = false;
+    for (uint32_t s = l->next > l->m->window ? l->next - l->m->window : 0; s < l->next; s++) {
+        if (l->got[s])
+            continue;
+        double overdue = now - l->sent_at[s];
+        if (overdue >= (first ? 1 : 2) * l->rto - 1e-12) {
+            l->resent[s] = 1;
+            l->m->retransmissions++;
+            resent = true;
+            send_chunk(l, s);
+        }
+        first = false;
+        double d = l->sent_at[s] + l->rto;
+        if (next == 0 || d < next)
+            next = d;
+    }
+    if (resent) /* back off only when the timeout was real */
+        l->rto = l->rto * 2 < 0.2 ? l->rto * 2 : 0.2;
+    if (next > 0)
+        arm(l, next > now ? next : now + l->rto);
+}
+
+static void on_result(struct leader *l, uint32_t seq)
+{
+    struct inc *m = l->m;
+    if (seq >= m->chunks || l->got[seq])
+        return;
+    mdl_cpu(m->r->p, m->train * m->r->p->leader_pkt_s);
+    double now = simgrid_get_clock();
+    l->got[seq] = 1;
+    l->n_got++;
+    if (now - m->t0 > m->done_at[seq])
+        m->done_at[seq] = now - m->t0;
+    if (!l->resent[seq]) { /* Karn: only chunks sent once time the path */
+        double rtt = now - l->sent_at[seq];
+        if (l->min_rtt == 0 || rtt < l->min_rtt)
+            l->min_rtt = rtt;
+        l->rto = 3 * l->min_rtt > m->r->p->rto_min_s ? 3 * l->min_rtt : m->r->p->rto_min_s;
+    }
+    fill_window(l);
+}
+
+static void leader_main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    struct leader *l = sg_actor_self_get_data();
+    sg_mailbox_set_receiver(l->name);
+    fill_window(l);
+    while (l->n_got < l->m->chunks) {
+        void *msg = receive(l->m->r->p, l->name, l->mb);
+        if (mdl_kind(msg) == MDL_TICK) {
+            l->armed = false;
+            on_timer(l);
+        } else if (mdl_kind(msg) == MDL_RESULT) {
+            on_result(l, mdl_seq(msg));
+        }
+    }
+    mdl_outq_drain(&l->out);
+}
+
+static void timer_main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    struct leader *l = sg_actor_self_get_data();
+    sg_mailbox_set_receiver(l->timer_name);
+    for (;;) {
+        sg_mailbox_get(l->timer);
+        sg_actor_sleep_until(l->deadline);
+        sg_comm_detach(sg_mailbox_put_init(l->mb, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
+    }
+}
+
+/* ---- one run */
+
+static void sw_init(struct inc *m, struct sw *s, const char *name, unsigned n_children,
+                    sg_mailbox_t parent, unsigned up_index)
+{
+    snprintf(s->name, sizeof(s->name), "r%u.%s", m->r->run_id, name);
+    s->m = m;
+    s->mb = sg_mailbox_by_name(s->name);
+    s->parent = parent;
+    s->up_index = up_index;
+    s->n_children = n_children;
+    s->children = calloc(n_children, sizeof(*s->children));
+    s->slots = calloc(m->window, sizeof(*s->slots));
+    s->rng = m->r->sc->seed * 7919 + up_index + (parent == NULL ? 0x9e3779b97f4a7c15ull : 1);
+    for (unsigned i = 0; i < m->window; i++) {
+        s->slots[i].seq = i;
+        s->slots[i].seen = calloc(n_children, 1);
+    }
+}
+
+static void sw_free(struct inc *m, struct sw *s)
+{
+    for (unsigned i = 0; i < m->window && s->slots != NULL; i++)
+        free(s->slots[i].seen);
+    free(s->slots);
+    free(s->children);
+}
+
+static void start(void *data, const char *name, const char *host, void (*code)(int, char **),
+                  bool daemon)
+{
+    sg_actor_t a = sg_actor_init(name, sg_host_by_name(host));
+    sg_actor_set_data(a, data);
+    sg_actor_start_(a, code, 0, NULL);
+    if (daemon)
+        sg_actor_daemonize(a);
+}
+
+static void leader_init(struct inc *m, struct leader *l, unsigned id, unsigned per_node)
+{
+    const struct op_model_platform *p = m->r->p;
+    unsigned node = id / per_node, tor = node / p->rack_nodes;
+    l->m = m;
+    l->id = id;
+    l->child_index = id - tor * p->rack_nodes * per_node;
+    snprintf(l->name, sizeof(l->name), "r%u.L%u", m->r->run_id, id);
+    snprintf(l->timer_name, sizeof(l->timer_name), "r%u.K%u", m->r->run_id, id);
+    l->mb = sg_mailbox_by_name(l->name);
+    l->tor = m->tors[tor].mb;
+    l->timer = m->loss > 0 ? sg_mailbox_by_name(l->timer_name) : NULL;
+    l->rng = m->r->sc->seed * 104729 + id + 1;
+    l->rto = p->rto_min_s;
+    l->sent_at = calloc(m->chunks, sizeof(double));
+    l->got = calloc(m->chunks, 1);
+    l->resent = calloc(m->chunks, 1);
+    m->tors[tor].children[l->child_index] = l->mb;
+}
+
+static void build(struct inc *m, unsigned per_node)
+{
+    const struct op_model_platform *p = m->r->p;
+    unsigned nodes = m->r->nodes;
+    m->n_tors = mdl_racks(p, nodes);
+    m->n_leaders = nodes * per_node;
+    m->tors = calloc(m->n_tors, sizeof(*m->tors));
+    m->leaders = calloc(m->n_leaders, sizeof(*m->leaders));
+    if (m->n_tors > 1)
+        sw_init(m, &m->spine, "S", m->n_tors, NULL, 0);
+    for (unsigned t = 0; t < m->n_tors; t++) {
+        char name[16];
+        unsigned in_rack = nodes - t * p->rack_nodes < p->rack_nodes ? nodes - t * p->rack_nodes
+                                                                      : p->rack_nodes;
+        snprintf(name, sizeof(name), "T%u", t);
+        sw_init(m, &m->tors[t], name, in_rack * per_node, m->n_tors > 1 ? m->spine.mb : NULL, t);
+        if (m->n_tors > 1)
+            m->spine.children[t] = m->tors[t].mb;
+    }
+    for (unsigned i = 0; i < m->n_leaders; i++)
+        leader_init(m, &m->leaders[i], i, per_node);
+}
+
+static void launch(struct inc *m, unsigned per_node)
+{
+    char host[24];
+    if (m->n_tors > 1)
+        start(&m->spine, m->spine.name, mdl_host_of(m->r->p, 's', -1, host, sizeof(host)),
+              switch_main, true);
+    for (unsigned t = 0; t < m->n_tors; t++) {
+        start(&m->tors[t], m->tors[t].name, mdl_host_of(m->r->p, 't', (int)t, host, sizeof(host)),
+              switch_main, true);
+    }
+    for (unsigned i = 0; i < m->n_leaders; i++) {
+        mdl_host_of(m->r->p, 'n', (int)(i / per_node), host, sizeof(host));
+        start(&m->leaders[i], m->leaders[i].name, host, leader_main, false);
+        if (m->loss > 0)
+            start(&m->leaders[i], m->leaders[i].timer_name, host, timer_main, true);
+    }
+}
+
+static void teardown(struct inc *m)
+{
+    for (unsigned i = 0; i < m->n_leaders; i++) {
+        free(m->leaders[i].sent_at);
+        free(m->leaders[i].got);
+        free(m->leaders[i].resent);
+    }
+    for (unsigned t = 0; t < m->n_tors; t++)
+        sw_free(m, &m->tors[t]);
+    if (m->n_tors > 1)
+        sw_free(m, &m->spine);
+    free(m->tors);
+    free(m->leaders);
+    free(m->done_at);
+}
+
+/* Leader-chunks one run simulates at most: beyond, chunks travel in trains. */
+#define SIM_BUDGET 8192u
+
+/* Steady state repeats each window: past two windows the remaining chunks
+ * are extrapolated from the second window's rate (exact when no loss).
+ * Where even two windows of every leader are too many events, g chunks
+ * travel as one train (g times the bytes and the per-chunk costs, the same
+ * window in bytes): the rate is unchanged, the pipeline fills in coarser
+ * steps. */
+void mdl_inc_simulate(struct mdl_run *r)
+{
+    const struct op_model_platform *p = r->p;
+    const struct op_model_scenario *sc = r->sc;
+    bool by_socket = sc->mode == OP_MODEL_SOCKET && p->sockets > 1 && r->ppn >= p->sockets &&
+                     (p->socket_max_bytes == 0 || sc->bytes <= p->socket_max_bytes);
+    unsigned per_node = by_socket ? p->sockets : 1;
+    uint64_t total = mdl_chunks(p, sc->bytes);
+    uint64_t leaders = (uint64_t)r->nodes * per_node;
+    unsigned train = 1, window = p->window;
+    uint64_t trains = total, sim = total < 2ull * window ? total : 2ull * window;
+    uint64_t budget = sc->budget ? sc->budget : SIM_BUDGET;
+    /* at least two trains in flight, or the window would stop and wait */
+    while (leaders * sim > budget && window > 2 && trains > 2) {
+        train *= 2;
+        window = (p->window + train - 1) / train;
+        trains = (total + train - 1) / train;
+        sim = trains < 2ull * window ? trains : 2ull * window;
+    }
+    double chunk = (double)mdl_chunk_bytes(p, sc->bytes);
+    struct inc m = {
+        .r = r, .window = window, .chunks = (uint32_t)sim, .loss = sc->loss, .train = train,
+        .pkt_bytes = (long)(train * (chunk + MDL_HDR_BYTES)),
+        .sw_cost = train * (p->sw_chunk_s + chunk * p->sw_byte_s),
+    };
+    m.done_at = calloc(sim, sizeof(double));
+    build(&m, per_node);
+    m.t0 = simgrid_get_clock();
+    launch(&m, per_node);
+    simgrid_run();
+    /* under loss a chunk may finish after later ones: the call ends with
+     * the last of all, and a window's rate is between such ends */
+    double net = 0, first_window = 0;
+    for (uint64_t i = 0; i < sim; i++) {
+        net = m.done_at[i] > net ? m.done_at[i] : net;
+        if (i + 1 == sim - window || (sim <= window && i == 0))
+            first_window = net;
+    }
+    if (trains > sim)
+        net += (double)(trains - sim) * (net - first_window) / window;
+    r->res->intra_s = op_model_intra(p, r->ppn / per_node, !by_socket && p->sockets > 1 &&
+                                                               r->ppn >= p->sockets, sc->bytes);
+    r->res->latency_s = net + r->res->intra_s;
+    r->res->chunks = total;
+    r->res->sim_steps = sim * train;
+    r->res->retransmissions = m.retransmissions;
+    r->res->slots = op_model_slots(p, sc->bytes);
+    r->res->slot_bytes = 2ull * r->res->slots * mdl_chunk_bytes(p, sc->bytes);
+    teardown(&m);
+}

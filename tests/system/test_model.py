@@ -1,0 +1,105 @@
+"""offpath model: the SimGrid scale model through the binary, and its
+validation against offpath inc_test runs on this machine (2-4 leaders)."""
+import json
+import os
+import struct
+import tempfile
+
+import pytest
+
+from conftest import offpath, next_net
+
+pytestmark = pytest.mark.skipif(
+    offpath("model", "simulate", "--nodes", "4", "--bytes", "4").returncode == 3,
+    reason="offpath built without SimGrid")
+
+
+def test_help_and_bad_flags():
+    r = offpath("model", "--help")
+    assert r.returncode == 0 and "project" in r.stdout
+    for args, flag in ((("project", "--nodes", "0"), "--nodes"),
+                       (("simulate", "--bytes", "12Q"), "--bytes"),
+                       (("simulate", "--mode", "rack"), "--mode"),
+                       (("simulate", "--alg", "bubble"), "--alg"),
+                       (("simulate", "--link", "10M"), "--link"),
+                       (("simulate", "--loss", "0.9"), "--loss"),
+                       (("frobnicate",), "frobnicate")):
+        r = offpath("model", *args)
+        assert r.returncode == 2 and flag in r.stderr, (args, r.stderr)
+
+
+def test_platform_file_errors_name_the_line():
+    with tempfile.NamedTemporaryFile("w", suffix=".plat") as f:
+        f.write("preset 25G\nwindow 8\nlink_speed 3\n")
+        f.flush()
+        r = offpath("model", "simulate", "--platform", f.name)
+    assert r.returncode == 2 and "line 3: unknown key" in r.stderr
+
+
+def test_simulate_one_switch_is_sum_of_hops():
+    """Node mode under one TOR, one rank a node, no loss: leader packet out,
+    link up, the TOR's work, link down, packet in (the 25G preset's figures)."""
+    r = offpath("model", "simulate", "--nodes", "4", "--ppn", "1", "--bytes", "64",
+                "--mode", "node", "--link", "25G", "--json", check=True)
+    d = json.loads(r.stdout)
+    link = 0.5 + 0.6 / 2                       # wire + half a switch pipeline, us
+    wire = (64 + 92) / (25e9 / 8) * 1e6        # payload + headers at 25 GbE
+    assert d["latency_us"] == pytest.approx(2 * 0.1 + 2 * (link + wire), abs=1e-3)
+    assert d["chunks"] == 1 and d["slots"] == 1
+
+
+def test_project_json_and_plot():
+    with tempfile.TemporaryDirectory() as tmp:
+        png = os.path.join(tmp, "p.png")
+        r = offpath("model", "project", "--nodes", "16", "--max-bytes", "1K", "--link", "25G",
+                    "--json", "--plot", png, check=True)
+        d = json.loads(r.stdout)
+        with open(png, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    rows = d["rows"]
+    assert [(x["nodes"], x["bytes"]) for x in rows] == [
+        (n, b) for n in (4, 16) for b in (4, 16, 64, 256, 1024)]
+    for x in rows:
+        assert x["node_speedup"] == pytest.approx(x["host_us"] / x["node_us"], rel=1e-3)
+    # flat recursive doubling needs more rounds at 16 nodes; the switch does not
+    r4 = [x for x in rows if x["nodes"] == 4 and x["bytes"] == 4][0]
+    r16 = [x for x in rows if x["nodes"] == 16 and x["bytes"] == 4][0]
+    assert r16["host_us"] > r4["host_us"] and r16["node_speedup"] > r4["node_speedup"] > 1
+
+
+def test_loss_costs_timeouts():
+    base = json.loads(offpath("model", "simulate", "--nodes", "8", "--ppn", "1", "--bytes", "64K",
+                              "--mode", "node", "--link", "25G", "--json", check=True).stdout)
+    lossy = json.loads(offpath("model", "simulate", "--nodes", "8", "--ppn", "1", "--bytes", "64K",
+                               "--mode", "node", "--link", "25G", "--loss", "0.01", "--seed", "7",
+                               "--json", check=True).stdout)
+    assert lossy["retransmissions"] > 0
+    assert lossy["latency_us"] >= base["latency_us"] + 1000  # at least one 1 ms timeout
+
+
+def test_seed_tables():
+    r = offpath("model", "seed", timeout=300)
+    lines = [l for l in r.stdout.splitlines() if l and l[0] != "#"]
+    assert len(lines) == 1 + 189
+    assert "ordering agrees in" in r.stdout
+    assert r.returncode == (0 if "PASS" in r.stdout else 1)
+
+
+def test_validate_here_2_to_4_leaders():
+    """Calibrates on 2 leaders, predicts 3 and 4 (inc_test through a real
+    switch process). Tolerance 150 % (a prediction within 2.5x): on this
+    2-core machine shared by other jobs even the least disturbed of 5 runs
+    moves by up to 2x at small sizes with more processes than cores; the
+    25 % runs are recorded in PERFORMANCE.md. What this catches: a model or
+    calibration that is off by an order, a broken measurement, a wrong exit
+    status."""
+    net, port = next_net()
+    r = offpath("model", "validate", "--nodes", "4", "--max-bytes", "16K", "--iters", "100",
+                "--tolerance", "1.5", "--net", net, "--port", port, timeout=600)
+    rows = [l.split() for l in r.stdout.splitlines() if l and l[0] != "#" and l.split()[0].isdigit()]
+    assert [(int(x[0]), int(x[1])) for x in rows] == [
+        (l, b) for l in (2, 3, 4) for b in (4, 64, 1024, 16384)]
+    errors = [abs(float(x[4].rstrip("%"))) for x in rows]
+    assert r.returncode == (1 if max(errors) > 150 else 0), r.stdout
+    assert r.returncode == 0, r.stdout
+    assert "PASS" in r.stdout.splitlines()[-1]

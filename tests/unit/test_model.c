@@ -1,0 +1,365 @@
+/* Tests for the scale model: the simulation against closed forms (one
+ * switch without loss is the sum of its hop costs; the ring is
+ * 2(n-1)/n x size/bw + 2(n-1) x latency), loss recovery, Socket mode, the
+ * platform file parser with malformed input. Without SimGrid only the
+ * closed forms and the parser are checked (the simulation must say so). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "offpath/model.h"
+
+#include "../../src/model/model_internal.h"
+
+static void near(double a, double b, int line)
+{
+    if (!(fabs(a - b) <= 1e-9 * fabs(b) + 1e-12))
+        fail_msg("line %d: %.12g, want %.12g", line, a, b);
+}
+#define NEAR(a, b) near((a), (b), __LINE__)
+
+static double sim1(const struct op_model_platform *p, unsigned nodes, unsigned ppn,
+                   struct op_model_scenario sc, struct op_model_result *res)
+{
+    struct op_model_result r;
+    assert_int_equal(op_model_simulate(p, nodes, ppn, &sc, 1, &r), OP_OK);
+    if (res != NULL)
+        *res = r;
+    return r.latency_s;
+}
+
+static bool skip_without_simgrid(void)
+{
+    if (op_model_available())
+        return false;
+    struct op_model_platform p;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 4};
+    struct op_model_result r;
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    assert_int_equal(op_model_simulate(&p, 4, 1, &sc, 1, &r), OP_ERR_UNSUPPORTED);
+    return true;
+}
+
+/* A switch with a per-chunk cost, so its serial work shows. */
+static void costly_switch(struct op_model_platform *p)
+{
+    assert_int_equal(op_model_preset("25G", p), OP_OK);
+    p->sw_chunk_s = 0.7e-6;
+    p->sw_byte_s = 2e-9;
+}
+
+static void test_one_switch_is_sum_of_hops(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    for (uint64_t bytes = 4; bytes <= 256; bytes *= 8) {
+        struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes};
+        NEAR(sim1(&p, 6, 1, sc, NULL), op_model_one_switch_closed(&p, 6, bytes));
+        /* ranks on the node add the shared-memory tree, nothing else */
+        NEAR(sim1(&p, 6, 8, sc, NULL),
+             op_model_one_switch_closed(&p, 6, bytes) + op_model_intra(&p, 8, true, bytes));
+    }
+}
+
+static void test_two_levels_add_spine_hops(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    p.rack_nodes = 4;
+    p.spine_bw = p.link_bw * 4;
+    uint64_t bytes = 64;
+    double pkt = (double)(bytes + MDL_HDR_BYTES);
+    double sw = p.sw_chunk_s + bytes * p.sw_byte_s;
+    /* 3 racks of 4: the TOR takes 4 children, the SPINE 3 TORs */
+    double want = op_model_one_switch_closed(&p, 4, bytes) + 2 * (p.wire_lat + p.switch_lat) +
+                  2 * pkt / p.spine_bw + 3 * sw;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes};
+    NEAR(sim1(&p, 12, 1, sc, NULL), want);
+}
+
+static void test_window_streams_large_messages(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    p.window = 8;
+    struct op_model_result r;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 256 * 64};
+    double t64 = sim1(&p, 4, 1, sc, &r);
+    assert_int_equal(r.chunks, 64);
+    assert_int_equal(r.sim_steps, 16);
+    assert_int_equal(r.slots, 8);
+    assert_int_equal(r.slot_bytes, 2 * 8 * 256);
+    /* steady state: each further chunk costs the same */
+    sc.bytes = 256 * 128;
+    double t128 = sim1(&p, 4, 1, sc, NULL);
+    sc.bytes = 256 * 192;
+    double t192 = sim1(&p, 4, 1, sc, NULL);
+    NEAR(t192 - t128, t128 - t64);
+    /* the switch serves 4 children a chunk: the rate is at least its work */
+    assert_true((t128 - t64) / 64 >= 0.999 * 4 * (p.sw_chunk_s + 256 * p.sw_byte_s));
+}
+
+static void test_ring_closed_form(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("100G", &p), OP_OK);
+    p.host_msg_s = p.nic_msg_s = p.host_byte_s = 0;
+    double step_lat = 2 * mdl_host_link_lat(&p) + MDL_HDR_BYTES / p.link_bw;
+    /* 4 nodes: every step simulated; 16: 8 steps, the rest extrapolated */
+    for (unsigned n = 4; n <= 16; n *= 4) {
+        uint64_t bytes = 1 << 20;
+        struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RING,
+                                       .bytes = bytes};
+        NEAR(sim1(&p, n, 1, sc, NULL), op_model_ring_closed(n, bytes, p.link_bw, step_lat));
+    }
+    NEAR(op_model_ring_closed(4, 1000, 1000, 1), 2.0 * 3 / 4 + 6);
+}
+
+static void test_recursive_doubling(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    uint64_t bytes = 64;
+    double step = p.host_msg_s + p.nic_msg_s + 2 * mdl_host_link_lat(&p) +
+                  (double)(bytes + MDL_HDR_BYTES) / p.link_bw + bytes * p.host_byte_s;
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RD, .bytes = bytes};
+    NEAR(sim1(&p, 8, 1, sc, NULL), 3 * step);
+    /* 12 nodes: 4 fold into their partners first and get the result last;
+     * nodes 8-11 run ahead and their third-step messages are there before
+     * the folded ranks get to step 3, sharing a link with step 2's (at most
+     * one more wire time) */
+    double fold = p.host_msg_s + p.nic_msg_s + 2 * mdl_host_link_lat(&p) +
+                  (double)(bytes + MDL_HDR_BYTES) / p.link_bw;
+    double want = fold + bytes * p.host_byte_s + 2 * step + p.host_msg_s + p.nic_msg_s +
+                  bytes * p.host_byte_s + fold;
+    double got = sim1(&p, 12, 1, sc, NULL);
+    assert_true(got >= want - 1e-12 && got <= want + (double)(bytes + MDL_HDR_BYTES) / p.link_bw + 1e-12);
+    /* hierarchical: the node's tree around the same exchange */
+    sc.alg = OP_MODEL_ALG_HIER;
+    NEAR(sim1(&p, 8, 16, sc, NULL), 3 * step + op_model_intra(&p, 16, true, bytes));
+}
+
+static void test_flat_ranks_share_the_nic(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RD, .bytes = 256};
+    /* 4 nodes x 8 ranks: 3 steps inside the node, 2 between nodes with 8
+     * messages each through one NIC */
+    double inter = p.host_msg_s + 8 * p.nic_msg_s + 2 * mdl_host_link_lat(&p) +
+                   8.0 * (256 + MDL_HDR_BYTES) / p.link_bw + 256 * p.host_byte_s;
+    double intra = 2 * (p.shm_level_s + 256 * p.shm_byte_s) + p.shm_xsock_s + 256 * p.shm_byte_s;
+    NEAR(sim1(&p, 4, 8, sc, NULL), intra + 2 * inter);
+}
+
+static void test_socket_mode(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    struct op_model_scenario sc = {.mode = OP_MODEL_SOCKET, .bytes = 64};
+    struct op_model_result r;
+    double t = sim1(&p, 4, 8, sc, &r);
+    /* 8 leaders (two a node, sharing its link both ways) and 4 ranks each,
+     * no socket crossing: Node mode with 8 nodes of 4 ranks, plus the
+     * second packet on each shared link */
+    assert_true(r.intra_s == op_model_intra(&p, 4, false, 64));
+    sc.mode = OP_MODEL_NODE;
+    struct op_model_platform q = p;
+    q.sockets = 1;
+    NEAR(t, sim1(&q, 8, 4, sc, NULL) + 2 * (64.0 + MDL_HDR_BYTES) / p.link_bw);
+    /* above socket_max_bytes Socket mode runs as Node mode */
+    sc.bytes = p.socket_max_bytes * 2;
+    double node = sim1(&p, 4, 8, sc, NULL);
+    sc.mode = OP_MODEL_SOCKET;
+    NEAR(sim1(&p, 4, 8, sc, NULL), node);
+}
+
+static void test_loss_recovers(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    p.rack_nodes = 4;
+    p.window = 8;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 256 * 16, .loss = 0.05,
+                                   .seed = 3};
+    struct op_model_result a, b;
+    double clean = sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE,
+                                                             .bytes = 256 * 16}, NULL);
+    double lossy = sim1(&p, 8, 1, sc, &a);
+    assert_true(a.retransmissions > 0);
+    assert_true(lossy >= clean + p.rto_min_s); /* a loss costs at least one timeout */
+    sim1(&p, 8, 1, sc, &b);
+    assert_true(a.latency_s == b.latency_s); /* the same draws, the same run */
+    assert_int_equal(a.retransmissions, b.retransmissions);
+}
+
+static void test_invalid(void **state)
+{
+    (void)state;
+    struct op_model_platform p;
+    struct op_model_result r;
+    assert_int_equal(op_model_preset("10M", &p), OP_ERR_INVAL);
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    struct op_model_scenario sc = {.mode = OP_MODEL_MODE_COUNT_, .bytes = 4};
+    assert_int_equal(op_model_simulate(&p, 4, 1, &sc, 1, &r), OP_ERR_INVAL);
+    sc.mode = OP_MODEL_NODE;
+    sc.loss = 1.0;
+    assert_int_equal(op_model_simulate(&p, 4, 1, &sc, 1, &r), OP_ERR_INVAL);
+    sc.loss = 0;
+    assert_int_equal(op_model_simulate(&p, 0, 1, &sc, 1, &r), OP_ERR_INVAL);
+    p.link_bw = 0;
+    assert_int_equal(op_model_simulate(&p, 4, 1, &sc, 1, &r), OP_ERR_INVAL);
+}
+
+static void test_closed_forms(void **state)
+{
+    (void)state;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("seed", &p), OP_OK);
+    NEAR(op_model_intra(&p, 1, true, 64), 0);
+    NEAR(op_model_intra(&p, 8, false, 0), 6 * p.shm_level_s);
+    NEAR(op_model_intra(&p, 8, true, 0), 4 * p.shm_level_s + 2 * p.shm_xsock_s);
+    NEAR(op_model_intra(&p, 5, false, 10), 6 * (p.shm_level_s + 10 * p.shm_byte_s));
+    assert_int_equal(op_model_slots(&p, 4), 1);
+    p.window = 32;
+    p.max_data = 1024;
+    assert_int_equal(op_model_slots(&p, 1024 * 5 + 1), 6);
+    assert_int_equal(op_model_slots(&p, 1 << 26), 32);
+}
+
+static void parse_fails(const char *text, const char *why_has)
+{
+    struct op_model_platform p;
+    char why[128] = "";
+    assert_int_not_equal(op_model_platform_parse(text, &p, why, sizeof(why)), OP_OK);
+    if (strstr(why, why_has) == NULL)
+        fail_msg("'%s': reason '%s' lacks '%s'", text, why, why_has);
+}
+
+static void test_platform_file(void **state)
+{
+    (void)state;
+    struct op_model_platform p, q;
+    char why[128];
+    assert_int_equal(op_model_platform_parse("preset seed\n# comment\nwindow 8 # slots\n"
+                                             "wire_lat 2e-6\n\nrack_nodes 4\n", &p, why, sizeof(why)),
+                     OP_OK);
+    assert_int_equal(op_model_preset("seed", &q), OP_OK);
+    assert_int_equal(p.window, 8);
+    assert_int_equal(p.rack_nodes, 4);
+    assert_true(p.wire_lat == 2e-6);
+    assert_true(p.shm_level_s == q.shm_level_s);
+    /* what print writes, parse reads back the same */
+    char buf[4096];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+    op_model_platform_print(&p, f);
+    fclose(f);
+    assert_int_equal(op_model_platform_parse(buf, &q, why, sizeof(why)), OP_OK);
+    assert_true(q.wire_lat == p.wire_lat && q.window == p.window && q.sw_byte_s == p.sw_byte_s);
+    parse_fails("colour blue\n", "line 1: unknown key");
+    parse_fails("window 8\npreset seed\n", "line 2: preset must come first");
+    parse_fails("preset 10M\n", "unknown preset");
+    parse_fails("wire_lat\n", "a key without a value");
+    parse_fails("wire_lat 1 2\n", "more than one value");
+    parse_fails("wire_lat -1\n", "bad value");
+    parse_fails("wire_lat 1x\n", "bad value");
+    parse_fails("wire_lat nan\n", "bad value");
+    parse_fails("window 70000\n", "bad value");
+    parse_fails("sockets -2\n", "bad value");
+    parse_fails("link_bw 0\n", "zero");
+    char longline[400];
+    memset(longline, 'a', sizeof(longline) - 1);
+    longline[sizeof(longline) - 1] = '\0';
+    parse_fails(longline, "too long");
+}
+
+static void seed_fails(const char *text, const char *why_has)
+{
+    struct mdl_cell c[4];
+    char why[128] = "";
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    assert_int_equal(mdl_seed_parse(f, c, 4, why, sizeof(why)), 0);
+    fclose(f);
+    if (strstr(why, why_has) == NULL)
+        fail_msg("reason '%s' lacks '%s'", why, why_has);
+}
+
+static void test_seed_tables(void **state)
+{
+    (void)state;
+    const char *ok = "# source\nnodes,bytes,mode,ppn,us\n4,256,socket,64,16.5\n9,4,host,8,9.9\n";
+    struct mdl_cell c[4];
+    char why[128];
+    FILE *f = fmemopen((void *)ok, strlen(ok), "r");
+    assert_int_equal(mdl_seed_parse(f, c, 4, why, sizeof(why)), 2);
+    fclose(f);
+    assert_int_equal(c[0].nodes, 4);
+    assert_int_equal(c[0].bytes, 256);
+    assert_int_equal(c[0].mode, OP_MODEL_SOCKET);
+    assert_int_equal(c[0].ppn, 64);
+    assert_true(c[0].meas_us == 16.5);
+    assert_int_equal(c[1].mode, OP_MODEL_HOST);
+    seed_fails("4,256,socket,64,16.5\n", "line 1: header");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,sock,64,16.5\n", "line 2: mode");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64\n", "line 2: expected");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64,1x\n", "line 2: expected");
+    seed_fails("nodes,bytes,mode,ppn,us\n1,256,node,64,1\n", "out of range");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,256,node,64,-1\n", "out of range");
+    seed_fails("nodes,bytes,mode,ppn,us\n", "no rows");
+    seed_fails("nodes,bytes,mode,ppn,us\n4,4,node,8,1\n4,4,node,8,1\n4,4,node,8,1\n"
+               "4,4,node,8,1\n4,4,node,8,1\n", "too many rows");
+    /* the repository's copy: all 189 cells */
+    struct mdl_cell all[256];
+    f = fopen(OP_MODEL_TABLES, "r");
+    assert_non_null(f);
+    assert_int_equal(mdl_seed_parse(f, all, 256, why, sizeof(why)), 189);
+    fclose(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_switch_is_sum_of_hops),
+        cmocka_unit_test(test_two_levels_add_spine_hops),
+        cmocka_unit_test(test_window_streams_large_messages),
+        cmocka_unit_test(test_ring_closed_form),
+        cmocka_unit_test(test_recursive_doubling),
+        cmocka_unit_test(test_flat_ranks_share_the_nic),
+        cmocka_unit_test(test_socket_mode),
+        cmocka_unit_test(test_loss_recovers),
+        cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_closed_forms),
+        cmocka_unit_test(test_platform_file),
+        cmocka_unit_test(test_seed_tables),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
