@@ -37,6 +37,7 @@ fuzz: bootstrap
 	@[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false >/dev/null
 	@ninja -C build-fuzz
 	@for f in build-fuzz/tests/fuzz/fuzz_*; do \
+		[ -f "$$f" ] && [ -x "$$f" ] || continue; \
 		t=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus-$$t; \
 		cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
 		$$f -max_total_time=$${FUZZ_SECONDS:-60} build-fuzz/corpus-$$t || exit 1; done
