@@ -211,7 +211,7 @@ static uint64_t finish(struct cl_kern *k)
     return b > a ? b - a : 0;
 }
 
-static int cl_poll(void *kp, uint64_t *device_ns)
+static int cl_done(void *kp, uint64_t *device_ns)
 {
     struct cl_kern *k = kp;
     cl_int s = CL_QUEUED;
@@ -271,5 +271,5 @@ static int cl_list(struct op_gpu_info *out, int max)
 const struct opg_backend opg_backend_cl = {
     .open = cl_open, .close = cl_close, .device_name = cl_device_name,
     .driver_name = cl_driver_name, .alloc = cl_alloc, .free = cl_free,
-    .kernel_create = cl_kernel_create, .launch = cl_launch, .poll = cl_poll, .wait = cl_wait,
+    .kernel_create = cl_kernel_create, .launch = cl_launch, .kernel_done = cl_done, .wait = cl_wait,
     .kernel_destroy = cl_kernel_destroy, .list = cl_list};

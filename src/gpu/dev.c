@@ -236,7 +236,7 @@ int op_gpu_poster_step(struct op_gpu_poster *po)
 {
     if (po->running) {
         uint64_t ns = 0;
-        int s = po->dev->be->poll(po->k, &ns);
+        int s = po->dev->be->kernel_done(po->k, &ns);
         if (s < 0)
             return OP_ERR_IO;
         if (s == 0)
@@ -316,7 +316,7 @@ uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t)
 {
     uint64_t ns;
     if (t->running) {
-        int s = t->dev->be->poll(t->k, &ns);
+        int s = t->dev->be->kernel_done(t->k, &ns);
         if (s == 0)
             return t->passes;
         t->running = false;

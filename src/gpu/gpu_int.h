@@ -41,7 +41,7 @@ struct opg_backend {
                                  char *why, size_t len);
     op_status_t (*launch)(void *k, const struct opg_args *a); /* non-blocking */
     /* 1: the launch ended (device_ns: its device time), 0: running, <0: failed */
-    int (*poll)(void *k, uint64_t *device_ns);
+    int (*kernel_done)(void *k, uint64_t *device_ns);
     op_status_t (*wait)(void *k, uint64_t *device_ns); /* for the running launch */
     void (*kernel_destroy)(void *k);
     int (*list)(struct op_gpu_info *out, int max);

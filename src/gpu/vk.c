@@ -323,5 +323,5 @@ static int vk_list(struct op_gpu_info *out, int max)
 const struct opg_backend opg_backend_vk = {
     .open = vk_open, .close = vk_close, .device_name = vk_device_name,
     .driver_name = vk_driver_name, .alloc = vk_alloc, .free = vk_free,
-    .kernel_create = vk_kernel_create, .launch = vk_launch, .poll = vk_poll, .wait = vk_wait,
+    .kernel_create = vk_kernel_create, .launch = vk_launch, .kernel_done = vk_done, .wait = vk_wait,
     .kernel_destroy = vk_kernel_destroy, .list = vk_list};

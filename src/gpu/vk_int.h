@@ -39,7 +39,7 @@ op_status_t vk_kernel_create(void *impl, enum opg_kernel kind, const struct opg_
                              unsigned nb, uint32_t global, uint32_t group, void **k, char *why,
                              size_t len);
 op_status_t vk_launch(void *k, const struct opg_args *a);
-int vk_poll(void *k, uint64_t *device_ns);
+int vk_done(void *k, uint64_t *device_ns);
 op_status_t vk_wait(void *k, uint64_t *device_ns);
 void vk_kernel_destroy(void *k);
 

@@ -229,7 +229,7 @@ static uint64_t finish(struct vk_kern *k)
     return t[1] > t[0] ? (uint64_t)((double)(t[1] - t[0]) * k->d->ns_per_tick) : 0;
 }
 
-int vk_poll(void *kp, uint64_t *device_ns)
+int vk_done(void *kp, uint64_t *device_ns)
 {
     struct vk_kern *k = kp;
     VkResult r = vkGetFenceStatus(k->d->dev, k->fence);
