@@ -82,12 +82,12 @@ bool cli_num_set(const char *tool, const struct cli_num *t, size_t n, int opt, c
         return false;
     }
     uint8_t *field = (uint8_t *)base + t->off;
-    uint8_t b = (uint8_t)v;
-    uint16_t h = (uint16_t)v;
-    uint32_t w = (uint32_t)v;
-    memcpy(field, t->size == 1 ? (void *)&b : t->size == 2 ? (void *)&h : t->size == 4 ? (void *)&w
-                                                                                      : (void *)&v,
-           t->size);
+    switch (t->size) {
+    case 1: *field = (uint8_t)v; break;
+    case 2: memcpy(field, &(uint16_t){(uint16_t)v}, 2); break;
+    case 4: memcpy(field, &(uint32_t){(uint32_t)v}, 4); break;
+    default: memcpy(field, &v, 8); break;
+    }
     return true;
 }
 

@@ -498,17 +498,15 @@ static void set_bufsize(int fd, int force_opt, int opt)
 static int set_family_options(int fd, const struct op_addr *a, int pktinfo)
 {
     int on = 1, pmtu = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
-    if (!op_addr_is_ipv6(a))
-        return setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
-                       (pktinfo && setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) != 0)
-                   ? -1
-                   : 0;
-    return setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
-                   setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6) != 0 ||
-                   (pktinfo &&
-                    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on) != 0)
-               ? -1
-               : 0;
+    if (!op_addr_is_ipv6(a)) {
+        if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0)
+            return -1;
+        return pktinfo ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof on) : 0;
+    }
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0 ||
+        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6) != 0)
+        return -1;
+    return pktinfo ? setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof on) : 0;
 }
 
 static int udp_socket(const struct op_addr *a, uint16_t port, int pktinfo)
