@@ -3,7 +3,9 @@ sizes 1 B .. 64 KiB, DOCA's flags, JSON file and log levels, and attacks on
 the channel (wrong key, flipped bit, replay, reorder, truncation, injection,
 a stalled or vanished peer) through a TCP proxy this test controls.
 
-Ports 43000-43999 only. Every process is stopped by PID (the procs fixture)."""
+Ports 30000-30999 only: below the kernel's ephemeral range (32768-60999),
+so a connection's own port never takes one between our check and the
+listen. Every process is stopped by PID (the procs fixture)."""
 import itertools
 import json
 import os
@@ -20,16 +22,16 @@ import pytest
 
 from conftest import BIN, offpath
 
-_ports = itertools.count(43100 + (os.getpid() % 50) * 12)
+_ports = itertools.count(30100 + (os.getpid() % 50) * 12)
 HS = 50  # bytes of each handshake message
 
 
 def next_port():
     """The next port of ours that nothing holds now (an ephemeral port of
-    some connection can sit in 43000-43999 too)."""
+    a test before can still hold one)."""
     while True:
         port = next(_ports)
-        assert port < 44000
+        assert port < 31000
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
