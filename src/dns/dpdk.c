@@ -124,16 +124,12 @@ static bool our_addr(const struct op_dns_server_config *cfg, unsigned family,
 static size_t control_reply(const struct op_dns_server_config *cfg, const struct dpdk_state *d,
                             struct rte_mbuf *m)
 {
-    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-    size_t len = rte_pktmbuf_data_len(m), n = 0;
-    size_t room = m->buf_len - rte_pktmbuf_headroom(m);
-    if (ethertype(m) == ETHERTYPE_IPV6) {
-        if (serves_v6(cfg) && (n = op_ndp_advert_in_place(f, len, room, cfg->addr6, d->mac)) == 0)
-            n = op_icmp6_echo_reply_in_place(f, len, cfg->addr6, d->mac);
-    } else if (serves_v4(cfg) && (n = op_arp_reply_in_place(f, len, cfg->addr, d->mac)) == 0) {
-        n = op_icmp_echo_reply_in_place(f, len, cfg->addr, d->mac);
-    }
-    return n;
+    struct op_addr ours;
+    unsigned family = ethertype(m) == ETHERTYPE_IPV6 ? OP_AF_IPV6 : OP_AF_IPV4;
+    if (!our_addr(cfg, family, &ours))
+        return 0;
+    return op_frame_control_reply(rte_pktmbuf_mtod(m, uint8_t *), rte_pktmbuf_data_len(m),
+                                  m->buf_len - rte_pktmbuf_headroom(m), &ours, d->mac);
 }
 
 /* A UDP query to our address and port of either family, answered in the

@@ -20,7 +20,9 @@
 #define ND_SOLICIT 135
 #define ND_ADVERT 136
 #define ND_HOP_LIMIT 255 /* anything else did not come from the link */
+#define ND_OPT_SOURCE_LLADDR 1
 #define ND_OPT_TARGET_LLADDR 2
+#define NS_LEN 32 /* header, target, one link-layer address option */
 #define NA_LEN 32 /* header, target, one link-layer address option */
 #define NA_FLAG_SOLICITED 0x40000000u
 #define NA_FLAG_OVERRIDE 0x20000000u
@@ -178,4 +180,28 @@ size_t op_icmp6_echo_reply_in_place(uint8_t *frame, size_t len, const uint8_t ip
     wp_u16(icmp + 2, 0);
     wp_u16(icmp + 2, sum6(ip, NH_ICMPV6, icmp, plen));
     return OP_ETH_HDR_LEN + IPV6_HDR + plen;
+}
+
+size_t wire_ndp_solicit_build(uint8_t *frame, size_t cap, const uint8_t src6[16],
+                              const uint8_t mac[6], const uint8_t target6[16])
+{
+    if (cap < OP_ETH_HDR_LEN + IPV6_HDR + NS_LEN)
+        return 0;
+    /* RFC 4291's solicited-node group of the target, and its MAC (RFC 2464) */
+    uint8_t group[16] = {0xff, 2, [11] = 1, [12] = 0xff};
+    memcpy(group + 13, target6 + 13, 3);
+    struct op_frame_l2 l2 = {.dst_mac = {0x33, 0x33, 0xff, target6[13], target6[14], target6[15]}};
+    memcpy(l2.src_mac, mac, 6);
+    uint8_t *ip = ipv6_headers(frame, src6, group, &l2, NH_ICMPV6, ND_HOP_LIMIT, NS_LEN);
+    uint8_t *ns = ip + IPV6_HDR;
+    uint8_t *p = wp_u8(ns, ND_SOLICIT);
+    p = wp_u8(p, 0);
+    p = wp_u16(p, 0);
+    p = wp_u32(p, 0); /* reserved */
+    memcpy(p, target6, 16);
+    p = wp_u8(p + 16, ND_OPT_SOURCE_LLADDR);
+    p = wp_u8(p, 1); /* in units of 8 octets */
+    memcpy(p, mac, 6);
+    wp_u16(ns + 2, sum6(ip, NH_ICMPV6, ns, NS_LEN));
+    return OP_ETH_HDR_LEN + IPV6_HDR + NS_LEN;
 }

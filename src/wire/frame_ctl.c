@@ -1,5 +1,9 @@
 /* ARP and ICMP echo replies, written over the request (docs/dns.md: a DPDK
- * server owns its interface, so it answers for its address itself). */
+ * server owns its interface, so it answers for its address itself), and
+ * the ARP request a frame backend asks a neighbour's MAC with. */
+#include <string.h>
+
+#include "frame_internal.h"
 #include "offpath/wire.h"
 #include "wire_cursor.h"
 
@@ -66,4 +70,24 @@ size_t op_icmp_echo_reply_in_place(uint8_t *frame, size_t len, uint32_t ip, cons
     wp_u16(icmp + 2, 0);
     wp_u16(icmp + 2, inet_sum(icmp, total - ihl));
     return OP_ETH_HDR_LEN + total;
+}
+
+size_t wire_arp_request_build(uint8_t *frame, size_t cap, uint32_t src, const uint8_t mac[6],
+                              uint32_t target)
+{
+    if (cap < OP_ETH_HDR_LEN + ARP_LEN)
+        return 0;
+    memset(frame, 0xff, 6); /* broadcast */
+    memcpy(frame + 6, mac, 6);
+    uint8_t *p = wp_u16(frame + 12, ETH_ARP);
+    p = wp_u16(p, 1); /* Ethernet */
+    p = wp_u16(p, ETH_IPV4);
+    p = wp_u8(p, 6);
+    p = wp_u8(p, 4);
+    p = wp_u16(p, 1); /* request */
+    memcpy(p, mac, 6);
+    p = wp_u32(p + 6, src);
+    memset(p, 0, 6); /* the MAC asked for */
+    wp_u32(p + 6, target);
+    return OP_ETH_HDR_LEN + ARP_LEN;
 }

@@ -40,6 +40,22 @@ static void fuzz_parse(const uint8_t *data, size_t size)
     require(memcmp(mac, data + 6, 6) == 0);
 }
 
+/* The whole-frame view agrees with the UDP parse, and every offset it
+ * gives lies inside the frame. */
+static void fuzz_view(const uint8_t *data, size_t size)
+{
+    struct op_flow flow;
+    uint8_t mac[6];
+    size_t off = 0, len = 0;
+    struct op_frame_info info;
+    unsigned v = op_frame_parse(data, size, &info);
+    require(v == info.udp && v == op_udp_frame_parse(data, size, &flow, mac, &off, &len));
+    require(info.kind <= OP_FRAME_KIND_IPV6 && info.l3_off <= size && info.l4_off <= size);
+    require(info.kind == OP_FRAME_KIND_OTHER || size >= OP_ETH_HDR_LEN);
+    if (v == OP_FRAME_OK)
+        require(info.payload_off == off && info.payload_len == len && op_flow_eq(&info.flow, &flow));
+}
+
 /* Whatever we build parses back to the flow and payload we built it for,
  * in either family: the addresses are the input's first 4 or 16 bytes
  * each, then the ports, the TOS and the payload. */
@@ -88,6 +104,10 @@ static void fuzz_replies(const uint8_t *data, size_t size)
     for (int kind = 0; kind < 4; kind++) {
         memcpy(frame, data, size);
         memcpy(before, frame, sizeof frame);
+        struct op_addr ours = kind % 2 ? op_addr_ipv6(ip6) : op_addr_ipv4(0xc6120001u);
+        size_t r = op_frame_control_reply(frame, size, size + 64, &ours, mac);
+        require(r <= size + 64 && (r != 0 || memcmp(frame, before, sizeof frame) == 0));
+        memcpy(frame, before, sizeof frame);
         size_t n = kind == 0   ? op_arp_reply_in_place(frame, size, 0xc6120001u, mac)
                    : kind == 1 ? op_icmp_echo_reply_in_place(frame, size, 0xc6120001u, mac)
                    : kind == 2 ? op_ndp_advert_in_place(frame, size, size + 64, ip6, mac)
@@ -114,6 +134,7 @@ static void fuzz_arp(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_parse(data, size);
+    fuzz_view(data, size);
     fuzz_round_trip(data, size, OP_AF_IPV4);
     fuzz_round_trip(data, size, OP_AF_IPV6);
     fuzz_replies(data, size);

@@ -76,4 +76,45 @@ OP_API size_t op_ndp_advert_in_place(uint8_t *frame, size_t len, size_t cap,
 OP_API size_t op_icmp6_echo_reply_in_place(uint8_t *frame, size_t len, const uint8_t ip6[16],
                                            const uint8_t mac[6]);
 
+/* ---- Any frame, for an engine that sees whole frames (a switch port
+ * forwarding, a server answering ARP/NDP for its address, a UDP engine
+ * taking payloads): what op_frame_parse found in it. */
+enum op_frame_kind {
+    OP_FRAME_KIND_OTHER, /* too short, a VLAN tag, an EtherType we do not read */
+    OP_FRAME_KIND_ARP,   /* Ethernet/IPv4 ARP of 28 bytes or more */
+    OP_FRAME_KIND_IPV4,  /* a whole base header (options may follow) */
+    OP_FRAME_KIND_IPV6,  /* a whole fixed header */
+};
+struct op_frame_info {
+    uint8_t dst_mac[6], src_mac[6];
+    uint16_t ethertype; /* 0 when the frame is shorter than an Ethernet header */
+    uint8_t kind;       /* enum op_frame_kind */
+    uint8_t ip_proto;   /* IP kinds: IPv4 protocol, IPv6 next header */
+    uint8_t ttl;        /* IP kinds: TTL, hop limit */
+    uint8_t udp;        /* enum op_frame_verdict: OP_FRAME_OK when it is UDP we take */
+    uint16_t arp_op;    /* ARP: 1 request, 2 reply */
+    uint16_t l3_off, l4_off; /* l4_off: after IPv4 options or the IPv6 header */
+    /* IP kinds: the addresses (ports 0 unless udp is OP_FRAME_OK); ARP:
+     * sender (src) and target (dst) protocol addresses */
+    struct op_flow flow;
+    uint32_t payload_off, payload_len; /* the UDP payload when udp is OP_FRAME_OK */
+};
+/* Fills info with what the frame's bytes say (no field read past len) and
+ * returns info->udp, as op_udp_frame_parse would for the same bytes. */
+OP_API unsigned op_frame_parse(const uint8_t *frame, size_t len, struct op_frame_info *info);
+/* A request for ours (ARP or ICMP echo for IPv4, a neighbour solicitation
+ * or ICMPv6 echo for IPv6) rewritten in place into its reply, sent from
+ * mac: the reply's length, or 0 and the frame untouched. cap: the buffer's
+ * size (an advertisement may be longer than the solicitation). */
+OP_API size_t op_frame_control_reply(uint8_t *frame, size_t len, size_t cap,
+                                     const struct op_addr *ours, const uint8_t mac[6]);
+/* The question a frame backend asks for a neighbour's MAC: an ARP request
+ * (broadcast) or a neighbour solicitation (to target's solicited-node
+ * group, hop limit 255, with our link-layer address option), from our
+ * address and mac. Families must agree. The frame's length; 0 if cap is
+ * too small. */
+#define OP_NEIGH_SOLICIT_MAX 86
+OP_API size_t op_neigh_solicit_build(uint8_t *frame, size_t cap, const struct op_addr *ours,
+                                     const uint8_t mac[6], const struct op_addr *target);
+
 #endif
