@@ -89,6 +89,31 @@ OP_API op_status_t op_io_xdp_open(const char *ifname, uint32_t ip, uint16_t port
 OP_API op_status_t op_io_xdp_open_sized(const char *ifname, uint32_t ip, uint16_t port,
                                         uint32_t rx_frames, const struct op_log *log,
                                         struct op_io **out);
+/* The general form, for either family and several queues. */
+struct op_io_xdp_config {
+    const char *ifname;
+    struct op_addr addr; /* payloads: the UDP address steered to us; frames: unused */
+    uint16_t port;
+    uint32_t first_queue, queues; /* 0: one (frames: every RX queue); at most 64 in all */
+    uint32_t rx_frames;           /* per queue, as op_io_xdp_open_sized; 0: 2048 */
+    bool zero_copy;               /* ask the driver (copy mode where it has none) */
+    const struct op_log *log;
+};
+/* Payloads, as op_io_xdp_open, on c's queues and address of either
+ * family; peers whose MAC is not known yet are sent to through the UDP
+ * socket (the kernel asks), IPv6 ones until a frame of theirs arrives. */
+OP_API op_status_t op_io_xdp_open_cfg(const struct op_io_xdp_config *c, struct op_io **out);
+/* Whole frames: every frame that reaches c's queues comes to this process
+ * (the kernel's stack sees none of them: nothing answers ARP unless the
+ * engine does, as op_io_frames_serve does). */
+OP_API op_status_t op_io_xdp_open_frames(const struct op_io_xdp_config *c, struct op_io **out);
+/* How an af_xdp endpoint runs: queues, whether every one took zero-copy,
+ * whether the driver's XDP hook runs the program. false for other backends. */
+struct op_io_xdp_info {
+    uint32_t queues;
+    bool zero_copy, native;
+};
+OP_API bool op_io_xdp_info(const struct op_io *io, struct op_io_xdp_info *out);
 /* What the AF_XDP path did besides the ring. rx_refused: frames the ring
  * brought that were not ours or not valid (op_frame_verdict); rx_ring_full
  * and rx_kernel_dropped are the kernel's (lost because our ring was full,
@@ -186,6 +211,57 @@ OP_API op_status_t op_pcap_close(struct op_pcap *w);
  * inner's address as their source, as the kernel gives them. Put a fault
  * layer outside this one: the capture then holds what crossed the wire. */
 OP_API op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out);
+
+/* ---- Whole frames, for backends that see them (af_xdp on a whole port,
+ * a DPDK queue): an engine that forwards, answers ARP/NDP or serves its
+ * own protocols gets every frame with its headers parsed. data: a buffer of
+ * OP_IO_BUF_SIZE bytes of the caller's (op_pktbuf_frames points frames at
+ * a pktbuf's); the frame is copied in on receive and out on send. */
+struct op_frame {
+    uint8_t *data;
+    uint32_t len;
+    uint16_t queue; /* received on; sent on queue % the backend's queues */
+    struct op_frame_info info; /* receive: op_frame_parse's view */
+};
+/* Non-blocking: frames read (0 none) or -errno (-EOPNOTSUPP: a backend of
+ * payloads, udp or af_xdp steering one address). */
+OP_API int op_io_recv_frames(struct op_io *io, struct op_frame *f, int max);
+/* Frames sent; the rest are counted drops (tx_drops). */
+OP_API int op_io_send_frames(struct op_io *io, const struct op_frame *f, int n);
+OP_API bool op_io_has_frames(const struct op_io *io);
+/* The MAC of a frame backend's port; OP_ERR_INVAL for the others. */
+OP_API op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6]);
+/* Points frames[i].data at b's buffers (n = b->n of them). */
+struct op_pktbuf;
+OP_API void op_pktbuf_frames(const struct op_pktbuf *b, struct op_frame *frames);
+/* A payload endpoint on a frame backend (taking ownership of frames), as a
+ * host's stack would make it: UDP to addr:port becomes packets; ARP
+ * requests, neighbour solicitations and echo requests for addr are
+ * answered; neighbours are learnt from the frames they send, and one not
+ * known is asked for (ARP, NDP) while its packets wait, up to
+ * OP_IO_SERVE_PENDING of them, for 3 s at most. */
+#define OP_IO_SERVE_PENDING 256
+OP_API op_status_t op_io_frames_serve(struct op_io *frames, const struct op_addr *addr,
+                                      uint16_t port, struct op_io **out);
+/* What the serving layer did besides packets: replies to ARP/NDP/echo,
+ * questions asked, frames not for it, packets held for a neighbour and
+ * those dropped when none answered or no room was left. */
+#define OP_IO_SERVE_COUNTERS(X)                                                                    \
+    X(control_replies)                                                                             \
+    X(neigh_asked)                                                                                 \
+    X(rx_not_ours)                                                                                 \
+    X(tx_held)                                                                                     \
+    X(tx_unresolved)
+
+enum op_io_serve_counter {
+#define OP_IO_SERVE_ENUM_(n) OP_IO_SERVE_C_##n,
+    OP_IO_SERVE_COUNTERS(OP_IO_SERVE_ENUM_)
+#undef OP_IO_SERVE_ENUM_
+        OP_IO_SERVE_C_COUNT_
+};
+OP_API const char *op_io_serve_counter_name(unsigned c); /* NULL past the list */
+/* Zeros for an io that is not a serving layer. */
+OP_API void op_io_serve_counters(const struct op_io *io, uint64_t out[OP_IO_SERVE_C_COUNT_]);
 
 /* Non-blocking: packets read (0 none), or -errno. */
 OP_API int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max);
@@ -286,6 +362,11 @@ OP_API unsigned op_io_dpdk_tx(const struct op_io_dpdk *p, uint16_t q, struct rte
                               unsigned n);
 /* What the device dropped (zeros before the port started). */
 OP_API void op_io_dpdk_stats(const struct op_io_dpdk *p, struct op_io_dpdk_drops *out);
+/* Queue q of the port as an op_io frame backend (op_io_frames_serve on
+ * it: a payload endpoint). Polled: op_io_fd is -1, op_io_wait returns at
+ * once. The port must outlive it. OP_ERR_INVAL: no such queue. */
+OP_API op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t q,
+                                         struct op_io **out);
 /* Stops and closes the port (an af_xdp vdev detaches its program), frees
  * the pool. */
 OP_API void op_io_dpdk_close(struct op_io_dpdk *p);

@@ -40,6 +40,42 @@ int op_io_fd(const struct op_io *io) { return io->ops->fd(io); }
 uint64_t op_io_deadline(const struct op_io *io) { return io->ops->deadline(io); }
 void op_io_poll(struct op_io *io, uint64_t now) { io->ops->poll(io, now); }
 
+int op_io_recv_frames(struct op_io *io, struct op_frame *f, int max)
+{
+    return io->ops->recv_frames != NULL ? io->ops->recv_frames(io, f, max) : -EOPNOTSUPP;
+}
+
+int op_io_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    if (io->ops->send_frames != NULL)
+        return io->ops->send_frames(io, f, n);
+    io->c[OP_IO_C_tx_drops] += n > 0 ? (uint64_t)n : 0;
+    return 0;
+}
+
+bool op_io_has_frames(const struct op_io *io) { return io->ops->recv_frames != NULL; }
+
+op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6])
+{
+    if (!io->has_mac)
+        return OP_ERR_INVAL;
+    memcpy(mac, io->mac, 6);
+    return OP_OK;
+}
+
+int io_payload_unsupported_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    (void)io, (void)pkts, (void)max;
+    return -EOPNOTSUPP;
+}
+
+int io_payload_unsupported_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    (void)pkts;
+    io->c[OP_IO_C_tx_drops] += n > 0 ? (uint64_t)n : 0;
+    return 0;
+}
+
 void op_io_close(struct op_io *io)
 {
     if (io != NULL)
@@ -67,6 +103,12 @@ op_status_t op_pktbuf_init(struct op_pktbuf *b, int n)
     return OP_OK;
 }
 
+void op_pktbuf_frames(const struct op_pktbuf *b, struct op_frame *frames)
+{
+    for (int i = 0; i < b->n; i++)
+        frames[i] = (struct op_frame){.data = b->pkts[i].data};
+}
+
 void op_pktbuf_free(struct op_pktbuf *b)
 {
     if (b == NULL)
@@ -77,8 +119,12 @@ void op_pktbuf_free(struct op_pktbuf *b)
     b->n = 0;
 }
 
+/* A backend without a descriptor (a DPDK queue) is polled: always worth
+ * a look. */
 int op_io_wait(const struct op_io *io, uint64_t deadline_ns)
 {
+    if (op_io_fd(io) < 0)
+        return 1;
     int r = op_io_wait_fd(op_io_fd(io), OP_IO_IN, deadline_ns);
     return r > 0 ? 1 : r;
 }

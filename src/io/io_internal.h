@@ -3,6 +3,7 @@
 #ifndef OFFPATH_IO_INTERNAL_H
 #define OFFPATH_IO_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "offpath/io.h"
@@ -14,6 +15,8 @@ typedef int (*op_io_fd_fn)(const struct op_io *io);
 typedef uint64_t (*op_io_deadline_fn)(const struct op_io *io);
 typedef void (*op_io_poll_fn)(struct op_io *io, uint64_t now_ns);
 typedef void (*op_io_close_fn)(struct op_io *io);
+typedef int (*op_io_recv_frames_fn)(struct op_io *io, struct op_frame *f, int max);
+typedef int (*op_io_send_frames_fn)(struct op_io *io, const struct op_frame *f, int n);
 
 struct op_io_ops {
     const char *name;
@@ -23,6 +26,9 @@ struct op_io_ops {
     op_io_deadline_fn deadline; /* next time the backend wants poll() called; UINT64_MAX none */
     op_io_poll_fn poll;   /* run timers (delayed packets) */
     op_io_close_fn close;
+    /* backends that see whole frames; NULL for the others */
+    op_io_recv_frames_fn recv_frames;
+    op_io_send_frames_fn send_frames;
 };
 
 struct op_io {
@@ -30,6 +36,8 @@ struct op_io {
     struct op_addr local; /* the address bound (0.0.0.0 or ::: each datagram's own) */
     uint16_t local_port;
     uint32_t link_mtu; /* largest IPv4 packet the link takes; 0: no limit known */
+    bool has_mac;      /* frame backends: the port's MAC is mac */
+    uint8_t mac[6];
     uint64_t c[OP_IO_C_COUNT_]; /* enum op_io_counter; written by the backend only */
 };
 
@@ -37,5 +45,9 @@ struct op_io {
 bool io_ifname_of_addr(const struct op_addr *a, char *name, size_t cap);
 /* The MTU of interface ifname (an ioctl on any socket fd); 0 if unknown. */
 uint32_t io_link_mtu(int fd, const char *ifname);
+/* A frame backend's recv and send of payloads: refused (every packet a
+ * counted drop); op_io_frames_serve makes it a payload endpoint. */
+int io_payload_unsupported_recv(struct op_io *io, struct op_pkt *pkts, int max);
+int io_payload_unsupported_send(struct op_io *io, const struct op_pkt *pkts, int n);
 
 #endif

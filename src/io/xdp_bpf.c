@@ -1,9 +1,10 @@
-/* The XDP side of the af_xdp backend: an XSKMAP with one slot, a program
- * that hands that socket the UDP datagrams to our address and port (all
- * else, ARP and the side channel's TCP included, goes on to the kernel),
+/* The XDP side of the af_xdp backends: an XSKMAP with a slot per queue, a
+ * program that hands the queue's socket the UDP datagrams to our address
+ * and port of either family (all else, ARP and the side channel's TCP
+ * included, goes on to the kernel) or, for a whole port, every frame,
  * attached through a BPF link so that it goes away with the process however
- * the process ends. Raw bpf(2): the program is 25 instructions, small
- * enough to write out, so building needs no BPF compiler and no libbpf. */
+ * the process ends. Raw bpf(2): the programs are at most 28 instructions,
+ * small enough to write out, so building needs no BPF compiler and no libbpf. */
 #include <errno.h>
 #include <linux/bpf.h>
 #include <linux/if_link.h>
@@ -44,10 +45,15 @@ static long sys_bpf(int cmd, union bpf_attr *a)
 static int32_t wire16(uint16_t v) { return (int32_t)__builtin_bswap16(v); }
 static int32_t wire32(uint32_t v) { return (int32_t)__builtin_bswap32(v); }
 
-/* Verdict for a frame: redirect to xsks_map[rx_queue] (XDP_PASS when the
- * slot is empty) if it is IPv4 without options, UDP, to ip:port; pass
- * otherwise. Fragments never match: RoCEv2 is sent DF. */
-static int load_program(int map_fd, uint32_t ip, uint16_t port, const struct op_log *log)
+/* The tail every program shares: redirect to xsks_map[rx_queue] (XDP_PASS
+ * when the slot is empty); R6 holds the context. */
+#define REDIRECT_TAIL(map_fd)                                                                      \
+    LDX(BPF_W, R2, R6, 16), /* rx_queue_index */                                                   \
+        LD_MAP_FD(R1, map_fd), MOV64_IMM(R3, XDP_PASS), CALL(BPF_FUNC_redirect_map), EXIT()
+
+/* IPv4 without options, UDP, to ip:port. Fragments never match: RoCEv2
+ * is sent DF. */
+static size_t program_v4(struct bpf_insn *out, int map_fd, uint32_t ip, uint16_t port)
 {
     enum { PASS = 22 }; /* index of the pass branch */
     const struct bpf_insn prog[] = {
@@ -67,21 +73,75 @@ static int load_program(int map_fd, uint32_t ip, uint16_t port, const struct op_
         /* 13 */ JNE32_IMM(R5, wire16(port), PASS - 14),
         /* 14 */ LDX(BPF_W, R5, R2, 30),
         /* 15 */ JNE32_IMM(R5, wire32(ip), PASS - 16),
-        /* 16 */ LDX(BPF_W, R2, R6, 16), /* rx_queue_index */
-        /* 17 */ LD_MAP_FD(R1, map_fd),
-        /* 19 */ MOV64_IMM(R3, XDP_PASS),
-        /* 20 */ CALL(BPF_FUNC_redirect_map),
-        /* 21 */ EXIT(),
+        /* 16 */ REDIRECT_TAIL(map_fd),
         /* 22 */ MOV64_IMM(R0, XDP_PASS),
         /* 23 */ EXIT(),
     };
     _Static_assert(sizeof prog / sizeof prog[0] == PASS + 2, "PASS is the pass branch");
+    memcpy(out, prog, sizeof prog);
+    return sizeof prog / sizeof prog[0];
+}
+
+/* IPv6 with UDP as the first header, to [ip6]:port. */
+static size_t program_v6(struct bpf_insn *out, int map_fd, const uint8_t ip6[16], uint16_t port)
+{
+    enum { PASS = 26 };
+    uint32_t w[4];
+    memcpy(w, ip6, 16); /* loads of packet words compare against the same bytes */
+    const struct bpf_insn prog[] = {
+        /* 0 */ MOV64_REG(R6, R1),
+        /* 1 */ LDX(BPF_W, R2, R6, 0),
+        /* 2 */ LDX(BPF_W, R3, R6, 4),
+        /* 3 */ MOV64_REG(R4, R2),
+        /* 4 */ ADD64_IMM(R4, 62),
+        /* 5 */ JGT_REG(R4, R3, PASS - 6),
+        /* 6 */ LDX(BPF_H, R5, R2, 12),
+        /* 7 */ JNE32_IMM(R5, wire16(0x86dd), PASS - 8),
+        /* 8 */ LDX(BPF_B, R5, R2, 20), /* next header */
+        /* 9 */ JNE32_IMM(R5, 17, PASS - 10),
+        /* 10 */ LDX(BPF_H, R5, R2, 56), /* UDP destination port */
+        /* 11 */ JNE32_IMM(R5, wire16(port), PASS - 12),
+        /* 12 */ LDX(BPF_W, R5, R2, 38), /* destination address */
+        /* 13 */ JNE32_IMM(R5, (int32_t)w[0], PASS - 14),
+        /* 14 */ LDX(BPF_W, R5, R2, 42),
+        /* 15 */ JNE32_IMM(R5, (int32_t)w[1], PASS - 16),
+        /* 16 */ LDX(BPF_W, R5, R2, 46),
+        /* 17 */ JNE32_IMM(R5, (int32_t)w[2], PASS - 18),
+        /* 18 */ LDX(BPF_W, R5, R2, 50),
+        /* 19 */ JNE32_IMM(R5, (int32_t)w[3], PASS - 20),
+        /* 20 */ REDIRECT_TAIL(map_fd),
+        /* 26 */ MOV64_IMM(R0, XDP_PASS),
+        /* 27 */ EXIT(),
+    };
+    _Static_assert(sizeof prog / sizeof prog[0] == PASS + 2, "PASS is the pass branch");
+    memcpy(out, prog, sizeof prog);
+    return sizeof prog / sizeof prog[0];
+}
+
+/* Every frame of a queue with a socket: the port is ours (a switch port,
+ * a server that answers ARP itself); the kernel sees none of it. */
+static size_t program_all(struct bpf_insn *out, int map_fd)
+{
+    const struct bpf_insn prog[] = {MOV64_REG(R6, R1), REDIRECT_TAIL(map_fd)};
+    memcpy(out, prog, sizeof prog);
+    return sizeof prog / sizeof prog[0];
+}
+
+#define PROGRAM_MAX 32
+
+static int load_program(int map_fd, const struct op_addr *addr, uint16_t port,
+                        const struct op_log *log)
+{
+    struct bpf_insn prog[PROGRAM_MAX];
+    size_t n = addr == NULL            ? program_all(prog, map_fd)
+               : op_addr_is_ipv6(addr) ? program_v6(prog, map_fd, addr->v6, port)
+                                       : program_v4(prog, map_fd, addr->v4, port);
     char verifier[4096];
     union bpf_attr a;
     memset(&a, 0, sizeof a);
     a.prog_type = BPF_PROG_TYPE_XDP;
     a.insns = (uint64_t)(uintptr_t)prog;
-    a.insn_cnt = sizeof prog / sizeof prog[0];
+    a.insn_cnt = (uint32_t)n;
     a.license = (uint64_t)(uintptr_t)"Dual MIT/GPL";
     a.log_buf = (uint64_t)(uintptr_t)verifier;
     a.log_size = sizeof verifier;
@@ -123,13 +183,13 @@ static int attach(int prog_fd, int ifindex, unsigned flags)
     return (int)sys_bpf(BPF_LINK_CREATE, &a);
 }
 
-op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port,
-                          const struct op_log *log)
+op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, const struct op_addr *addr,
+                          uint16_t port, const struct op_log *log)
 {
     b->map_fd = b->prog_fd = b->link_fd = -1;
     if ((b->map_fd = create_map(log)) < 0)
         return op_status_from_errno(-b->map_fd);
-    if ((b->prog_fd = load_program(b->map_fd, ip, port, log)) < 0)
+    if ((b->prog_fd = load_program(b->map_fd, addr, port, log)) < 0)
         return op_status_from_errno(-b->prog_fd);
     /* Native mode where the driver has it (veth, real NICs); the generic
      * hook otherwise (lo, any device). */

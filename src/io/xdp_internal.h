@@ -15,10 +15,11 @@ struct xdp_bpf {
     bool native; /* the driver's hook, not the generic one */
 };
 
-/* Map, program (steering UDP to ip:port, host order) and link on ifindex;
- * a failure logs the step and the kernel's reason (log may be NULL). */
-op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, uint32_t ip, uint16_t port,
-                          const struct op_log *log);
+/* Map, program (steering UDP to addr:port, either family; addr NULL:
+ * every frame) and link on ifindex; a failure logs the step and the
+ * kernel's reason (log may be NULL). */
+op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, const struct op_addr *addr,
+                          uint16_t port, const struct op_log *log);
 op_status_t xdp_bpf_bind_socket(struct xdp_bpf *b, uint32_t queue, int xsk_fd,
                                 const struct op_log *log);
 void xdp_bpf_teardown(struct xdp_bpf *b);

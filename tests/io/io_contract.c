@@ -7,12 +7,16 @@
  *    lost silently (tx_pkts + tx_drops = what was given), and what comes
  *    back is intact (back-pressure, partial sends);
  *  - the flows carry the peer's address and port (either family).
- * BACKEND: udp:ADDR:PORT, udp:[ADDR6]:PORT, xdp:IFNAME:ADDR:PORT.
+ * BACKEND: udp:EP, xdp:IF[@N]:EP (af_xdp steering EP's datagrams, N
+ * queues), xdpall:IF[@N]:EP (af_xdp on the whole port, served by
+ * op_io_frames_serve: ARP/NDP answered here), dpdk:VDEV:EP (a DPDK queue,
+ * served the same); EP is ADDR:PORT or [ADDR6]:PORT.
  * Exit 0 and a line "contract ok ..." when every check held; otherwise
  * the first broken promise and exit 1. Every wait is bounded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "offpath/io.h"
 
@@ -31,24 +35,109 @@ static int fail(const char *what)
     return 1;
 }
 
+/* A backend's place: "IF" or "IF@N" (N queues from queue 0). */
+static bool split_place(const char *spec, char *place, size_t cap, struct op_endpoint *e)
+{
+    const char *colon = strchr(spec, ':');
+    size_t n = colon != NULL ? (size_t)(colon - spec) : 0;
+    if (n == 0 || n >= cap || !op_endpoint_parse(colon + 1, e))
+        return false;
+    memcpy(place, spec, n);
+    place[n] = '\0';
+    return true;
+}
+
+static op_status_t open_xdp(const char *spec, bool whole_port, struct op_io **io)
+{
+    char ifname[64];
+    struct op_endpoint e;
+    if (!split_place(spec, ifname, sizeof ifname, &e))
+        return OP_ERR_INVAL;
+    char *at = strchr(ifname, '@');
+    struct op_io_xdp_config c = {.ifname = ifname, .addr = e.addr, .port = e.port,
+                                 .queues = at != NULL ? (uint32_t)atoi(at + 1) : 0,
+                                 .zero_copy = getenv("IOC_NO_ZC") == NULL};
+    if (at != NULL)
+        *at = '\0';
+    if (!whole_port)
+        return op_io_xdp_open_cfg(&c, io);
+    struct op_io *frames;
+    op_status_t st = op_io_xdp_open_frames(&c, &frames);
+    if (st == OP_OK && (st = op_io_frames_serve(frames, &e.addr, e.port, io)) != OP_OK)
+        op_io_close(frames);
+    return st;
+}
+
+#ifdef OP_HAVE_DPDK
+static struct op_io_dpdk *dpdk_port;
+
+/* One lcore, no hugepages, no PCI: the vdev is the port. */
+static op_status_t open_dpdk(const char *spec, struct op_io **io)
+{
+    char vdev[256], arg[300], prefix[64], err[256];
+    struct op_endpoint e;
+    if (!split_place(spec, vdev, sizeof vdev, &e))
+        return OP_ERR_INVAL;
+    snprintf(arg, sizeof arg, "--vdev=%s", vdev);
+    snprintf(prefix, sizeof prefix, "--file-prefix=ioc%ld", (long)getpid());
+    char *eal[] = {"--no-huge", "-m", "256", "--no-pci", "-l", "0", arg, prefix,
+                   "--log-level=warning"};
+    struct op_io_dpdk_config c = {.name = "io_contract", .n_eal_args = 9, .eal_args = eal,
+                                  .queues = 1, .mbufs = 8191, .mbuf_cache = 256,
+                                  .rx_desc = 1024, .tx_desc = 1024};
+    struct op_io *frames;
+    op_status_t st = op_io_dpdk_eal_init(&c, err, sizeof err);
+    if (st == OP_OK)
+        st = op_io_dpdk_port_open(&c, &dpdk_port, err, sizeof err);
+    if (st != OP_OK) {
+        fprintf(stderr, "io_contract: %s\n", err);
+        return st;
+    }
+    if ((st = op_io_dpdk_queue_open(dpdk_port, 0, &frames)) != OP_OK)
+        return st;
+    if ((st = op_io_frames_serve(frames, &e.addr, e.port, io)) != OP_OK)
+        op_io_close(frames);
+    return st;
+}
+#endif
+
+/* BACKEND: udp:EP | xdp:IF[@N]:EP | xdpall:IF[@N]:EP | dpdk:VDEV:EP */
 static op_status_t open_backend(const char *spec, struct op_io **io)
 {
     struct op_endpoint e;
     if (strncmp(spec, "udp:", 4) == 0)
         return op_endpoint_parse(spec + 4, &e) ? op_io_udp_open_addr(&e.addr, e.port, io)
                                                 : OP_ERR_INVAL;
-    if (strncmp(spec, "xdp:", 4) == 0) {
-        char ifname[64];
-        const char *colon = strchr(spec + 4, ':');
-        size_t n = colon != NULL ? (size_t)(colon - spec - 4) : 0;
-        if (n == 0 || n >= sizeof ifname || !op_endpoint_parse(colon + 1, &e) ||
-            op_addr_is_ipv6(&e.addr))
-            return OP_ERR_INVAL;
-        memcpy(ifname, spec + 4, n);
-        ifname[n] = '\0';
-        return op_io_xdp_open(ifname, e.addr.v4, e.port, NULL, io);
-    }
+    if (strncmp(spec, "xdp:", 4) == 0)
+        return open_xdp(spec + 4, false, io);
+    if (strncmp(spec, "xdpall:", 7) == 0)
+        return open_xdp(spec + 7, true, io);
+#ifdef OP_HAVE_DPDK
+    if (strncmp(spec, "dpdk:", 5) == 0)
+        return open_dpdk(spec + 5, io);
+#endif
     return OP_ERR_INVAL;
+}
+
+/* What the layers under the packets did, for the test to check. */
+static void report(const struct op_io *io)
+{
+    uint64_t sc[OP_IO_SERVE_C_COUNT_], c[OP_IO_C_COUNT_];
+    struct op_io_xdp_info xi;
+    op_io_counters(io, c);
+    for (unsigned i = 0; i < OP_IO_C_COUNT_; i++)
+        printf("%s=%llu ", op_io_counter_name(i), (unsigned long long)c[i]);
+    op_io_serve_counters(io, sc);
+    for (unsigned i = 0; i < OP_IO_SERVE_C_COUNT_; i++)
+        printf("%s=%llu ", op_io_serve_counter_name(i), (unsigned long long)sc[i]);
+    if (op_io_xdp_info(io, &xi)) {
+        uint64_t xc[OP_IO_XDP_C_COUNT_];
+        op_io_xdp_counters(io, xc);
+        for (unsigned i = 0; i < OP_IO_XDP_C_COUNT_; i++)
+            printf("%s=%llu ", op_io_xdp_counter_name(i), (unsigned long long)xc[i]);
+        printf("queues=%u zero_copy=%d", xi.queues, xi.zero_copy);
+    }
+    printf("\n");
 }
 
 static void fill(struct op_pkt *p, const struct op_endpoint *to, uint32_t round, uint32_t idx)
@@ -96,6 +185,7 @@ static int echo(struct op_io *io)
         echoed += n > 0 ? (uint64_t)op_io_send(io, b.pkts, n) : 0;
     }
     printf("echo done, %llu echoed\n", (unsigned long long)echoed);
+    report(io);
     op_pktbuf_free(&b);
     return 0;
 }
@@ -174,6 +264,7 @@ static int probe(struct op_io *io, const struct op_endpoint *peer)
         (void)op_io_send(io, b.pkts, 1);
     printf("contract ok: bursts 1 7 64 200 whole and in order; flood %d: %d sent, %llu "
            "dropped (counted), %d back\n", FLOOD, sent, (unsigned long long)drops, got);
+    report(io);
     op_pktbuf_free(&b);
     return 0;
 }
@@ -197,7 +288,17 @@ int main(int argc, char **argv)
         return 2;
     }
     op_io_udp_batching(io, false); /* the contract is per packet; batching is the udp tests' */
+    if (!is_probe) {
+        printf("echo ready\n"); /* the test starts the probe on this line */
+        fflush(stdout);
+    }
     int rc = is_probe ? probe(io, &peer) : echo(io);
     op_io_close(io);
+#ifdef OP_HAVE_DPDK
+    if (dpdk_port != NULL) {
+        op_io_dpdk_close(dpdk_port);
+        op_io_dpdk_eal_cleanup();
+    }
+#endif
     return rc;
 }

@@ -2,10 +2,15 @@
 bursts back whole and in order, a flood sent or counted as dropped, flows
 that name the peer. Over the udp backend on loopback (IPv4 and IPv6), and
 between two network namespaces joined by a veth pair (created and deleted
-here): udp to udp over both families, af_xdp to udp, af_xdp to af_xdp; the
-XDP program leaves with the process, however it ends."""
+here): udp, af_xdp steering one address (both families, several queues),
+af_xdp on the whole port and DPDK queues (net_af_xdp, net_pcap) under
+op_io_frames_serve, where nothing but our code answers ARP and neighbour
+solicitations; the XDP program leaves with the process, however it ends."""
 import os
+import re
+import select
 import signal
+import socket
 import subprocess
 import time
 
@@ -19,20 +24,48 @@ CONTRACT = os.path.join(BUILD, "tests", "unit", "io_contract")
 pytestmark = pytest.mark.skipif(not os.path.exists(CONTRACT), reason="io_contract not built")
 
 
-def contract(echo_cmd, probe_cmd):
-    """The echo in the background, the probe to its end; the probe's output."""
-    echo = subprocess.Popen(echo_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_echo(cmd):
+    """The echo, once it says its backend is open (an EAL takes a second)."""
+    echo = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 20
+    seen = ""
+    while time.time() < deadline and echo.poll() is None:
+        if select.select([echo.stdout], [], [], 0.2)[0]:
+            line = echo.stdout.readline()
+            seen += line
+            if line.startswith("echo ready"):
+                return echo
+    echo.kill()
+    rest, _ = echo.communicate()
+    raise AssertionError(f"the echo never opened its backend: {seen}{rest}")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def contract(echo_cmd, probe_cmd, echo_out=None):
+    """The echo in the background, the probe to its end; the probe's output
+    (and the echo's in echo_out, a list)."""
+    echo = start_echo(echo_cmd)
     try:
-        time.sleep(0.5)  # the echo's socket (or XDP program) is up
         probe = subprocess.run(probe_cmd, capture_output=True, text=True, timeout=60)
         out, _ = echo.communicate(timeout=30)
     finally:
-        if echo.poll() is None:
-            echo.kill()
-            echo.wait()
+        stop(echo)
     assert probe.returncode == 0, probe.stdout + probe.stderr + out
     assert echo.returncode == 0, out
+    if echo_out is not None:
+        echo_out.append(out)
     return probe.stdout
+
+
+def counter(out, name):
+    m = re.search(rf"\b{name}=(\d+)", out)
+    assert m, f"no {name} in: {out}"
+    return int(m.group(1))
 
 
 @pytest.mark.parametrize("echo,probe,peer", [
@@ -48,11 +81,11 @@ def test_udp_on_loopback(echo, probe, peer):
 
 
 @pytest.fixture
-def veth():
+def veth(request):
     if not test_xdp._can_make_namespaces():
         pytest.skip("needs root and network namespaces with veth")
     v = test_xdp.Veth()
-    v.up()
+    v.up(queues=getattr(request, "param", 1))
     # IPv6 beside IPv4 (no duplicate address detection to wait for)
     v.ip6a, v.ip6b = "fd00:204::1", "fd00:204::2"
     for ns, dev, ip in ((v.a, v.va, v.ip6a), (v.b, v.vb, v.ip6b)):
@@ -65,18 +98,108 @@ def in_ns(ns, *cmd):
     return [test_xdp.IP, "netns", "exec", ns, *cmd]
 
 
-@pytest.mark.parametrize("kind", ["udp4-udp4", "udp6-udp6", "xdp-udp4", "xdp-xdp"])
-def test_between_namespaces(veth, kind):
-    a_kind, b_kind = kind.split("-")
-    spec = {"udp4": lambda dev, ip: f"udp:{ip}:4791", "udp6": lambda dev, ip: f"udp:[{ip}]:4791",
-            "xdp": lambda dev, ip: f"xdp:{dev}:{ip}:4791"}
-    v6 = a_kind == "udp6"
-    ipa, ipb = (veth.ip6a, veth.ip6b) if v6 else (veth.ipa, veth.ipb)
-    peer = f"[{ipb}]:4791" if v6 else f"{ipb}:4791"
-    out = contract(in_ns(veth.b, CONTRACT, "echo", spec[b_kind](veth.vb, ipb)),
-                   in_ns(veth.a, CONTRACT, "probe", spec[a_kind](veth.va, ipa), peer))
+SPEC = {
+    "udp": lambda dev, ep: f"udp:{ep}",
+    "xdp": lambda dev, ep: f"xdp:{dev}:{ep}",
+    "xdpall": lambda dev, ep: f"xdpall:{dev}:{ep}",
+    "dpdkxdp": lambda dev, ep: f"dpdk:net_af_xdp0,iface={dev}:{ep}",
+    "dpdkpcap": lambda dev, ep: f"dpdk:net_pcap0,iface={dev}:{ep}",
+}
+
+
+def have_dpdk():
+    with open(CONTRACT, "rb") as f:
+        return b"rte_eal_init" in f.read()
+
+
+def endpoint(veth, side, v6):
+    ip = (veth.ip6a if side == "a" else veth.ip6b) if v6 else (veth.ipa if side == "a" else veth.ipb)
+    return f"[{ip}]:4791" if v6 else f"{ip}:4791"
+
+
+def run_kind(veth, kind):
+    """kind: PROBE-ECHO[-6]; returns (probe's output, echo's output)."""
+    parts = kind.split("-")
+    v6 = parts[-1] == "6"
+    a_kind, b_kind = parts[0], parts[1]
+    if "dpdk" in kind and not have_dpdk():
+        pytest.skip("io_contract built without DPDK")
+    if b_kind == "dpdkpcap":
+        # libpcap leaves the kernel's stack on the port: without the address
+        # it answers nothing (no ARP, no port unreachable), so what answers is ours
+        ip = veth.ip6b + "/64" if v6 else veth.ipb + "/24"
+        test_xdp.sh(test_xdp.IP, "-n", veth.b, "addr", "del", ip, "dev", veth.vb)
+    echo_out = []
+    out = contract(in_ns(veth.b, CONTRACT, "echo", SPEC[b_kind](veth.vb, endpoint(veth, "b", v6))),
+                   in_ns(veth.a, CONTRACT, "probe", SPEC[a_kind](veth.va, endpoint(veth, "a", v6)),
+                         endpoint(veth, "b", v6)), echo_out)
     assert "contract ok" in out
     assert not veth.has_xdp(veth.a, veth.va) and not veth.has_xdp(veth.b, veth.vb)
+    return out, echo_out[0]
+
+
+@pytest.mark.parametrize("kind", ["udp-udp", "udp-udp-6", "xdp-udp", "xdp-xdp", "xdp-udp-6",
+                                  "udp-xdp-6"])
+def test_between_namespaces(veth, kind):
+    run_kind(veth, kind)
+
+
+# Whole ports: the peer's kernel must learn our MAC from our own answer
+# (the fixture's namespaces are new: no neighbour is known), and a probe
+# on a whole port asks for the echo's.
+@pytest.mark.parametrize("kind", ["udp-xdpall", "udp-xdpall-6", "xdpall-xdpall",
+                                  "xdpall-udp-6", "udp-dpdkxdp", "udp-dpdkxdp-6",
+                                  "udp-dpdkpcap", "dpdkxdp-udp"])
+def test_whole_ports_answer_for_themselves(veth, kind):
+    probe, echo = run_kind(veth, kind)
+    a_kind, b_kind = kind.split("-")[:2]
+    if b_kind != "udp":
+        assert counter(echo, "control_replies") >= 1  # our ARP reply / advertisement
+    if a_kind != "udp":
+        assert counter(probe, "neigh_asked") >= 1 and counter(probe, "tx_held") >= 1
+        assert counter(probe, "tx_unresolved") == 0
+
+
+MANY_PORTS = """
+import socket, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ok = 0
+for p in range(5000, 5000 + n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src, p))
+    s.settimeout(2)
+    s.sendto(b"many queues %d" % p, (dst, 4791))
+    try:
+        ok += s.recvfrom(100)[0] == b"many queues %d" % p
+    except OSError:
+        pass
+    s.close()
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"\\xff\\xff\\xff\\xff", (dst, 4791))  # the echo's stop
+print("back", ok)
+"""
+
+
+def echo_from_many_ports(veth, n=16):
+    """n datagrams from n source ports (flows hash to every queue), each
+    echoed; the client's run."""
+    return subprocess.run(in_ns(veth.a, "python3", "-c", MANY_PORTS, veth.ipa, veth.ipb, str(n)),
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("veth", [2], indirect=True)
+@pytest.mark.parametrize("spec", ["xdp:{dev}@2:{ip}:4791", "xdpall:{dev}:{ip}:4791"])
+def test_every_queue_is_served(veth, spec):
+    echo = start_echo(in_ns(veth.b, CONTRACT, "echo", spec.format(dev=veth.vb, ip=veth.ipb)))
+    try:
+        r = echo_from_many_ports(veth)
+        out, _ = echo.communicate(timeout=30)
+    finally:
+        stop(echo)
+    assert r.stdout.strip() == "back 16", r.stdout + r.stderr + out
+    if spec.startswith("xdp:"):
+        assert counter(out, "queues") == 2 and counter(out, "xdp_rx_via_kernel") == 0
+    assert counter(out, "rx_pkts") == 17  # the 16 and the stop
 
 
 def test_xdp_program_leaves_with_a_killed_echo(veth):

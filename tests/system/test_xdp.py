@@ -49,11 +49,12 @@ class Veth:
         net = 10 + (os.getpid() + k) % 240
         self.ipa, self.ipb = f"10.204.{net}.1", f"10.204.{net}.2"
 
-    def up(self):
+    def up(self, queues=1):
         sh(IP, "netns", "add", self.a)
         sh(IP, "netns", "add", self.b)
-        sh(IP, "link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name", self.vb,
-           "netns", self.b)
+        q = ["numtxqueues", str(queues), "numrxqueues", str(queues)]
+        sh(IP, "link", "add", self.va, *q, "netns", self.a, "type", "veth", "peer", "name",
+           self.vb, *q, "netns", self.b)
         for ns, dev, ip in ((self.a, self.va, self.ipa), (self.b, self.vb, self.ipb)):
             sh(IP, "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
             sh(IP, "-n", ns, "link", "set", dev, "up")

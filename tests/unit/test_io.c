@@ -588,8 +588,10 @@ static void cap_close(struct op_io *io)
 {
     free(io);
 }
-static const struct op_io_ops cap_ops = {"capture", cap_recv, cap_send,  cap_fd,
-                                         cap_deadline, cap_poll, cap_close};
+static const struct op_io_ops cap_ops = {.name = "capture", .recv = cap_recv,
+                                         .send = cap_send, .fd = cap_fd,
+                                         .deadline = cap_deadline, .poll = cap_poll,
+                                         .close = cap_close};
 
 static struct op_io *capture_wrapped(uint32_t delay_us, struct capture **cap)
 {

@@ -1,0 +1,130 @@
+/* A queue of a DPDK port as an op_io frame backend: whatever the PMD
+ * (a NIC, net_af_xdp, net_pcap, net_af_packet), frames are copied out of
+ * mbufs on receive and into fresh ones on send, so the engine above never
+ * sees an mbuf and runs the same over every backend; op_io_frames_serve
+ * makes it a payload endpoint. Polled: no descriptor to wait on. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "io_internal.h"
+
+struct dpdk_queue_io {
+    struct op_io io;
+    const struct op_io_dpdk *port; /* the caller's; outlives this */
+    uint16_t port_id, queue;
+    struct rte_mempool *pool;
+};
+
+static struct dpdk_queue_io *dq_of(struct op_io *io) { return (struct dpdk_queue_io *)io; }
+
+static int dq_recv_frames(struct op_io *io, struct op_frame *f, int max)
+{
+    struct dpdk_queue_io *d = dq_of(io);
+    struct rte_mbuf *m[OP_IO_BURST];
+    uint16_t n = rte_eth_rx_burst(d->port_id, d->queue, m,
+                                  (uint16_t)(max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST));
+    int k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        uint32_t len = rte_pktmbuf_pkt_len(m[i]);
+        const void *bytes = len <= OP_IO_BUF_SIZE ? rte_pktmbuf_read(m[i], 0, len, f[k].data) : NULL;
+        if (bytes != NULL) {
+            if (bytes != f[k].data) /* one segment: read gave the mbuf's own bytes */
+                memcpy(f[k].data, bytes, len);
+            f[k].len = len;
+            f[k].queue = d->queue;
+            (void)op_frame_parse(f[k].data, len, &f[k].info);
+            k++;
+        }
+        rte_pktmbuf_free(m[i]);
+    }
+    io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
+    return k;
+}
+
+static int dq_send_burst(struct dpdk_queue_io *d, const struct op_frame *f, int n)
+{
+    struct rte_mbuf *m[OP_IO_BURST];
+    if (rte_pktmbuf_alloc_bulk(d->pool, m, (unsigned)n) != 0)
+        return 0; /* the pool is empty: every frame is a counted drop */
+    int built = 0;
+    for (int i = 0; i < n; i++) {
+        char *room = f[i].len <= UINT16_MAX ? rte_pktmbuf_append(m[built], (uint16_t)f[i].len) : NULL;
+        if (room == NULL)
+            continue; /* larger than an mbuf: dropped */
+        memcpy(room, f[i].data, f[i].len);
+        built++;
+    }
+    uint16_t sent = rte_eth_tx_burst(d->port_id, d->queue, m, (uint16_t)built);
+    for (int i = sent; i < n; i++)
+        rte_pktmbuf_free(m[i]);
+    return sent;
+}
+
+static int dq_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    struct dpdk_queue_io *d = dq_of(io);
+    int sent = 0;
+    for (int at = 0; at < n; at += OP_IO_BURST) {
+        int chunk = n - at < OP_IO_BURST ? n - at : OP_IO_BURST;
+        sent += dq_send_burst(d, f + at, chunk);
+    }
+    io->c[OP_IO_C_tx_datagrams] += sent > 0;
+    io->c[OP_IO_C_tx_pkts] += (uint64_t)sent;
+    io->c[OP_IO_C_tx_drops] += (uint64_t)(n - sent);
+    return sent;
+}
+
+static int dq_fd(const struct op_io *io)
+{
+    (void)io;
+    return -1;
+}
+
+static uint64_t dq_deadline(const struct op_io *io)
+{
+    (void)io;
+    return UINT64_MAX;
+}
+
+static void dq_poll(struct op_io *io, uint64_t now) { (void)io, (void)now; }
+
+static void dq_close(struct op_io *io) { free(io); }
+
+static const struct op_io_ops dq_ops = {
+    .name = "dpdk",
+    .recv = io_payload_unsupported_recv,
+    .send = io_payload_unsupported_send,
+    .fd = dq_fd,
+    .deadline = dq_deadline,
+    .poll = dq_poll,
+    .close = dq_close,
+    .recv_frames = dq_recv_frames,
+    .send_frames = dq_send_frames,
+};
+
+op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t queue, struct op_io **out)
+{
+    struct rte_eth_dev_info info;
+    uint16_t id = op_io_dpdk_port_id(p);
+    if (rte_eth_dev_info_get(id, &info) != 0 || queue >= info.nb_rx_queues ||
+        queue >= info.nb_tx_queues)
+        return OP_ERR_INVAL;
+    struct dpdk_queue_io *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return OP_ERR_NOMEM;
+    d->io.ops = &dq_ops;
+    d->port = p;
+    d->port_id = id;
+    d->queue = queue;
+    d->pool = op_io_dpdk_pool(p);
+    d->io.has_mac = true;
+    op_io_dpdk_mac(p, d->io.mac);
+    uint16_t mtu = 0;
+    d->io.link_mtu = rte_eth_dev_get_mtu(id, &mtu) == 0 ? mtu : 1500;
+    *out = &d->io;
+    return OP_OK;
+}
