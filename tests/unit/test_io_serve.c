@@ -1,0 +1,332 @@
+/* Unit tests of op_io_frames_serve over a mock frame backend: what a host's
+ * stack owes its neighbours (ARP, NDP, echo answered for our address only),
+ * packets taken from frames to our address and port, neighbours learnt and
+ * asked for while packets wait (held, released in order, dropped and
+ * counted when nobody answers or no room is left), and counters that
+ * balance. Frames are checked at RFC offsets written out here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/io/io_internal.h" /* a mock backend */
+#include "offpath/io.h"
+
+#define ETH 14
+#define MAX_FRAMES 512
+
+static const uint8_t our_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+static const uint8_t peer_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
+static const uint32_t our_ip = 0x0a000001u, peer_ip = 0x0a000002u;
+static const uint8_t our_ip6[16] = {0xfd, 0, [15] = 1}, peer_ip6[16] = {0xfd, 0, [15] = 2};
+
+struct mock {
+    struct op_io io;
+    uint8_t in[MAX_FRAMES][2048], out[MAX_FRAMES][2048];
+    uint32_t in_len[MAX_FRAMES], out_len[MAX_FRAMES];
+    int n_in, in_at, n_out;
+    int accept; /* frames a send takes at most */
+};
+
+static int mock_recv_frames(struct op_io *io, struct op_frame *f, int max)
+{
+    struct mock *m = (struct mock *)io;
+    int k = 0;
+    for (; k < max && m->in_at < m->n_in; k++, m->in_at++) {
+        memcpy(f[k].data, m->in[m->in_at], m->in_len[m->in_at]);
+        f[k].len = m->in_len[m->in_at];
+        (void)op_frame_parse(f[k].data, f[k].len, &f[k].info);
+    }
+    return k;
+}
+
+static int mock_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    struct mock *m = (struct mock *)io;
+    int k = 0;
+    for (; k < n && k < m->accept && m->n_out < MAX_FRAMES; k++, m->n_out++) {
+        memcpy(m->out[m->n_out], f[k].data, f[k].len);
+        m->out_len[m->n_out] = f[k].len;
+    }
+    m->accept -= k;
+    return k;
+}
+
+static int mock_fd(const struct op_io *io) { return (void)io, -1; }
+static uint64_t mock_deadline(const struct op_io *io) { return (void)io, UINT64_MAX; }
+static void mock_poll(struct op_io *io, uint64_t now) { (void)io, (void)now; }
+static void mock_close(struct op_io *io) { free(io); }
+
+static const struct op_io_ops mock_ops = {
+    .name = "mock_frames", .recv = io_payload_unsupported_recv,
+    .send = io_payload_unsupported_send, .fd = mock_fd, .deadline = mock_deadline,
+    .poll = mock_poll, .close = mock_close, .recv_frames = mock_recv_frames,
+    .send_frames = mock_send_frames,
+};
+
+static struct mock *mock_new(void)
+{
+    struct mock *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    m->io.ops = &mock_ops;
+    m->io.has_mac = true;
+    memcpy(m->io.mac, our_mac, 6);
+    m->accept = 1 << 30;
+    return m;
+}
+
+/* The serving layer on a mock, for addr (v4 or v6 by the flag). */
+static struct op_io *served(struct mock **m, bool v6)
+{
+    *m = mock_new();
+    struct op_addr a = v6 ? op_addr_ipv6(our_ip6) : op_addr_ipv4(our_ip);
+    struct op_io *io = NULL;
+    assert_int_equal(op_io_frames_serve(&(*m)->io, &a, 4791, &io), OP_OK);
+    return io;
+}
+
+static uint64_t sc(const struct op_io *io, enum op_io_serve_counter c)
+{
+    uint64_t v[OP_IO_SERVE_C_COUNT_];
+    op_io_serve_counters(io, v);
+    return v[c];
+}
+
+static uint64_t ioc(const struct op_io *io, enum op_io_counter c)
+{
+    uint64_t v[OP_IO_C_COUNT_];
+    op_io_counters(io, v);
+    return v[c];
+}
+
+static struct op_addr peer(bool v6) { return v6 ? op_addr_ipv6(peer_ip6) : op_addr_ipv4(peer_ip); }
+
+/* A UDP frame from the peer to dst_port with payload "frame N". */
+static void inject_udp(struct mock *m, bool v6, uint16_t dst_port, int n)
+{
+    struct op_flow f = {.src = peer(v6), .dst = v6 ? op_addr_ipv6(our_ip6) : op_addr_ipv4(our_ip),
+                        .src_port = 5555, .dst_port = dst_port};
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, peer_mac, 6);
+    memcpy(l2.dst_mac, our_mac, 6);
+    uint8_t *fr = m->in[m->n_in];
+    size_t hdr = op_udp_frame_hdr_len(f.dst.family);
+    int len = snprintf((char *)fr + hdr, 64, "frame %d", n);
+    m->in_len[m->n_in++] = (uint32_t)op_udp_frame_build(fr, 2048, &f, &l2, (size_t)len);
+}
+
+/* The peer asks for target (ARP or NDP, as our layer would). */
+static void inject_question(struct mock *m, bool v6, const struct op_addr *target)
+{
+    struct op_addr from = peer(v6);
+    m->in_len[m->n_in] =
+        (uint32_t)op_neigh_solicit_build(m->in[m->n_in], 2048, &from, peer_mac, target);
+    m->n_in++;
+}
+
+static struct op_pktbuf bufs(int n)
+{
+    struct op_pktbuf b;
+    assert_int_equal(op_pktbuf_init(&b, n), OP_OK);
+    return b;
+}
+
+static void test_serve_refuses_what_it_cannot_serve(void **state)
+{
+    (void)state;
+    struct op_io *udp = NULL, *io = NULL;
+    struct op_addr lo = op_addr_ipv4(0x7f000001u), any = op_addr_ipv4(0);
+    assert_int_equal(op_io_udp_open(0x7f000001u, 0, &udp), OP_OK);
+    assert_int_equal(op_io_frames_serve(udp, &lo, 4791, &io), OP_ERR_INVAL); /* no frames */
+    op_io_close(udp);
+    struct mock *m = mock_new();
+    assert_int_equal(op_io_frames_serve(&m->io, &any, 4791, &io), OP_ERR_INVAL);
+    assert_int_equal(op_io_frames_serve(&m->io, &lo, 0, &io), OP_ERR_INVAL);
+    assert_null(io);
+    op_io_close(&m->io);
+}
+
+static void test_serve_answers_questions_for_us_only(void **state)
+{
+    (void)state;
+    for (int v6 = 0; v6 < 2; v6++) {
+        struct mock *m;
+        struct op_io *io = served(&m, v6);
+        struct op_addr us = v6 ? op_addr_ipv6(our_ip6) : op_addr_ipv4(our_ip);
+        struct op_addr other = v6 ? op_addr_ipv6((const uint8_t[16]){0xfd, [15] = 9})
+                                  : op_addr_ipv4(0x0a000009u);
+        inject_question(m, v6, &other);
+        inject_question(m, v6, &us);
+        struct op_pktbuf b = bufs(8);
+        assert_int_equal(op_io_recv(io, b.pkts, b.n), 0);
+        assert_int_equal(m->n_out, 1);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_control_replies), 1);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_rx_not_ours), 1);
+        const uint8_t *r = m->out[0];
+        assert_memory_equal(r, peer_mac, 6);
+        assert_memory_equal(r + 6, our_mac, 6);
+        if (v6) {
+            assert_int_equal(r[ETH + 40], 136); /* neighbour advertisement */
+            assert_memory_equal(r + ETH + 40 + 8, our_ip6, 16);
+        } else {
+            assert_int_equal(r[ETH + 7], 2); /* ARP reply */
+            assert_memory_equal(r + ETH + 8, our_mac, 6);
+        }
+        op_pktbuf_free(&b);
+        op_io_close(io);
+    }
+}
+
+static void test_serve_takes_our_udp_and_learns_the_sender(void **state)
+{
+    (void)state;
+    for (int v6 = 0; v6 < 2; v6++) {
+        struct mock *m;
+        struct op_io *io = served(&m, v6);
+        inject_udp(m, v6, 4791, 1);
+        inject_udp(m, v6, 4792, 2); /* another port: not ours */
+        struct op_pktbuf b = bufs(8);
+        assert_int_equal(op_io_recv(io, b.pkts, b.n), 1);
+        assert_int_equal(b.pkts[0].len, 7);
+        assert_memory_equal(b.pkts[0].data, "frame 1", 7);
+        struct op_addr from = peer(v6);
+        assert_true(op_addr_eq(&b.pkts[0].flow.src, &from));
+        assert_int_equal(b.pkts[0].flow.src_port, 5555);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_rx_not_ours), 1);
+        /* the answer goes straight to the sender's MAC: nothing asked, nothing held */
+        b.pkts[0].flow = op_flow_reverse(&b.pkts[0].flow);
+        assert_int_equal(op_io_send(io, b.pkts, 1), 1);
+        assert_int_equal(m->n_out, 1);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_neigh_asked) + sc(io, OP_IO_SERVE_C_tx_held), 0);
+        struct op_frame_info in;
+        assert_int_equal(op_frame_parse(m->out[0], m->out_len[0], &in), OP_FRAME_OK);
+        assert_memory_equal(in.dst_mac, peer_mac, 6);
+        assert_memory_equal(in.src_mac, our_mac, 6);
+        assert_int_equal(in.flow.src_port, 4791);
+        assert_int_equal(in.flow.dst_port, 5555);
+        assert_int_equal(in.payload_len, 7);
+        assert_memory_equal(m->out[0] + in.payload_off, "frame 1", 7);
+        op_pktbuf_free(&b);
+        op_io_close(io);
+    }
+}
+
+static void fill(struct op_pktbuf *b, int n, bool v6)
+{
+    for (int i = 0; i < n; i++) {
+        b->pkts[i].flow = (struct op_flow){.dst = peer(v6), .dst_port = 6000};
+        b->pkts[i].len = (uint32_t)snprintf((char *)b->pkts[i].data, 32, "held %03d", i);
+    }
+}
+
+/* To a neighbour not known: one question, the packets held; the answer
+ * releases them in order with its MAC. */
+static void test_serve_holds_until_the_neighbour_answers(void **state)
+{
+    (void)state;
+    for (int v6 = 0; v6 < 2; v6++) {
+        struct mock *m;
+        struct op_io *io = served(&m, v6);
+        struct op_pktbuf b = bufs(8);
+        fill(&b, 5, v6);
+        assert_int_equal(op_io_send(io, b.pkts, 5), 5);
+        assert_int_equal(ioc(io, OP_IO_C_tx_pkts), 5);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_tx_held), 5);
+        assert_int_equal(sc(io, OP_IO_SERVE_C_neigh_asked), 1);
+        assert_int_equal(m->n_out, 1); /* the question only */
+        struct op_frame_info q;
+        (void)op_frame_parse(m->out[0], m->out_len[0], &q);
+        assert_int_equal(q.kind, v6 ? OP_FRAME_KIND_IPV6 : OP_FRAME_KIND_ARP);
+        /* the peer answers (our question, turned into its reply by its stack) */
+        struct op_addr target = peer(v6);
+        memcpy(m->in[0], m->out[0], m->out_len[0]);
+        m->in_len[0] = (uint32_t)op_frame_control_reply(m->in[0], m->out_len[0], 2048, &target,
+                                                        peer_mac);
+        assert_int_not_equal(m->in_len[0], 0);
+        m->n_in = 1;
+        assert_int_equal(op_io_recv(io, b.pkts, b.n), 0);
+        assert_int_equal(m->n_out, 6);
+        for (int i = 0; i < 5; i++) {
+            struct op_frame_info in;
+            char want[16];
+            snprintf(want, sizeof want, "held %03d", i);
+            assert_int_equal(op_frame_parse(m->out[1 + i], m->out_len[1 + i], &in), OP_FRAME_OK);
+            assert_memory_equal(in.dst_mac, peer_mac, 6);
+            assert_int_equal(in.payload_len, 8);
+            assert_memory_equal(m->out[1 + i] + in.payload_off, want, 8);
+        }
+        assert_int_equal(sc(io, OP_IO_SERVE_C_tx_unresolved), 0);
+        op_pktbuf_free(&b);
+        op_io_close(io);
+    }
+}
+
+/* Nobody answers: asked again each second, dropped and counted after 3 s. */
+static void test_serve_gives_up_on_silence(void **state)
+{
+    (void)state;
+    struct mock *m;
+    struct op_io *io = served(&m, false);
+    struct op_pktbuf b = bufs(4);
+    fill(&b, 3, false);
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_io_send(io, b.pkts, 3), 3);
+    assert_true(op_io_deadline(io) <= op_now_ns() + OP_NS_PER_S);
+    op_io_poll(io, t0 + OP_NS_PER_S / 2);
+    assert_int_equal(sc(io, OP_IO_SERVE_C_neigh_asked), 1); /* not again yet */
+    op_io_poll(io, t0 + 1200 * OP_NS_PER_MS);
+    assert_int_equal(sc(io, OP_IO_SERVE_C_neigh_asked), 2);
+    op_io_poll(io, t0 + 3100 * OP_NS_PER_MS);
+    assert_int_equal(sc(io, OP_IO_SERVE_C_tx_unresolved), 3);
+    assert_int_equal(op_io_deadline(io), UINT64_MAX); /* nothing waits now */
+    assert_int_equal(m->n_out, 2); /* two questions, no data */
+    op_pktbuf_free(&b);
+    op_io_close(io);
+}
+
+/* More than OP_IO_SERVE_PENDING waiting: the rest are counted drops; a
+ * family other than ours is a drop too; so is what the backend refuses. */
+static void test_serve_counts_what_it_cannot_send(void **state)
+{
+    (void)state;
+    struct mock *m;
+    struct op_io *io = served(&m, false);
+    int n = OP_IO_SERVE_PENDING + 10;
+    struct op_pktbuf b = bufs(n);
+    fill(&b, n, false);
+    b.pkts[0].flow.dst = op_addr_ipv6(peer_ip6);
+    assert_int_equal(op_io_send(io, b.pkts, n), OP_IO_SERVE_PENDING);
+    assert_int_equal(ioc(io, OP_IO_C_tx_pkts), OP_IO_SERVE_PENDING);
+    assert_int_equal(ioc(io, OP_IO_C_tx_drops), 10);
+    assert_int_equal(sc(io, OP_IO_SERVE_C_tx_held), OP_IO_SERVE_PENDING);
+    assert_int_equal(sc(io, OP_IO_SERVE_C_tx_unresolved), 9);
+    op_io_close(io);
+
+    io = served(&m, false);
+    inject_udp(m, false, 4791, 1); /* the peer becomes known */
+    assert_int_equal(op_io_recv(io, b.pkts, 8), 1);
+    fill(&b, 10, false);
+    m->accept = 4;
+    assert_int_equal(op_io_send(io, b.pkts, 10), 4);
+    assert_int_equal(ioc(io, OP_IO_C_tx_pkts), 4);
+    assert_int_equal(ioc(io, OP_IO_C_tx_drops), 6);
+    op_pktbuf_free(&b);
+    op_io_close(io);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_serve_refuses_what_it_cannot_serve),
+        cmocka_unit_test(test_serve_answers_questions_for_us_only),
+        cmocka_unit_test(test_serve_takes_our_udp_and_learns_the_sender),
+        cmocka_unit_test(test_serve_holds_until_the_neighbour_answers),
+        cmocka_unit_test(test_serve_gives_up_on_silence),
+        cmocka_unit_test(test_serve_counts_what_it_cannot_send),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
