@@ -22,8 +22,7 @@
 #define ND_HOP_LIMIT 255 /* anything else did not come from the link */
 #define ND_OPT_SOURCE_LLADDR 1
 #define ND_OPT_TARGET_LLADDR 2
-#define NS_LEN 32 /* header, target, one link-layer address option */
-#define NA_LEN 32 /* header, target, one link-layer address option */
+#define ND_LEN 32 /* header, target, one link-layer address option */
 #define NA_FLAG_SOLICITED 0x40000000u
 #define NA_FLAG_OVERRIDE 0x20000000u
 #define HOP_LIMIT_DEFAULT 64
@@ -132,12 +131,31 @@ static size_t icmp6_for_us(const uint8_t *frame, size_t len, uint8_t type, const
     return memcmp(ip + 24, ip6, 16) == 0 ? plen : 0;
 }
 
+/* A solicitation or advertisement (RFC 4861: type, flags or reserved,
+ * target, one link-layer address option of ours) after the IPv6 header at
+ * ip, its checksum computed: the frame's length. */
+static size_t nd_message(uint8_t *ip, uint8_t type, uint32_t flags, const uint8_t target[16],
+                         uint8_t option, const uint8_t mac[6])
+{
+    uint8_t *nd = ip + IPV6_HDR;
+    uint8_t *p = wp_u8(nd, type);
+    p = wp_u8(p, 0);
+    p = wp_u16(p, 0);
+    p = wp_u32(p, flags);
+    memcpy(p, target, 16);
+    p = wp_u8(p + 16, option);
+    p = wp_u8(p, 1); /* in units of 8 octets */
+    memcpy(p, mac, 6);
+    wp_u16(nd + 2, sum6(ip, NH_ICMPV6, nd, ND_LEN));
+    return OP_ETH_HDR_LEN + IPV6_HDR + ND_LEN;
+}
+
 size_t op_ndp_advert_in_place(uint8_t *frame, size_t len, size_t cap, const uint8_t ip6[16],
                               const uint8_t mac[6])
 {
     static const uint8_t all_nodes[16] = {0xff, 2, [15] = 1};
     static const uint8_t unspecified[16] = {0};
-    if (cap < OP_ETH_HDR_LEN + IPV6_HDR + NA_LEN || icmp6_for_us(frame, len, ND_SOLICIT, ip6) == 0)
+    if (cap < OP_ETH_HDR_LEN + IPV6_HDR + ND_LEN || icmp6_for_us(frame, len, ND_SOLICIT, ip6) == 0)
         return 0;
     const uint8_t *asker = frame + OP_ETH_HDR_LEN + 8;
     /* duplicate address detection asks from ::, and is answered to all nodes */
@@ -150,18 +168,9 @@ size_t op_ndp_advert_in_place(uint8_t *frame, size_t len, size_t cap, const uint
         memcpy(l2.dst_mac, (const uint8_t[6]){0x33, 0x33, 0, 0, 0, 1}, 6);
     else
         memcpy(l2.dst_mac, frame + 6, 6);
-    uint8_t *ip = ipv6_headers(frame, ip6, to, &l2, NH_ICMPV6, ND_HOP_LIMIT, NA_LEN);
-    uint8_t *na = ip + IPV6_HDR;
-    uint8_t *p = wp_u8(na, ND_ADVERT);
-    p = wp_u8(p, 0);
-    p = wp_u16(p, 0);
-    p = wp_u32(p, (dad ? 0 : NA_FLAG_SOLICITED) | NA_FLAG_OVERRIDE);
-    memcpy(p, ip6, 16);
-    p = wp_u8(p + 16, ND_OPT_TARGET_LLADDR);
-    p = wp_u8(p, 1); /* in units of 8 octets */
-    memcpy(p, mac, 6);
-    wp_u16(na + 2, sum6(ip, NH_ICMPV6, na, NA_LEN));
-    return OP_ETH_HDR_LEN + IPV6_HDR + NA_LEN;
+    uint8_t *ip = ipv6_headers(frame, ip6, to, &l2, NH_ICMPV6, ND_HOP_LIMIT, ND_LEN);
+    return nd_message(ip, ND_ADVERT, (dad ? 0 : NA_FLAG_SOLICITED) | NA_FLAG_OVERRIDE, ip6,
+                      ND_OPT_TARGET_LLADDR, mac);
 }
 
 size_t op_icmp6_echo_reply_in_place(uint8_t *frame, size_t len, const uint8_t ip6[16],
@@ -185,23 +194,13 @@ size_t op_icmp6_echo_reply_in_place(uint8_t *frame, size_t len, const uint8_t ip
 size_t wire_ndp_solicit_build(uint8_t *frame, size_t cap, const uint8_t src6[16],
                               const uint8_t mac[6], const uint8_t target6[16])
 {
-    if (cap < OP_ETH_HDR_LEN + IPV6_HDR + NS_LEN)
+    if (cap < OP_ETH_HDR_LEN + IPV6_HDR + ND_LEN)
         return 0;
     /* RFC 4291's solicited-node group of the target, and its MAC (RFC 2464) */
     uint8_t group[16] = {0xff, 2, [11] = 1, [12] = 0xff};
     memcpy(group + 13, target6 + 13, 3);
     struct op_frame_l2 l2 = {.dst_mac = {0x33, 0x33, 0xff, target6[13], target6[14], target6[15]}};
     memcpy(l2.src_mac, mac, 6);
-    uint8_t *ip = ipv6_headers(frame, src6, group, &l2, NH_ICMPV6, ND_HOP_LIMIT, NS_LEN);
-    uint8_t *ns = ip + IPV6_HDR;
-    uint8_t *p = wp_u8(ns, ND_SOLICIT);
-    p = wp_u8(p, 0);
-    p = wp_u16(p, 0);
-    p = wp_u32(p, 0); /* reserved */
-    memcpy(p, target6, 16);
-    p = wp_u8(p + 16, ND_OPT_SOURCE_LLADDR);
-    p = wp_u8(p, 1); /* in units of 8 octets */
-    memcpy(p, mac, 6);
-    wp_u16(ns + 2, sum6(ip, NH_ICMPV6, ns, NS_LEN));
-    return OP_ETH_HDR_LEN + IPV6_HDR + NS_LEN;
+    uint8_t *ip = ipv6_headers(frame, src6, group, &l2, NH_ICMPV6, ND_HOP_LIMIT, ND_LEN);
+    return nd_message(ip, ND_SOLICIT, 0, target6, ND_OPT_SOURCE_LLADDR, mac);
 }
