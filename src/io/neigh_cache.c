@@ -5,11 +5,21 @@
 
 #include "neigh_cache.h"
 
-static struct io_neigh *find(const struct io_neigh_cache *c, const struct op_addr *ip)
+static bool same(const struct io_neigh *n, const struct op_addr *ip)
 {
+    return n->used && n->ip.family == ip->family &&
+           (ip->family == OP_AF_IPV6 ? memcmp(n->ip.v6, ip->v6, 16) == 0 : n->ip.v4 == ip->v4);
+}
+
+static struct io_neigh *find(struct io_neigh_cache *c, const struct op_addr *ip)
+{
+    if (same(&c->slot[c->last], ip))
+        return &c->slot[c->last];
     for (uint32_t i = 0; i < IO_NEIGH_SLOTS; i++)
-        if (c->slot[i].used && op_addr_eq(&c->slot[i].ip, ip))
-            return (struct io_neigh *)&c->slot[i];
+        if (same(&c->slot[i], ip)) {
+            c->last = i;
+            return &c->slot[i];
+        }
     return NULL;
 }
 
@@ -23,7 +33,7 @@ static struct io_neigh *slot_for(struct io_neigh_cache *c, const struct op_addr 
     return n;
 }
 
-const uint8_t *io_neigh_mac(const struct io_neigh_cache *c, const struct op_addr *ip)
+const uint8_t *io_neigh_mac(struct io_neigh_cache *c, const struct op_addr *ip)
 {
     const struct io_neigh *n = find(c, ip);
     return n != NULL && n->known ? n->mac : NULL;

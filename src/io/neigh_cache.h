@@ -21,10 +21,11 @@ struct io_neigh {
 struct io_neigh_cache {
     struct io_neigh slot[IO_NEIGH_SLOTS];
     uint32_t next; /* the slot to reuse next, round robin */
+    uint32_t last; /* the slot found last: most frames are from and to one peer */
 };
 
 /* The MAC of ip, NULL when not known. */
-const uint8_t *io_neigh_mac(const struct io_neigh_cache *c, const struct op_addr *ip);
+const uint8_t *io_neigh_mac(struct io_neigh_cache *c, const struct op_addr *ip);
 /* ip is at mac (a frame from it, an answer). */
 void io_neigh_learn(struct io_neigh_cache *c, const struct op_addr *ip, const uint8_t mac[6]);
 /* For an ip not known: true (and the question noted) when none was asked

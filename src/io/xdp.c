@@ -75,24 +75,26 @@ static const uint8_t *neigh_mac(struct xdp_io *x, const struct op_addr *ip)
 static void take_payload(void *ctx, const uint8_t *frame, uint32_t len)
 {
     struct xdp_io *x = ctx;
-    struct op_frame_info in;
-    unsigned v = op_frame_parse(frame, len, &in);
-    if (v == OP_FRAME_OK && (in.flow.dst_port != x->io.local_port ||
-                             !op_addr_eq(&in.flow.dst, &x->io.local)))
+    struct op_flow flow;
+    uint8_t mac[6];
+    size_t off, plen;
+    unsigned v = op_udp_frame_parse(frame, len, &flow, mac, &off, &plen);
+    if (v == OP_FRAME_OK &&
+        (flow.dst_port != x->io.local_port || !op_addr_eq(&flow.dst, &x->io.local)))
         v = OP_FRAME_VERDICTS_; /* not ours: the program lets only ours through */
-    if (v == OP_FRAME_OK && in.payload_len > OP_IO_BUF_SIZE)
+    if (v == OP_FRAME_OK && plen > OP_IO_BUF_SIZE)
         v = OP_FRAME_BAD_UDP;
     if (v != OP_FRAME_OK) {
         x->xc[OP_IO_XDP_C_rx_refused]++;
         return;
     }
-    const uint8_t *known = io_neigh_mac(&x->neigh, &in.flow.src);
-    if (known == NULL || memcmp(known, in.src_mac, 6) != 0)
-        io_neigh_learn(&x->neigh, &in.flow.src, in.src_mac);
+    const uint8_t *known = io_neigh_mac(&x->neigh, &flow.src);
+    if (known == NULL || memcmp(known, mac, 6) != 0)
+        io_neigh_learn(&x->neigh, &flow.src, mac);
     struct op_pkt *pkt = &x->rx_pkts[x->rx_k++];
-    memcpy(pkt->data, frame + in.payload_off, in.payload_len);
-    pkt->len = in.payload_len;
-    pkt->flow = in.flow;
+    memcpy(pkt->data, frame + off, plen);
+    pkt->len = (uint32_t)plen;
+    pkt->flow = flow;
 }
 
 static int recv_via_kernel(struct xdp_io *x, struct op_pkt *pkts, int max)

@@ -210,6 +210,10 @@ static uint64_t next_deadline(const struct op_loop *l, uint64_t until)
     return until;
 }
 
+/* Busy polling, asked for or because the backend has no descriptor to
+ * wait on (a DPDK queue): rounds do not sleep. */
+static bool spins(const struct op_loop *l) { return l->cfg.busy_poll || op_io_fd(l->cfg.io) < 0; }
+
 /* An empty round that did not sleep counts towards a yield (see busy_poll). */
 static void after_round(struct op_loop *l, int got, bool spinning)
 {
@@ -242,7 +246,7 @@ static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
     fire_timers(l, op_now_ns());
     send_queue(l, &l->q);
     unlock(l);
-    after_round(l, n, l->cfg.busy_poll);
+    after_round(l, n, spins(l));
     return n;
 }
 
@@ -270,7 +274,7 @@ static uint64_t prepare(struct op_loop *l, uint64_t until)
 {
     lock(l);
     send_queue(l, &l->q);
-    uint64_t deadline = l->cfg.busy_poll || l->backlog ? 0 : next_deadline(l, until);
+    uint64_t deadline = spins(l) || l->backlog ? 0 : next_deadline(l, until);
     unlock(l);
     return deadline;
 }
@@ -318,7 +322,8 @@ int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
         /* one loop reads whatever its fd said (a busy round waited for
          * nothing); of many, only those whose socket has packets: the rest
          * would each cost an empty receive call */
-        bool ready = n == 1 || loops[i]->backlog || (pfd[at[i]].revents & POLLIN);
+        bool ready = n == 1 || loops[i]->backlog || (pfd[at[i]].revents & POLLIN) ||
+                     pfd[at[i]].fd < 0;
         int got = round_of(loops[i], pfd + at[i] + 1, ready);
         if (got < 0)
             return got;

@@ -104,6 +104,7 @@ SPEC = {
     "xdpall": lambda dev, ep: f"xdpall:{dev}:{ep}",
     "dpdkxdp": lambda dev, ep: f"dpdk:net_af_xdp0,iface={dev}:{ep}",
     "dpdkpcap": lambda dev, ep: f"dpdk:net_pcap0,iface={dev}:{ep}",
+    "dpdkpacket": lambda dev, ep: f"dpdk:net_af_packet0,iface={dev}:{ep}",
 }
 
 
@@ -124,8 +125,8 @@ def run_kind(veth, kind):
     a_kind, b_kind = parts[0], parts[1]
     if "dpdk" in kind and not have_dpdk():
         pytest.skip("io_contract built without DPDK")
-    if b_kind == "dpdkpcap":
-        # libpcap leaves the kernel's stack on the port: without the address
+    if b_kind in ("dpdkpcap", "dpdkpacket"):
+        # libpcap and AF_PACKET leave the kernel's stack on the port: without the address
         # it answers nothing (no ARP, no port unreachable), so what answers is ours
         ip = veth.ip6b + "/64" if v6 else veth.ipb + "/24"
         test_xdp.sh(test_xdp.IP, "-n", veth.b, "addr", "del", ip, "dev", veth.vb)
@@ -149,7 +150,7 @@ def test_between_namespaces(veth, kind):
 # on a whole port asks for the echo's.
 @pytest.mark.parametrize("kind", ["udp-xdpall", "udp-xdpall-6", "xdpall-xdpall",
                                   "xdpall-udp-6", "udp-dpdkxdp", "udp-dpdkxdp-6",
-                                  "udp-dpdkpcap", "dpdkxdp-udp"])
+                                  "udp-dpdkpcap", "udp-dpdkpacket-6", "dpdkxdp-udp"])
 def test_whole_ports_answer_for_themselves(veth, kind):
     probe, echo = run_kind(veth, kind)
     a_kind, b_kind = kind.split("-")[:2]
