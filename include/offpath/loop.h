@@ -18,6 +18,33 @@
 #include "offpath/common.h"
 #include "offpath/io.h"
 
+/* Where a frame engine puts what it sends: the next free frame to fill
+ * (op_frameq_next, then op_frameq_commit with its len set), or a frame it
+ * holds handed over whole (op_frameq_put: the buffers are exchanged, so f
+ * then has a free buffer of the queue's). A full queue is sent first. */
+struct op_frameq {
+    struct op_frame *frames;
+    int n, cap;
+    void (*flush)(void *ctx, struct op_frameq *q);
+    void *ctx;
+};
+
+static inline struct op_frame *op_frameq_next(struct op_frameq *q)
+{
+    if (q->n == q->cap)
+        q->flush(q->ctx, q);
+    return &q->frames[q->n];
+}
+static inline void op_frameq_commit(struct op_frameq *q) { q->n++; }
+static inline void op_frameq_put(struct op_frameq *q, struct op_frame *f)
+{
+    struct op_frame *slot = op_frameq_next(q);
+    uint8_t *free_buf = slot->data;
+    *slot = *f;
+    f->data = free_buf;
+    q->n++;
+}
+
 struct op_engine_ops {
     const char *name;
     /* a received packet (the engine copies what it keeps: the buffer is reused) */
@@ -33,6 +60,13 @@ struct op_engine_ops {
      * worker answers the burst under one look at its zones). */
     void (*input_burst)(void *eng, const struct op_pkt *pkts, int n, uint64_t now,
                         struct op_txq *out);
+    /* Whole frames (a loop with frames set, over a frame backend): each
+     * burst as received, every frame with op_frame_parse's view, for the
+     * loop's first engine: a switch port forwarding, a host answering
+     * ARP/NDP itself. What it sends goes on out (op_frameq_put hands a
+     * received frame on without a copy). */
+    void (*input_frames)(void *eng, struct op_frame *frames, int n, uint64_t now,
+                         struct op_frameq *out);
 };
 
 /* The engine a received packet is for (one of those added), or NULL: the
@@ -67,6 +101,10 @@ struct op_loop_config {
     void *demux_ctx;
     op_loop_flush_fn flush; /* NULL: op_io_send */
     void *flush_ctx;
+    /* Whole frames: the backend's frames go to the first engine's
+     * input_frames, which answers on op_loop_frameq (the backend must have
+     * frames: op_io_has_frames). */
+    bool frames;
     /* Several threads may drive one loop (a progress thread beside blocking
      * calls): engines run under this lock, which is released while waiting.
      * NULL: one thread. */
@@ -98,6 +136,9 @@ OP_API void *op_loop_engine(const struct op_loop *l, int i);
 /* Where engines queue what they send outside input and timer (starting an
  * operation); op_loop_flush sends it. With a lock, hold it for both. */
 OP_API struct op_txq *op_loop_txq(struct op_loop *l);
+/* The same for frames (a loop with frames set; NULL otherwise): what an
+ * engine sends from its timer or outside a round. op_loop_flush sends it. */
+OP_API struct op_frameq *op_loop_frameq(struct op_loop *l);
 OP_API void op_loop_flush(struct op_loop *l);
 /* A file descriptor the loop waits on beside the backend (a signalfd, an
  * eventfd): fn runs, under the lock, first thing in a round where fd is

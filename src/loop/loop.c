@@ -24,6 +24,11 @@ struct op_loop {
     struct op_loop_config cfg;
     struct op_pktbuf rx, tx;
     struct op_txq q;
+    /* frames: buffers and arrays of their own (rx_frames hands buffers to
+     * the queue and back as engines forward) */
+    struct op_pktbuf rx_mem, tx_mem;
+    struct op_frame *rx_frames, *tx_frames;
+    struct op_frameq fq;
     struct slot engines[OP_LOOP_MAX_ENGINES];
     int n;
     struct watch watches[OP_LOOP_MAX_WATCHES];
@@ -61,10 +66,36 @@ static void send_queue(void *ctx, struct op_txq *q)
     q->n = 0;
 }
 
+static void send_frames(void *ctx, struct op_frameq *q)
+{
+    struct op_loop *l = ctx;
+    if (q->n == 0)
+        return;
+    l->stats.flushes++;
+    (void)op_io_send_frames(l->cfg.io, q->frames, q->n);
+    q->n = 0;
+}
+
 static bool config_ok(const struct op_loop_config *c)
 {
     return c->io != NULL && c->burst >= 0 && c->tx_queue >= 0 && c->bursts_per_round >= 0 &&
-           c->timer_every >= 0;
+           c->timer_every >= 0 && (!c->frames || op_io_has_frames(c->io));
+}
+
+static op_status_t frame_buffers(struct op_loop *l)
+{
+    op_status_t st = op_pktbuf_init(&l->rx_mem, l->cfg.burst);
+    if (st == OP_OK)
+        st = op_pktbuf_init(&l->tx_mem, l->cfg.tx_queue);
+    l->rx_frames = calloc((size_t)l->cfg.burst, sizeof *l->rx_frames);
+    l->tx_frames = calloc((size_t)l->cfg.tx_queue, sizeof *l->tx_frames);
+    if (st != OP_OK || l->rx_frames == NULL || l->tx_frames == NULL)
+        return st != OP_OK ? st : OP_ERR_NOMEM;
+    op_pktbuf_frames(&l->rx_mem, l->rx_frames);
+    op_pktbuf_frames(&l->tx_mem, l->tx_frames);
+    l->fq = (struct op_frameq){.frames = l->tx_frames, .cap = l->cfg.tx_queue,
+                               .flush = send_frames, .ctx = l};
+    return OP_OK;
 }
 
 op_status_t op_loop_create(const struct op_loop_config *cfg, struct op_loop **out)
@@ -84,6 +115,8 @@ op_status_t op_loop_create(const struct op_loop_config *cfg, struct op_loop **ou
     op_status_t st = op_pktbuf_init(&l->rx, l->cfg.burst);
     if (st == OP_OK)
         st = op_pktbuf_init(&l->tx, l->cfg.tx_queue);
+    if (st == OP_OK && l->cfg.frames)
+        st = frame_buffers(l);
     if (st != OP_OK) {
         op_loop_destroy(l);
         return st;
@@ -99,6 +132,10 @@ void op_loop_destroy(struct op_loop *l)
         return;
     op_pktbuf_free(&l->rx);
     op_pktbuf_free(&l->tx);
+    op_pktbuf_free(&l->rx_mem);
+    op_pktbuf_free(&l->tx_mem);
+    free(l->rx_frames);
+    free(l->tx_frames);
     free(l);
 }
 
@@ -133,7 +170,16 @@ op_status_t op_loop_watch(struct op_loop *l, int fd, op_loop_fd_fn fn, void *ctx
 
 struct op_txq *op_loop_txq(struct op_loop *l) { return &l->q; }
 
-void op_loop_flush(struct op_loop *l) { send_queue(l, &l->q); }
+struct op_frameq *op_loop_frameq(struct op_loop *l) { return l->cfg.frames ? &l->fq : NULL; }
+
+static void flush_all(struct op_loop *l)
+{
+    send_queue(l, &l->q);
+    if (l->cfg.frames)
+        send_frames(l, &l->fq);
+}
+
+void op_loop_flush(struct op_loop *l) { flush_all(l); }
 
 static const struct slot *owner(const struct op_loop *l, const struct op_pkt *pkt)
 {
@@ -165,16 +211,35 @@ static void hand_over(struct op_loop *l, int n)
     }
 }
 
+static int receive_burst(struct op_loop *l)
+{
+    if (!l->cfg.frames) {
+        int n = op_io_recv(l->cfg.io, l->rx.pkts, l->rx.n);
+        if (n > 0)
+            hand_over(l, n);
+        return n;
+    }
+    int n = op_io_recv_frames(l->cfg.io, l->rx_frames, l->rx.n);
+    if (n <= 0)
+        return n;
+    if (l->n > 0 && l->engines[0].ops->input_frames != NULL) {
+        l->engines[0].ops->input_frames(l->engines[0].eng, l->rx_frames, n, op_now_ns(), &l->fq);
+        l->stats.rx += (uint64_t)n;
+    } else {
+        l->stats.unclaimed += (uint64_t)n;
+    }
+    return n;
+}
+
 /* Bursts until the backend has no more or the round's cap. */
 static int receive(struct op_loop *l)
 {
     int n = 0, total = 0;
     for (int b = 0; l->cfg.bursts_per_round == 0 || b < l->cfg.bursts_per_round; b++) {
-        if ((n = op_io_recv(l->cfg.io, l->rx.pkts, l->rx.n)) <= 0)
+        if ((n = receive_burst(l)) <= 0)
             break;
-        hand_over(l, n);
         if (!l->cfg.flush_per_round)
-            send_queue(l, &l->q);
+            flush_all(l);
         total += n;
         if (n < l->rx.n)
             break;
@@ -244,7 +309,7 @@ static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
         serve_watches(l, watches);
     int n = ready ? receive(l) : 0;
     fire_timers(l, op_now_ns());
-    send_queue(l, &l->q);
+    flush_all(l);
     unlock(l);
     after_round(l, n, spins(l));
     return n;
@@ -273,7 +338,7 @@ static int add_fds(const struct op_loop *l, struct pollfd *pfd)
 static uint64_t prepare(struct op_loop *l, uint64_t until)
 {
     lock(l);
-    send_queue(l, &l->q);
+    flush_all(l);
     uint64_t deadline = spins(l) || l->backlog ? 0 : next_deadline(l, until);
     unlock(l);
     return deadline;

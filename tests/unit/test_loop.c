@@ -389,6 +389,139 @@ static void test_polled_backend_spins(void **state)
     op_loop_destroy(l);
 }
 
+/* ---- whole frames: a host engine that answers ARP itself and reflects
+ * UDP in place, over a mock frame backend */
+
+struct mock_port {
+    struct op_io io;
+    uint8_t in[8][256], out[16][256];
+    uint32_t in_len[8], out_len[16];
+    int n_in, in_at, n_out;
+};
+
+static int port_recv_frames(struct op_io *io, struct op_frame *f, int max)
+{
+    struct mock_port *m = (struct mock_port *)io;
+    int k = 0;
+    for (; k < max && k < 2 && m->in_at < m->n_in; k++, m->in_at++) { /* bursts of 2 */
+        memcpy(f[k].data, m->in[m->in_at], m->in_len[m->in_at]);
+        f[k].len = m->in_len[m->in_at];
+        (void)op_frame_parse(f[k].data, f[k].len, &f[k].info);
+    }
+    return k;
+}
+static int port_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    struct mock_port *m = (struct mock_port *)io;
+    for (int i = 0; i < n; i++, m->n_out++) {
+        memcpy(m->out[m->n_out], f[i].data, f[i].len);
+        m->out_len[m->n_out] = f[i].len;
+    }
+    return n;
+}
+static const struct op_io_ops port_ops = {
+    .name = "mock_port", .recv = io_payload_unsupported_recv,
+    .send = io_payload_unsupported_send, .fd = polled_fd, .deadline = polled_deadline,
+    .poll = polled_poll, .close = polled_close, .recv_frames = port_recv_frames,
+    .send_frames = port_send_frames};
+
+static const uint8_t host_mac[6] = {2, 0, 0, 0, 0, 0x0a}, peer_mac[6] = {2, 0, 0, 0, 0, 0x0b};
+
+struct host {
+    struct op_addr addr;
+    int not_ours;
+};
+
+static void host_frames(void *eng, struct op_frame *f, int n, uint64_t now, struct op_frameq *out)
+{
+    struct host *h = eng;
+    (void)now;
+    for (int i = 0; i < n; i++) {
+        if (f[i].info.udp == OP_FRAME_OK && op_addr_eq(&f[i].info.flow.dst, &h->addr)) {
+            struct op_flow back = op_flow_reverse(&f[i].info.flow);
+            struct op_frame_l2 l2 = {.tos = 0};
+            memcpy(l2.src_mac, host_mac, 6);
+            memcpy(l2.dst_mac, f[i].info.src_mac, 6);
+            (void)op_udp_frame_headers(f[i].data, &back, &l2, f[i].info.payload_len);
+            op_frameq_put(out, &f[i]); /* the frame itself leaves: no copy */
+            continue;
+        }
+        struct op_frame *r = op_frameq_next(out);
+        memcpy(r->data, f[i].data, f[i].len);
+        r->len = (uint32_t)op_frame_control_reply(r->data, f[i].len, OP_IO_BUF_SIZE, &h->addr,
+                                                  host_mac);
+        if (r->len > 0)
+            op_frameq_commit(out);
+        else
+            h->not_ours++;
+    }
+}
+static const struct op_engine_ops host_ops = {.name = "host", .input_frames = host_frames};
+
+static void inject_frame(struct mock_port *m, const struct op_flow *f, const char *payload)
+{
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, peer_mac, 6);
+    memcpy(l2.dst_mac, host_mac, 6);
+    size_t len = strlen(payload);
+    memcpy(m->in[m->n_in] + op_udp_frame_hdr_len(f->dst.family), payload, len);
+    m->in_len[m->n_in] = (uint32_t)op_udp_frame_build(m->in[m->n_in], 256, f, &l2, len);
+    m->n_in++;
+}
+
+static void test_frames_to_the_first_engine(void **state)
+{
+    (void)state;
+    struct mock_port m = {.io.ops = &port_ops};
+    struct host h = {.addr = op_addr_ipv4(IP_S)};
+    struct op_addr peer = op_addr_ipv4(IP_C);
+    struct op_flow to_us = {.src = peer, .dst = h.addr, .src_port = 7, .dst_port = 9};
+    struct op_flow elsewhere = to_us;
+    elsewhere.dst = op_addr_ipv4(0x7f2e0009u);
+    inject_frame(&m, &to_us, "first");
+    m.in_len[m.n_in] = (uint32_t)op_neigh_solicit_build(m.in[m.n_in], 256, &peer, peer_mac,
+                                                        &h.addr);
+    m.n_in++;
+    inject_frame(&m, &elsewhere, "not ours");
+    inject_frame(&m, &to_us, "second");
+    struct op_loop *l;
+    struct op_loop_config bad = {.io = &m.io}, c = {.io = &m.io, .frames = true};
+    struct polled p = {.io.ops = &polled_ops};
+    struct op_loop_config no_frames = {.io = &p.io, .frames = true};
+    assert_int_equal(op_loop_create(&no_frames, &l), OP_ERR_INVAL); /* a payload backend */
+    assert_int_equal(op_loop_create(&bad, &l), OP_OK);
+    assert_null(op_loop_frameq(l));
+    op_loop_destroy(l);
+    assert_int_equal(op_loop_create(&c, &l), OP_OK);
+    assert_non_null(op_loop_frameq(l));
+    assert_int_equal(op_loop_add(l, &host_ops, &h), OP_OK);
+    for (int i = 0; i < 10 && m.in_at < m.n_in; i++)
+        (void)op_loop_run_once(l, op_now_ns() + OP_NS_PER_S);
+    assert_int_equal(m.n_out, 3);
+    assert_int_equal(h.not_ours, 1);
+    static const char *const want[] = {"first", NULL, "second"};
+    for (int i = 0; i < 3; i++) {
+        struct op_frame_info in;
+        unsigned v = op_frame_parse(m.out[i], m.out_len[i], &in);
+        assert_memory_equal(in.dst_mac, peer_mac, 6);
+        assert_memory_equal(in.src_mac, host_mac, 6);
+        if (want[i] == NULL) { /* the ARP reply */
+            assert_int_equal(in.kind, OP_FRAME_KIND_ARP);
+            assert_int_equal(in.arp_op, 2);
+            continue;
+        }
+        assert_int_equal(v, OP_FRAME_OK);
+        assert_true(op_addr_eq(&in.flow.dst, &peer));
+        assert_int_equal(in.flow.dst_port, 7);
+        assert_int_equal(in.payload_len, strlen(want[i]));
+        assert_memory_equal(m.out[i] + in.payload_off, want[i], in.payload_len);
+    }
+    struct op_loop_stats st;
+    op_loop_stats(l, &st);
+    assert_int_equal(st.rx, 4);
+    op_loop_destroy(l);
+}
+
 struct woke {
     int calls, fd;
     uint64_t value;
@@ -494,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_watched_fd),
         cmocka_unit_test(test_poll_holds_answers),
         cmocka_unit_test(test_polled_backend_spins),
+        cmocka_unit_test(test_frames_to_the_first_engine),
     };
     return cmocka_run_group_tests_name("loop", tests, NULL, NULL);
 }
