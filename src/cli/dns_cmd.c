@@ -312,10 +312,6 @@ int cli_dns(int argc, char **argv)
                       "on --model socket)", f.model);
         return 2;
     }
-    if (strcmp(f.model, "xdp") == 0 && f.cfg.ipv6) {
-        cli_bad(tool, "--listen: --model xdp serves IPv4 (IPv6: socket, rtc, pipeline)");
-        return 2;
-    }
     if (strcmp(f.model, "xdp") == 0 && f.xc.ifname == NULL) {
         cli_bad(tool, "--model xdp needs --xdp-if IF");
         return 2;

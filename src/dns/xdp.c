@@ -37,10 +37,11 @@ static void *xdp_main(void *arg)
 {
     struct dns_worker *w = arg;
     struct xdp_state *s = w->s->priv;
-    uint32_t mtu = op_io_link_mtu(s->io); /* the largest IPv4 packet: 28 bytes of headers */
+    /* the largest IP packet the link takes, less the IP and UDP headers */
+    uint32_t mtu = op_io_link_mtu(s->io), hdrs = w->s->cfg.ipv6 ? 48 : 28;
     struct dns_udp u = {.w = w, .udp_max = w->s->cfg.udp_max};
-    if (mtu > 28 && mtu - 28 < u.udp_max)
-        u.udp_max = (uint16_t)(mtu - 28);
+    if (mtu > hdrs && mtu - hdrs < u.udp_max)
+        u.udp_max = (uint16_t)(mtu - hdrs);
     struct op_loop *loop = NULL;
     op_status_t st = dns_udp_loop(&u, s->io, &loop);
     if (st != OP_OK)
@@ -106,8 +107,10 @@ op_status_t op_dns_xdp_start(const struct op_dns_server_config *cfg,
     s->xc = *xc;
     srv->priv = s;
     srv->halt = xdp_halt;
-    op_status_t st = op_io_xdp_open_sized(xc->ifname, cfg->addr, cfg->port, xc->rx_frames,
-                                          cfg->log, &s->io);
+    struct op_io_xdp_config c = {
+        .ifname = xc->ifname, .port = cfg->port, .rx_frames = xc->rx_frames, .log = cfg->log,
+        .addr = cfg->ipv6 ? op_addr_ipv6(cfg->addr6) : op_addr_ipv4(cfg->addr)};
+    op_status_t st = op_io_xdp_open_cfg(&c, &s->io);
     if (st == OP_OK) {
         srv->port_stats = xdp_port_stats;
         if (pthread_create(&srv->w[0].th, NULL, xdp_main, &srv->w[0]) != 0)
