@@ -189,6 +189,9 @@ struct op_dns_server *dns_server_alloc(const struct op_dns_server_config *cfg,
 /* TCP (RFC 7766) through the kernel, for every model: w gets a listening
  * socket on the configuration's address and a thread serving it. */
 op_status_t dns_tcp_start(struct dns_worker *w);
+/* A kernel socket of type on the configuration's address (w's family, or
+ * the dual stack's other one) and the thread fn serving it (socket.c). */
+op_status_t dns_worker_start(struct dns_worker *w, int type, void *(*fn)(void *));
 /* Join w's thread (once the server is stopping) and close its socket. */
 void dns_thread_stop(struct dns_worker *w);
 bool dns_server_stopping(const struct op_dns_server *s);

@@ -1,0 +1,210 @@
+/* The TCP thread every model shares (RFC 7766: 2-byte length framing,
+ * pipelined queries answered in order, idle connections closed, zone
+ * transfers to whom --allow-transfer lets): a kernel socket and its
+ * connections, waited on through io's waitset. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dns_internal.h"
+
+#define POLL_MS 100 /* how soon a blocked thread sees stop */
+
+/* ---- TCP ---- */
+struct conn {
+    int fd;
+    uint8_t in[2 + OP_DNS_MSG_MAX];
+    size_t inlen;
+    uint8_t out[2 + OP_DNS_MSG_MAX];
+    size_t outlen, outoff;
+    uint64_t last_ns;
+    bool xfr_ok;         /* the client may transfer zones (--allow-transfer) */
+    bool cont;           /* out holds a transfer's later message, not an answer */
+    struct op_dns_xfr xfr;
+};
+
+static void conn_close(struct dns_worker *w, struct conn **cp)
+{
+    struct conn *c = *cp;
+    if (c->outlen > c->outoff && !c->cont)
+        w->c[OP_DNS_C_drop_tcp_closed]++;
+    if (c->xfr.active || (c->outlen > c->outoff && c->cont))
+        w->c[OP_DNS_C_xfr_aborted]++;
+    close(c->fd);
+    free(c);
+    *cp = NULL;
+}
+
+/* Send what is pending; false when the connection is gone. */
+static bool conn_flush(struct dns_worker *w, struct conn *c)
+{
+    while (c->outoff < c->outlen) {
+        ssize_t r = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+            c->outoff += (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+        }
+    }
+    if (c->outlen > 0 && !c->cont)
+        w->c[OP_DNS_C_tcp_tx]++;
+    c->outlen = c->outoff = 0;
+    c->cont = false;
+    return true;
+}
+
+static void conn_set_out(struct conn *c, size_t len, bool cont)
+{
+    c->out[0] = (uint8_t)(len >> 8);
+    c->out[1] = (uint8_t)len;
+    c->outlen = 2 + len;
+    c->cont = cont;
+}
+
+/* A transfer's next message once the last has gone; false when there is
+ * none to send. A reload since it began ends it (the set it reads may be
+ * gone): the client sees the stream stop and asks again. */
+static bool conn_continue(struct dns_worker *w, struct conn *c)
+{
+    if (c->outlen > 0 || !c->xfr.active)
+        return false;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    size_t len = 0;
+    if (z == c->xfr.zones)
+        len = op_dns_xfr_next(&c->xfr, c->out + 2, OP_DNS_MSG_MAX, w->c);
+    else
+        c->xfr.active = false, w->c[OP_DNS_C_xfr_aborted]++;
+    dns_zones_leave(w);
+    if (len > 0)
+        conn_set_out(c, len, true);
+    return len > 0;
+}
+
+/* Answer the first whole message of the input, if there is one and no
+ * answer is still on its way (answers go out in the order asked). */
+static bool conn_answer(struct dns_worker *w, struct conn *c)
+{
+    if (c->outlen > 0 || c->xfr.active || c->inlen < 2)
+        return false;
+    size_t mlen = (size_t)c->in[0] << 8 | c->in[1];
+    if (c->inlen < 2 + mlen)
+        return false;
+    struct op_dns_query_info qi = dns_query_info(&w->s->cfg, true, w->s->cfg.udp_max);
+    qi.xfr = c->xfr_ok ? &c->xfr : NULL;
+    w->c[OP_DNS_C_tcp_rx]++;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    size_t len = op_dns_respond(z, &qi, c->in + 2, mlen, c->out + 2, OP_DNS_MSG_MAX, w->c);
+    dns_zones_leave(w);
+    memmove(c->in, c->in + 2 + mlen, c->inlen - 2 - mlen);
+    c->inlen -= 2 + mlen;
+    if (len > 0)
+        conn_set_out(c, len, false);
+    return true;
+}
+
+/* Read, answer, write, until the connection would block; false to close. */
+static bool conn_serve(struct dns_worker *w, struct conn *c, unsigned ready, uint64_t now)
+{
+    if (ready & (OP_IO_IN | OP_IO_ERR)) {
+        ssize_t r = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+            return false;
+        if (r > 0) {
+            c->inlen += (size_t)r;
+            c->last_ns = now;
+        }
+    }
+    do {
+        if (!conn_flush(w, c))
+            return false;
+    } while (conn_answer(w, c) || conn_continue(w, c));
+    return conn_flush(w, c);
+}
+
+static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
+{
+    struct sockaddr_in6 peer;
+    socklen_t plen = sizeof(peer);
+    int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (unsigned i = 0; i < max; i++) {
+        if (conns[i] != NULL)
+            continue;
+        conns[i] = calloc(1, sizeof(struct conn));
+        if (conns[i] == NULL)
+            break;
+        conns[i]->fd = fd;
+        conns[i]->last_ns = now;
+        conns[i]->xfr_ok = op_dns_acl_allows(w->s->cfg.xfr_acl, w->s->cfg.n_xfr_acl, &peer);
+        w->c[OP_DNS_C_tcp_conns]++;
+        return;
+    }
+    w->c[OP_DNS_C_tcp_conn_refused]++;
+    close(fd);
+}
+
+/* Slot 0 the listening socket, slot 1 + i connection i: read, or written
+ * while an answer is on its way. */
+static void tcp_round(struct dns_worker *w, struct op_io_waitset *ws, struct conn **conns,
+                      unsigned max)
+{
+    uint64_t now = op_now_ns(), idle = (uint64_t)w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
+    op_io_waitset_set(ws, 0, w->fd, OP_IO_IN);
+    for (unsigned i = 0; i < max; i++)
+        op_io_waitset_set(ws, 1 + i, conns[i] ? conns[i]->fd : -1,
+                          conns[i] && conns[i]->outlen ? OP_IO_OUT : OP_IO_IN);
+    if (op_io_waitset_wait(ws, now + POLL_MS * OP_NS_PER_MS) < 0)
+        return;
+    now = op_now_ns();
+    for (unsigned i = 0; i < max; i++) {
+        if (conns[i] == NULL)
+            continue;
+        unsigned ready = op_io_waitset_ready(ws, 1 + i);
+        if (ready != 0 && !conn_serve(w, conns[i], ready, now)) {
+            conn_close(w, &conns[i]);
+        } else if (now - conns[i]->last_ns > idle) {
+            w->c[OP_DNS_C_tcp_idle_closed]++;
+            conn_close(w, &conns[i]);
+        }
+    }
+    if (op_io_waitset_ready(ws, 0) & OP_IO_IN)
+        tcp_accept(w, w->fd, conns, max, now);
+    dns_publish(w);
+}
+
+static void *tcp_main(void *arg)
+{
+    struct dns_worker *w = arg;
+    unsigned max = w->s->cfg.tcp_max;
+    struct conn **conns = calloc(max, sizeof(*conns));
+    struct op_io_waitset *ws = NULL;
+    if (conns == NULL || op_io_waitset_new(1 + max, &ws) != OP_OK) {
+        OP_ERROR(w->s->cfg.log, "dns: tcp thread: out of memory");
+    } else {
+        while (!dns_server_stopping(w->s))
+            tcp_round(w, ws, conns, max);
+        for (unsigned i = 0; i < max; i++)
+            if (conns[i] != NULL)
+                conn_close(w, &conns[i]);
+        dns_publish(w);
+    }
+    free(conns);
+    op_io_waitset_free(ws);
+    return NULL;
+}
+
+op_status_t dns_tcp_start(struct dns_worker *w)
+{
+    return dns_worker_start(w, SOCK_STREAM, tcp_main);
+}
