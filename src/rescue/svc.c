@@ -1,7 +1,8 @@
 /* The rescue service of one process: a thread that answers the other
- * leaders from the entries (one per group this process leads), and the
- * asking side, which the caller's thread runs on a socket of its own so the
- * two never read each other's datagrams. The entries' state is what the MPI
+ * leaders from the entries (one per group this process leads; an engine on
+ * the one driver over the udp backend), and the asking side, which the
+ * caller's thread runs on a socket of its own so the two never read each
+ * other's datagrams. The entries' state is what the MPI
  * library sets at each call; the lock is taken once per call, uncontended
  * unless a peer is asking. */
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "offpath/io.h"
+#include "offpath/loop.h"
 #include "offpath/rescue.h"
 
 #define SVC_MAX_ENTRIES 256
@@ -142,34 +144,46 @@ static void answer(struct op_rsc_svc *s, const struct op_rsc_msg *q, struct op_r
     s->c[OP_RSC_C_requests]++;
 }
 
-static void serve_one(struct op_rsc_svc *s)
+/* A request in, its answer queued: the service is an engine of the one
+ * driver, a stateless handler on the udp backend. */
+static void serve_one(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out)
 {
-    uint8_t buf[OP_RSC_MAX_MSG + 1];
-    struct sockaddr_in from;
-    socklen_t fl = sizeof(from);
-    ssize_t n = recvfrom(s->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-    if (n < 0)
-        return;
+    struct op_rsc_svc *s = eng;
     struct op_rsc_msg q, a;
-    if (op_rsc_decode(buf, (size_t)n, &q) != OP_OK ||
+    (void)now;
+    if (op_rsc_decode(pkt->data, pkt->len, &q) != OP_OK ||
         (q.type != OP_RSC_STATUS_REQ && q.type != OP_RSC_FETCH_REQ)) {
         s->c[OP_RSC_C_malformed]++;
         return;
     }
-    /* answered and sent under the lock: a.data points at a result that the
-     * next completed call overwrites */
+    /* answered and encoded under the lock: a.data points at a result that
+     * the next completed call overwrites */
+    struct op_pkt *p = op_txq_next(out);
     pthread_mutex_lock(&s->mu);
     answer(s, &q, &a);
-    send_to(s->fd, ntohl(from.sin_addr.s_addr), ntohs(from.sin_port), &a);
+    p->len = (uint32_t)op_rsc_encode(&a, p->data, OP_IO_BUF_SIZE);
     pthread_mutex_unlock(&s->mu);
+    p->flow = op_flow_reverse(&pkt->flow);
+    if (p->len > 0) /* lost like any datagram if it fails: the asker asks again */
+        op_txq_commit(out);
 }
+
+static const struct op_engine_ops service_ops = {.name = "rescue", .input = serve_one};
 
 static void *serve(void *arg)
 {
     struct op_rsc_svc *s = arg;
-    while (!atomic_load(&s->stop))
-        if (op_io_wait_fd(s->fd, OP_IO_IN, op_io_deadline_in_ms(SVC_POLL_MS)) > 0)
-            serve_one(s);
+    struct op_io *io = NULL;
+    struct op_loop *loop = NULL;
+    struct op_loop_config c = {.burst = 16};
+    op_status_t st = op_io_udp_adopt(s->fd, &io);
+    c.io = io;
+    if (st == OP_OK && (st = op_loop_create(&c, &loop)) == OP_OK)
+        st = op_loop_add(loop, &service_ops, s);
+    while (st == OP_OK && !atomic_load(&s->stop))
+        (void)op_loop_run_once(loop, op_now_ns() + SVC_POLL_MS * OP_NS_PER_MS);
+    op_loop_destroy(loop);
+    op_io_close(io);
     return NULL;
 }
 
