@@ -103,6 +103,9 @@ struct op_gpu_poster {
     uint32_t group;
     struct opg_args args;
     bool running, stopped;
+    /* oldest_pending() as of the last launch's end: resume[] moves only
+     * while a launch runs, so it is scanned once per launch, not per step */
+    uint32_t oldest;
     struct op_gpu_poster_stats st;
 };
 
@@ -120,6 +123,19 @@ static op_status_t check_params(const struct op_gpu_post_params *p, uint32_t dep
         return opg_refuse(why, len, OP_ERR_INVAL, "bad slots (%u) or iterations (%u)", p->slots,
                           p->iters);
     return OP_OK;
+}
+
+/* The oldest ticket no work-item has posted yet; UINT32_MAX when every
+ * work-item posted all its writes. */
+static uint32_t oldest_pending(const struct op_gpu_poster *po)
+{
+    uint32_t oldest = UINT32_MAX;
+    for (uint32_t g = 0; g < po->p.threads; g++)
+        if (po->resume[g] < po->p.iters) {
+            uint32_t t = po->resume[g] * po->p.threads + g;
+            oldest = t < oldest ? t : oldest;
+        }
+    return oldest;
 }
 
 /* A launch that posts nothing: drivers compile a kernel for its work-group
@@ -170,6 +186,7 @@ op_status_t op_gpu_poster_create(struct op_gpu_dev *dev, void *wq,
                     : opg_refuse(why, why_len, OP_ERR_NOMEM, "no shared memory for resume[]");
     if (st == OP_OK) {
         memset(po->resume, 0, (size_t)p->threads * sizeof(uint32_t));
+        po->oldest = oldest_pending(po);
         if ((st = warm_up(po)) != OP_OK)
             opg_refuse(why, why_len, st, "the posting kernel does not run");
     }
@@ -186,6 +203,7 @@ static void finish_launch(struct op_gpu_poster *po, uint64_t device_ns)
     po->st.device_ns += device_ns;
     po->st.last_end_ns = op_now_ns();
     po->running = false;
+    po->oldest = oldest_pending(po);
 }
 
 void op_gpu_poster_destroy(struct op_gpu_poster *po)
@@ -198,19 +216,6 @@ void op_gpu_poster_destroy(struct op_gpu_poster *po)
     if (po->k)
         po->dev->be->kernel_destroy(po->k);
     free(po);
-}
-
-/* The oldest ticket no work-item has posted yet; UINT32_MAX when every
- * work-item posted all its writes. */
-static uint32_t oldest_pending(const struct op_gpu_poster *po)
-{
-    uint32_t oldest = UINT32_MAX;
-    for (uint32_t g = 0; g < po->p.threads; g++)
-        if (po->resume[g] < po->p.iters) {
-            uint32_t t = po->resume[g] * po->p.threads + g;
-            oldest = t < oldest ? t : oldest;
-        }
-    return oldest;
 }
 
 /* When to launch again. A launch into a nearly full queue would end at
@@ -245,10 +250,9 @@ int op_gpu_poster_step(struct op_gpu_poster *po)
     }
     po->st.dev_errors = atomic_load_explicit(&po->ctrl->dev_errors, memory_order_relaxed);
     po->st.first_error = atomic_load_explicit(&po->ctrl->first_error, memory_order_relaxed);
-    uint32_t oldest = oldest_pending(po);
-    if (po->stopped || po->st.dev_errors > 0 || oldest == UINT32_MAX)
+    if (po->stopped || po->st.dev_errors > 0 || po->oldest == UINT32_MAX)
         return 1;
-    if (!should_launch(po, oldest))
+    if (!should_launch(po, po->oldest))
         return 0;
     if (po->st.launches++ == 0)
         po->st.first_launch_ns = op_now_ns();

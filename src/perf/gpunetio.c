@@ -26,7 +26,8 @@ struct perf_gpu {
 uint32_t perf_gpu_slots(const struct op_perf_config *c, uint64_t bufsize, uint64_t size)
 {
     uint64_t fit = size ? bufsize / size : 1;
-    uint64_t n = c->gpu.threads < fit ? c->gpu.threads : fit;
+    uint32_t want = c->gpu.slots ? c->gpu.slots : c->gpu.threads;
+    uint64_t n = want < fit ? want : fit;
     return n ? (uint32_t)n : 1;
 }
 

@@ -132,7 +132,7 @@ struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir, rdma_cm;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
-    unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
+    unsigned gpu_threads, gpu_mode, gpu_fault, gpu_slots; /* gpunetio_write_bw; 0s for ib_* */
 };
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap);
