@@ -221,8 +221,10 @@ void op_gpu_poster_destroy(struct op_gpu_poster *po)
 /* When to launch again. A launch into a nearly full queue would end at
  * once and be launched again, round and round (with 8-wide work-groups
  * batch groups, a relaunch per 8 free slots made 937 launches for 20
- * iterations of 512): so wait for half the queue, or room for every
- * work-item, and at least a work-group. But never wait once the engine
+ * iterations of 512): so wait for half the queue, and at least a
+ * work-group (room for every work-item was the rule before, which in a
+ * queue much deeper than the work-items made a launch per iteration of
+ * them). But never wait once the engine
  * has completed everything below the oldest unposted ticket: it is then
  * blocked on that entry (in thread mode later tickets may be committed
  * around it), and only a launch frees anything. */
@@ -231,10 +233,9 @@ static bool should_launch(const struct op_gpu_poster *po, uint32_t oldest)
     uint32_t bell = atomic_load_explicit(&po->ctrl->doorbell, memory_order_acquire);
     uint32_t released = atomic_load_explicit(&po->ctrl->released, memory_order_acquire);
     uint32_t depth = po->ctrl->depth;
-    uint32_t want = po->p.threads < depth / 2 ? po->p.threads : depth / 2;
     if (released >= oldest)
         return true;
-    return depth - (bell - released) >= (want > po->group ? want : po->group);
+    return depth - (bell - released) >= (depth / 2 > po->group ? depth / 2 : po->group);
 }
 
 int op_gpu_poster_step(struct op_gpu_poster *po)
