@@ -122,7 +122,8 @@ def test_slots_flag_errors():
     import subprocess
     r = subprocess.run([BIN, "gpunetio_write_bw", "--threads", "64", "--slots", "65"],
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "--slots 65: at most one per work-item (--threads 64)" in r.stderr, r.stderr
+    assert r.returncode == 2, r.stderr
+    assert "--slots 65: at most one per work-item (--threads 64)" in r.stderr, r.stderr
     r = subprocess.run([BIN, "gpunetio_write_bw", "--slots", "0"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--slots" in r.stderr, r.stderr
