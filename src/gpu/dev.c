@@ -331,6 +331,16 @@ uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t)
     return t->passes;
 }
 
+uint64_t op_gpu_toucher_finish(struct op_gpu_toucher *t)
+{
+    uint64_t ns;
+    if (t->running) {
+        t->running = false;
+        t->passes += t->dev->be->wait(t->k, &ns) == OP_OK;
+    }
+    return t->passes;
+}
+
 void op_gpu_toucher_destroy(struct op_gpu_toucher *t)
 {
     if (t == NULL)

@@ -91,6 +91,7 @@ int perf_ep_progress(struct perf_ep *ep);
 /* --gpu_touch=infinite: start the next device pass over each QP buffer
  * where the last one finished (perf_ep_progress does it each call). */
 void perf_ep_touch(struct perf_ep *ep);
+void perf_ep_touch_finish(struct perf_ep *ep);
 void perf_ep_flush(struct perf_ep *ep);
 /* Where posts queue their packets (the loop's), and how often it went out. */
 struct op_txq *perf_ep_txq(struct perf_ep *ep);
