@@ -172,6 +172,8 @@ OP_API op_status_t op_gpu_toucher_create(struct op_gpu_dev *dev, const void *mem
                                          struct op_gpu_toucher **out);
 /* Non-blocking: starts a pass when none runs; returns the passes finished. */
 OP_API uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t);
+/* Waits for the running pass and counts it; returns the passes finished. */
+OP_API uint64_t op_gpu_toucher_finish(struct op_gpu_toucher *t);
 /* Waits for the running pass, then frees. */
 OP_API void op_gpu_toucher_destroy(struct op_gpu_toucher *t);
 

@@ -89,6 +89,9 @@ struct op_perf_config {
          * remote access error on the client and nothing written at the server */
         enum op_perf_fault { OP_PERF_FAULT_NONE, OP_PERF_FAULT_RKEY, OP_PERF_FAULT_RANGE } fault;
         uint64_t cpu_writes; /* --cpu_writes: the host posts these too, on the same QP */
+        /* --slots: the source and target slots of -s bytes the writes cycle
+         * over; 0: one per work-item (up to OP_PERF_GPU_TARGET_MAX bytes) */
+        uint32_t slots;
     } gpu;
 };
 

@@ -24,7 +24,7 @@ static const struct option options[] = {
     {"xdp", 0, 0, O_XDP}, {"pcap", 1, 0, O_PCAP}, {"threads", 1, 0, O_THREADS},
     {"mode", 1, 0, O_MODE}, {"use_opencl", 1, 0, O_USE_OPENCL},
     {"inject_fault", 1, 0, O_BAD_RKEY}, {"gpu_touch", 1, 0, O_GPU_TOUCH},
-    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"use_vulkan", 1, 0, O_USE_VULKAN},
+    {"cpu_writes", 1, 0, O_CPU_WRITES}, {"slots", 1, 0, O_SLOTS}, {"use_vulkan", 1, 0, O_USE_VULKAN},
     {"api", 1, 0, O_API}, {"device", 1, 0, O_DEVICE}, {"atomic_type", 1, 0, 'A'},
     {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ},
     {"clients", 1, 0, O_CLIENTS}, {"rdma_cm", 0, 0, 'R'}, {0, 0, 0, 0}};
@@ -159,6 +159,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_THREADS:
     case O_MODE:
     case O_CPU_WRITES:
+    case O_SLOTS:
     case O_BAD_RKEY: return perf_gpu_flag(p, opt, val);
     case O_USE_CUDA:
         cli_bad(p->tool, "--use_cuda: this build has no GPU path (no CUDA device or nvcc here)");

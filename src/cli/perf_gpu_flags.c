@@ -1,6 +1,6 @@
 /* The perftest tools' GPU flags: perftest's --use_opencl, offpath's
  * --use_vulkan and gpunetio_write_bw's posting device (--api, --device,
- * --threads, --mode, --inject_fault, --cpu_writes). */
+ * --threads, --mode, --slots, --inject_fault, --cpu_writes). */
 #include <stdio.h>
 #include <string.h>
 
@@ -55,13 +55,14 @@ static bool set_gpu_option(struct perf_cli *p, int opt, const char *val)
     static const char *const modes[] = {"thread", "batch"};
     struct op_perf_config *c = &p->cfg;
     if (c->gpu.threads == 0) {
-        cli_bad(p->tool, "device-posted writes (--threads, --mode, --inject_fault, "
+        cli_bad(p->tool, "device-posted writes (--threads, --mode, --slots, --inject_fault, "
                          "--cpu_writes) are gpunetio_write_bw's");
         return false;
     }
     int v;
     switch (opt) {
     case O_THREADS: return set_u32(p, "--threads", val, 1, 65536, &c->gpu.threads);
+    case O_SLOTS: return set_u32(p, "--slots", val, 1, 65536, &c->gpu.slots);
     case O_CPU_WRITES:
         return cli_u64(p->tool, "--cpu_writes", val, 0, UINT32_MAX, &c->gpu.cpu_writes);
     case O_MODE:

@@ -103,6 +103,9 @@ struct op_gpu_poster {
     uint32_t group;
     struct opg_args args;
     bool running, stopped;
+    /* oldest_pending() as of the last launch's end: resume[] moves only
+     * while a launch runs, so it is scanned once per launch, not per step */
+    uint32_t oldest;
     struct op_gpu_poster_stats st;
 };
 
@@ -120,6 +123,19 @@ static op_status_t check_params(const struct op_gpu_post_params *p, uint32_t dep
         return opg_refuse(why, len, OP_ERR_INVAL, "bad slots (%u) or iterations (%u)", p->slots,
                           p->iters);
     return OP_OK;
+}
+
+/* The oldest ticket no work-item has posted yet; UINT32_MAX when every
+ * work-item posted all its writes. */
+static uint32_t oldest_pending(const struct op_gpu_poster *po)
+{
+    uint32_t oldest = UINT32_MAX;
+    for (uint32_t g = 0; g < po->p.threads; g++)
+        if (po->resume[g] < po->p.iters) {
+            uint32_t t = po->resume[g] * po->p.threads + g;
+            oldest = t < oldest ? t : oldest;
+        }
+    return oldest;
 }
 
 /* A launch that posts nothing: drivers compile a kernel for its work-group
@@ -170,6 +186,7 @@ op_status_t op_gpu_poster_create(struct op_gpu_dev *dev, void *wq,
                     : opg_refuse(why, why_len, OP_ERR_NOMEM, "no shared memory for resume[]");
     if (st == OP_OK) {
         memset(po->resume, 0, (size_t)p->threads * sizeof(uint32_t));
+        po->oldest = oldest_pending(po);
         if ((st = warm_up(po)) != OP_OK)
             opg_refuse(why, why_len, st, "the posting kernel does not run");
     }
@@ -186,6 +203,7 @@ static void finish_launch(struct op_gpu_poster *po, uint64_t device_ns)
     po->st.device_ns += device_ns;
     po->st.last_end_ns = op_now_ns();
     po->running = false;
+    po->oldest = oldest_pending(po);
 }
 
 void op_gpu_poster_destroy(struct op_gpu_poster *po)
@@ -200,24 +218,13 @@ void op_gpu_poster_destroy(struct op_gpu_poster *po)
     free(po);
 }
 
-/* The oldest ticket no work-item has posted yet; UINT32_MAX when every
- * work-item posted all its writes. */
-static uint32_t oldest_pending(const struct op_gpu_poster *po)
-{
-    uint32_t oldest = UINT32_MAX;
-    for (uint32_t g = 0; g < po->p.threads; g++)
-        if (po->resume[g] < po->p.iters) {
-            uint32_t t = po->resume[g] * po->p.threads + g;
-            oldest = t < oldest ? t : oldest;
-        }
-    return oldest;
-}
-
 /* When to launch again. A launch into a nearly full queue would end at
  * once and be launched again, round and round (with 8-wide work-groups
  * batch groups, a relaunch per 8 free slots made 937 launches for 20
- * iterations of 512): so wait for half the queue, or room for every
- * work-item, and at least a work-group. But never wait once the engine
+ * iterations of 512): so wait for half the queue, and at least a
+ * work-group (room for every work-item was the rule before, which in a
+ * queue much deeper than the work-items made a launch per iteration of
+ * them). But never wait once the engine
  * has completed everything below the oldest unposted ticket: it is then
  * blocked on that entry (in thread mode later tickets may be committed
  * around it), and only a launch frees anything. */
@@ -226,10 +233,9 @@ static bool should_launch(const struct op_gpu_poster *po, uint32_t oldest)
     uint32_t bell = atomic_load_explicit(&po->ctrl->doorbell, memory_order_acquire);
     uint32_t released = atomic_load_explicit(&po->ctrl->released, memory_order_acquire);
     uint32_t depth = po->ctrl->depth;
-    uint32_t want = po->p.threads < depth / 2 ? po->p.threads : depth / 2;
     if (released >= oldest)
         return true;
-    return depth - (bell - released) >= (want > po->group ? want : po->group);
+    return depth - (bell - released) >= (depth / 2 > po->group ? depth / 2 : po->group);
 }
 
 int op_gpu_poster_step(struct op_gpu_poster *po)
@@ -245,10 +251,9 @@ int op_gpu_poster_step(struct op_gpu_poster *po)
     }
     po->st.dev_errors = atomic_load_explicit(&po->ctrl->dev_errors, memory_order_relaxed);
     po->st.first_error = atomic_load_explicit(&po->ctrl->first_error, memory_order_relaxed);
-    uint32_t oldest = oldest_pending(po);
-    if (po->stopped || po->st.dev_errors > 0 || oldest == UINT32_MAX)
+    if (po->stopped || po->st.dev_errors > 0 || po->oldest == UINT32_MAX)
         return 1;
-    if (!should_launch(po, oldest))
+    if (!should_launch(po, po->oldest))
         return 0;
     if (po->st.launches++ == 0)
         po->st.first_launch_ns = op_now_ns();
@@ -323,6 +328,16 @@ uint64_t op_gpu_toucher_step(struct op_gpu_toucher *t)
         t->passes += s > 0;
     }
     t->running = t->dev->be->launch(t->k, &t->args) == OP_OK;
+    return t->passes;
+}
+
+uint64_t op_gpu_toucher_finish(struct op_gpu_toucher *t)
+{
+    uint64_t ns;
+    if (t->running) {
+        t->running = false;
+        t->passes += t->dev->be->wait(t->k, &ns) == OP_OK;
+    }
     return t->passes;
 }
 

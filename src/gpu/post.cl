@@ -80,7 +80,12 @@ __kernel void opg_post_thread(__global struct opg_ctrl *ctrl, __global struct op
  * work-item 0 alone rings the doorbell for the whole group. Progress is
  * saved after every iteration: CPU devices split a loop with barriers
  * into regions, and a value carried out of it is not reliably the one
- * the work-item reached. */
+ * the work-item reached. Every work-item runs the bounded look for room
+ * (the same loop in uniform control flow) and work-item 0's answer
+ * decides, as in post_batch.comp: a loop under `lid == 0` between
+ * barriers is valid OpenCL and PoCL runs it right, but Mesa's llvmpipe
+ * (lavapipe's, and rusticl's for OpenCL) broke the group's barriers with
+ * it in the Vulkan shader (docs/gpu.md). */
 __kernel void opg_post_batch(__global struct opg_ctrl *ctrl, __global struct opg_wqe *wq,
                              __global struct opg_cqe *cq, __global uint *resume, uint iters,
                              uint opcode, uint size, uint slots, ulong remote_addr, uint rkey)
@@ -91,9 +96,10 @@ __kernel void opg_post_batch(__global struct opg_ctrl *ctrl, __global struct opg
     uint depth = ctrl->depth;
     for (uint i = resume[gid]; i < iters; i++) {
         uint ticket = i * threads + gid;
-        if (lid == 0) /* the group's last ticket of this iteration must fit */
-            go = (i == 0 || !opg_prev_failed(ctrl, cq, ticket - threads, depth)) &&
-                 opg_has_room(ctrl, ticket + group - 1, depth);
+        /* the group's last ticket of this iteration must fit */
+        bool fits = opg_has_room(ctrl, ticket - lid + group - 1, depth);
+        if (lid == 0)
+            go = (i == 0 || !opg_prev_failed(ctrl, cq, ticket - threads, depth)) && fits;
         barrier(CLK_LOCAL_MEM_FENCE);
         bool room = go != 0;
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -52,6 +52,9 @@ static op_status_t check_gpu(const struct op_perf_config *c, char *why, size_t l
     if (c->gpu.fault != OP_PERF_FAULT_NONE && c->all)
         return perf_refuse(why, len, "--inject_fault with -a: the first size leaves the QP in "
                                      "the error state");
+    if (c->gpu.slots > c->gpu.threads)
+        return perf_refuse(why, len, "--slots %u: at most one per work-item (--threads %u)",
+                           c->gpu.slots, c->gpu.threads);
     if (c->iters * c->gpu.threads > UINT32_MAX)
         return perf_refuse(why, len, "-n x --threads: at most 2^32 - 1 writes in a run");
     if (c->size > (1u << 30) || (c->all && OP_PERF_ALL_MAX_LOG2 > 30))

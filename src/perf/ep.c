@@ -183,6 +183,19 @@ void perf_ep_touch(struct perf_ep *ep)
     ep->touch_passes = passes;
 }
 
+/* --gpu_touch=infinite at the end of a test: the pass still running read
+ * the buffers while the test ran; it is waited for and counted, so a test
+ * shorter than one pass (a loaded machine, a slow device) still reports it. */
+void perf_ep_touch_finish(struct perf_ep *ep)
+{
+    if (ep->touch == NULL)
+        return;
+    uint64_t passes = 0;
+    for (uint32_t i = 0; i < ep->nqp; i++)
+        passes += op_gpu_toucher_finish(ep->touch[i]);
+    ep->touch_passes = passes;
+}
+
 static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
 {
     const struct op_perf_config *c = ep->cfg;

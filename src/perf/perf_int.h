@@ -91,6 +91,7 @@ int perf_ep_progress(struct perf_ep *ep);
 /* --gpu_touch=infinite: start the next device pass over each QP buffer
  * where the last one finished (perf_ep_progress does it each call). */
 void perf_ep_touch(struct perf_ep *ep);
+void perf_ep_touch_finish(struct perf_ep *ep);
 void perf_ep_flush(struct perf_ep *ep);
 /* Where posts queue their packets (the loop's), and how often it went out. */
 struct op_txq *perf_ep_txq(struct perf_ep *ep);
@@ -132,7 +133,7 @@ struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir, rdma_cm;
     uint64_t size, iters;
     unsigned duration_s, qps, mtu;
-    unsigned gpu_threads, gpu_mode, gpu_fault; /* gpunetio_write_bw; 0 0 0 for the ib_* tools */
+    unsigned gpu_threads, gpu_mode, gpu_fault, gpu_slots; /* gpunetio_write_bw; 0s for ib_* */
 };
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p);
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap);

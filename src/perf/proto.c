@@ -8,8 +8,8 @@
 
 #include "perf_int.h"
 
-#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d %u %u %u %d"
-#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d %u %u %u %d%n"
+#define PARAMS_FMT "%d %d %" PRIu64 " %d %" PRIu64 " %u %u %d %u %d %u %u %u %u %d"
+#define PARAMS_SCAN "%d %d %" SCNu64 " %d %" SCNu64 " %u %u %d %u %d %u %u %u %u %d%n"
 #define MAX_FIGURE 1e15 /* no rate, time or count of a real run is near this */
 
 void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
@@ -21,14 +21,15 @@ void perf_params_of(const struct op_perf_config *c, struct perf_params *p)
                               .qps = c->qps, .type = (int)c->type,
                               .mtu = c->mtu ? c->mtu : 4096, .bidir = c->bidirectional,
                               .gpu_threads = c->gpu.threads, .gpu_mode = (unsigned)c->gpu.mode,
-                              .gpu_fault = (unsigned)c->gpu.fault, .rdma_cm = c->rdma_cm};
+                              .gpu_fault = (unsigned)c->gpu.fault, .gpu_slots = c->gpu.slots,
+                              .rdma_cm = c->rdma_cm};
 }
 
 int perf_format_params(const struct perf_params *p, char *buf, size_t cap)
 {
     return snprintf(buf, cap, PARAMS_FMT, p->verb, p->test, p->size, p->all, p->iters,
                     p->duration_s, p->qps, p->type, p->mtu, p->bidir, p->gpu_threads,
-                    p->gpu_mode, p->gpu_fault, p->rdma_cm);
+                    p->gpu_mode, p->gpu_fault, p->gpu_slots, p->rdma_cm);
 }
 
 op_status_t perf_parse_params(const char *text, struct perf_params *p)
@@ -36,7 +37,7 @@ op_status_t perf_parse_params(const char *text, struct perf_params *p)
     int used = -1;
     if (sscanf(text, PARAMS_SCAN, &p->verb, &p->test, &p->size, &p->all, &p->iters,
                &p->duration_s, &p->qps, &p->type, &p->mtu, &p->bidir, &p->gpu_threads,
-               &p->gpu_mode, &p->gpu_fault, &p->rdma_cm, &used) != 14 ||
+               &p->gpu_mode, &p->gpu_fault, &p->gpu_slots, &p->rdma_cm, &used) != 15 ||
         text[used] != '\0')
         return OP_ERR_MALFORMED;
     return OP_OK;
@@ -60,6 +61,7 @@ const char *perf_params_mismatch(const struct perf_params *a, const struct perf_
            : a->gpu_threads != b->gpu_threads       ? "--threads"
            : a->gpu_mode != b->gpu_mode             ? "--mode"
            : a->gpu_fault != b->gpu_fault           ? "--inject_fault"
+           : a->gpu_slots != b->gpu_slots           ? "--slots"
            : a->rdma_cm != b->rdma_cm               ? "-R (--rdma_cm)"
                                                     : NULL;
 }

@@ -524,6 +524,7 @@ static op_status_t run_all(struct perf_run *r)
     }
     if (st == OP_OK) {
         struct perf_counters pc;
+        perf_ep_touch_finish(&r->ep);
         collect_counters(r, &pc);
         if (c->output == OP_PERF_OUT_FULL)
             fprintf(r->out, OP_PERF_LINE);

@@ -103,6 +103,40 @@ def test_protection_errors_write_nothing(fault, what, mode, api):
     assert m and int(m.group(1)) >= 1, client[1]
 
 
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("slots,mode", [(1, "batch"), (5, "thread")])
+def test_slots(slots, mode, api):
+    """--slots n: every write goes to one of n slots (1: ib_write_bw's single
+    buffer); the server's target holds n slots and it checks each byte, so a
+    client writing to more slots would hit past the region (REM_ACCESS_ERR)
+    and one writing to fewer would leave bytes the check finds."""
+    server, client = run_pair(["--threads", 64, "--mode", mode, "-s", 3000, "-n", 20,
+                               "--slots", slots], api=api)
+    check_ok(server, "server")
+    check_ok(client, "client")
+    rows = bw_rows(client[1])
+    assert len(rows) == 1 and rows[0][:2] == ["3000", "20"], rows
+
+
+def test_slots_flag_errors():
+    import subprocess
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--threads", "64", "--slots", "65"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "--slots 65: at most one per work-item (--threads 64)" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "gpunetio_write_bw", "--slots", "0"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and "--slots" in r.stderr, r.stderr
+    r = subprocess.run([BIN, "ib_write_bw", "--slots", "4"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "gpunetio_write_bw's" in r.stderr, r.stderr
+    server, client = run_server_client([BIN, "gpunetio_write_bw", "-p", 29190, "--threads", 8,
+                                        "--slots", 2],
+                                       [BIN, "gpunetio_write_bw", "-p", 29190, "--threads", 8,
+                                        "--slots", 4, "127.0.0.1"], timeout=60)
+    assert client[0] != 0 and "disagree on --slots" in client[2], client
+
+
 def test_flags_belong_to_gpunetio():
     import subprocess
     r = subprocess.run([BIN, "ib_write_bw", "--threads", "8"], capture_output=True, text=True,

@@ -562,7 +562,7 @@ static void test_kernel_protection_errors(void **state)
 }
 
 /* --gpu_touch's kernel: passes over a shared buffer start and finish while
- * the host goes on; destroy waits for the one running. */
+ * the host goes on; finish counts the one running, destroy waits for it. */
 static void test_toucher_passes(void **state)
 {
     OPEN_OR_SKIP(dev);
@@ -578,6 +578,10 @@ static void test_toucher_passes(void **state)
         sched_yield();
     }
     assert_true(passes >= 3);
+    /* finish: the pass just started is waited for and counted, once */
+    passes = op_gpu_toucher_step(t);
+    assert_int_equal(op_gpu_toucher_finish(t), passes + 1);
+    assert_int_equal(op_gpu_toucher_finish(t), passes + 1);
     op_gpu_toucher_destroy(t);
     uint8_t *expect = malloc(len);
     assert_non_null(expect);

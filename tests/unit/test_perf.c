@@ -288,19 +288,24 @@ static void test_params_roundtrip_and_mismatch(void **state)
     b.gpu_fault = 2;
     assert_string_equal(perf_params_mismatch(&a, &b), "--inject_fault");
     b = a;
+    b.gpu_slots = 1;
+    assert_string_equal(perf_params_mismatch(&a, &b), "--slots");
+    b = a;
     b.rdma_cm = 1;
     assert_string_equal(perf_params_mismatch(&a, &b), "-R (--rdma_cm)");
     b = a;
     b.verb = OP_PERF_ATOMIC + 1;
     a.verb = OP_PERF_ATOMIC;
     assert_string_equal(perf_params_mismatch(&a, &b), "-A (--atomic_type)");
-    assert_int_equal(perf_parse_params("1 1 65536 0 5000 0 1 0 4096 0 512 1 2 1", &b), OP_OK);
+    assert_int_equal(perf_parse_params("1 1 65536 0 5000 0 1 0 4096 0 512 1 2 16 1", &b), OP_OK);
     assert_int_equal(b.gpu_threads, 512);
     assert_int_equal(b.gpu_mode, 1);
     assert_int_equal(b.gpu_fault, 2);
+    assert_int_equal(b.gpu_slots, 16);
     assert_int_equal(b.rdma_cm, 1);
-    const char *bad[] = {"", "1 1", "1 1 65536 0 5000 0 1 0 4096 0 0 0 0 0 extra",
-                         "x 1 2 3 4 5 6 7 8 9 10 11 12 13", "1 1 65536 0 5000 0 1 0 4096 0 0 0 0"};
+    const char *bad[] = {"", "1 1", "1 1 65536 0 5000 0 1 0 4096 0 0 0 0 0 0 extra",
+                         "x 1 2 3 4 5 6 7 8 9 10 11 12 13 14",
+                         "1 1 65536 0 5000 0 1 0 4096 0 0 0 0 0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(perf_parse_params(bad[i], &b), OP_ERR_MALFORMED);
 }
