@@ -418,6 +418,31 @@ def test_zone_transfer_equals_knot(tmp_path):
     assert c["balanced"] and d["balanced"]
 
 
+def test_notify_tells_every_secondary_at_once(tmp_path):
+    """Three secondaries where nothing listens, over both families: each is
+    tried 3 times 500 ms apart, all at once, so the three give-ups are
+    reported about 1.5 s after start (one after another would take 4.5 s);
+    the counters say 9 tries, 3 failures."""
+    ports = free_ports(4)
+    off = subprocess.Popen([BIN, "dns", "--zone", os.path.join(ZONES, "example.zone"),
+                            "--listen", f"127.0.0.1:{ports[0]}", "--notify",
+                            f"127.0.0.1:{ports[1]}", "--notify", f"[::1]:{ports[2]}",
+                            "--notify", f"127.0.0.1:{ports[3]}", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    try:
+        lines = []
+        while len(lines) < 3 and time.time() - t0 < 10:
+            line = off.stderr.readline()
+            if "no acknowledgement after 3 tries" in line:
+                lines.append(time.time() - t0)
+        assert len(lines) == 3, lines
+        assert lines[-1] < 3.5, f"the secondaries were told one after another: {lines}"
+    finally:
+        rc, c = stop_json(off)
+    assert (c["notify_sent"], c["notify_failed"], c["notify_acked"]) == (9, 3, 0), c
+
+
 def test_notify_knot_secondary(tmp_path):
     """Knot as the secondary of a zone offpath serves (--allow-transfer),
     started first: its first transfer fails (offpath is not up yet), and
