@@ -90,6 +90,17 @@ OP_API int op_log_level_parse(const char *text); /* name or number; -1 if neithe
             op_log_write_at((log), (lvl), __FILE__, __LINE__, __VA_ARGS__);                        \
     } while (0)
 #define OP_ERROR(log, ...) OP_LOG(log, OP_LOG_ERROR, __VA_ARGS__)
+
+/* For setup steps that explain a refusal in a caller's buffer (err,
+ * errlen): when cond holds, the message goes there (snprintf, so the user
+ * includes stdio.h) and the function returns OP_ERR_INVAL. */
+#define OP_FAIL_IF(cond, err, errlen, ...)                                                         \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            snprintf(err, errlen, __VA_ARGS__);                                                    \
+            return OP_ERR_INVAL;                                                                   \
+        }                                                                                          \
+    } while (0)
 #define OP_WARN(log, ...) OP_LOG(log, OP_LOG_WARNING, __VA_ARGS__)
 #define OP_INFO(log, ...) OP_LOG(log, OP_LOG_INFO, __VA_ARGS__)
 #define OP_DEBUG(log, ...) OP_LOG(log, OP_LOG_DEBUG, __VA_ARGS__)

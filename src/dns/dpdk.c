@@ -239,9 +239,19 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     return keep;
 }
 
-static int rtc_main(void *arg)
+/* Where an answering lcore's frames come from and its answers go: the
+ * port's queue (rtc) or the pipeline's rings (a worker). */
+struct answer_role {
+    unsigned (*take)(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n);
+    void (*give)(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
+                 struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped);
+    bool keep_dropped; /* dropped frames go on with the answers (answer_burst) */
+};
+
+/* The one loop of every answering lcore: take a burst, answer it in
+ * place, give the answers on. */
+static int answer_main(struct dns_worker *w, const struct answer_role *role)
 {
-    struct dns_worker *w = arg;
     const struct dpdk_state *d = w->s->priv;
     struct rte_mbuf *m[MAX_BURST];
     bool is_dns[MAX_BURST];
@@ -250,16 +260,35 @@ static int rtc_main(void *arg)
     dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     uint16_t q = (uint16_t)w->index;
     while (!dns_server_stopping(w->s)) {
-        unsigned n = op_io_dpdk_rx(d->io, q, m, w->s->cfg.burst);
+        unsigned n = role->take(d, q, m, w->s->cfg.burst);
         if (!dns_polled(&idle, n > 0))
             continue;
-        unsigned none;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, false, &none);
-        send_burst(w, d, q, m, is_dns, k);
+        unsigned dropped;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, role->keep_dropped, &dropped);
+        role->give(w, d, q, m, is_dns, k, dropped);
         dns_publish(w);
     }
     dns_publish(w);
     return 0;
+}
+
+static unsigned take_port(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n)
+{
+    return op_io_dpdk_rx(d->io, q, m, n);
+}
+
+static void give_port(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
+                      struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped)
+{
+    (void)dropped; /* freed by answer_burst */
+    send_burst(w, d, q, m, is_dns, k);
+}
+
+/* rtc: every worker lcore owns queue (its index) of the port. */
+static int rtc_main(void *arg)
+{
+    static const struct answer_role rtc = {.take = take_port, .give = give_port};
+    return answer_main(arg, &rtc);
 }
 
 /* How many frames the port's lcore may take in now: no more than both
@@ -317,44 +346,38 @@ static int io_main(void *arg)
     return 0;
 }
 
+static unsigned take_ring(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n)
+{
+    (void)q;
+    return rte_ring_dequeue_burst(d->to_workers, (void **)m, n, NULL);
+}
+
+/* The answers and the emptied frames to the port's lcore; a full ring
+ * drops (and only then frees) here. */
+static void give_ring(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
+                      struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped)
+{
+    (void)q;
+    unsigned put = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
+    for (unsigned i = put; i < k + dropped; i++) {
+        if (i < k) {
+            w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
+            w->c[OP_DNS_C_tx_ring_full]++;
+        }
+        rte_pktmbuf_free(m[i]);
+    }
+}
+
 /* Pipeline, a worker: frames from the ring, answers to the other ring. */
 static int worker_main(void *arg)
 {
-    struct dns_worker *w = arg;
-    const struct dpdk_state *d = w->s->priv;
-    struct rte_mbuf *m[MAX_BURST];
-    bool is_dns[MAX_BURST];
-    uint8_t scratch[4096];
-    struct dns_poll idle;
-    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
-    while (!dns_server_stopping(w->s)) {
-        unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
-        if (!dns_polled(&idle, n > 0))
-            continue;
-        unsigned dropped;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, true, &dropped);
-        unsigned q = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
-        for (unsigned i = q; i < k + dropped; i++) { /* a full ring: only now freed here */
-            if (i < k) {
-                w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
-                w->c[OP_DNS_C_tx_ring_full]++;
-            }
-            rte_pktmbuf_free(m[i]);
-        }
-        dns_publish(w);
-    }
-    dns_publish(w);
-    return 0;
+    static const struct answer_role worker = {.take = take_ring, .give = give_ring,
+                                              .keep_dropped = true};
+    return answer_main(arg, &worker);
 }
 
 /* ---- setup ---- */
-#define FAIL_IF(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            snprintf(err, errlen, __VA_ARGS__);                                                    \
-            return OP_ERR_INVAL;                                                                   \
-        }                                                                                          \
-    } while (0)
+#define FAIL_IF(cond, ...) OP_FAIL_IF(cond, err, errlen, __VA_ARGS__)
 
 /* The port (a queue per rtc worker, one for the pipeline's port lcore)
  * and the pipeline's rings. */

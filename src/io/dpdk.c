@@ -29,13 +29,7 @@ struct op_io_dpdk {
     bool started;
 };
 
-#define FAIL_IF(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            snprintf(err, errlen, __VA_ARGS__);                                                    \
-            return OP_ERR_INVAL;                                                                   \
-        }                                                                                          \
-    } while (0)
+#define FAIL_IF(cond, ...) OP_FAIL_IF(cond, err, errlen, __VA_ARGS__)
 
 /* An AF_XDP vdev without xdp_prog= gets the caller's program (the DNS
  * models': TCP and ARP replies to the kernel, the rest to DPDK). */
