@@ -78,7 +78,9 @@ typedef void *(*op_loop_demux_fn)(void *ctx, const struct op_pkt *pkt);
 typedef void (*op_loop_flush_fn)(void *ctx, struct op_io *io, struct op_txq *q);
 
 struct op_loop_config {
-    struct op_io *io; /* not owned */
+    /* not owned; NULL: a loop of watched descriptors and engine timers only
+     * (a TCP server's connections, a control socket) */
+    struct op_io *io;
     int burst;        /* packets per receive (0: OP_IO_BURST) */
     int tx_queue;     /* packets the transmit queue holds before it flushes (0: burst) */
     /* Receive bursts per round: 0 reads until the backend has no more; a
@@ -143,9 +145,19 @@ OP_API void op_loop_flush(struct op_loop *l);
 /* A file descriptor the loop waits on beside the backend (a signalfd, an
  * eventfd): fn runs, under the lock, first thing in a round where fd is
  * readable; it reads what woke it. At most OP_LOOP_MAX_WATCHES. */
-#define OP_LOOP_MAX_WATCHES 8
+#define OP_LOOP_MAX_WATCHES 65536
 typedef void (*op_loop_fd_fn)(void *ctx, int fd);
 OP_API op_status_t op_loop_watch(struct op_loop *l, int fd, op_loop_fd_fn fn, void *ctx);
+/* The same for events (OP_IO_IN, OP_IO_OUT: a connection read, or written
+ * while it has output): fn gets what is ready, OP_IO_ERR for an error or a
+ * hang-up (the next call on fd says which). A callback may watch, change
+ * (op_loop_watch_set) and unwatch descriptors, its own included: one added
+ * is waited on from the next round, one removed is not called again. */
+typedef void (*op_loop_ready_fn)(void *ctx, int fd, unsigned ready);
+OP_API op_status_t op_loop_watch_events(struct op_loop *l, int fd, unsigned events,
+                                        op_loop_ready_fn fn, void *ctx);
+OP_API op_status_t op_loop_watch_set(struct op_loop *l, int fd, unsigned events);
+OP_API void op_loop_unwatch(struct op_loop *l, int fd);
 
 /* One round: wait until a packet is readable, a watched fd is, the earliest
  * deadline of the engines and the backend, or until (whichever first); then

@@ -1,7 +1,8 @@
 /* The TCP thread every model shares (RFC 7766: 2-byte length framing,
  * pipelined queries answered in order, idle connections closed, zone
  * transfers to whom --allow-transfer lets): a kernel socket and its
- * connections, waited on through io's waitset. */
+ * connections as watches of a loop (src/loop) with no packet backend, the
+ * idle timeout as that loop's one engine's timer. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,12 +15,17 @@
 #include <unistd.h>
 
 #include "dns_internal.h"
+#include "offpath/loop.h"
 
 #define POLL_MS 100 /* how soon a blocked thread sees stop */
 
 /* ---- TCP ---- */
+struct tcp_server;
+
 struct conn {
     int fd;
+    unsigned slot;              /* its place in the server's table */
+    struct tcp_server *ts;
     uint8_t in[2 + OP_DNS_MSG_MAX];
     size_t inlen;
     uint8_t out[2 + OP_DNS_MSG_MAX];
@@ -131,22 +137,55 @@ static bool conn_serve(struct dns_worker *w, struct conn *c, unsigned ready, uin
     return conn_flush(w, c);
 }
 
-static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsigned max, uint64_t now)
+/* The thread's state: the loop that waits on the listening socket and
+ * every connection, and the connections by slot. */
+struct tcp_server {
+    struct dns_worker *w;
+    struct op_loop *loop;
+    struct conn **conns;
+    unsigned max;
+};
+
+static void tcp_close(struct tcp_server *ts, struct conn *c)
 {
+    op_loop_unwatch(ts->loop, c->fd);
+    conn_close(ts->w, &ts->conns[c->slot]);
+}
+
+/* A connection ready: served, then waited on for reading, or for writing
+ * while an answer is on its way; closed when it is gone. */
+static void conn_ready(void *ctx, int fd, unsigned ready)
+{
+    struct conn *c = ctx;
+    struct tcp_server *ts = c->ts;
+    (void)fd;
+    if (!conn_serve(ts->w, c, ready, op_now_ns()))
+        tcp_close(ts, c);
+    else
+        (void)op_loop_watch_set(ts->loop, c->fd, c->outlen ? OP_IO_OUT : OP_IO_IN);
+}
+
+static void tcp_accept(void *ctx, int lfd, unsigned ready)
+{
+    struct tcp_server *ts = ctx;
+    struct dns_worker *w = ts->w;
     struct sockaddr_in6 peer;
     socklen_t plen = sizeof(peer);
+    (void)ready;
     int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    for (unsigned i = 0; i < max; i++) {
-        if (conns[i] != NULL)
+    for (unsigned i = 0; i < ts->max; i++) {
+        if (ts->conns[i] != NULL)
             continue;
-        conns[i] = calloc(1, sizeof(struct conn));
-        if (conns[i] == NULL)
+        struct conn *c = calloc(1, sizeof(struct conn));
+        if (c == NULL || op_loop_watch_events(ts->loop, fd, OP_IO_IN, conn_ready, c) != OP_OK) {
+            free(c);
             break;
-        conns[i]->fd = fd;
-        conns[i]->last_ns = now;
-        conns[i]->xfr_ok = op_dns_acl_allows(w->s->cfg.xfr_acl, w->s->cfg.n_xfr_acl, &peer);
+        }
+        *c = (struct conn){.fd = fd, .slot = i, .ts = ts, .last_ns = op_now_ns()};
+        c->xfr_ok = op_dns_acl_allows(w->s->cfg.xfr_acl, w->s->cfg.n_xfr_acl, &peer);
+        ts->conns[i] = c;
         w->c[OP_DNS_C_tcp_conns]++;
         return;
     }
@@ -154,53 +193,59 @@ static void tcp_accept(struct dns_worker *w, int lfd, struct conn **conns, unsig
     close(fd);
 }
 
-/* Slot 0 the listening socket, slot 1 + i connection i: read, or written
- * while an answer is on its way. */
-static void tcp_round(struct dns_worker *w, struct op_io_waitset *ws, struct conn **conns,
-                      unsigned max)
+/* Idle connections close (RFC 7766's idle timeout): an engine with a
+ * timer and no packets. */
+static uint64_t idle_ns(const struct tcp_server *ts)
 {
-    uint64_t now = op_now_ns(), idle = (uint64_t)w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
-    op_io_waitset_set(ws, 0, w->fd, OP_IO_IN);
-    for (unsigned i = 0; i < max; i++)
-        op_io_waitset_set(ws, 1 + i, conns[i] ? conns[i]->fd : -1,
-                          conns[i] && conns[i]->outlen ? OP_IO_OUT : OP_IO_IN);
-    if (op_io_waitset_wait(ws, now + POLL_MS * OP_NS_PER_MS) < 0)
-        return;
-    now = op_now_ns();
-    for (unsigned i = 0; i < max; i++) {
-        if (conns[i] == NULL)
-            continue;
-        unsigned ready = op_io_waitset_ready(ws, 1 + i);
-        if (ready != 0 && !conn_serve(w, conns[i], ready, now)) {
-            conn_close(w, &conns[i]);
-        } else if (now - conns[i]->last_ns > idle) {
-            w->c[OP_DNS_C_tcp_idle_closed]++;
-            conn_close(w, &conns[i]);
-        }
-    }
-    if (op_io_waitset_ready(ws, 0) & OP_IO_IN)
-        tcp_accept(w, w->fd, conns, max, now);
-    dns_publish(w);
+    return (uint64_t)ts->w->s->cfg.tcp_idle_ms * OP_NS_PER_MS;
 }
+
+static uint64_t idle_deadline(const void *eng)
+{
+    const struct tcp_server *ts = eng;
+    uint64_t t = UINT64_MAX;
+    for (unsigned i = 0; i < ts->max; i++)
+        if (ts->conns[i] != NULL && ts->conns[i]->last_ns + idle_ns(ts) < t)
+            t = ts->conns[i]->last_ns + idle_ns(ts);
+    return t;
+}
+
+static void idle_close(void *eng, uint64_t now, struct op_txq *out)
+{
+    struct tcp_server *ts = eng;
+    (void)out;
+    for (unsigned i = 0; i < ts->max; i++)
+        if (ts->conns[i] != NULL && now - ts->conns[i]->last_ns > idle_ns(ts)) {
+            ts->w->c[OP_DNS_C_tcp_idle_closed]++;
+            tcp_close(ts, ts->conns[i]);
+        }
+}
+
+static const struct op_engine_ops idle_ops = {
+    .name = "dns_tcp_idle", .timer = idle_close, .next_deadline = idle_deadline};
 
 static void *tcp_main(void *arg)
 {
     struct dns_worker *w = arg;
-    unsigned max = w->s->cfg.tcp_max;
-    struct conn **conns = calloc(max, sizeof(*conns));
-    struct op_io_waitset *ws = NULL;
-    if (conns == NULL || op_io_waitset_new(1 + max, &ws) != OP_OK) {
+    struct tcp_server ts = {.w = w, .max = w->s->cfg.tcp_max};
+    struct op_loop_config c = {.io = NULL};
+    ts.conns = calloc(ts.max, sizeof(*ts.conns));
+    if (ts.conns == NULL || op_loop_create(&c, &ts.loop) != OP_OK ||
+        op_loop_add(ts.loop, &idle_ops, &ts) != OP_OK ||
+        op_loop_watch_events(ts.loop, w->fd, OP_IO_IN, tcp_accept, &ts) != OP_OK) {
         OP_ERROR(w->s->cfg.log, "dns: tcp thread: out of memory");
     } else {
-        while (!dns_server_stopping(w->s))
-            tcp_round(w, ws, conns, max);
-        for (unsigned i = 0; i < max; i++)
-            if (conns[i] != NULL)
-                conn_close(w, &conns[i]);
+        while (!dns_server_stopping(w->s)) {
+            (void)op_loop_run_once(ts.loop, op_now_ns() + POLL_MS * OP_NS_PER_MS);
+            dns_publish(w);
+        }
+        for (unsigned i = 0; i < ts.max; i++)
+            if (ts.conns[i] != NULL)
+                tcp_close(&ts, ts.conns[i]);
         dns_publish(w);
     }
-    free(conns);
-    op_io_waitset_free(ws);
+    op_loop_destroy(ts.loop);
+    free(ts.conns);
     return NULL;
 }
 

@@ -15,8 +15,10 @@ struct slot {
 };
 
 struct watch {
-    int fd;
-    op_loop_fd_fn fn;
+    int fd; /* -1: unwatched during a round, dropped after it */
+    unsigned events;
+    op_loop_fd_fn fn;          /* op_loop_watch's, or */
+    op_loop_ready_fn ready_fn; /* op_loop_watch_events' */
     void *ctx;
 };
 
@@ -31,8 +33,11 @@ struct op_loop {
     struct op_frameq fq;
     struct slot engines[OP_LOOP_MAX_ENGINES];
     int n;
-    struct watch watches[OP_LOOP_MAX_WATCHES];
-    int n_watches;
+    struct watch *watches; /* grown as watched (a server's connections) */
+    int n_watches, cap_watches;
+    int n_waited; /* the watches the last wait looked at */
+    struct pollfd *pfd; /* a single loop's wait: the backend, then the watches */
+    int cap_pfd;
     uint64_t empty_rounds, timer_rounds;
     /* the last round stopped at bursts_per_round with a full burst: the
      * backend may hold more (a GRO datagram's remaining segments do not
@@ -61,7 +66,7 @@ static void send_queue(void *ctx, struct op_txq *q)
     l->stats.flushes++;
     if (l->cfg.flush != NULL)
         l->cfg.flush(l->cfg.flush_ctx, l->cfg.io, q);
-    else
+    else if (l->cfg.io != NULL)
         op_io_send(l->cfg.io, q->pkts, q->n);
     q->n = 0;
 }
@@ -78,8 +83,8 @@ static void send_frames(void *ctx, struct op_frameq *q)
 
 static bool config_ok(const struct op_loop_config *c)
 {
-    return c->io != NULL && c->burst >= 0 && c->tx_queue >= 0 && c->bursts_per_round >= 0 &&
-           c->timer_every >= 0 && (!c->frames || op_io_has_frames(c->io));
+    return c->burst >= 0 && c->tx_queue >= 0 && c->bursts_per_round >= 0 &&
+           c->timer_every >= 0 && (!c->frames || (c->io != NULL && op_io_has_frames(c->io)));
 }
 
 static op_status_t frame_buffers(struct op_loop *l)
@@ -136,6 +141,8 @@ void op_loop_destroy(struct op_loop *l)
     op_pktbuf_free(&l->tx_mem);
     free(l->rx_frames);
     free(l->tx_frames);
+    free(l->watches);
+    free(l->pfd);
     free(l);
 }
 
@@ -158,14 +165,69 @@ int op_loop_engines(const struct op_loop *l) { return l->n; }
 
 void *op_loop_engine(const struct op_loop *l, int i) { return i < l->n ? l->engines[i].eng : NULL; }
 
-op_status_t op_loop_watch(struct op_loop *l, int fd, op_loop_fd_fn fn, void *ctx)
+static op_status_t add_watch(struct op_loop *l, const struct watch *w)
 {
-    if (fd < 0 || fn == NULL)
+    if (w->fd < 0 || (w->fn == NULL && w->ready_fn == NULL) || w->events == 0)
         return OP_ERR_INVAL;
     if (l->n_watches == OP_LOOP_MAX_WATCHES)
         return OP_ERR_NOSPACE;
-    l->watches[l->n_watches++] = (struct watch){.fd = fd, .fn = fn, .ctx = ctx};
+    if (l->n_watches == l->cap_watches) {
+        int cap = l->cap_watches > 0 ? 2 * l->cap_watches : 8;
+        struct watch *grown = realloc(l->watches, (size_t)cap * sizeof *grown);
+        if (grown == NULL)
+            return OP_ERR_NOMEM;
+        l->watches = grown;
+        l->cap_watches = cap;
+    }
+    l->watches[l->n_watches++] = *w;
     return OP_OK;
+}
+
+op_status_t op_loop_watch(struct op_loop *l, int fd, op_loop_fd_fn fn, void *ctx)
+{
+    return add_watch(l, &(struct watch){.fd = fd, .events = OP_IO_IN, .fn = fn, .ctx = ctx});
+}
+
+op_status_t op_loop_watch_events(struct op_loop *l, int fd, unsigned events, op_loop_ready_fn fn,
+                                 void *ctx)
+{
+    return add_watch(l, &(struct watch){.fd = fd, .events = events & (OP_IO_IN | OP_IO_OUT),
+                                        .ready_fn = fn, .ctx = ctx});
+}
+
+static struct watch *watch_of(struct op_loop *l, int fd)
+{
+    for (int i = 0; fd >= 0 && i < l->n_watches; i++)
+        if (l->watches[i].fd == fd)
+            return &l->watches[i];
+    return NULL;
+}
+
+op_status_t op_loop_watch_set(struct op_loop *l, int fd, unsigned events)
+{
+    struct watch *w = watch_of(l, fd);
+    if (w == NULL || (events & (OP_IO_IN | OP_IO_OUT)) == 0)
+        return OP_ERR_INVAL;
+    w->events = events & (OP_IO_IN | OP_IO_OUT);
+    return OP_OK;
+}
+
+/* Marked now, dropped after the round: a callback may unwatch its own fd
+ * or another's while the round walks the list. */
+void op_loop_unwatch(struct op_loop *l, int fd)
+{
+    struct watch *w = watch_of(l, fd);
+    if (w != NULL)
+        w->fd = -1;
+}
+
+static void drop_unwatched(struct op_loop *l)
+{
+    int k = 0;
+    for (int i = 0; i < l->n_watches; i++)
+        if (l->watches[i].fd >= 0)
+            l->watches[k++] = l->watches[i];
+    l->n_watches = k;
 }
 
 struct op_txq *op_loop_txq(struct op_loop *l) { return &l->q; }
@@ -255,7 +317,7 @@ static uint64_t engine_deadline(const struct slot *s)
 
 static void fire_timers(struct op_loop *l, uint64_t now)
 {
-    if (op_io_deadline(l->cfg.io) <= now)
+    if (l->cfg.io != NULL && op_io_deadline(l->cfg.io) <= now)
         op_io_poll(l->cfg.io, now);
     if (++l->timer_rounds % (uint64_t)l->cfg.timer_every != 0)
         return;
@@ -266,7 +328,7 @@ static void fire_timers(struct op_loop *l, uint64_t now)
 
 static uint64_t next_deadline(const struct op_loop *l, uint64_t until)
 {
-    uint64_t t = op_io_deadline(l->cfg.io);
+    uint64_t t = l->cfg.io != NULL ? op_io_deadline(l->cfg.io) : UINT64_MAX;
     until = t < until ? t : until;
     for (int i = 0; i < l->n; i++) {
         t = engine_deadline(&l->engines[i]);
@@ -277,7 +339,10 @@ static uint64_t next_deadline(const struct op_loop *l, uint64_t until)
 
 /* Busy polling, asked for or because the backend has no descriptor to
  * wait on (a DPDK queue): rounds do not sleep. */
-static bool spins(const struct op_loop *l) { return l->cfg.busy_poll || op_io_fd(l->cfg.io) < 0; }
+static bool spins(const struct op_loop *l)
+{
+    return l->cfg.busy_poll || (l->cfg.io != NULL && op_io_fd(l->cfg.io) < 0);
+}
 
 /* An empty round that did not sleep counts towards a yield (see busy_poll). */
 static void after_round(struct op_loop *l, int got, bool spinning)
@@ -292,11 +357,39 @@ static void after_round(struct op_loop *l, int got, bool spinning)
     }
 }
 
+static unsigned ready_of(short revents)
+{
+    return (revents & POLLIN ? OP_IO_IN : 0) | (revents & POLLOUT ? OP_IO_OUT : 0) |
+           (revents & (POLLERR | POLLHUP | POLLNVAL) ? OP_IO_ERR : 0);
+}
+
+/* The watches the wait looked at (those added since wait for the next
+ * round; those unwatched meanwhile are skipped). */
 static void serve_watches(struct op_loop *l, const struct pollfd *pfd)
 {
+    for (int i = 0; i < l->n_waited && i < l->n_watches; i++) {
+        const struct watch *w = &l->watches[i];
+        unsigned ready = ready_of(pfd[i].revents);
+        if (w->fd < 0 || w->fd != pfd[i].fd || ready == 0)
+            continue;
+        if (w->ready_fn != NULL)
+            w->ready_fn(w->ctx, w->fd, ready);
+        else if (ready & OP_IO_IN)
+            w->fn(w->ctx, w->fd);
+    }
+    drop_unwatched(l);
+}
+
+static short poll_events(unsigned events)
+{
+    return (short)((events & OP_IO_IN ? POLLIN : 0) | (events & OP_IO_OUT ? POLLOUT : 0));
+}
+
+static void watch_fds(struct op_loop *l, struct pollfd *pfd)
+{
     for (int i = 0; i < l->n_watches; i++)
-        if (pfd[i].revents & POLLIN)
-            l->watches[i].fn(l->watches[i].ctx, l->watches[i].fd);
+        pfd[i] = (struct pollfd){.fd = l->watches[i].fd, .events = poll_events(l->watches[i].events)};
+    l->n_waited = l->n_watches;
 }
 
 /* watches: the poll results of the watched fds (NULL: none looked at);
@@ -307,7 +400,7 @@ static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
     l->stats.rounds++;
     if (watches != NULL)
         serve_watches(l, watches);
-    int n = ready ? receive(l) : 0;
+    int n = ready && l->cfg.io != NULL ? receive(l) : 0;
     fire_timers(l, op_now_ns());
     flush_all(l);
     unlock(l);
@@ -315,21 +408,35 @@ static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
     return n;
 }
 
-int op_loop_serve(struct op_loop *l)
+/* The loop's own poll array with room for n (grown outside rounds only,
+ * so a round never walks a moved array); NULL when memory is out. */
+static struct pollfd *pfd_room(struct op_loop *l, int n)
 {
-    struct pollfd pfd[OP_LOOP_MAX_WATCHES];
-    for (int i = 0; i < l->n_watches; i++)
-        pfd[i] = (struct pollfd){.fd = l->watches[i].fd, .events = POLLIN};
-    if (l->n_watches > 0 && poll(pfd, (nfds_t)l->n_watches, 0) < 0)
-        return -errno;
-    return round_of(l, l->n_watches > 0 ? pfd : NULL, true);
+    if (n > l->cap_pfd) {
+        struct pollfd *grown = realloc(l->pfd, (size_t)n * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        l->pfd = grown;
+        l->cap_pfd = n;
+    }
+    return l->pfd;
 }
 
-static int add_fds(const struct op_loop *l, struct pollfd *pfd)
+int op_loop_serve(struct op_loop *l)
 {
-    pfd[0] = (struct pollfd){.fd = op_io_fd(l->cfg.io), .events = POLLIN};
-    for (int i = 0; i < l->n_watches; i++)
-        pfd[1 + i] = (struct pollfd){.fd = l->watches[i].fd, .events = POLLIN};
+    struct pollfd *pfd = pfd_room(l, 1 + l->n_watches);
+    if (pfd == NULL)
+        return -ENOMEM;
+    watch_fds(l, pfd + 1);
+    if (l->n_watches > 0 && poll(pfd + 1, (nfds_t)l->n_watches, 0) < 0)
+        return -errno;
+    return round_of(l, l->n_watches > 0 ? pfd + 1 : NULL, true);
+}
+
+static int add_fds(struct op_loop *l, struct pollfd *pfd)
+{
+    pfd[0] = (struct pollfd){.fd = l->cfg.io != NULL ? op_io_fd(l->cfg.io) : -1, .events = POLLIN};
+    watch_fds(l, pfd + 1);
     return 1 + l->n_watches;
 }
 
@@ -359,7 +466,9 @@ static int wait_fds(struct pollfd *pfd, int n, uint64_t deadline)
 
 int op_loop_wait(struct op_loop *l, uint64_t until)
 {
-    struct pollfd pfd[1 + OP_LOOP_MAX_WATCHES];
+    struct pollfd *pfd = pfd_room(l, 1 + l->n_watches);
+    if (pfd == NULL)
+        return -ENOMEM;
     int n = add_fds(l, pfd);
     return wait_fds(pfd, n, prepare(l, until));
 }
@@ -373,11 +482,15 @@ int op_loop_run_once(struct op_loop *l, uint64_t until)
 
 int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
 {
-    struct pollfd pfd[RUN_MANY_FDS];
+    struct pollfd many[RUN_MANY_FDS];
     int at[RUN_MANY_FDS], nfd = 0; /* each loop takes one fd at least */
+    /* one loop: its own array, as long as its watches need */
+    struct pollfd *pfd = n == 1 ? pfd_room(loops[0], 1 + loops[0]->n_watches) : many;
+    if (pfd == NULL || n > RUN_MANY_FDS)
+        return pfd == NULL ? -ENOMEM : -EMFILE;
     for (int i = 0; i < n; i++) {
         until = prepare(loops[i], until);
-        if (nfd + 1 + loops[i]->n_watches > RUN_MANY_FDS)
+        if (pfd == many && nfd + 1 + loops[i]->n_watches > RUN_MANY_FDS)
             return -EMFILE;
         at[i] = nfd;
         nfd += add_fds(loops[i], pfd + nfd);
@@ -400,7 +513,8 @@ int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
 int op_loop_poll(struct op_loop *l, int max)
 {
     lock(l);
-    int n = op_io_recv(l->cfg.io, l->rx.pkts, max < l->rx.n ? max : l->rx.n);
+    int n = l->cfg.io != NULL ? op_io_recv(l->cfg.io, l->rx.pkts, max < l->rx.n ? max : l->rx.n)
+                              : 0;
     if (n > 0)
         hand_over(l, n);
     fire_timers(l, op_now_ns());

@@ -418,6 +418,37 @@ def test_zone_transfer_equals_knot(tmp_path):
     assert c["balanced"] and d["balanced"]
 
 
+def test_tcp_connections_capped_and_idle_closed(tmp_path):
+    """--tcp-max 2: a third connection is refused (closed at once); the two
+    kept are closed after --tcp-idle-ms of silence, one that keeps asking
+    is not; the counters say so exactly."""
+    port = free_port()
+    p = subprocess.Popen([BIN, "dns", "--zone", os.path.join(ZONES, "example.zone"), "--listen",
+                          f"127.0.0.1:{port}", "--tcp-max", "2", "--tcp-idle-ms", "400",
+                          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_answers(port)
+        conns = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        for c in conns:
+            c.settimeout(3)
+        assert conns[2].recv(10) == b""  # refused: closed without a word
+        q = dns.message.make_query("example.test.", "SOA").to_wire()
+        for _ in range(4):  # conns[1] keeps asking, 200 ms apart
+            conns[1].sendall(struct.pack("!H", len(q)) + q)
+            n = struct.unpack("!H", conns[1].recv(2))[0]
+            assert len(conns[1].recv(n)) == n
+            time.sleep(0.2)
+        assert conns[0].recv(10) == b""  # closed for idling meanwhile
+        assert conns[1].recv(10) == b""  # idle now too
+        for c in conns:
+            c.close()
+    finally:
+        rc, c = stop_json(p)
+    assert rc == 0
+    assert (c["tcp_conns"], c["tcp_conn_refused"], c["tcp_idle_closed"]) == (2, 1, 2), c
+    assert c["tcp_rx"] == c["tcp_tx"] == 4
+
+
 def test_notify_tells_every_secondary_at_once(tmp_path):
     """Three secondaries where nothing listens, over both families: each is
     tried 3 times 500 ms apart, all at once, so the three give-ups are

@@ -320,9 +320,10 @@ static void test_unclaimed_packets_counted(void **state)
     }
     assert_int_equal(st.unclaimed, 2);
     assert_false(a.done[4]);
-    struct op_loop_config bad = {.io = NULL};
+    struct op_loop_config bad = {.io = cio, .burst = -1}, frames_of_none = {.frames = true};
     struct op_loop *l;
     assert_int_equal(op_loop_create(&bad, &l), OP_ERR_INVAL);
+    assert_int_equal(op_loop_create(&frames_of_none, &l), OP_ERR_INVAL);
     op_loop_destroy(cl);
     op_loop_destroy(sl);
     op_io_close(cio);
@@ -522,6 +523,69 @@ static void test_frames_to_the_first_engine(void **state)
     op_loop_destroy(l);
 }
 
+/* ---- a loop of watched descriptors only: a pipe's write end watched for
+ * OUT until a callback turns it to IN, a read end unwatched by its own
+ * callback, one added mid-round waited on from the next */
+
+struct pipes {
+    struct op_loop *l;
+    int p[2], q[2];
+    int out_calls, in_calls, late_calls;
+};
+
+static void on_late(void *ctx, int fd, unsigned ready)
+{
+    struct pipes *t = ctx;
+    char c;
+    assert_true(ready & OP_IO_IN);
+    assert_int_equal(read(fd, &c, 1), 1);
+    t->late_calls++;
+}
+
+static void on_pipe(void *ctx, int fd, unsigned ready)
+{
+    struct pipes *t = ctx;
+    if (fd == t->p[1]) { /* writable: write once, then only wait for reading */
+        assert_true(ready & OP_IO_OUT);
+        assert_int_equal(write(fd, "x", 1), 1);
+        t->out_calls++;
+        assert_int_equal(op_loop_watch_set(t->l, fd, OP_IO_IN), OP_OK);
+        assert_int_equal(op_loop_watch_events(t->l, t->q[0], OP_IO_IN, on_late, t), OP_OK);
+        assert_int_equal(write(t->q[1], "y", 1), 1);
+        return;
+    }
+    char c;
+    assert_int_equal(read(fd, &c, 1), 1);
+    t->in_calls++;
+    op_loop_unwatch(t->l, fd); /* its own: not called again */
+}
+
+static void test_watch_only_loop(void **state)
+{
+    (void)state;
+    struct pipes t = {0};
+    assert_int_equal(pipe(t.p), 0);
+    assert_int_equal(pipe(t.q), 0);
+    struct op_loop_config c = {.io = NULL};
+    assert_int_equal(op_loop_create(&c, &t.l), OP_OK);
+    assert_int_equal(op_loop_watch_events(t.l, t.p[1], OP_IO_OUT, on_pipe, &t), OP_OK);
+    assert_int_equal(op_loop_watch_events(t.l, t.p[0], OP_IO_IN, on_pipe, &t), OP_OK);
+    assert_int_equal(op_loop_watch_set(t.l, 12345, OP_IO_IN), OP_ERR_INVAL);
+    assert_int_equal(op_loop_watch_events(t.l, t.p[0], 0, on_pipe, &t), OP_ERR_INVAL);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(op_loop_run_once(t.l, op_now_ns() + 50 * OP_NS_PER_MS), 0);
+    assert_int_equal(t.out_calls, 1);
+    assert_int_equal(t.in_calls, 1);
+    assert_int_equal(t.late_calls, 1);
+    /* nothing is ready now: a round waits until its end and calls no one */
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_loop_run_once(t.l, t0 + 30 * OP_NS_PER_MS), 0);
+    assert_true(op_now_ns() - t0 >= 25 * OP_NS_PER_MS);
+    assert_int_equal(t.out_calls + t.in_calls + t.late_calls, 3);
+    op_loop_destroy(t.l);
+    close(t.p[0]), close(t.p[1]), close(t.q[0]), close(t.q[1]);
+}
+
 struct woke {
     int calls, fd;
     uint64_t value;
@@ -628,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_poll_holds_answers),
         cmocka_unit_test(test_polled_backend_spins),
         cmocka_unit_test(test_frames_to_the_first_engine),
+        cmocka_unit_test(test_watch_only_loop),
     };
     return cmocka_run_group_tests_name("loop", tests, NULL, NULL);
 }
