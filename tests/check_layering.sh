@@ -106,5 +106,14 @@ if grep -nE '(^|[^.>[:alnum:]_])(poll|ppoll|epoll_wait|recvmmsg|rte_eth_rx_burst
     echo "layering: a wait or receive loop outside src/io and src/loop"
     bad=1
 fi
+# Sizes the architecture holds to: a public header under 400 lines (a
+# protocol that outgrows it gets its own under the module's folder), a file
+# of src/cli under 350 (flags to a config struct, no more).
+for f in include/offpath/*.h include/offpath/*/*.h; do
+    [ "$(wc -l < "$f")" -le 400 ] || { echo "layering: $f is over 400 lines"; bad=1; }
+done
+for f in src/cli/*.c; do
+    [ "$(wc -l < "$f")" -le 350 ] || { echo "layering: $f is over 350 lines"; bad=1; }
+done
 [ $bad -eq 0 ] && echo "layering: ok"
 exit $bad
