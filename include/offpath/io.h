@@ -263,6 +263,30 @@ OP_API const char *op_io_serve_counter_name(unsigned c); /* NULL past the list *
 /* Zeros for an io that is not a serving layer. */
 OP_API void op_io_serve_counters(const struct op_io *io, uint64_t out[OP_IO_SERVE_C_COUNT_]);
 
+/* ---- Backends by name, as a flag or a topology file gives them:
+ *   udp:EP              the udp backend on EP (ADDR:PORT or [ADDR6]:PORT)
+ *   xdp:IF[@N]:EP       af_xdp steering EP's datagrams on N queues (payloads)
+ *   xdpall:IF[@N]:EP    af_xdp on the whole port, op_io_frames_serve for EP
+ *   frames:IF[@N]       af_xdp on the whole port, frames (a switch port)
+ * N: queues from 0 (default: one; frames and xdpall: every one). DPDK's
+ * ports need the EAL first (offpath/io/dpdk.h). */
+enum op_io_spec_kind {
+    OP_IO_SPEC_UDP,
+    OP_IO_SPEC_XDP,
+    OP_IO_SPEC_XDP_SERVED,
+    OP_IO_SPEC_XDP_FRAMES,
+};
+struct op_io_spec {
+    enum op_io_spec_kind kind;
+    char ifname[16];
+    uint32_t queues;
+    struct op_endpoint ep;
+};
+/* false and why (the text and what is wrong with it) for anything else. */
+OP_API bool op_io_spec_parse(const char *text, struct op_io_spec *out, char *why, size_t len);
+OP_API op_status_t op_io_open_spec(const struct op_io_spec *s, const struct op_log *log,
+                                   struct op_io **out);
+
 /* Non-blocking: packets read (0 none), or -errno. */
 OP_API int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max);
 /* Packets sent (a short count means the rest were dropped). */

@@ -131,8 +131,26 @@ static void fuzz_arp(const uint8_t *data, size_t size)
     free(text);
 }
 
+/* A backend's name: parsed or refused with a reason, never past the text;
+ * what parses names an interface that fits and 1-64 queues or none. */
+static void fuzz_spec(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1), why[96];
+    require(text != NULL);
+    memcpy(text, data, size);
+    text[size] = '\0';
+    struct op_io_spec sp;
+    why[0] = '\0';
+    if (op_io_spec_parse(text, &sp, why, sizeof why))
+        require(strlen(sp.ifname) < sizeof sp.ifname && sp.queues <= 64);
+    else
+        require(why[0] != '\0');
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    fuzz_spec(data, size);
     fuzz_parse(data, size);
     fuzz_view(data, size);
     fuzz_round_trip(data, size, OP_AF_IPV4);

@@ -35,7 +35,10 @@ static int fail(const char *what)
     return 1;
 }
 
-/* A backend's place: "IF" or "IF@N" (N queues from queue 0). */
+#ifdef OP_HAVE_DPDK
+static struct op_io_dpdk *dpdk_port;
+
+/* "VDEV:EP": the vdev's arguments and the endpoint. */
 static bool split_place(const char *spec, char *place, size_t cap, struct op_endpoint *e)
 {
     const char *colon = strchr(spec, ':');
@@ -47,29 +50,6 @@ static bool split_place(const char *spec, char *place, size_t cap, struct op_end
     return true;
 }
 
-static op_status_t open_xdp(const char *spec, bool whole_port, struct op_io **io)
-{
-    char ifname[64];
-    struct op_endpoint e;
-    if (!split_place(spec, ifname, sizeof ifname, &e))
-        return OP_ERR_INVAL;
-    char *at = strchr(ifname, '@');
-    struct op_io_xdp_config c = {.ifname = ifname, .addr = e.addr, .port = e.port,
-                                 .queues = at != NULL ? (uint32_t)atoi(at + 1) : 0,
-                                 .zero_copy = getenv("IOC_NO_ZC") == NULL};
-    if (at != NULL)
-        *at = '\0';
-    if (!whole_port)
-        return op_io_xdp_open_cfg(&c, io);
-    struct op_io *frames;
-    op_status_t st = op_io_xdp_open_frames(&c, &frames);
-    if (st == OP_OK && (st = op_io_frames_serve(frames, &e.addr, e.port, io)) != OP_OK)
-        op_io_close(frames);
-    return st;
-}
-
-#ifdef OP_HAVE_DPDK
-static struct op_io_dpdk *dpdk_port;
 
 /* One lcore, no hugepages, no PCI: the vdev is the port. */
 static op_status_t open_dpdk(const char *spec, struct op_io **io)
@@ -101,22 +81,20 @@ static op_status_t open_dpdk(const char *spec, struct op_io **io)
 }
 #endif
 
-/* BACKEND: udp:EP | xdp:IF[@N]:EP | xdpall:IF[@N]:EP | dpdk:VDEV:EP */
+/* BACKEND: a name op_io_spec_parse knows, or dpdk:VDEV:EP. */
 static op_status_t open_backend(const char *spec, struct op_io **io)
 {
-    struct op_endpoint e;
-    if (strncmp(spec, "udp:", 4) == 0)
-        return op_endpoint_parse(spec + 4, &e) ? op_io_udp_open_addr(&e.addr, e.port, io)
-                                                : OP_ERR_INVAL;
-    if (strncmp(spec, "xdp:", 4) == 0)
-        return open_xdp(spec + 4, false, io);
-    if (strncmp(spec, "xdpall:", 7) == 0)
-        return open_xdp(spec + 7, true, io);
 #ifdef OP_HAVE_DPDK
     if (strncmp(spec, "dpdk:", 5) == 0)
         return open_dpdk(spec + 5, io);
 #endif
-    return OP_ERR_INVAL;
+    struct op_io_spec s;
+    char why[160];
+    if (!op_io_spec_parse(spec, &s, why, sizeof why)) {
+        fprintf(stderr, "io_contract: %s\n", why);
+        return OP_ERR_INVAL;
+    }
+    return op_io_open_spec(&s, NULL, io);
 }
 
 /* What the layers under the packets did, for the test to check. */

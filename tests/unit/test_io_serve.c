@@ -318,6 +318,60 @@ static void test_serve_counts_what_it_cannot_send(void **state)
     op_io_close(io);
 }
 
+/* Backends by name: every form, and refusals that say what is wrong. */
+static void test_spec_names(void **state)
+{
+    (void)state;
+    struct op_io_spec sp;
+    char why[160];
+    assert_true(op_io_spec_parse("udp:127.0.0.1:4791", &sp, why, sizeof why));
+    assert_int_equal(sp.kind, OP_IO_SPEC_UDP);
+    assert_int_equal(sp.ep.port, 4791);
+    assert_int_equal(sp.ep.addr.v4, 0x7f000001u);
+    assert_true(op_io_spec_parse("udp:[::]:53", &sp, why, sizeof why)); /* a wildcard: udp only */
+    assert_true(op_io_spec_parse("xdp:veth0:[fd00::1]:4791", &sp, why, sizeof why));
+    assert_int_equal(sp.kind, OP_IO_SPEC_XDP);
+    assert_string_equal(sp.ifname, "veth0");
+    assert_int_equal(sp.queues, 0);
+    assert_true(op_addr_is_ipv6(&sp.ep.addr));
+    assert_true(op_io_spec_parse("xdpall:eth1@4:10.0.0.1:4791", &sp, why, sizeof why));
+    assert_int_equal(sp.kind, OP_IO_SPEC_XDP_SERVED);
+    assert_string_equal(sp.ifname, "eth1");
+    assert_int_equal(sp.queues, 4);
+    assert_true(op_io_spec_parse("frames:sw0p1@64", &sp, why, sizeof why));
+    assert_int_equal(sp.kind, OP_IO_SPEC_XDP_FRAMES);
+    assert_string_equal(sp.ifname, "sw0p1");
+    assert_int_equal(sp.queues, 64);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"", "a backend is"},
+        {"tcp:1.2.3.4:5", "a backend is"},
+        {"udp:1.2.3.4", "ADDR:PORT"},
+        {"udp:1.2.3.4:0", "ADDR:PORT"},
+        {"xdp:10.0.0.1:4791", "ADDR:PORT"},        /* "10.0.0.1" taken as the interface */
+        {"xdp::10.0.0.1:4791", "an interface"},
+        {"xdp:veth0:0.0.0.0:4791", "wildcard"},
+        {"xdpall:veth0@0:10.0.0.1:1", "an interface"},
+        {"xdpall:veth0@65:10.0.0.1:1", "an interface"},
+        {"xdpall:veth0@:10.0.0.1:1", "an interface"},
+        {"xdpall:veth0@1x:10.0.0.1:1", "an interface"},
+        {"frames:", "an interface"},
+        {"frames:abcdefghijklmnop", "an interface"}, /* 16 characters: too long */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        if (op_io_spec_parse(bad[i].text, &sp, why, sizeof why) || strstr(why, bad[i].says) == NULL)
+            fail_msg("'%s': %s", bad[i].text, why);
+    }
+    struct op_io *io = NULL;
+    assert_true(op_io_spec_parse("udp:127.0.0.1:0", &sp, why, sizeof why) == false);
+    assert_true(op_io_spec_parse("udp:127.0.0.1:47555", &sp, why, sizeof why));
+    assert_int_equal(op_io_open_spec(&sp, NULL, &io), OP_OK);
+    assert_int_equal(op_io_local_port(io), 47555);
+    op_io_close(io);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_serve_holds_until_the_neighbour_answers),
         cmocka_unit_test(test_serve_gives_up_on_silence),
         cmocka_unit_test(test_serve_counts_what_it_cannot_send),
+        cmocka_unit_test(test_spec_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
