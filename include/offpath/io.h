@@ -196,6 +196,9 @@ struct op_pcap;
 OP_API op_status_t op_pcap_open(const char *path, struct op_pcap **out);
 OP_API void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
                           const uint8_t *data, size_t len);
+/* A whole frame as it is (a frame backend's). */
+OP_API void op_pcap_write_frame(struct op_pcap *w, uint64_t ts_ns, const uint8_t *frame,
+                                size_t len);
 /* Packets written so far. */
 OP_API uint64_t op_pcap_count(const struct op_pcap *w);
 /* Append the packets of the captures at paths (files op_pcap_open wrote,
@@ -207,7 +210,7 @@ OP_API op_status_t op_pcap_merge(struct op_pcap *w, const char *const *paths, in
 OP_API op_status_t op_pcap_close(struct op_pcap *w);
 /* Wrap inner (taking ownership; w stays the caller's and must outlive the
  * io): every packet inner receives, and every one it takes to send, is
- * written to w, stamped with CLOCK_REALTIME once per burst. Sent packets get
+ * written to w (a frame backend's frames as they are), stamped with CLOCK_REALTIME once per burst. Sent packets get
  * inner's address as their source, as the kernel gives them. Put a fault
  * layer outside this one: the capture then holds what crossed the wire. */
 OP_API op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out);

@@ -63,6 +63,31 @@ static int capture_send(struct op_io *io, const struct op_pkt *pkts, int n)
     return r;
 }
 
+static void write_frames(struct capture_io *c, const struct op_frame *f, int n)
+{
+    uint64_t ts = n > 0 ? realtime_ns() : 0;
+    for (int i = 0; i < n; i++)
+        op_pcap_write_frame(c->w, ts, f[i].data, f[i].len);
+    mirror_counters(c);
+}
+
+static int capture_recv_frames(struct op_io *io, struct op_frame *f, int max)
+{
+    struct capture_io *c = capture_of(io);
+    int r = op_io_recv_frames(c->inner, f, max);
+    write_frames(c, f, r);
+    return r;
+}
+
+/* The frames inner took: the first r (a short count drops the rest). */
+static int capture_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    struct capture_io *c = capture_of(io);
+    int r = op_io_send_frames(c->inner, f, n);
+    write_frames(c, f, r);
+    return r;
+}
+
 static int capture_fd(const struct op_io *io)
 {
     return op_io_fd(((const struct capture_io *)io)->inner);
@@ -97,6 +122,20 @@ static const struct op_io_ops capture_ops = {
     .close = capture_close,
 };
 
+/* Around a frame backend: its frames both ways, and its payload calls
+ * (which it refuses) passed on. */
+static const struct op_io_ops capture_frame_ops = {
+    .name = "pcap_frames",
+    .recv = capture_recv,
+    .send = capture_send,
+    .fd = capture_fd,
+    .deadline = capture_deadline,
+    .poll = capture_poll,
+    .close = capture_close,
+    .recv_frames = capture_recv_frames,
+    .send_frames = capture_send_frames,
+};
+
 op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out)
 {
     if (inner == NULL || w == NULL || out == NULL)
@@ -104,9 +143,11 @@ op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io
     struct capture_io *c = calloc(1, sizeof *c);
     if (c == NULL)
         return OP_ERR_NOMEM;
-    c->io = (struct op_io){.ops = &capture_ops,
+    c->io = (struct op_io){.ops = op_io_has_frames(inner) ? &capture_frame_ops : &capture_ops,
                            .local = inner->local,
-                           .local_port = inner->local_port};
+                           .local_port = inner->local_port,
+                           .has_mac = inner->has_mac};
+    memcpy(c->io.mac, inner->mac, 6);
     c->inner = inner;
     c->w = w;
     mirror_counters(c);

@@ -62,6 +62,18 @@ void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow
     w->pkts += w->err == 0;
 }
 
+void op_pcap_write_frame(struct op_pcap *w, uint64_t ts_ns, const uint8_t *frame, size_t len)
+{
+    uint8_t hdr[OP_PCAP_REC_HDR_LEN];
+    if (!op_pcap_record_header(hdr, ts_ns, len)) {
+        fail(w, EMSGSIZE);
+        return;
+    }
+    put(w, hdr, sizeof hdr);
+    put(w, frame, len);
+    w->pkts += w->err == 0;
+}
+
 uint64_t op_pcap_count(const struct op_pcap *w) { return w->pkts; }
 
 op_status_t op_pcap_close(struct op_pcap *w)

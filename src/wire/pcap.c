@@ -64,6 +64,17 @@ static void mac_of_addr(const struct op_addr *a, uint8_t mac[6])
                    mac);
 }
 
+bool op_pcap_record_header(uint8_t out[OP_PCAP_REC_HDR_LEN], uint64_t ts_ns, size_t frame_len)
+{
+    if (frame_len > OP_PCAP_SNAPLEN)
+        return false;
+    uint8_t *p = put_le32(out, (uint32_t)(ts_ns / 1000000000u));
+    p = put_le32(p, (uint32_t)(ts_ns % 1000000000u));
+    p = put_le32(p, (uint32_t)frame_len); /* captured: all of it */
+    put_le32(p, (uint32_t)frame_len);
+    return true;
+}
+
 size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_MAX], uint64_t ts_ns,
                               const struct op_flow *flow, size_t payload_len)
 {
@@ -73,11 +84,7 @@ size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_MAX], uint64_t ts_ns,
     size_t hdr = op_udp_frame_hdr_len(flow->dst.family);
     if (op_udp_frame_headers(out + OP_PCAP_REC_HDR_LEN, flow, &l2, payload_len) == 0)
         return 0;
-    uint32_t frame_len = (uint32_t)(hdr + payload_len);
-    uint8_t *p = put_le32(out, (uint32_t)(ts_ns / 1000000000u));
-    p = put_le32(p, (uint32_t)(ts_ns % 1000000000u));
-    p = put_le32(p, frame_len); /* captured: all of it (below the snap length) */
-    put_le32(p, frame_len);
+    (void)op_pcap_record_header(out, ts_ns, hdr + payload_len); /* below the snap length */
     return OP_PCAP_REC_HDR_LEN + hdr;
 }
 

@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -318,6 +320,49 @@ static void test_serve_counts_what_it_cannot_send(void **state)
     op_io_close(io);
 }
 
+/* A capture around a frame backend writes its frames as they are, both
+ * ways: under the serving layer, the peer's question and our answer. */
+static void test_capture_of_frames(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/op_serve_capXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct op_pcap *w;
+    assert_int_equal(op_pcap_open(path, &w), OP_OK);
+    struct mock *m = mock_new();
+    struct op_io *cap = NULL, *io = NULL;
+    struct op_addr us = op_addr_ipv4(our_ip);
+    assert_int_equal(op_io_pcap_wrap(&m->io, w, &cap), OP_OK);
+    assert_true(op_io_has_frames(cap));
+    assert_int_equal(op_io_frames_serve(cap, &us, 4791, &io), OP_OK);
+    inject_question(m, false, &us);
+    struct op_pktbuf b = bufs(4);
+    assert_int_equal(op_io_recv(io, b.pkts, b.n), 0);
+    assert_int_equal(m->n_out, 1);
+    op_io_close(io);
+    assert_int_equal(op_pcap_count(w), 2);
+    assert_int_equal(op_pcap_close(w), OP_OK);
+    uint8_t file[512];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(file, 1, sizeof file, f);
+    fclose(f);
+    unlink(path);
+    assert_int_equal(n, OP_PCAP_FILE_HDR_LEN + 2 * (OP_PCAP_REC_HDR_LEN + 42));
+    const uint8_t *rec = file + OP_PCAP_FILE_HDR_LEN;
+    const uint8_t *want[2] = {m->in[0], m->out[0]};
+    for (int i = 0; i < 2; i++, rec += OP_PCAP_REC_HDR_LEN + 42) {
+        uint64_t ts;
+        uint32_t caplen;
+        assert_int_equal(op_pcap_record_parse(rec, &ts, &caplen), OP_OK);
+        assert_int_equal(caplen, 42);
+        assert_memory_equal(rec + OP_PCAP_REC_HDR_LEN, want[i], 42);
+    }
+    op_pktbuf_free(&b);
+}
+
 /* Backends by name: every form, and refusals that say what is wrong. */
 static void test_spec_names(void **state)
 {
@@ -382,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_serve_gives_up_on_silence),
         cmocka_unit_test(test_serve_counts_what_it_cannot_send),
         cmocka_unit_test(test_spec_names),
+        cmocka_unit_test(test_capture_of_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

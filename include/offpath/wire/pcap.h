@@ -29,6 +29,10 @@ OP_API bool op_pcap_file_header_ok(const uint8_t in[OP_PCAP_FILE_HDR_LEN]);
  * if the payload is too long. */
 OP_API size_t op_pcap_packet_headers(uint8_t out[OP_PCAP_PKT_HDR_MAX], uint64_t ts_ns,
                                      const struct op_flow *flow, size_t payload_len);
+/* The record header of a whole frame of frame_len bytes (a frame backend's
+ * frames are written as they are); false above OP_PCAP_SNAPLEN. */
+OP_API bool op_pcap_record_header(uint8_t out[OP_PCAP_REC_HDR_LEN], uint64_t ts_ns,
+                                  size_t frame_len);
 /* A record header: its time and captured length; OP_ERR_MALFORMED when the
  * nanoseconds are 1e9 or more or the length is above OP_PCAP_SNAPLEN. */
 OP_API op_status_t op_pcap_record_parse(const uint8_t in[OP_PCAP_REC_HDR_LEN], uint64_t *ts_ns,
