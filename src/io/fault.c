@@ -1,5 +1,6 @@
-/* Fault injection around any backend: on send each packet is dropped with
- * probability drop, else sent, plus a second copy with probability dup. With
+/* Fault injection around any backend (payloads or whole frames): on send
+ * each packet or frame is dropped with probability drop, else sent, plus a
+ * second copy with probability dup. With
  * delay_us > 0 the copies wait in a FIFO (the delay is constant, so release
  * order is send order) until poll(now) finds them due.
  *
@@ -23,6 +24,7 @@ struct held {
     uint64_t release;
     struct op_flow flow;
     uint32_t len, off;
+    bool frame; /* a whole frame (a frame backend's), not a payload */
 };
 
 struct fault_io {
@@ -37,6 +39,8 @@ struct fault_io {
     size_t arena_head; /* where the newest held packet ends */
     struct op_pkt out[OP_IO_BURST]; /* batch on its way to inner */
     int out_n;
+    struct op_frame out_frames[OP_IO_BURST]; /* the same for frames */
+    int out_frames_n;
     int lost; /* copies that inner or the queue failed to take, this call */
 };
 
@@ -45,25 +49,34 @@ static struct fault_io *fault_of(struct op_io *io)
     return (struct fault_io *)io;
 }
 
-static void flush(struct fault_io *f)
+static void count_sent(struct fault_io *f, int given, int r)
 {
-    if (f->out_n == 0)
-        return;
-    int r = op_io_send(f->inner, f->out, f->out_n);
-    if (r < 0)
-        r = 0;
+    r = r < 0 ? 0 : r;
     f->io.c[OP_IO_C_tx_pkts] += (uint64_t)r;
     /* only this layer sends through inner */
     f->io.c[OP_IO_C_tx_datagrams] = f->inner->c[OP_IO_C_tx_datagrams];
-    f->io.c[OP_IO_C_tx_drops] += (uint64_t)(f->out_n - r);
-    f->lost += f->out_n - r;
-    f->out_n = 0;
+    f->io.c[OP_IO_C_tx_drops] += (uint64_t)(given - r);
+    f->lost += given - r;
 }
 
-static void stage(struct fault_io *f, const struct op_flow *flow, uint8_t *data, uint32_t len)
+static void flush(struct fault_io *f)
 {
-    f->out[f->out_n++] = (struct op_pkt){.flow = *flow, .len = len, .data = data};
-    if (f->out_n == OP_IO_BURST)
+    if (f->out_n > 0)
+        count_sent(f, f->out_n, op_io_send(f->inner, f->out, f->out_n));
+    if (f->out_frames_n > 0)
+        count_sent(f, f->out_frames_n,
+                   op_io_send_frames(f->inner, f->out_frames, f->out_frames_n));
+    f->out_n = f->out_frames_n = 0;
+}
+
+static void stage(struct fault_io *f, const struct op_flow *flow, uint8_t *data, uint32_t len,
+                  bool frame)
+{
+    if (frame)
+        f->out_frames[f->out_frames_n++] = (struct op_frame){.data = data, .len = len};
+    else
+        f->out[f->out_n++] = (struct op_pkt){.flow = *flow, .len = len, .data = data};
+    if (f->out_n == OP_IO_BURST || f->out_frames_n == OP_IO_BURST)
         flush(f);
 }
 
@@ -91,7 +104,7 @@ static long arena_take(struct fault_io *f, uint32_t len)
     return (long)at;
 }
 
-static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
+static void hold(struct fault_io *f, const struct op_pkt *p, bool frame, uint64_t release)
 {
     long off = f->q_n < FAULT_QUEUE && p->len <= OP_IO_BUF_SIZE ? arena_take(f, p->len) : -1;
 
@@ -103,43 +116,80 @@ static void hold(struct fault_io *f, const struct op_pkt *p, uint64_t release)
     }
     memcpy(f->arena + off, p->data, p->len);
     f->q[(f->q_first + f->q_n) % FAULT_QUEUE] =
-        (struct held){.release = release, .flow = p->flow, .len = p->len, .off = (uint32_t)off};
+        (struct held){.release = release, .flow = p->flow, .len = p->len, .off = (uint32_t)off,
+                      .frame = frame};
     f->q_n++;
     f->c[OP_FAULT_C_delayed]++;
 }
 
-static bool link_down(const struct fault_io *f, const struct op_pkt *p, uint64_t now)
+static bool link_down(const struct fault_io *f, const struct op_addr *dst, uint64_t now)
 {
-    return f->cfg.down_ip != 0 && p->flow.dst.v4 == f->cfg.down_ip && now >= f->cfg.down_from_ns &&
-           now < f->cfg.down_until_ns;
+    return f->cfg.down_ip != 0 && !op_addr_is_ipv6(dst) && dst->v4 == f->cfg.down_ip &&
+           now >= f->cfg.down_from_ns && now < f->cfg.down_until_ns;
+}
+
+/* One packet or frame: dropped, or on its way (held first with a delay),
+ * twice when duplicated. */
+static void inject(struct fault_io *f, const struct op_pkt *p, bool frame, uint64_t now,
+                   uint64_t release)
+{
+    if (link_down(f, &p->flow.dst, now) || op_rng_unit(&f->rng) < f->cfg.drop) {
+        f->c[OP_FAULT_C_dropped]++;
+        return;
+    }
+    int copies = 1;
+    if (f->cfg.dup > 0.0 && op_rng_unit(&f->rng) < f->cfg.dup) {
+        copies = 2;
+        f->c[OP_FAULT_C_duplicated]++;
+    }
+    for (int c = 0; c < copies; c++) {
+        if (release != 0)
+            hold(f, p, frame, release);
+        else
+            stage(f, &p->flow, p->data, p->len, frame);
+    }
+}
+
+static uint64_t release_at(const struct fault_io *f, uint64_t now)
+{
+    return f->cfg.delay_us != 0 ? now + f->cfg.delay_us * OP_NS_PER_US : 0;
 }
 
 static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
 {
     struct fault_io *f = fault_of(io);
-    uint64_t now = op_now_ns();
-    uint64_t release = f->cfg.delay_us != 0 ? now + f->cfg.delay_us * OP_NS_PER_US : 0;
+    uint64_t now = op_now_ns(), release = release_at(f, now);
+    f->lost = 0;
+    for (int i = 0; i < n; i++)
+        inject(f, &pkts[i], false, now, release);
+    flush(f);
+    return f->lost < n ? n - f->lost : 0;
+}
 
+/* Frames as packets whose flow is their IP header's (a link down to an
+ * address drops what goes to it). */
+static int fault_send_frames(struct op_io *io, const struct op_frame *fr, int n)
+{
+    struct fault_io *f = fault_of(io);
+    uint64_t now = op_now_ns(), release = release_at(f, now);
     f->lost = 0;
     for (int i = 0; i < n; i++) {
-        if (link_down(f, &pkts[i], now) || op_rng_unit(&f->rng) < f->cfg.drop) {
-            f->c[OP_FAULT_C_dropped]++;
-            continue;
-        }
-        int copies = 1;
-        if (f->cfg.dup > 0.0 && op_rng_unit(&f->rng) < f->cfg.dup) {
-            copies = 2;
-            f->c[OP_FAULT_C_duplicated]++;
-        }
-        for (int c = 0; c < copies; c++) {
-            if (release != 0)
-                hold(f, &pkts[i], release);
-            else
-                stage(f, &pkts[i].flow, pkts[i].data, pkts[i].len);
-        }
+        struct op_frame_info in;
+        (void)op_frame_parse(fr[i].data, fr[i].len, &in);
+        struct op_pkt p = {.flow = in.flow, .len = fr[i].len, .data = fr[i].data};
+        inject(f, &p, true, now, release);
     }
     flush(f);
     return f->lost < n ? n - f->lost : 0;
+}
+
+static int fault_recv_frames(struct op_io *io, struct op_frame *fr, int max)
+{
+    struct fault_io *f = fault_of(io);
+    int r = op_io_recv_frames(f->inner, fr, max);
+    if (r > 0)
+        io->c[OP_IO_C_rx_pkts] += (uint64_t)r;
+    return r;
 }
 
 static void fault_poll(struct op_io *io, uint64_t now_ns)
@@ -151,7 +201,7 @@ static void fault_poll(struct op_io *io, uint64_t now_ns)
         struct held *h = &f->q[f->q_first];
         f->q_first = (f->q_first + 1) % FAULT_QUEUE;
         f->q_n--;
-        stage(f, &h->flow, f->arena + h->off, h->len);
+        stage(f, &h->flow, f->arena + h->off, h->len, h->frame);
     }
     flush(f);
     op_io_poll(f->inner, now_ns);
@@ -201,6 +251,24 @@ static const struct op_io_ops fault_ops = {
     .close = fault_close,
 };
 
+/* Around a frame backend: its frames suffer the same faults. */
+static const struct op_io_ops fault_frame_ops = {
+    .name = "fault_frames",
+    .recv = fault_recv,
+    .send = fault_send,
+    .fd = fault_fd,
+    .deadline = fault_deadline,
+    .poll = fault_poll,
+    .close = fault_close,
+    .recv_frames = fault_recv_frames,
+    .send_frames = fault_send_frames,
+};
+
+static bool is_fault(const struct op_io *io)
+{
+    return io != NULL && (io->ops == &fault_ops || io->ops == &fault_frame_ops);
+}
+
 static int probability_ok(double p)
 {
     return p >= 0.0 && p <= 1.0; /* false for NaN */
@@ -225,9 +293,11 @@ op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg
             return OP_ERR_NOMEM;
         }
     }
-    f->io = (struct op_io){.ops = &fault_ops,
+    f->io = (struct op_io){.ops = op_io_has_frames(inner) ? &fault_frame_ops : &fault_ops,
                            .local = inner->local,
-                           .local_port = inner->local_port};
+                           .local_port = inner->local_port,
+                           .has_mac = inner->has_mac};
+    memcpy(f->io.mac, inner->mac, 6);
     f->inner = inner;
     f->cfg = *cfg;
     op_rng_seed(&f->rng, cfg->seed);
@@ -237,7 +307,7 @@ op_status_t op_io_fault_wrap(struct op_io *inner, const struct op_fault_cfg *cfg
 
 void op_io_fault_counters(const struct op_io *io, uint64_t out[OP_FAULT_C_COUNT_])
 {
-    if (io != NULL && io->ops == &fault_ops)
+    if (is_fault(io))
         memcpy(out, ((const struct fault_io *)io)->c, OP_FAULT_C_COUNT_ * sizeof(*out));
     else
         memset(out, 0, OP_FAULT_C_COUNT_ * sizeof(*out));

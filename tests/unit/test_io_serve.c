@@ -363,6 +363,54 @@ static void test_capture_of_frames(void **state)
     op_pktbuf_free(&b);
 }
 
+/* The fault layer around a frame backend: frames dropped, doubled, held
+ * for the delay and let go in order, and dropped to an address whose link
+ * is down; its counters and the io's balance. */
+static void test_fault_on_frames(void **state)
+{
+    (void)state;
+    struct op_frame fr[4];
+    struct op_pktbuf b = bufs(4);
+    op_pktbuf_frames(&b, fr);
+    for (int i = 0; i < 4; i++) {
+        struct op_flow f = {.src = op_addr_ipv4(our_ip), .dst = op_addr_ipv4(peer_ip + (i == 3)),
+                            .src_port = 1, .dst_port = 2};
+        struct op_frame_l2 l2 = {.tos = 0};
+        fr[i].data[OP_UDP_FRAME_HDR_LEN] = (uint8_t)i;
+        fr[i].len = (uint32_t)op_udp_frame_build(fr[i].data, OP_IO_BUF_SIZE, &f, &l2, 1);
+    }
+    struct {
+        struct op_fault_cfg cfg;
+        int sent_now, sent_later;
+        uint64_t dropped, duplicated, delayed;
+    } cases[] = {
+        {{.drop = 1.0, .seed = 1}, 0, 0, 4, 0, 0},
+        {{.dup = 1.0, .seed = 1}, 8, 0, 0, 4, 0},
+        {{.delay_us = 1000, .seed = 1}, 0, 4, 0, 0, 4},
+        {{.down_ip = peer_ip + 1, .down_until_ns = UINT64_MAX, .seed = 1}, 3, 0, 1, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct mock *m = mock_new();
+        struct op_io *io = NULL;
+        assert_int_equal(op_io_fault_wrap(&m->io, &cases[k].cfg, &io), OP_OK);
+        assert_true(op_io_has_frames(io));
+        assert_int_equal(op_io_send_frames(io, fr, 4), 4); /* the network's faults, not ours */
+        assert_int_equal(m->n_out, cases[k].sent_now);
+        op_io_poll(io, op_now_ns() + 2 * OP_NS_PER_MS);
+        assert_int_equal(m->n_out, cases[k].sent_now + cases[k].sent_later);
+        for (int i = 0; i < m->n_out && cases[k].sent_later > 0; i++)
+            assert_int_equal(m->out[i][OP_UDP_FRAME_HDR_LEN], i); /* in order */
+        uint64_t c[OP_FAULT_C_COUNT_];
+        op_io_fault_counters(io, c);
+        assert_int_equal(c[OP_FAULT_C_dropped], cases[k].dropped);
+        assert_int_equal(c[OP_FAULT_C_duplicated], cases[k].duplicated);
+        assert_int_equal(c[OP_FAULT_C_delayed], cases[k].delayed);
+        assert_int_equal(ioc(io, OP_IO_C_tx_pkts), (uint64_t)m->n_out);
+        op_io_close(io);
+    }
+    op_pktbuf_free(&b);
+}
+
 /* Backends by name: every form, and refusals that say what is wrong. */
 static void test_spec_names(void **state)
 {
@@ -428,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_serve_counts_what_it_cannot_send),
         cmocka_unit_test(test_spec_names),
         cmocka_unit_test(test_capture_of_frames),
+        cmocka_unit_test(test_fault_on_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
