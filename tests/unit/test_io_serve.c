@@ -341,6 +341,9 @@ static void test_capture_of_frames(void **state)
     struct op_pktbuf b = bufs(4);
     assert_int_equal(op_io_recv(io, b.pkts, b.n), 0);
     assert_int_equal(m->n_out, 1);
+    uint8_t want[2][42]; /* the mock goes with the io */
+    memcpy(want[0], m->in[0], 42);
+    memcpy(want[1], m->out[0], 42);
     op_io_close(io);
     assert_int_equal(op_pcap_count(w), 2);
     assert_int_equal(op_pcap_close(w), OP_OK);
@@ -352,7 +355,6 @@ static void test_capture_of_frames(void **state)
     unlink(path);
     assert_int_equal(n, OP_PCAP_FILE_HDR_LEN + 2 * (OP_PCAP_REC_HDR_LEN + 42));
     const uint8_t *rec = file + OP_PCAP_FILE_HDR_LEN;
-    const uint8_t *want[2] = {m->in[0], m->out[0]};
     for (int i = 0; i < 2; i++, rec += OP_PCAP_REC_HDR_LEN + 42) {
         uint64_t ts;
         uint32_t caplen;
