@@ -225,6 +225,7 @@ op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_r
     struct lat_state s = {.r = r, .q = &ep->qps[0], .size = size};
     op_status_t st = OP_OK;
     *(uint8_t *)last_byte(&s) = 0;
+    perf_ep_lat_batching(ep, size);
     if (c->verb == OP_PERF_ATOMIC)
         perf_atomic_reset(r);
     if (c->verb == OP_PERF_SEND)

@@ -60,7 +60,7 @@ struct perf_qp {
 struct perf_ep {
     const struct op_perf_config *cfg;
     struct op_io *io;      /* what the driver uses (--loss wraps base_io) */
-    const struct op_io *base_io;
+    struct op_io *base_io;
     struct op_rdma_dev *dev;
     struct op_rdma_cq *scq, *rcq;
     struct op_rdma_srq *srq; /* --use_srq: every QP's receives, into QP 0's target half */
@@ -108,6 +108,9 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now);
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */
 void perf_ep_answer_first(struct perf_ep *ep, int acks);
+/* A latency test of size-byte messages: UDP GRO (batching) stays on only
+ * for messages of several packets. */
+void perf_ep_lat_batching(struct perf_ep *ep, uint64_t size);
 /* Keep depth receives posted on QP qi, each taking a whole target half
  * (--use_srq: depth on the SRQ, all into QP 0's target half). */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
