@@ -146,9 +146,8 @@ static const struct slot *owner(const struct op_loop *l, const struct op_pkt *pk
     return NULL;
 }
 
-static void hand_over(struct op_loop *l, int n)
+static void hand_over(struct op_loop *l, int n, uint64_t now)
 {
-    uint64_t now = op_now_ns();
     if (l->cfg.demux == NULL && l->n > 0 && l->engines[0].ops->input_burst != NULL) {
         l->engines[0].ops->input_burst(l->engines[0].eng, l->rx.pkts, n, now, &l->q);
         l->stats.rx += (uint64_t)n;
@@ -172,7 +171,7 @@ static int receive(struct op_loop *l)
     for (int b = 0; l->cfg.bursts_per_round == 0 || b < l->cfg.bursts_per_round; b++) {
         if ((n = op_io_recv(l->cfg.io, l->rx.pkts, l->rx.n)) <= 0)
             break;
-        hand_over(l, n);
+        hand_over(l, n, op_now_ns());
         if (!l->cfg.flush_per_round)
             send_queue(l, &l->q);
         total += n;
@@ -331,9 +330,12 @@ int op_loop_poll(struct op_loop *l, int max)
 {
     lock(l);
     int n = op_io_recv(l->cfg.io, l->rx.pkts, max < l->rx.n ? max : l->rx.n);
+    /* one clock read for the packets and the timers (a latency test polls
+     * here between an answer's arrival and its own post) */
+    uint64_t now = op_now_ns();
     if (n > 0)
-        hand_over(l, n);
-    fire_timers(l, op_now_ns());
+        hand_over(l, n, now);
+    fire_timers(l, now);
     unlock(l);
     n = n > 0 ? n : 0;
     after_round(l, n, true);
