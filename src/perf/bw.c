@@ -135,9 +135,7 @@ static bool all_sent(const struct bw_state *s)
     return true;
 }
 
-/* --run_infinitely: SIGINT is blocked while this side sends and taken here
- * (no handler, no global flag); the run then ends as a -D run does. */
-static bool sigint_taken(void)
+bool perf_sigint_taken(void)
 {
     sigset_t set;
     const struct timespec zero = {0, 0};
@@ -146,13 +144,13 @@ static bool sigint_taken(void)
     return sigtimedwait(&set, NULL, &zero) == SIGINT;
 }
 
-static void block_sigint(bool block)
+void perf_block_sigint(bool block)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     if (!block)
-        (void)sigint_taken(); /* one that came at the very end must not kill us now */
+        (void)perf_sigint_taken(); /* one that came at the very end must not kill us now */
     (void)sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 
@@ -179,7 +177,7 @@ static bool time_is_up(struct bw_state *s, uint64_t now)
     if (now - s->sig_look_ns < SIGINT_LOOK_NS)
         return false;
     s->sig_look_ns = now;
-    if (!sigint_taken())
+    if (!perf_sigint_taken())
         return false;
     s->win_end = now; /* the final row covers the whole run */
     return true;
@@ -354,12 +352,12 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
     if (infinite) {
         s.win_end = UINT64_MAX; /* until SIGINT */
         s.row_start = s.sig_look_ns = s.t0;
-        block_sigint(true);
+        perf_block_sigint(true);
     }
     if (st == OP_OK)
         st = loop(&s, &mine);
     if (infinite)
-        block_sigint(false);
+        perf_block_sigint(false);
     if (st != OP_OK)
         return st;
     if (c->bidirectional) { /* perftest adds both directions */

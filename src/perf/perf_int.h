@@ -130,6 +130,12 @@ static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *
     return (uintptr_t)q->buf + ep->bufsize;
 }
 
+/* --run_infinitely (bw.c): SIGINT is blocked while a side runs and taken
+ * here (no handler, no global flag); the run then ends as a -D run does.
+ * Unblocking drops one that came at the very end. */
+bool perf_sigint_taken(void);
+void perf_block_sigint(bool block);
+
 /* ---- the side channel's lines (proto.c): checked, whole-line parsers */
 struct perf_params { /* what both sides must agree on */
     int verb, test, type, all, bidir, rdma_cm;
