@@ -171,6 +171,7 @@ struct perf_run {
     uint64_t gpu_launches;
     char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
     struct op_perf_bw_result last_bw; /* the last size's (--clients adds them up) */
+    FILE *json_out; /* --out_json goes here when set (--clients: one per client) */
     bool have_result;
     struct {            /* ib_atomic_*: results checked, and the first wrong one */
         uint64_t checked, bad, bad_k, bad_val;
