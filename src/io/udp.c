@@ -5,8 +5,9 @@
  * from IP_PKTINFO (IPV6_PKTINFO), so flow.dst is always the real one. An
  * IPv6 socket is IPv6 only (no v4-mapped peers): a flow has one family.
  *
- * Batching (on by default where the kernel has it): consecutive packets to
- * one destination with one length leave as a single UDP GSO datagram, and
+ * Batching (on by default where the kernel has it): three or more
+ * consecutive packets to one destination with one length leave as a single
+ * UDP GSO datagram (see gather_batch), and
  * the socket takes such datagrams whole (UDP_GRO) and cuts them into packets
  * here. Each packet keeps its own RoCEv2 headers and ICRC; the kernel's
  * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
