@@ -13,6 +13,10 @@
 #define OOB_CHECK_EVERY 64 /* loops between looks at the side channel */
 #define QUIET_NS (50 * OP_NS_PER_MS)
 #define SIGINT_LOOK_NS (20 * OP_NS_PER_MS) /* --run_infinitely: how often it looks */
+/* Without -e a side spins, but not past this with nothing to do: both ends
+ * of the emulated fabric are processes, and one spinning while its peer
+ * waits for a core only delays the peer. */
+#define SPIN_MAX_NS (20 * OP_NS_PER_US)
 
 struct bw_state {
     struct perf_run *r;
@@ -22,6 +26,7 @@ struct bw_state {
     uint64_t first_recv_ns, last_recv_ns, bad_len;
     uint64_t t0, win_start, win_end, in_window, recv_in_window; /* -D */
     uint64_t last_rx_ns;
+    uint64_t idle_since; /* the first of the current run of empty turns; 0: busy */
     uint64_t row_start, row_count, sig_look_ns; /* --run_infinitely */
     bool sending_done, announced, peer_done;
     struct op_perf_bw_result peer;
@@ -285,8 +290,11 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
         }
         if (st == OP_OK && s->i_receive)
             st = poll_receives(s, now);
-        /* -e: nothing came and nothing could be posted: sleep */
-        bool slept = r->cfg->use_event && got == 0 && s->total_posted == posted;
+        /* nothing came and nothing could be posted: -e sleeps at once, a
+         * spinning side after SPIN_MAX_NS */
+        bool idle = got == 0 && s->total_posted == posted;
+        s->idle_since = !idle ? 0 : s->idle_since != 0 ? s->idle_since : now;
+        bool slept = idle && (r->cfg->use_event || now - s->idle_since >= SPIN_MAX_NS);
         if (slept)
             perf_ep_wait(&r->ep, now);
         /* a side that expects nothing still looks: the peer may have failed */
