@@ -66,7 +66,8 @@ OP_API op_status_t op_io_udp_adopt(int fd, struct op_io **out);
 #define OP_IO_GSO_CTRL 24
 struct msghdr;
 OP_API void op_io_udp_gso(struct msghdr *mh, void *ctrl, uint16_t seg);
-/* Batching: runs of packets to one destination leave as one UDP GSO datagram
+/* Batching: runs of three or more packets to one destination leave as one
+ * UDP GSO datagram (two go as two messages of one sendmmsg, which is cheaper)
  * and such datagrams are read whole (UDP_GRO) and cut back into packets; the
  * packets and their bytes stay the same. Off: one system-call slot per packet.
  * No effect on other backends. */

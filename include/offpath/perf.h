@@ -170,6 +170,10 @@ struct op_perf_json {
     const uint64_t *counter_vals;
     int n_counters;
     const char *data_check; /* "ok", "failed: ...", or NULL when not checked */
+    /* when set, writes the "test_info" member instead of the IB tools' one
+     * (raw_ethernet_*: their own banner's fields) */
+    void (*test_info)(FILE *f, const void *ctx);
+    const void *test_info_ctx;
 };
 OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,
                                const struct op_perf_json *j);
@@ -191,6 +195,9 @@ struct op_perf_raweth_config {
     uint32_t size;          /* -s: frame bytes without the FCS */
     uint64_t iters;         /* -n */
     uint32_t duration_s;    /* -D (BW) */
+    bool run_infinitely;    /* BW: a row every -D s until SIGINT */
+    bool json;              /* --out_json */
+    const char *json_file;  /* --out_json_file (default perftest_out.json) */
     enum op_perf_output output;
     bool report_gbits;
     FILE *out;              /* NULL: stdout */

@@ -326,74 +326,11 @@ enum op_rdma_qp_counter {
 OP_API const char *op_rdma_qp_counter_name(unsigned c);
 OP_API const uint64_t *op_rdma_qp_counters(const struct op_rdma_qp *qp);
 
-/* ---- connection management: rdma_cm's REQ / REP / RTU exchange (IBTA
- * chapter 12) as CM MADs to the GSI QP (QP 1) on the device's own address
- * and port (offpath/wire/cm.h). The CM is part of the device (created on
- * it, fed and timed by op_rdma_dev_input / _timer) and connects nothing
- * itself: each connection says what its side is (QPN, PSN, MTU, ...) and
- * learns the peer's; the caller then moves its QPs to RTR and RTS. */
-struct op_rdma_cm;
-#define OP_RDMA_CM_PRIVATE_MAX 92 /* what a REQ carries */
-struct op_rdma_cm_side {
-    uint32_t qpn, psn;
-    uint32_t mtu; /* bytes: 256 .. 4096 */
-    uint8_t responder_resources, initiator_depth; /* verbs' max_dest_rd_atomic, max_rd_atomic */
-    uint8_t retry_count, rnr_retry, timeout;      /* REQ only (the active side's) */
-    uint8_t private_data[OP_RDMA_CM_PRIVATE_MAX]; /* as rdma_cm's conn_param (zero padded) */
-};
-enum op_rdma_cm_state {
-    OP_RDMA_CM_IDLE,
-    OP_RDMA_CM_REQ_SENT,
-    OP_RDMA_CM_REP_SENT,
-    OP_RDMA_CM_ESTABLISHED,
-    OP_RDMA_CM_FAILED,
-};
-struct op_rdma_cm_config {
-    uint32_t nconn;       /* connections (one per QP) */
-    uint64_t retry_ns;    /* a REQ or REP is sent again after this without an answer */
-    uint32_t max_retries; /* then the connection fails, with a cause */
-};
-OP_API op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_config *cfg,
-                                     struct op_rdma_cm **out);
-OP_API void op_rdma_cm_destroy(struct op_rdma_cm *cm);
-/* The device's CM; NULL if none. */
-OP_API const struct op_rdma_cm *op_rdma_dev_cm(const struct op_rdma_dev *dev);
-/* Active: connection i sends its REQ to the peer's CM. */
-OP_API op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
-                                      const struct op_rdma_cm_side *mine, uint32_t peer_ip,
-                                      uint16_t peer_port, uint64_t now, struct op_txq *out);
-/* Passive: connection i answers the i-th new REQ to arrive with mine. */
-OP_API op_status_t op_rdma_cm_listen(struct op_rdma_cm *cm, uint32_t i,
-                                     const struct op_rdma_cm_side *mine);
-OP_API enum op_rdma_cm_state op_rdma_cm_state(const struct op_rdma_cm *cm, uint32_t i);
-/* An established connection's peer: what it said, and its address and port. */
-OP_API op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i,
-                                   struct op_rdma_cm_side *peer, uint32_t *ip, uint16_t *port);
-/* Why a connection failed; "" if it did not. */
-OP_API const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i);
-
-#define OP_RDMA_CM_COUNTERS(X)                                                                     \
-    X(cm_pkts_in)                                                                                  \
-    X(cm_pkts_out)                                                                                 \
-    X(cm_resent)      /* REQs and REPs sent again for want of an answer */                        \
-    X(cm_duplicates)  /* REQs and REPs seen before: answered again */                             \
-    X(cm_unknown)     /* REP, RTU or REJ for no connection of ours, REQ with no slot left */      \
-    X(cm_malformed)   /* not a CM message we take (op_cm_err says why; op_rdma_cm_drops) */     \
-    X(cm_rej_sent)                                                                                 \
-    X(cm_rej_recv)
-enum op_rdma_cm_counter {
-#define OP_RDMA_CM_ENUM_(n) OP_RDMA_CM_C_##n,
-    OP_RDMA_CM_COUNTERS(OP_RDMA_CM_ENUM_)
-#undef OP_RDMA_CM_ENUM_
-        OP_RDMA_CM_C_COUNT_
-};
-OP_API const char *op_rdma_cm_counter_name(unsigned c);
-OP_API const uint64_t *op_rdma_cm_counters(const struct op_rdma_cm *cm);
-/* By enum op_cm_err: why malformed packets were dropped. */
-OP_API const uint64_t *op_rdma_cm_drops(const struct op_rdma_cm *cm);
-
 /* The IBTA tables: a try's timeout (0 = none) and an encoded RNR delay. */
 OP_API uint64_t op_rdma_timeout_ns(uint8_t timeout);
 OP_API uint64_t op_rdma_rnr_ns(uint8_t rnr_timer);
+
+/* the parts with their own header under offpath/rdma/ */
+#include "offpath/rdma/cm.h"
 
 #endif

@@ -212,6 +212,10 @@ static int parse(struct perf_cli *p, int argc, char **argv)
         return 2;
     }
     p->cfg.server = optind == argc - 1 ? argv[optind] : NULL;
+    if (p->pcap != NULL && p->cfg.clients > 1) { /* its writer is opened after the check */
+        cli_bad(p->tool, "--clients with --pcap, --xdp or a GPU: one client at a time");
+        return 2;
+    }
     char why[256];
     if (op_perf_config_check(&p->cfg, why, sizeof why) != OP_OK) {
         cli_bad(p->tool, "%s", why);

@@ -14,7 +14,7 @@ struct raweth_cli {
     bool role_set, src_ip_set, dst_ip_set, src_port_set, dst_port_set;
 };
 
-enum { O_SERVER = 256, O_CLIENT, O_GBITS, O_OUTPUT, O_LOG };
+enum { O_SERVER = 256, O_CLIENT, O_GBITS, O_OUTPUT, O_LOG, O_INFINITE, O_JSON, O_JSON_FILE };
 
 static const struct option options[] = {
     {"server", 0, 0, O_SERVER}, {"client", 0, 0, O_CLIENT}, {"ib-dev", 1, 0, 'd'},
@@ -22,6 +22,8 @@ static const struct option options[] = {
     {"dest_ip", 1, 0, 'J'}, {"source_port", 1, 0, 'k'}, {"dest_port", 1, 0, 'K'},
     {"size", 1, 0, 's'}, {"iters", 1, 0, 'n'}, {"duration", 1, 0, 'D'},
     {"report_gbits", 0, 0, O_GBITS}, {"output", 1, 0, O_OUTPUT}, {"log-level", 1, 0, O_LOG},
+    {"run_infinitely", 0, 0, O_INFINITE}, {"out_json", 0, 0, O_JSON},
+    {"out_json_file", 1, 0, O_JSON_FILE},
     {"version", 0, 0, 'V'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 
 static void help_for(const char *tool)
@@ -42,6 +44,9 @@ static void help_for(const char *tool)
            "  -s, --size=<bytes>         frame size without FCS, %d..9000 (default 1024)\n"
            "  -n, --iters=<n>            frames, 5..2^32 (default 1000)\n"
            "  -D, --duration=<sec>       BW: send for sec seconds instead\n"
+           "      --run_infinitely       BW: a row every -D seconds (default 5) until SIGINT\n"
+           "      --out_json             the report as JSON too (perftest_out.json)\n"
+           "      --out_json_file=<file> its file\n"
            "      --report_gbits         Gb/s instead of MiB/s\n"
            "      --output=bandwidth|message_rate|latency  print only that figure\n"
            "      --log-level=<level>    error (default), warning, info, debug\n",
@@ -120,6 +125,9 @@ static bool set(int opt, const char *v, void *arg)
         c->duration_s = (uint32_t)x;
         return true;
     case O_GBITS: c->report_gbits = true; return true;
+    case O_INFINITE: c->run_infinitely = true; return true;
+    case O_JSON: c->json = true; return true;
+    case O_JSON_FILE: c->json = true; c->json_file = v; return true;
     case O_LOG:
         if ((c->log_level = op_log_level_parse(v)) >= 0)
             return true;
@@ -149,8 +157,9 @@ static const char *check(const struct raweth_cli *p)
                "that address";
     if (!c->server && (!p->dst_ip_set || !c->have_dst_mac))
         return "the client needs -J (dest IP) and -E (dest MAC)";
-    if (c->duration_s && c->test == OP_PERF_LAT)
-        return "-D (--duration) is for raw_ethernet_bw";
+    if ((c->duration_s || c->run_infinitely) && c->test == OP_PERF_LAT)
+        return c->run_infinitely ? "--run_infinitely is for raw_ethernet_bw"
+                                 : "-D (--duration) is for raw_ethernet_bw";
     if ((c->output == OP_PERF_OUT_LAT) != (c->test == OP_PERF_LAT) && c->output != OP_PERF_OUT_FULL)
         return "--output: latency for raw_ethernet_lat, bandwidth|message_rate for raw_ethernet_bw";
     return NULL;
@@ -175,6 +184,8 @@ static int raweth_main(const char *tool, enum op_perf_test test, int argc, char 
         c->src_port = c->server ? 5001 : 5000;
     if (!p.dst_port_set)
         c->dst_port = c->server ? 5000 : 5001;
+    if (c->run_infinitely && c->duration_s == 0)
+        c->duration_s = 5; /* perftest's interval */
     return op_perf_raweth_run(c);
 }
 

@@ -254,9 +254,8 @@ static const struct slot *owner(const struct op_loop *l, const struct op_pkt *pk
     return NULL;
 }
 
-static void hand_over(struct op_loop *l, int n)
+static void hand_over(struct op_loop *l, int n, uint64_t now)
 {
-    uint64_t now = op_now_ns();
     if (l->cfg.demux == NULL && l->n > 0 && l->engines[0].ops->input_burst != NULL) {
         l->engines[0].ops->input_burst(l->engines[0].eng, l->rx.pkts, n, now, &l->q);
         l->stats.rx += (uint64_t)n;
@@ -278,7 +277,7 @@ static int receive_burst(struct op_loop *l)
     if (!l->cfg.frames) {
         int n = op_io_recv(l->cfg.io, l->rx.pkts, l->rx.n);
         if (n > 0)
-            hand_over(l, n);
+            hand_over(l, n, op_now_ns());
         return n;
     }
     int n = op_io_recv_frames(l->cfg.io, l->rx_frames, l->rx.n);
@@ -513,11 +512,15 @@ int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
 int op_loop_poll(struct op_loop *l, int max)
 {
     lock(l);
+    /* One clock read for the packets and the timers, before the read: a
+     * latency test polls here, and a packet that came is then handed over
+     * at once (the engine's timers do not need the read's sub-us). */
+    uint64_t now = op_now_ns();
     int n = l->cfg.io != NULL ? op_io_recv(l->cfg.io, l->rx.pkts, max < l->rx.n ? max : l->rx.n)
                               : 0;
     if (n > 0)
-        hand_over(l, n);
-    fire_timers(l, op_now_ns());
+        hand_over(l, n, now);
+    fire_timers(l, now);
     unlock(l);
     n = n > 0 ? n : 0;
     after_round(l, n, true);

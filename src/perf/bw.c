@@ -13,6 +13,10 @@
 #define OOB_CHECK_EVERY 64 /* loops between looks at the side channel */
 #define QUIET_NS (50 * OP_NS_PER_MS)
 #define SIGINT_LOOK_NS (20 * OP_NS_PER_MS) /* --run_infinitely: how often it looks */
+/* Without -e a side spins, but not past this with nothing to do: both ends
+ * of the emulated fabric are processes, and one spinning while its peer
+ * waits for a core only delays the peer. */
+#define SPIN_MAX_NS (20 * OP_NS_PER_US)
 
 struct bw_state {
     struct perf_run *r;
@@ -22,6 +26,7 @@ struct bw_state {
     uint64_t first_recv_ns, last_recv_ns, bad_len;
     uint64_t t0, win_start, win_end, in_window, recv_in_window; /* -D */
     uint64_t last_rx_ns;
+    uint64_t idle_since; /* the first of the current run of empty turns; 0: busy */
     uint64_t row_start, row_count, sig_look_ns; /* --run_infinitely */
     bool sending_done, announced, peer_done;
     struct op_perf_bw_result peer;
@@ -135,9 +140,7 @@ static bool all_sent(const struct bw_state *s)
     return true;
 }
 
-/* --run_infinitely: SIGINT is blocked while this side sends and taken here
- * (no handler, no global flag); the run then ends as a -D run does. */
-static bool sigint_taken(void)
+bool perf_sigint_taken(void)
 {
     sigset_t set;
     const struct timespec zero = {0, 0};
@@ -146,13 +149,13 @@ static bool sigint_taken(void)
     return sigtimedwait(&set, NULL, &zero) == SIGINT;
 }
 
-static void block_sigint(bool block)
+void perf_block_sigint(bool block)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     if (!block)
-        (void)sigint_taken(); /* one that came at the very end must not kill us now */
+        (void)perf_sigint_taken(); /* one that came at the very end must not kill us now */
     (void)sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
 }
 
@@ -179,7 +182,7 @@ static bool time_is_up(struct bw_state *s, uint64_t now)
     if (now - s->sig_look_ns < SIGINT_LOOK_NS)
         return false;
     s->sig_look_ns = now;
-    if (!sigint_taken())
+    if (!perf_sigint_taken())
         return false;
     s->win_end = now; /* the final row covers the whole run */
     return true;
@@ -287,8 +290,11 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
         }
         if (st == OP_OK && s->i_receive)
             st = poll_receives(s, now);
-        /* -e: nothing came and nothing could be posted: sleep */
-        bool slept = r->cfg->use_event && got == 0 && s->total_posted == posted;
+        /* nothing came and nothing could be posted: -e sleeps at once, a
+         * spinning side after SPIN_MAX_NS */
+        bool idle = got == 0 && s->total_posted == posted;
+        s->idle_since = !idle ? 0 : s->idle_since != 0 ? s->idle_since : now;
+        bool slept = idle && (r->cfg->use_event || now - s->idle_since >= SPIN_MAX_NS);
         if (slept)
             perf_ep_wait(&r->ep, now);
         /* a side that expects nothing still looks: the peer may have failed */
@@ -354,12 +360,12 @@ op_status_t perf_run_bw(struct perf_run *r, uint64_t size, struct op_perf_bw_res
     if (infinite) {
         s.win_end = UINT64_MAX; /* until SIGINT */
         s.row_start = s.sig_look_ns = s.t0;
-        block_sigint(true);
+        perf_block_sigint(true);
     }
     if (st == OP_OK)
         st = loop(&s, &mine);
     if (infinite)
-        block_sigint(false);
+        perf_block_sigint(false);
     if (st != OP_OK)
         return st;
     if (c->bidirectional) { /* perftest adds both directions */

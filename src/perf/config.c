@@ -113,8 +113,8 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
         return perf_refuse(why, len, "-o (--outs) is for RDMA READ and atomic tests");
     if (c->clients > 1 && c->server != NULL)
         return perf_refuse(why, len, "--clients is the server's (each client names the server)");
-    if (c->clients > 1 && (c->pcap || c->xdp || c->json || c->gpu.threads || c->gpu.use_gpu))
-        return perf_refuse(why, len, "--clients with --pcap, --xdp, --out_json or a GPU: one "
+    if (c->clients > 1 && (c->pcap || c->xdp || c->gpu.threads || c->gpu.use_gpu))
+        return perf_refuse(why, len, "--clients with --pcap, --xdp or a GPU: one "
                                      "client at a time");
     if (c->rdma_cm && (c->type != OP_RDMA_QPT_RC || c->xdp || c->clients > 1))
         return perf_refuse(why, len, "-R (--rdma_cm): RC QPs over UDP sockets, one client "

@@ -98,7 +98,8 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     }
 }
 
-static op_status_t post_one(struct lat_state *s, uint64_t i)
+/* now: the clock read of the sample this post starts */
+static op_status_t post_one(struct lat_state *s, uint64_t i, uint64_t now)
 {
     struct perf_ep *ep = &s->r->ep;
     struct op_rdma_sge sge;
@@ -115,7 +116,7 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
     for (;;) {
         flushes = perf_ep_flushes(ep);
         acks = perf_ep_txq(ep)->n; /* ACKs queued by the poll that saw the question */
-        op_status_t st = op_rdma_post_send(s->q->qp, &wr, op_now_ns(), perf_ep_txq(ep));
+        op_status_t st = op_rdma_post_send(s->q->qp, &wr, now, perf_ep_txq(ep));
         if (st == OP_OK)
             break;
         if (st != OP_ERR_NOSPACE)
@@ -125,6 +126,7 @@ static op_status_t post_one(struct lat_state *s, uint64_t i)
         perf_ep_progress(ep);
         if ((st = reap_sends(s, NULL)) != OP_OK)
             return st;
+        now = op_now_ns();
     }
     if (flushes == perf_ep_flushes(ep))
         perf_ep_answer_first(ep, acks);
@@ -168,7 +170,8 @@ static op_status_t ping_pong(struct lat_state *s)
         op_status_t st = client ? OP_OK : await_answer(s, i, &arrived);
         if (st != OP_OK || !arrived)
             return st;
-        if ((st = stamp(s, op_now_ns())) != OP_OK || (st = post_one(s, i)) != OP_OK)
+        now = op_now_ns();
+        if ((st = stamp(s, now)) != OP_OK || (st = post_one(s, i, now)) != OP_OK)
             return st;
         if (client && (st = await_answer(s, i, &arrived)) != OP_OK)
             return st;
@@ -225,6 +228,7 @@ op_status_t perf_run_lat(struct perf_run *r, uint64_t size, struct op_perf_lat_r
     struct lat_state s = {.r = r, .q = &ep->qps[0], .size = size};
     op_status_t st = OP_OK;
     *(uint8_t *)last_byte(&s) = 0;
+    perf_ep_lat_batching(ep, size);
     if (c->verb == OP_PERF_ATOMIC)
         perf_atomic_reset(r);
     if (c->verb == OP_PERF_SEND)

@@ -3,11 +3,16 @@
  * same time, each in a thread of its own with its own device, QPs and
  * UDP socket (an engine belongs to one thread; nothing is shared but the
  * read-only config). Each client's report is kept in memory and printed
- * whole, in the order they connected, then what they add up to. */
+ * whole, in the order they connected, then what they add up to; so is its
+ * --out_json report, and the file holds them all:
+ *   {"clients": [<each client's report, as one client's file>],
+ *    "together": {"clients": n, "BW_average": .., "MsgRate": ..}} (BW tests) */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "perf_int.h"
@@ -17,8 +22,8 @@ struct client_run {
     pthread_t thread;
     bool started;
     int rc;
-    char *text;
-    size_t len;
+    char *text, *json;
+    size_t len, json_len;
 };
 
 static void *client_main(void *arg)
@@ -42,25 +47,61 @@ static int accept_all(const struct op_perf_config *cfg, struct client_run *runs,
     return st == OP_OK ? 0 : 1;
 }
 
+struct together {
+    double bw, rate;
+    uint32_t counted;
+};
+
+static struct together add_up(const struct client_run *runs, uint32_t n)
+{
+    struct together t = {0};
+    for (uint32_t i = 0; i < n; i++)
+        if (runs[i].rc == 0 && runs[i].r.have_result) {
+            t.bw += runs[i].r.last_bw.bw_avg;
+            t.rate += runs[i].r.last_bw.msg_rate;
+            t.counted++;
+        }
+    return t;
+}
+
 static void print_reports(const struct op_perf_config *cfg, FILE *out, struct client_run *runs,
                           uint32_t n)
 {
-    double bw = 0, rate = 0;
-    uint32_t counted = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (cfg->output == OP_PERF_OUT_FULL)
             fprintf(out, " offpath: client %u of %u\n", i + 1, n);
         if (runs[i].text != NULL)
             fwrite(runs[i].text, 1, runs[i].len, out);
-        if (runs[i].rc == 0 && runs[i].r.have_result) {
-            bw += runs[i].r.last_bw.bw_avg;
-            rate += runs[i].r.last_bw.msg_rate;
-            counted++;
-        }
     }
+    struct together t = add_up(runs, n);
     if (cfg->test == OP_PERF_BW && cfg->output == OP_PERF_OUT_FULL)
         fprintf(out, " offpath: %u clients together: BW average %.2f %s, MsgRate %.6f Mpps\n",
-                counted, bw, cfg->report_gbits ? "Gb/sec" : "MiB/sec", rate);
+                t.counted, t.bw, cfg->report_gbits ? "Gb/sec" : "MiB/sec", t.rate);
+}
+
+/* A client whose run failed before its report has none: null stands in. */
+static int write_json(const struct op_perf_config *cfg, const struct client_run *runs, uint32_t n)
+{
+    FILE *f = fopen(cfg->json_file, "w");
+    if (f == NULL) {
+        fprintf(stderr, " cannot write --out_json_file %s: %s\n", cfg->json_file, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "{\"clients\": [\n");
+    for (uint32_t i = 0; i < n; i++) {
+        if (runs[i].json_len > 0)
+            fwrite(runs[i].json, 1, runs[i].json_len - 1, f); /* without its last newline */
+        else
+            fprintf(f, "null");
+        fprintf(f, i + 1 < n ? ",\n" : "\n");
+    }
+    fprintf(f, "]");
+    struct together t = add_up(runs, n);
+    if (cfg->test == OP_PERF_BW)
+        fprintf(f, ",\n\"together\": {\"clients\": %u, \"BW_average\": %.2f, \"MsgRate\": %.6f}",
+                t.counted, t.bw, t.rate);
+    fprintf(f, "}\n");
+    return fclose(f) == 0 ? 0 : 1;
 }
 
 int perf_run_clients(const struct op_perf_config *cfg)
@@ -80,7 +121,10 @@ int perf_run_clients(const struct op_perf_config *cfg)
         c->r.cfg = cfg;
         c->r.is_server = true;
         c->r.out = open_memstream(&c->text, &c->len);
-        c->started = c->r.out != NULL && pthread_create(&c->thread, NULL, client_main, c) == 0;
+        if (cfg->json && (c->r.json_out = open_memstream(&c->json, &c->json_len)) == NULL)
+            rc = 1;
+        c->started = rc == 0 && c->r.out != NULL &&
+                     pthread_create(&c->thread, NULL, client_main, c) == 0;
         if (!c->started)
             rc = 1;
     }
@@ -89,14 +133,20 @@ int perf_run_clients(const struct op_perf_config *cfg)
             pthread_join(runs[i].thread, NULL);
         if (runs[i].r.out != NULL)
             fclose(runs[i].r.out);
+        if (runs[i].r.json_out != NULL)
+            fclose(runs[i].r.json_out);
         if (runs[i].r.oob.fd >= 0) /* accepted but never run */
             perf_oob_close(&runs[i].r.oob);
         rc = runs[i].rc > rc ? runs[i].rc : rc;
     }
     print_reports(cfg, out, runs, n);
+    if (cfg->json && write_json(cfg, runs, n) != 0)
+        rc = rc ? rc : 1;
     fflush(out);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         free(runs[i].text);
+        free(runs[i].json);
+    }
     free(runs);
     return rc;
 }

@@ -60,7 +60,7 @@ struct perf_qp {
 struct perf_ep {
     const struct op_perf_config *cfg;
     struct op_io *io;      /* what the driver uses (--loss wraps base_io) */
-    const struct op_io *base_io;
+    struct op_io *base_io;
     struct op_rdma_dev *dev;
     struct op_rdma_cq *scq, *rcq;
     struct op_rdma_srq *srq; /* --use_srq: every QP's receives, into QP 0's target half */
@@ -109,6 +109,9 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now);
  * the peer waits for the answer, not the ACK, and an answer followed by a
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */
 void perf_ep_answer_first(struct perf_ep *ep, int acks);
+/* A latency test of size-byte messages: UDP GRO (batching) stays on only
+ * for messages of several packets. */
+void perf_ep_lat_batching(struct perf_ep *ep, uint64_t size);
 /* Keep depth receives posted on QP qi, each taking a whole target half
  * (--use_srq: depth on the SRQ, all into QP 0's target half). */
 op_status_t perf_ep_post_receives(struct perf_ep *ep, uint32_t qi, uint32_t depth);
@@ -127,6 +130,12 @@ static inline uint64_t perf_dst(const struct perf_ep *ep, const struct perf_qp *
 {
     return (uintptr_t)q->buf + ep->bufsize;
 }
+
+/* --run_infinitely (bw.c): SIGINT is blocked while a side runs and taken
+ * here (no handler, no global flag); the run then ends as a -D run does.
+ * Unblocking drops one that came at the very end. */
+bool perf_sigint_taken(void);
+void perf_block_sigint(bool block);
 
 /* ---- the side channel's lines (proto.c): checked, whole-line parsers */
 struct perf_params { /* what both sides must agree on */
@@ -163,6 +172,7 @@ struct perf_run {
     uint64_t gpu_launches;
     char gpu_note[240]; /* --inject_fault: what the device's writes completed with */
     struct op_perf_bw_result last_bw; /* the last size's (--clients adds them up) */
+    FILE *json_out; /* --out_json goes here when set (--clients: one per client) */
     bool have_result;
     struct {            /* ib_atomic_*: results checked, and the first wrong one */
         uint64_t checked, bad, bad_k, bad_val;

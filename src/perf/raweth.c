@@ -10,12 +10,14 @@
 
 #include "offpath/io.h"
 #include "offpath/perf.h"
+#include "perf_int.h"
 
 #define MAGIC 0x4f505245u /* "OPRE" */
 #define QUIET_NS (OP_NS_PER_S)               /* BW server: the client is done */
 #define ECHO_LINGER_NS (300 * OP_NS_PER_MS)  /* lat server: answers late resends */
 #define RESEND_NS (20 * OP_NS_PER_MS)        /* lat client: an echo this late was lost */
 #define MAX_RESENDS 200
+#define SIGINT_LOOK_NS (20 * OP_NS_PER_MS)    /* --run_infinitely: how often it looks */
 
 void op_perf_raweth_fill(uint8_t *p, size_t len, uint64_t seq)
 {
@@ -53,6 +55,11 @@ struct raweth {
     uint32_t payload;
     uint64_t received, bad, dups, resends;
     uint8_t *seen; /* BW server: a bit per sequence number below -n */
+    struct op_perf_bw_result bw;   /* the run's figures (--out_json) */
+    struct op_perf_lat_result lat;
+    bool have_result;
+    /* --run_infinitely: the current row's start and frames, the last look at SIGINT */
+    uint64_t row_start, row_count, sig_look;
     char why[200];
 };
 
@@ -175,25 +182,69 @@ static int take(struct raweth *e, int n, uint64_t *last_seq)
     return good;
 }
 
-static void print_bw(const struct raweth *e, uint64_t count, uint64_t ns)
+/* The run's row (after the header, which --run_infinitely printed first). */
+static void print_bw(struct raweth *e, uint64_t count, uint64_t ns)
 {
-    struct op_perf_bw_result r;
     const struct op_perf_config fmt = {.test = OP_PERF_BW, .output = e->cfg->output};
-    op_perf_bw_rate(e->cfg->size, count, ns, e->cfg->report_gbits, &r);
+    op_perf_bw_rate(e->cfg->size, count, ns, e->cfg->report_gbits, &e->bw);
+    e->have_result = true;
+    if (!e->cfg->run_infinitely)
+        op_perf_print_header(e->out, &fmt);
+    op_perf_print_bw(e->out, &fmt, &e->bw);
+}
+
+static void infinite_start(struct raweth *e)
+{
+    const struct op_perf_config fmt = {.test = OP_PERF_BW, .output = e->cfg->output};
     op_perf_print_header(e->out, &fmt);
-    op_perf_print_bw(e->out, &fmt, &r);
+    fflush(e->out);
+    e->row_start = e->sig_look = op_now_ns();
+    perf_block_sigint(true);
+}
+
+/* --run_infinitely: the row of each -D interval as it ends; true once
+ * SIGINT came (looked at every SIGINT_LOOK_NS). */
+static bool infinite_done(struct raweth *e, uint64_t now)
+{
+    const struct op_perf_raweth_config *c = e->cfg;
+    if (now >= e->row_start + (uint64_t)c->duration_s * OP_NS_PER_S) {
+        const struct op_perf_config fmt = {.test = OP_PERF_BW, .output = c->output};
+        struct op_perf_bw_result row;
+        op_perf_bw_rate(c->size, e->row_count, now - e->row_start, c->report_gbits, &row);
+        op_perf_print_bw(e->out, &fmt, &row);
+        fflush(e->out);
+        e->row_start = now;
+        e->row_count = 0;
+    }
+    if (now - e->sig_look < SIGINT_LOOK_NS)
+        return false;
+    e->sig_look = now;
+    return perf_sigint_taken();
+}
+
+static bool client_sends(struct raweth *e, uint64_t seq, uint64_t end)
+{
+    const struct op_perf_raweth_config *c = e->cfg;
+    if (c->run_infinitely)
+        return !infinite_done(e, op_now_ns());
+    return c->duration_s ? op_now_ns() < end : seq < c->iters;
 }
 
 static void bw_client(struct raweth *e)
 {
     const struct op_perf_raweth_config *c = e->cfg;
     uint64_t t0 = op_now_ns(), end = t0 + (uint64_t)c->duration_s * OP_NS_PER_S, seq = 0;
-    while (c->duration_s ? op_now_ns() < end : seq < c->iters) {
+    if (c->run_infinitely)
+        infinite_start(e);
+    while (client_sends(e, seq, end)) {
         int n = c->duration_s || c->iters - seq > OP_IO_BURST ? OP_IO_BURST : (int)(c->iters - seq);
         send_frames(e, seq, n);
         seq += (uint64_t)n;
+        e->row_count += (uint64_t)n;
     }
     print_bw(e, seq, op_now_ns() - t0);
+    if (c->run_infinitely)
+        perf_block_sigint(false);
 }
 
 static void bw_server(struct raweth *e)
@@ -201,19 +252,26 @@ static void bw_server(struct raweth *e)
     const struct op_perf_raweth_config *c = e->cfg;
     uint64_t first = 0, last = 0, seq;
     e->seen = calloc(c->iters / 8 + 1, 1);
+    if (c->run_infinitely)
+        infinite_start(e);
     while (e->received < c->iters || c->duration_s) {
-        int n = op_io_recv(e->io, e->rx.pkts, OP_IO_BURST);
+        int n = op_io_recv(e->io, e->rx.pkts, OP_IO_BURST), got = 0;
         uint64_t now = op_now_ns();
-        if (n > 0 && take(e, n, &seq) > 0) {
+        if (n > 0 && (got = take(e, n, &seq)) > 0) {
             first = first ? first : now;
             last = now;
-        } else if (first && now - last > QUIET_NS) {
+            e->row_count += (uint64_t)got;
+        } else if (first && now - last > QUIET_NS && !c->run_infinitely) {
             break; /* the client is done; the rest was lost */
         } else if (n <= 0) {
-            (void)op_io_wait(e->io, now + 10 * OP_NS_PER_MS);
+            (void)op_io_wait(e->io, now + (c->run_infinitely ? SIGINT_LOOK_NS : 10 * OP_NS_PER_MS));
         }
+        if (c->run_infinitely && infinite_done(e, now))
+            break; /* a client still sending is not waited for */
     }
     print_bw(e, e->received, last - first);
+    if (c->run_infinitely)
+        perf_block_sigint(false);
     free(e->seen);
     e->seen = NULL;
 }
@@ -252,6 +310,8 @@ static int lat_client(struct raweth *e)
     r.iters = c->iters;
     op_perf_print_header(e->out, &fmt);
     op_perf_print_lat(e->out, &fmt, &r);
+    e->lat = r;
+    e->have_result = true;
     return 0;
 }
 
@@ -286,6 +346,13 @@ static void lat_server(struct raweth *e)
     }
 }
 
+static bool receiver(const struct op_perf_raweth_config *c)
+{
+    return c->server || c->test == OP_PERF_LAT;
+}
+
+static bool check_ok(const struct raweth *e) { return e->bad == 0 && e->received > 0; }
+
 static void verdict(const struct raweth *e)
 {
     const struct op_perf_raweth_config *c = e->cfg;
@@ -299,10 +366,9 @@ static void verdict(const struct raweth *e)
                     "\n",
             e->received, e->bad, e->dups, e->resends, xc[OP_IO_XDP_C_rx_ring_full],
             xc[OP_IO_XDP_C_tx_no_room]);
-    bool receiver = c->server || c->test == OP_PERF_LAT;
-    if (!receiver)
+    if (!receiver(c))
         fprintf(e->out, " offpath: data check not applicable (the server checks)\n");
-    else if (e->bad == 0 && e->received > 0)
+    else if (check_ok(e))
         fprintf(e->out, " offpath: data check ok (%" PRIu64 " frames, each payload as sent%s)\n",
                 e->received, c->server && c->test == OP_PERF_BW && e->received < c->iters
                                  ? "; the rest lost on the way"
@@ -310,6 +376,45 @@ static void verdict(const struct raweth *e)
     else
         fprintf(e->out, " offpath: data check failed: %" PRIu64 " bad frames, %" PRIu64 " good\n",
                 e->bad, e->received);
+}
+
+/* --out_json's test_info: the fields of this tool's banner */
+static void json_test_info(FILE *f, const void *ctx)
+{
+    const struct op_perf_raweth_config *c = ctx;
+    fprintf(f, " \"test_info\": {\n  \"test\": \"Send %s Test\",\n",
+            c->test == OP_PERF_BW ? "BW" : "Latency");
+    fprintf(f, "  \"Dual-port\": \"OFF\",\n  \"Device\": \"%s\",\n", c->ifname);
+    fprintf(f, "  \"Number of qps\": 1,\n  \"Transport type\": \"IB\",\n");
+    fprintf(f, "  \"Connection type\": \"RawEth\",\n  \"Using SRQ\": \"OFF\",\n");
+    fprintf(f, "  \"Mtu\": %u,\n  \"Link type\": \"Ethernet\",\n", c->size);
+    fprintf(f, "  \"Data ex. method\": \"Ethernet (AF_XDP)\",\n");
+    fprintf(f, "  \"BW unit\": \"%s\"\n },\n", c->report_gbits ? "Gb/sec" : "MiB/sec");
+}
+
+static int write_json(struct raweth *e)
+{
+    const struct op_perf_raweth_config *c = e->cfg;
+    static const char *const names[] = {"frames_good", "frames_bad", "duplicates", "resends",
+                                        "xdp_rx_ring_full", "xdp_tx_no_room"};
+    uint64_t xc[OP_IO_XDP_C_COUNT_];
+    op_io_xdp_counters(e->io, xc);
+    const uint64_t vals[] = {e->received, e->bad, e->dups, e->resends,
+                             xc[OP_IO_XDP_C_rx_ring_full], xc[OP_IO_XDP_C_tx_no_room]};
+    char check[64];
+    snprintf(check, sizeof check, "failed: %" PRIu64 " bad frames", e->bad);
+    const struct op_perf_config fmt = {.test = c->test};
+    const struct op_perf_json j = {
+        .bw = c->test == OP_PERF_BW ? &e->bw : NULL, .lat = &e->lat, .n = e->have_result,
+        .counter_names = names, .counter_vals = vals, .n_counters = 6,
+        .data_check = !receiver(c) ? NULL : check_ok(e) ? "ok" : check,
+        .test_info = json_test_info, .test_info_ctx = c};
+    const char *path = c->json_file != NULL ? c->json_file : "perftest_out.json";
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return refuse(e, "cannot write --out_json_file %s", path);
+    op_perf_write_json(f, &fmt, &j);
+    return fclose(f) == 0 ? 0 : refuse(e, "cannot write --out_json_file %s", path);
 }
 
 int op_perf_raweth_run(const struct op_perf_raweth_config *cfg)
@@ -326,6 +431,8 @@ int op_perf_raweth_run(const struct op_perf_raweth_config *cfg)
         rc = cfg->server ? (lat_server(&e), 0) : lat_client(&e);
     if (rc == 0)
         verdict(&e);
+    if (rc == 0 && cfg->json)
+        rc = write_json(&e);
     fflush(e.out);
     if (rc != 0)
         fprintf(stderr, " %s\n", e.why);

@@ -164,7 +164,10 @@ static void json_result(FILE *f, const struct op_perf_json *j, size_t i, const c
 void op_perf_write_json(FILE *f, const struct op_perf_config *cfg, const struct op_perf_json *j)
 {
     fprintf(f, "{\n");
-    json_test_info(f, cfg, j->banner);
+    if (j->test_info != NULL)
+        j->test_info(f, j->test_info_ctx);
+    else
+        json_test_info(f, cfg, j->banner);
     if (cfg->all) {
         fprintf(f, " \"results\": [\n");
         for (size_t i = 0; i < j->n; i++) {

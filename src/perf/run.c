@@ -405,7 +405,7 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
 {
     struct perf_counters pc;
     collect_counters(r, &pc);
-    FILE *f = fopen(r->cfg->json_file, "w");
+    FILE *f = r->json_out != NULL ? r->json_out : fopen(r->cfg->json_file, "w");
     if (f == NULL) {
         int e = errno;
         snprintf(r->why, sizeof r->why, "cannot write --out_json_file %s: %s", r->cfg->json_file,
@@ -420,6 +420,8 @@ static op_status_t write_json(struct perf_run *r, const struct op_perf_banner *b
     else
         j.lat = res->lat;
     op_perf_write_json(f, r->cfg, &j);
+    if (f == r->json_out)
+        return OP_OK;
     return fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
 }
 

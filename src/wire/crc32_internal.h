@@ -18,4 +18,12 @@ uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len);
 
 #define WIRE_CRC32_CLMUL_MIN 16
 
+/* The same with four 512-bit lanes (AVX-512 VPCLMULQDQ); wire_crc32_clmul
+ * hands it buffers of WIRE_CRC32_VCLMUL_MIN bytes and more where the CPU has
+ * it. Only when wire_crc32_has_vclmul(); len a multiple of 16, at least 256. */
+bool wire_crc32_has_vclmul(void);
+uint32_t wire_crc32_vclmul(uint32_t reg, const uint8_t *p, size_t len);
+
+#define WIRE_CRC32_VCLMUL_MIN 256
+
 #endif

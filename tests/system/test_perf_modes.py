@@ -1,6 +1,7 @@
 """perftest's run modes beyond one client and one run: --run_infinitely
 (a row every interval until SIGINT), --use_srq, and a server that serves
 several clients. Real processes on loopback."""
+import json
 import signal
 import subprocess
 import time
@@ -133,13 +134,16 @@ def test_use_srq_refused_off_send():
                                        ("ib_send_bw", ["-n", 500, "-s", 4096, "--use_srq"]),
                                        ("ib_atomic_bw", ["-n", 1000]),
                                        ("ib_read_lat", ["-n", 300])])
-def test_server_of_several_clients(tool, args):
+def test_server_of_several_clients(tool, args, tmp_path):
     """--clients 3: one server process serves three client processes at the
     same time, each with its own QPs; it prints each one's report, in the
-    order they connected, and (BW) what they add up to."""
+    order they connected, and (BW) what they add up to; --out_json_file holds
+    each client's JSON report and the sum."""
     p = port()
     n = 3
-    server = subprocess.Popen([BIN, tool, "-p", str(p), "--clients", str(n), *map(str, args)],
+    jf = tmp_path / "server.json"
+    server = subprocess.Popen([BIN, tool, "-p", str(p), "--clients", str(n), *map(str, args),
+                               f"--out_json_file={jf}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     clients = []
     try:
@@ -161,6 +165,22 @@ def test_server_of_several_clients(tool, args):
     assert [x.split("\n", 1)[0] for x in parts] == [f"{i} of {n}" for i in range(1, n + 1)]
     for part in parts:
         assert " offpath: data check ok" in part, part
+    j = json.loads(jf.read_text())
+    assert len(j["clients"]) == n
+    for part, cj in zip(parts, j["clients"]):
+        assert cj["offpath"]["data_check"].startswith("ok"), cj
+        if tool.endswith("_bw"):
+            row = table(part)[0].split()
+            assert cj["results"]["MsgSize"] == int(row[0])
+            assert cj["results"]["BW_average"] == pytest.approx(float(row[3]), abs=0.01)
+        else:
+            assert cj["results"]["n_iterations"] == 300 and cj["results"]["t_typical"] > 0
+    if tool.endswith("_bw"):
+        assert j["together"]["clients"] == n
+        assert j["together"]["BW_average"] == pytest.approx(
+            sum(c["results"]["BW_average"] for c in j["clients"]), abs=0.05)
+    else:
+        assert "together" not in j
     if tool.endswith("_bw"):
         rows = [table(part)[0].split() for part in parts]
         total = sum(float(r[3]) for r in rows)
@@ -176,7 +196,7 @@ def test_server_of_several_clients(tool, args):
 
 @pytest.mark.parametrize("args,needle", [
     (["ib_write_bw", "--clients", "2", "127.0.0.1"], "--clients is the server's"),
-    (["ib_write_bw", "--clients", "2", "--out_json"], "--clients with --pcap, --xdp, --out_json"),
+    (["ib_write_bw", "--clients", "2", "--pcap", "x.pcap"], "--clients with --pcap, --xdp or a GPU"),
     (["ib_write_bw", "--clients", "65"], "--clients"),
 ])
 def test_bad_clients_flags(args, needle):

@@ -1,10 +1,13 @@
 """offpath raw_ethernet_bw / raw_ethernet_lat: UDP/IPv4 frames through
 AF_XDP between two network namespaces joined by a veth pair (made and
 deleted here). Needs root (AF_XDP, namespaces); the flag checks do not."""
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -119,6 +122,88 @@ def test_raw_ethernet_lat_over_af_xdp(pair):
 
 
 @needs_root
+def test_out_json_both_tools(pair, tmp_path):
+    """--out_json_file: perftest's test_info (this tool's banner), the row's
+    figures as printed, and the counters with the receiver's data check."""
+    n = 3000
+    sj, cj = tmp_path / "srv.json", tmp_path / "cli.json"
+    server, client = pair.run("raw_ethernet_bw", ["-n", n, "-s", 512, f"--out_json_file={sj}"],
+                              ["-n", n, "-s", 512, "--out_json", f"--out_json_file={cj}"])
+    assert client[0] == 0 and server[0] == 0, (client, server)
+    c, s = json.loads(cj.read_text()), json.loads(sj.read_text())
+    for j in (c, s):
+        assert j["test_info"]["test"] == "Send BW Test"
+        assert j["test_info"]["Connection type"] == "RawEth"
+        assert j["test_info"]["Mtu"] == 512 and j["test_info"]["BW unit"] == "MiB/sec"
+    size, iters, peak, avg, rate = row_after(client[1], BW_HEADER).split()
+    assert c["results"]["MsgSize"] == 512 and c["results"]["n_iterations"] == n
+    assert abs(c["results"]["BW_average"] - float(avg)) < 0.01
+    assert "data_check" not in c["offpath"]  # the server checks
+    got = int(row_after(server[1], BW_HEADER).split()[1])
+    assert s["results"]["n_iterations"] == got == s["offpath"]["frames_good"] > 0
+    assert s["offpath"]["frames_bad"] == 0 and s["offpath"]["data_check"] == "ok"
+
+    lj = tmp_path / "lat.json"
+    server, client = pair.run("raw_ethernet_lat", ["-n", 500, "-s", 128],
+                              ["-n", 500, "-s", 128, f"--out_json_file={lj}"])
+    assert client[0] == 0 and server[0] == 0, (client, server)
+    j = json.loads(lj.read_text())
+    vals = row_after(client[1], LAT_HEADER).split()
+    assert j["test_info"]["test"] == "Send Latency Test"
+    assert (j["results"]["MsgSize"], j["results"]["n_iterations"]) == (128, 500)
+    assert abs(j["results"]["t_typical"] - float(vals[4])) < 0.01
+    assert j["offpath"]["frames_good"] == 500 and j["offpath"]["data_check"] == "ok"
+
+
+def read_rows(proc, want, limit_s):
+    """Lines of proc's stdout until `want` rows after the BW header (bounded)."""
+    lines, rows, end = [], 0, time.monotonic() + limit_s
+    while rows < want and time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if BW_HEADER in lines[:-1] and line.split() and line.split()[0] == "256":
+            rows += 1
+    return rows, lines
+
+
+@needs_root
+def test_run_infinitely_rows_until_sigint(pair):
+    """-D 1 --run_infinitely on both sides: a row a second until SIGINT, then
+    a clean end (exit 0) with a whole-run row; the server checked every frame."""
+    base = ["raw_ethernet_bw", "-D", "1", "--run_infinitely", "-s", "256"]
+    srv = subprocess.Popen([IP, "netns", "exec", pair.b, BIN, *base, "--server", "-d", pair.vb,
+                            "-j", pair.ipb], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    cli = None
+    try:
+        srv.stdout.readline()  # the banner: the XDP program is attached
+        cli = subprocess.Popen([IP, "netns", "exec", pair.a, BIN, *base, "--client", "-d",
+                                pair.va, "-j", pair.ipa, "-J", pair.ipb, "-E", pair.macb],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        crow, clines = read_rows(cli, 3, 30)
+        srow, slines = read_rows(srv, 2, 30)
+        assert crow == 3 and srow == 2, (clines, slines)
+        for p in (cli, srv):  # `ip netns exec` execs: the pid is offpath's
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=20)
+        cout, sout = cli.stdout.read(), srv.stdout.read()
+        assert cli.returncode == 0 and srv.returncode == 0, (cout, sout, srv.stderr.read())
+        for line in clines[-3:]:
+            assert float(line.split()[3]) > 0  # every interval's rate
+        final = [l for l in sout.splitlines() if l.split() and l.split()[0] == "256"][-1]
+        good = int(re.search(r"frames_good (\d+), frames_bad 0,", sout).group(1))
+        assert int(final.split()[1]) == good > 0  # the whole run, every frame checked
+        assert " offpath: data check ok (%d frames" % good in sout
+    finally:
+        for p in (cli, srv):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+
+
+@needs_root
 def test_wrong_source_mac_is_named(pair):
     r = subprocess.run([IP, "netns", "exec", pair.a, BIN, "raw_ethernet_bw", "--server", "-d",
                         pair.va, "-j", pair.ipa, "-B", "02:00:00:00:00:01"],
@@ -133,6 +218,8 @@ def test_wrong_source_mac_is_named(pair):
     (["raw_ethernet_bw", "--server", "-d", "lo"], "-d (the interface) and -j"),
     (["raw_ethernet_lat", "--server", "-d", "lo", "-j", "127.0.0.1", "-D", "2"],
      "-D (--duration) is for raw_ethernet_bw"),
+    (["raw_ethernet_lat", "--server", "-d", "lo", "-j", "127.0.0.1", "--run_infinitely"],
+     "--run_infinitely is for raw_ethernet_bw"),
     (["raw_ethernet_bw", "--server", "-E", "zz"], "invalid MAC 'zz' for -E"),
     (["raw_ethernet_bw", "--server", "-s", "63"], "-s (--size)"),
     (["raw_ethernet_bw", "--server", "-J", "1.2.3"], "invalid IPv4 address '1.2.3' for -J"),

@@ -301,9 +301,9 @@ static void test_udp_batches_cut_by_kernel(void **state) { batched_flows(*state,
 static void test_udp_unbatched(void **state) { batched_flows(*state, false, true); }
 
 /* Packets already read come out before the socket is read again: of a
- * datagram of two packets one is taken, a third packet arrives, and asking
- * for many gives the one held alone (a latency loop must not pay a read
- * before it can use what it holds), then the third. */
+ * datagram of three packets one is taken, a fourth packet arrives, and asking
+ * for many gives the two held (a latency loop must not pay a read before it
+ * can use what it holds), then the fourth. */
 static int recv_some(struct pair *p, int max)
 {
     uint64_t deadline = op_now_ns() + 2 * OP_NS_PER_S;
@@ -318,20 +318,41 @@ static void test_udp_held_packets_first(void **state)
     struct pair *p = *state;
     op_io_udp_batching(p->a, true);
     op_io_udp_batching(p->b, true);
-    fill_len(&p->tx.pkts[0], 0, 200, op_io_local_addr(p->b), op_io_local_port(p->b));
-    fill_len(&p->tx.pkts[1], 1, 120, op_io_local_addr(p->b), op_io_local_port(p->b));
+    for (int i = 0; i < 3; i++)
+        fill_len(&p->tx.pkts[i], i, i < 2 ? 200 : 120, op_io_local_addr(p->b),
+                 op_io_local_port(p->b));
     uint64_t d0 = io_counter(p->a, OP_IO_C_tx_datagrams);
-    assert_int_equal(op_io_send(p->a, p->tx.pkts, 2), 2);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 3), 3);
     assert_int_equal(io_counter(p->a, OP_IO_C_tx_datagrams) - d0, 1); /* one GSO datagram */
     assert_int_equal(recv_some(p, 1), 1);
     assert_int_equal(check_payload(p->rx.pkts[0].data, p->rx.pkts[0].len), 0);
-    fill_len(&p->tx.pkts[0], 2, 200, op_io_local_addr(p->b), op_io_local_port(p->b));
+    fill_len(&p->tx.pkts[0], 3, 200, op_io_local_addr(p->b), op_io_local_port(p->b));
     assert_int_equal(op_io_send(p->a, p->tx.pkts, 1), 1);
-    for (int idx = 1; idx <= 2; idx++) {
+    assert_int_equal(recv_some(p, p->rx.n), 2);
+    for (int idx = 1; idx <= 2; idx++)
+        assert_int_equal(check_payload(p->rx.pkts[idx - 1].data, p->rx.pkts[idx - 1].len), idx);
+    assert_int_equal(recv_some(p, p->rx.n), 1);
+    assert_int_equal(check_payload(p->rx.pkts[0].data, p->rx.pkts[0].len), 3);
+    assert_int_equal(io_counter(p->b, OP_IO_C_rx_pkts), 4);
+}
+
+/* Two packets to one destination leave as two plain datagrams (a GSO send
+ * of two costs more than it saves, see gather_batch), three as one. */
+static void test_udp_pair_not_batched(void **state)
+{
+    struct pair *p = *state;
+    op_io_udp_batching(p->a, true);
+    op_io_udp_batching(p->b, true);
+    for (int i = 0; i < 2; i++)
+        fill_len(&p->tx.pkts[i], i, i == 0 ? 200 : 120, op_io_local_addr(p->b),
+                 op_io_local_port(p->b));
+    uint64_t d0 = io_counter(p->a, OP_IO_C_tx_datagrams);
+    assert_int_equal(op_io_send(p->a, p->tx.pkts, 2), 2);
+    assert_int_equal(io_counter(p->a, OP_IO_C_tx_datagrams) - d0, 2);
+    for (int idx = 0; idx < 2; idx++) {
         assert_int_equal(recv_some(p, p->rx.n), 1);
         assert_int_equal(check_payload(p->rx.pkts[0].data, p->rx.pkts[0].len), idx);
     }
-    assert_int_equal(io_counter(p->b, OP_IO_C_rx_pkts), 3);
 }
 
 /* A datagram larger than OP_IO_BUF_SIZE is dropped, not returned cut short. */
@@ -831,6 +852,7 @@ int main(void)
         PAIR_TEST(test_udp_unbatched),
         PAIR_TEST(test_udp_multi_batch),   PAIR_TEST(test_udp_bad_destination),
         PAIR_TEST(test_udp_held_packets_first),
+        PAIR_TEST(test_udp_pair_not_batched),
         PAIR_TEST(test_udp_truncated),     PAIR_TEST(test_udp_wildcard),
         PAIR_TEST(test_fault_drop_all),    PAIR_TEST(test_fault_dup_all),
         PAIR_TEST(test_fault_drop_rate),   PAIR_TEST(test_fault_delay),
@@ -840,6 +862,7 @@ int main(void)
         PAIR6_TEST(test_udp_burst),        PAIR6_TEST(test_udp_multi_batch),
         PAIR6_TEST(test_udp_batches_whole), PAIR6_TEST(test_udp_batches_cut_by_kernel),
         PAIR6_TEST(test_udp_unbatched),    PAIR6_TEST(test_udp_held_packets_first),
+        PAIR6_TEST(test_udp_pair_not_batched),
         PAIR6_TEST(test_udp6_wildcard_and_families),
         cmocka_unit_test(test_wait_fds),   cmocka_unit_test(test_sockaddr),
         cmocka_unit_test(test_waitset),

@@ -75,8 +75,14 @@ static void test_crc32_engines(void **state)
                 assert_int_equal(wire_crc32_clmul(~0x5a5a5a5au, crc_buf + off, len), want);
         }
     }
+    for (size_t off = 0; off < 16 && wire_crc32_has_vclmul(); off += 5)
+        for (size_t len = WIRE_CRC32_VCLMUL_MIN; len <= 4096; len += 16)
+            assert_int_equal(wire_crc32_vclmul(~0x5a5a5a5au, crc_buf + off, len),
+                             ~crc32_ref(0x5a5a5a5au, crc_buf + off, len));
     if (!wire_crc32_has_clmul())
         print_message("no PCLMULQDQ here: only the slicing-by-8 engine was tested\n");
+    else if (!wire_crc32_has_vclmul())
+        print_message("no AVX-512 VPCLMULQDQ here: its engine was not tested\n");
 }
 
 /* ---- RoCEv2 transport headers --------------------------------------- */
