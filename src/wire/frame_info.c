@@ -100,3 +100,27 @@ size_t op_neigh_solicit_build(uint8_t *frame, size_t cap, const struct op_addr *
         return wire_ndp_solicit_build(frame, cap, ours->v6, mac, target->v6);
     return wire_arp_request_build(frame, cap, ours->v4, mac, target->v4);
 }
+
+bool op_frame_route(uint8_t *frame, size_t len, const struct op_frame_info *info,
+                    const uint8_t src_mac[6], const uint8_t next_mac[6])
+{
+    bool v4 = info->kind == OP_FRAME_KIND_IPV4, v6 = info->kind == OP_FRAME_KIND_IPV6;
+    size_t need = OP_ETH_HDR_LEN + (v4 ? IPV4_HDR : IPV6_HDR);
+    if ((!v4 && !v6) || len < need || info->ttl <= 1)
+        return false;
+    uint8_t *ip = frame + OP_ETH_HDR_LEN;
+    if (v4) {
+        /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the TTL/protocol word */
+        uint32_t old = ld_be16(ip + 8), now = old - 0x100;
+        uint32_t sum = (~ld_be16(ip + 10) & 0xffffu) + (~old & 0xffffu) + now;
+        sum = (sum & 0xffffu) + (sum >> 16);
+        sum = (sum & 0xffffu) + (sum >> 16);
+        ip[8]--;
+        wp_u16(ip + 10, (uint16_t)~sum);
+    } else {
+        ip[7]--;
+    }
+    memcpy(frame, next_mac, 6);
+    memcpy(frame + 6, src_mac, 6);
+    return true;
+}

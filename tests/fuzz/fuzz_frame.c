@@ -54,6 +54,18 @@ static void fuzz_view(const uint8_t *data, size_t size)
     require(info.kind == OP_FRAME_KIND_OTHER || size >= OP_ETH_HDR_LEN);
     if (v == OP_FRAME_OK)
         require(info.payload_off == off && info.payload_len == len && op_flow_eq(&info.flow, &flow));
+    /* a hop: refused untouched, or the TTL one less and the verdict kept */
+    static uint8_t copy[4096];
+    static const uint8_t hop_mac[6] = {2, 0, 0, 0, 0, 9};
+    if (size > sizeof copy)
+        return;
+    memcpy(copy, data, size);
+    if (!op_frame_route(copy, size, &info, hop_mac, hop_mac)) {
+        require(memcmp(copy, data, size) == 0);
+        return;
+    }
+    struct op_frame_info after;
+    require(op_frame_parse(copy, size, &after) == v && after.ttl + 1 == info.ttl);
 }
 
 /* Whatever we build parses back to the flow and payload we built it for,

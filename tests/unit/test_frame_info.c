@@ -200,6 +200,68 @@ static void test_parse_partial_frames(void **state)
     assert_int_equal(info.kind, OP_FRAME_KIND_OTHER);
 }
 
+/* RFC 1071 over an IPv4 header: 0xffff when its checksum is right. */
+static uint16_t ipv4_sum(const uint8_t *ip)
+{
+    uint32_t sum = 0;
+    for (size_t i = 0; i < 20; i += 2)
+        sum += get16(ip + i);
+    while (sum > 0xffff)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)sum;
+}
+
+/* Every TTL a router forwards, over headers of many contents: the header
+ * checksum stays right (the incremental update against a full sum), the
+ * TTL one less, the MACs the hop's, nothing else changed; TTL 1 and 0,
+ * ARP, and a short frame are refused untouched. */
+static void test_route_hop(void **state)
+{
+    (void)state;
+    uint8_t f[128], before[128];
+    struct op_frame_l2 l2 = {.tos = 0x6a};
+    uint32_t seed = 7;
+    for (unsigned ttl = 0; ttl < 256; ttl++) {
+        seed = seed * 1103515245u + 12345u;
+        struct op_flow fl = {.src = op_addr_ipv4(seed), .dst = op_addr_ipv4(seed ^ 0x5a5a5a5au),
+                             .src_port = (uint16_t)seed, .dst_port = 4791};
+        size_t n = op_udp_frame_build(f, sizeof f, &fl, &l2, 20 + ttl % 40);
+        f[ETH + 8] = (uint8_t)ttl; /* then the checksum made right again */
+        f[ETH + 10] = f[ETH + 11] = 0;
+        uint16_t c = (uint16_t)~ipv4_sum(f + ETH);
+        f[ETH + 10] = (uint8_t)(c >> 8), f[ETH + 11] = (uint8_t)c;
+        struct op_frame_info info;
+        (void)op_frame_parse(f, n, &info);
+        memcpy(before, f, n);
+        bool ok = op_frame_route(f, n, &info, mac_b, mac_a);
+        if (ttl <= 1) {
+            assert_false(ok);
+            assert_memory_equal(f, before, n);
+            continue;
+        }
+        assert_true(ok);
+        assert_int_equal(f[ETH + 8], ttl - 1);
+        assert_int_equal(ipv4_sum(f + ETH), 0xffff);
+        assert_memory_equal(f, mac_a, 6);
+        assert_memory_equal(f + 6, mac_b, 6);
+        assert_memory_equal(f + ETH + 12, before + ETH + 12, n - ETH - 12);
+        assert_int_equal(op_frame_parse(f, n, &info), OP_FRAME_OK);
+    }
+    struct op_flow fl6 = {.src = op_addr_ipv6(ip6_a), .dst = op_addr_ipv6(ip6_b), 1, 2};
+    size_t n = op_udp_frame_build(f, sizeof f, &fl6, &l2, 10);
+    struct op_frame_info info;
+    (void)op_frame_parse(f, n, &info);
+    assert_true(op_frame_route(f, n, &info, mac_b, mac_a));
+    assert_int_equal(f[ETH + 7], 63);
+    assert_int_equal(op_frame_parse(f, n, &info), OP_FRAME_OK); /* the UDP checksum is not the hop's */
+    struct op_addr a = op_addr_ipv4(1), b = op_addr_ipv4(2);
+    n = op_neigh_solicit_build(f, sizeof f, &a, mac_a, &b);
+    (void)op_frame_parse(f, n, &info);
+    memcpy(before, f, n);
+    assert_false(op_frame_route(f, n, &info, mac_b, mac_a));
+    assert_memory_equal(f, before, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_solicit_refuses_mixed_families),
         cmocka_unit_test(test_parse_udp_both_families),
         cmocka_unit_test(test_parse_partial_frames),
+        cmocka_unit_test(test_route_hop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,15 @@ struct op_frame_info {
 /* Fills info with what the frame's bytes say (no field read past len) and
  * returns info->udp, as op_udp_frame_parse would for the same bytes. */
 OP_API unsigned op_frame_parse(const uint8_t *frame, size_t len, struct op_frame_info *info);
+/* A router's hop over the frame in place (RFC 1812 5.3.1, RFC 8200): the
+ * next hop's MAC as destination, ours as source, the TTL or hop limit one
+ * less and the IPv4 header checksum updated for it (RFC 1624). false, and
+ * the frame untouched, when it is not IPv4 or IPv6 with a whole header
+ * (info from op_frame_parse) or its TTL would reach 0: a router drops it
+ * (and may say so in ICMP). Nothing else changes, so a RoCEv2 ICRC, which
+ * masks the TTL, stays valid. */
+OP_API bool op_frame_route(uint8_t *frame, size_t len, const struct op_frame_info *info,
+                           const uint8_t src_mac[6], const uint8_t next_mac[6]);
 /* A request for ours (ARP or ICMP echo for IPv4, a neighbour solicitation
  * or ICMPv6 echo for IPv6) rewritten in place into its reply, sent from
  * mac: the reply's length, or 0 and the frame untouched. cap: the buffer's
