@@ -43,9 +43,9 @@ struct op_model_platform {
     double crowd_f;        /* shared_cores: per-packet CPU grows by this fraction while more
                               processes are runnable than cores (they evict each other's
                               caches) */
-    double runq_s;         /* shared_cores: and the time it waits on a run queue first (not
-                              CPU: the scheduler places wake-ups on a busy core while the
-                              other may idle) */
+    double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
+                              runnable process in excess of the cores, over the cores (not
+                              CPU: the scheduler queues wake-ups behind busy processes) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */

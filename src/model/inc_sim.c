@@ -77,8 +77,9 @@ static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes,
 
 /* A packet that finds its receiver blocked wakes it: wake_s of CPU, and
  * when the cores are all taken by runnable leaders and switches (on this
- * machine 17 processes share 2 cores) it first waits runq_s on a run queue,
- * then displaces a running process (ctx_s more CPU). */
+ * machine 17 processes share 2 cores) it first waits on a run queue, runq_s
+ * for each process in excess of the cores over the cores, then displaces a
+ * running process (ctx_s more CPU). */
 static void *receive(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool *awake,
                      bool is_switch)
 {
@@ -92,8 +93,9 @@ static void *receive(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool 
     if (waiting) {
         r->runnable++;
         bool crowded = p->shared_cores > 0 && r->runnable > p->shared_cores;
+        /* behind the processes in excess of the cores, shared by the cores */
         if (crowded && p->runq_s > 0)
-            sg_actor_sleep_for(p->runq_s);
+            sg_actor_sleep_for(p->runq_s * (r->runnable - p->shared_cores) / p->shared_cores);
         double cpu = (is_switch ? p->sw_wake_s : p->wake_s) + (crowded ? p->ctx_s : 0);
         mdl_cpu(r, cpu);
         r->switch_cpu += is_switch ? cpu : 0;

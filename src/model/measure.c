@@ -236,6 +236,30 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
     return ok;
 }
 
+/* The trimmed mean of INC_RUNS runs' p50 (us) of each of n cells (leaders,
+ * bytes), measured in rounds: run k of every cell, then run k + 1, so that
+ * the machine's moods (other users' work, where the scheduler puts the
+ * processes) fall on every cell alike, a calibration's and a validation's. */
+bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
+                           const uint64_t *sizes, size_t n, double *us)
+{
+    double v[MDL_CELLS_MAX][INC_RUNS];
+    double cpu, sw_cpu;
+    if (n > MDL_CELLS_MAX)
+        return false;
+    for (int k = 0; k < INC_RUNS; k++) {
+        fprintf(stderr, "offpath model: measuring inc_test, round %d of %d\n", k + 1, INC_RUNS);
+        for (size_t i = 0; i < n; i++) {
+            unsigned iters = sizes[i] >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
+            if (!inc_run(cfg, leaders[i], sizes[i], iters, 5, NULL, &v[i][k], &cpu, &sw_cpu))
+                return false;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        us[i] = trimmed_mean(v[i], INC_RUNS);
+    return true;
+}
+
 /* One-way latency of a 64-byte UD SEND between two processes that sleep in
  * poll(2) as the leaders and the switch do (perftest's typical latency, half
  * the round trip), median of INC_RUNS runs; -1 on failure. The server is

@@ -47,6 +47,9 @@ void mdl_host_simulate(struct mdl_run *r);
 #define MDL_MEASURE_MAX 16 /* sizes one call measures */
 bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
                      size_t n, double *us, double *cpu_us, double *sw_cpu_us);
+#define MDL_CELLS_MAX 96 /* (leaders, bytes) cells one round measures */
+bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
+                           const uint64_t *sizes, size_t n, double *us);
 double mdl_measure_hop(const struct op_model_cfg *cfg);
 bool mdl_measure_osu(const struct op_model_cfg *cfg, unsigned nodes, unsigned ppn,
                      const uint64_t *sizes, size_t n, double *us);
