@@ -221,7 +221,7 @@ static bool calibrate(const struct op_model_cfg *cfg, struct op_model_platform *
 static void print_calib(const struct calib *c, FILE *f)
 {
     fprintf(f, "# offpath model calibrate (us; inc_test p50, mean of the middle 5 of 7 runs, "
-               "CPU a call, median; osu_allreduce average, median of 3)\n");
+               "CPU a call, median; osu_allreduce average, mean of the middle 3 of 5)\n");
     for (size_t i = 0; i < N_INC; i++)
         fprintf(f, "# inc_test %2u leaders %8llu B: %10.1f, CPU leaders %10.1f, switch %10.1f\n",
                 inc_points[i].leaders, (unsigned long long)inc_points[i].bytes, c->inc[i],
@@ -419,7 +419,7 @@ static int validate(const struct op_model_cfg *cfg_in, FILE *out)
     if (!cfg->json)
         fprintf(out, "# platform %s against this machine: node = offpath inc_test (p50, mean "
                      "of the middle 5 of 7 runs), host = osu_allreduce under offpath mpirun "
-                     "--mode host (average, median of 3 runs; up to 8 nodes)\n"
+                     "--mode host (average, mean of the middle 3 of 5 runs; up to 8 nodes)\n"
                      "%5s %7s %8s %12s %12s %8s\n",
                 cfg->platform.name, "mode", "leaders", "bytes", "measured us", "model us",
                 "error");
