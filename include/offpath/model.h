@@ -31,8 +31,21 @@ struct op_model_platform {
     double nic_msg_s;      /* a node's NIC gap between messages (its ranks share it) */
     double host_byte_s;    /* a rank's reduction cost per byte */
     double leader_pkt_s;   /* an INC leader's cost per packet sent or received */
+    double leader_byte_s;  /* and per data byte of a result (its copy out; on this machine
+                              also inc_test's check of every element, which competes for
+                              the shared cores with the other leaders' calls) */
     double wake_s;         /* CPU a leader or switch spends waking up to a packet after
                               blocking (a context switch; 0 on a polling NIC path) */
+    double sw_wake_s;      /* the same for a switch (its loop: timers, grouping, stats) */
+    double ctx_s;          /* shared_cores: more CPU a wake-up costs when more leaders and
+                              switches are runnable than there are cores (the woken process
+                              displaces one: a switch each way, their cache misses) */
+    double crowd_f;        /* shared_cores: per-packet CPU grows by this fraction while more
+                              processes are runnable than cores (they evict each other's
+                              caches) */
+    double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
+                              runnable process in excess of the cores, over the cores (not
+                              CPU: the scheduler queues wake-ups behind busy processes) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */
@@ -64,9 +77,12 @@ OP_API const char *op_model_mode_name(unsigned mode);
  * below 2048 B, Rabenseifner above), one algorithm over every rank, or the
  * hierarchical split (node reduce, recursive doubling or ring between one
  * rank a node, node broadcast). */
+/* OP_MODEL_ALG_OFFPATH: offpath's own host path between leaders (src/hostar,
+ * `offpath mpirun --mode host`): recursive doubling below 32 KiB, ring from
+ * there, in packets of 4096 data bytes. */
 enum op_model_alg {
     OP_MODEL_ALG_OMPI, OP_MODEL_ALG_MPICH, OP_MODEL_ALG_RD, OP_MODEL_ALG_RING,
-    OP_MODEL_ALG_RABENSEIFNER, OP_MODEL_ALG_HIER, OP_MODEL_ALG_COUNT_
+    OP_MODEL_ALG_RABENSEIFNER, OP_MODEL_ALG_HIER, OP_MODEL_ALG_OFFPATH, OP_MODEL_ALG_COUNT_
 };
 OP_API const char *op_model_alg_name(unsigned alg);
 OP_API op_status_t op_model_alg_parse(const char *name, unsigned *alg);
@@ -90,6 +106,9 @@ struct op_model_result {
     uint32_t slots;         /* INC slots a group holds on each switch */
     uint64_t slot_bytes;    /* switch memory of those slots (with the kept copy) */
     uint64_t sim_steps;     /* simulated chunks or host steps (the rest extrapolated) */
+    double cpu_s;           /* CPU the leaders, switches or nodes spend on the call (the
+                               extrapolated part pro rata) */
+    double switch_cpu_s;    /* of which the switches' */
 };
 
 /* Simulate n scenarios on one platform of `nodes` nodes with `ppn` ranks each
@@ -139,6 +158,9 @@ struct op_model_cfg {
     const char *out_path;         /* calibrate: platform file to write */
     double tolerance;             /* validate: largest relative error allowed */
     unsigned iters;               /* calibrate/validate: iterations a measurement */
+    int nice;                     /* calibrate/validate: the measured processes' nice value
+                                     (below 0 needs root; other users' load then yields) */
+    bool no_spin;                 /* calibrate/validate: let idle cores halt (no spinners) */
     unsigned net, port;           /* calibrate/validate: inc_test's 127.N network, UDP port */
 };
 OP_API void op_model_cfg_default(struct op_model_cfg *cfg);
@@ -149,5 +171,8 @@ OP_API int op_model_run_project(const struct op_model_cfg *cfg, FILE *out);
 OP_API int op_model_run_seed(const struct op_model_cfg *cfg, FILE *out);
 OP_API int op_model_run_calibrate(const struct op_model_cfg *cfg, FILE *out);
 OP_API int op_model_run_validate(const struct op_model_cfg *cfg, FILE *out);
+/* The SimGrid platform file of cfg->nodes nodes: hosts n0.. (smpirun's
+ * hostfile names them), tor0.., spine. */
+OP_API int op_model_run_platform(const struct op_model_cfg *cfg, FILE *out);
 
 #endif

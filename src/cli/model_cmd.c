@@ -15,20 +15,22 @@
 
 static void help(void)
 {
-    printf("usage: offpath model <simulate|project|seed|calibrate|validate> [flags]\n\n"
+    printf("usage: offpath model <simulate|project|seed|calibrate|validate|platform> [flags]\n\n"
            "The in-network Allreduce (Node and Socket modes) against the host's\n"
            "(the MPIs' algorithms) on a simulated cluster (SimGrid: S4U actors for\n"
            "the leaders, switches and nodes).\n\n"
            "  simulate   one cluster, one size: the latency of each mode\n"
+           "  platform   the SimGrid platform file of --nodes nodes (for smpirun)\n"
            "  project    latency and speedup for 4..--nodes nodes and 4 B..64 MiB\n"
            "             (a table, --json, --plot PNG), slots each size needs\n"
            "  seed       the seed paper's tables 4-6 against the model (exit 1 when\n"
            "             the ordering agrees in < 90%% of cells or a latency is off\n"
            "             by > 30%%)\n"
-           "  calibrate  measure this machine (offpath inc_test) and fit the\n"
-           "             'here' platform; --out FILE writes it\n"
-           "  validate   predict offpath inc_test runs at --nodes leaders and\n"
-           "             compare (exit 1 when any size is off by > --tolerance)\n\n"
+           "  calibrate  measure this machine (inc_test, ib_send_lat, osu_allreduce\n"
+           "             under mpirun) and fit the 'here' platform; --out FILE writes it\n"
+           "  validate   predict inc_test and the host path (mpirun --mode host) at\n"
+           "             --nodes leaders and compare (exit 1 when any size is off by\n"
+           "             > --tolerance)\n\n"
            "  --nodes N          nodes (simulate, validate: exactly; project: up to)\n"
            "  --ppn P            ranks per node (default 8)\n"
            "  --bytes B          simulate: message size (K, M, G suffixes)\n"
@@ -36,7 +38,7 @@ static void help(void)
            "  --max-bytes B      largest size (project: 64M; validate: 1M)\n"
            "  --mode M           simulate: host, node or socket (default all)\n"
            "  --alg A            host algorithm: ompi (default), mpich, rd, ring,\n"
-           "                     rabenseifner, hier\n"
+           "                     rabenseifner, hier, offpath (src/hostar's rule)\n"
            "  --link P           platform preset: %s (default 100G;\n"
            "                     seed: seed; validate: calibrated here)\n"
            "  --platform FILE    platform file (key value lines, `calibrate --out`)\n"
@@ -47,14 +49,19 @@ static void help(void)
            "  --tolerance X      validate: largest relative error (default 0.25)\n"
            "  --iters N          calibrate/validate: allreduces a measurement (200)\n"
            "  --out FILE         calibrate: platform file to write\n"
-           "  --net N, --port P  calibrate/validate: inc_test's 127.N addresses and port\n"
+           "  --net N, --port P  calibrate/validate: 127.N..N+2 addresses, ports P..P+2\n"
+           "  --nice N           calibrate/validate: run the measured processes at this\n"
+           "                     nice value (-20..19; below 0 needs root: on a shared\n"
+           "                     machine other users' load then yields to them)\n"
+           "  --no-spin          calibrate/validate: no SCHED_IDLE spinner keeping each\n"
+           "                     core awake (idle vCPUs then halt: slower wake-ups)\n"
            "  --json             machine-readable output\n"
            "  --trace            simulate: SimGrid's messages and each step's time\n",
            op_model_preset_names());
 }
 
 enum { O_NODES = 256, O_PPN, O_BYTES, O_MIN, O_MAX, O_MODE, O_ALG, O_LINK, O_PLATFORM, O_LOSS,
-       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_HELP };
+       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_NICE, O_NO_SPIN, O_HELP };
 
 static const struct option opts[] = {
     {"nodes", 1, 0, O_NODES},       {"ppn", 1, 0, O_PPN},       {"bytes", 1, 0, O_BYTES},
@@ -64,6 +71,7 @@ static const struct option opts[] = {
     {"tables", 1, 0, O_TABLES},     {"tolerance", 1, 0, O_TOL}, {"iters", 1, 0, O_ITERS},
     {"out", 1, 0, O_OUT},           {"json", 0, 0, O_JSON},     {"help", 0, 0, O_HELP},
     {"trace", 0, 0, O_TRACE},       {"net", 1, 0, O_NET},       {"port", 1, 0, O_PORT},
+    {"nice", 1, 0, O_NICE},         {"no-spin", 0, 0, O_NO_SPIN},
     {0, 0, 0, 0},
 };
 
@@ -97,6 +105,7 @@ static bool set(int opt, const char *v, void *arg)
     struct flags *f = arg;
     struct op_model_cfg *c = &f->cfg;
     uint64_t u;
+    double d;
     char why[160];
     switch (opt) {
     case O_NODES:
@@ -122,7 +131,7 @@ static bool set(int opt, const char *v, void *arg)
     case O_ALG:
         if (op_model_alg_parse(v, &c->alg) == OP_OK)
             return true;
-        cli_bad("model", "invalid value '%s' for --alg (ompi, mpich, rd, ring, rabenseifner, hier)", v);
+        cli_bad("model", "invalid value '%s' for --alg (ompi, mpich, rd, ring, rabenseifner, hier, offpath)", v);
         return false;
     case O_LINK:
         f->platform_set = true;
@@ -164,8 +173,16 @@ static bool set(int opt, const char *v, void *arg)
         return true;
     case O_NET:
         return cli_u64("model", "--net", v, 1, 250, &u) && (c->net = (unsigned)u, true);
+    case O_NICE:
+        if (op_parse_double(v, -20.0, 19.0, &d) == OP_OK && d == (int)d)
+            return c->nice = (int)d, true;
+        cli_bad("model", "invalid value '%s' for --nice (an integer -20..19)", v);
+        return false;
     case O_PORT:
         return cli_u64("model", "--port", v, 1024, 65000, &u) && (c->port = (unsigned)u, true);
+    case O_NO_SPIN:
+        c->no_spin = true;
+        return true;
     case O_TRACE:
         c->trace = true;
         return true;
@@ -176,9 +193,10 @@ static bool set(int opt, const char *v, void *arg)
 
 static int (*const runs[])(const struct op_model_cfg *, FILE *) = {
     op_model_run_simulate, op_model_run_project, op_model_run_seed, op_model_run_calibrate,
-    op_model_run_validate,
+    op_model_run_validate, op_model_run_platform,
 };
-static const char *const subs[] = {"simulate", "project", "seed", "calibrate", "validate"};
+static const char *const subs[] = {"simulate", "project", "seed", "calibrate", "validate",
+                                   "platform"};
 
 int cli_model(int argc, char **argv)
 {
@@ -190,7 +208,7 @@ int cli_model(int argc, char **argv)
     while (sub < sizeof(subs) / sizeof(subs[0]) && strcmp(argv[1], subs[sub]) != 0)
         sub++;
     if (sub == sizeof(subs) / sizeof(subs[0])) {
-        cli_bad("model", "unknown subcommand '%s' (simulate, project, seed, calibrate, validate)",
+        cli_bad("model", "unknown subcommand '%s' (simulate, project, seed, calibrate, validate, platform)",
                 argv[1]);
         return 2;
     }

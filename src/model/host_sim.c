@@ -136,6 +136,15 @@ static double shm_cost(const struct op_model_platform *p, const struct sched *s,
     return (cross ? p->shm_xsock_s : p->shm_level_s) + (double)msg * p->shm_byte_s;
 }
 
+/* On this machine's emulation a host message is UDP packets of 4096 data
+ * bytes (src/hostar), each a system call's CPU at either end; a cluster's
+ * NIC moves them without the host. */
+#define HOST_PKT_DATA 4096u
+static double host_pkts(const struct op_model_platform *p, uint64_t msg)
+{
+    return p->shared_cores > 0 ? (double)((msg + HOST_PKT_DATA - 1) / HOST_PKT_DATA) : 0;
+}
+
 static void node_step(struct hnode *n, unsigned k, unsigned *dest, unsigned *cnt, unsigned *src)
 {
     struct hostrun *h = n->h;
@@ -163,7 +172,7 @@ static void node_step(struct hnode *n, unsigned k, unsigned *dest, unsigned *cnt
         }
     }
     if (sends > 0) {
-        mdl_cpu(p, p->host_msg_s + sends * p->nic_msg_s);
+        mdl_cpu(h->r, p->host_msg_s + sends * p->nic_msg_s + host_pkts(p, msg) * p->leader_pkt_s);
         for (unsigned i = 0; i < ndest; i++)
             mdl_send(&n->out, h->mbs[dest[i]], mdl_msg(MDL_BUNDLE, n->node, k),
                      (long)(cnt[i] * (msg + MDL_HDR_BYTES)));
@@ -172,8 +181,9 @@ static void node_step(struct hnode *n, unsigned k, unsigned *dest, unsigned *cnt
         void *m = sg_mailbox_get(n->mb);
         n->stash[mdl_seq(m)]++;
     }
-    if (nsrc > 0 && reduce)
-        mdl_cpu(p, (double)msg * p->host_byte_s);
+    if (nsrc > 0)
+        mdl_cpu(h->r, nsrc * host_pkts(p, msg) * p->leader_pkt_s +
+                       (reduce ? (double)msg * p->host_byte_s : 0));
     double spent = simgrid_get_clock() - t0;
     if (intra > spent)
         sg_actor_sleep_for(intra - spent);
@@ -204,6 +214,8 @@ static unsigned pick(const struct mdl_run *r, unsigned ranks)
     uint64_t b = r->sc->bytes;
     if (alg == OP_MODEL_ALG_OMPI || alg == OP_MODEL_ALG_HIER)
         return b < 10000 || b / 4 <= ranks ? OP_MODEL_ALG_RD : OP_MODEL_ALG_RING;
+    if (alg == OP_MODEL_ALG_OFFPATH) /* src/hostar: har_use_ring */
+        return b < 32768 || b / 4 < ranks ? OP_MODEL_ALG_RD : OP_MODEL_ALG_RING;
     if (alg == OP_MODEL_ALG_MPICH) {
         unsigned pof2 = 1;
         while (pof2 * 2 <= ranks)
@@ -263,6 +275,7 @@ void mdl_host_simulate(struct mdl_run *r)
                            : 0;
     r->res->latency_s = extrapolate(&h) + r->res->intra_s;
     r->res->sim_steps = h.steps;
+    r->res->cpu_s = r->cpu * (double)h.s.steps / (double)h.steps;
     for (unsigned i = 0; i < r->nodes; i++)
         free(h.nodes[i].stash);
     free(h.nodes);

@@ -34,6 +34,8 @@ struct sw {
     struct slot *slots;
     uint64_t rng;
     struct mdl_outq out;
+    uint32_t down_first, down_n, up_first, up_n; /* batching: this wake's runs */
+    bool awake;
     char name[48];
 };
 
@@ -53,8 +55,10 @@ struct leader {
 struct inc {
     struct mdl_run *r;
     unsigned window, train; /* in trains of `train` chunks */
+    bool batch;           /* GRO/GSO: a wake's packets to one place leave as one datagram */
     uint32_t chunks;      /* trains simulated per leader */
     long pkt_bytes;
+    double chunk_bytes;   /* data bytes a chunk */
     double sw_cost, loss, t0;
     double *done_at;      /* per chunk: the last leader's arrival */
     uint64_t retransmissions;
@@ -71,22 +75,86 @@ static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes,
     mdl_send(q, to, msg, bytes);
 }
 
-/* A packet that finds its receiver blocked wakes it: wake_s of CPU. */
-static void *receive(const struct op_model_platform *p, const char *name, sg_mailbox_t mb)
+/* A packet that finds its receiver blocked wakes it: wake_s of CPU, and
+ * when the cores are all taken by runnable leaders and switches (on this
+ * machine 17 processes share 2 cores) it first waits on a run queue, runq_s
+ * for each process in excess of the cores over the cores, then displaces a
+ * running process (ctx_s more CPU). */
+static void *receive(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool *awake,
+                     bool is_switch)
 {
-    bool waiting = p->wake_s > 0 && !sg_mailbox_listen(name);
-    void *msg = sg_mailbox_get(mb);
+    const struct op_model_platform *p = r->p;
+    /* the call's first packet finds a switch asleep since the last call;
+     * a cluster's NICs poll: nothing to charge, no listen to pay for */
+    bool costs = p->shared_cores > 0 || p->wake_s > 0 || p->sw_wake_s > 0;
+    bool waiting = costs && (!*awake || !sg_mailbox_listen(name));
+    *awake = true;
     if (waiting)
-        mdl_cpu(p, p->wake_s);
+        r->runnable--;
+    void *msg = sg_mailbox_get(mb);
+    if (waiting) {
+        r->runnable++;
+        bool crowded = p->shared_cores > 0 && r->runnable > p->shared_cores;
+        /* behind the processes in excess of the cores, shared by the cores */
+        if (crowded && p->runq_s > 0)
+            sg_actor_sleep_for(p->runq_s * (r->runnable - p->shared_cores) / p->shared_cores);
+        double cpu = (is_switch ? p->sw_wake_s : p->wake_s) + (crowded ? p->ctx_s : 0);
+        mdl_cpu(r, cpu);
+        r->switch_cpu += is_switch ? cpu : 0;
+    }
     return msg;
+}
+
+/* A packet's CPU, more while the cores are crowded. */
+static void pkt_cpu(struct mdl_run *r, double seconds)
+{
+    const struct op_model_platform *p = r->p;
+    bool crowded = p->shared_cores > 0 && r->runnable > p->shared_cores;
+    mdl_cpu(r, seconds * (crowded ? 1 + p->crowd_f : 1));
 }
 
 /* ---- switches */
 
-static void multicast(struct sw *s, uint32_t seq)
+static void multicast_run(struct sw *s, uint32_t first, unsigned n)
 {
     for (unsigned i = 0; i < s->n_children; i++)
-        send_pkt(&s->out, s->children[i], mdl_msg(MDL_RESULT, 0, seq), s->m->pkt_bytes, s->m->loss, &s->rng);
+        send_pkt(&s->out, s->children[i], mdl_msg_run(MDL_RESULT, 0, first, n),
+                 n * s->m->pkt_bytes, s->m->loss, &s->rng);
+}
+
+static void up_run(struct sw *s, uint32_t first, unsigned n)
+{
+    send_pkt(&s->out, s->parent, mdl_msg_run(MDL_CONTRIB, s->up_index, first, n),
+             n * s->m->pkt_bytes, s->m->loss, &s->rng);
+}
+
+/* The runs this wake finished leave at its end (src/switch/run.c groups a
+ * wake's results by destination, the io sends each group as one GSO
+ * datagram); a gap in the sequence closes a run early. */
+static void flush(struct sw *s)
+{
+    if (s->down_n > 0)
+        multicast_run(s, s->down_first, s->down_n);
+    if (s->up_n > 0)
+        up_run(s, s->up_first, s->up_n);
+    s->down_n = s->up_n = 0;
+}
+
+static void add_run(struct sw *s, uint32_t *first, uint32_t *n, uint32_t seq)
+{
+    if (*n > 0 && (seq != *first + *n || *n == MDL_RUN_MAX))
+        flush(s);
+    if (*n == 0)
+        *first = seq;
+    (*n)++;
+}
+
+static void multicast(struct sw *s, uint32_t seq)
+{
+    if (s->m->batch)
+        add_run(s, &s->down_first, &s->down_n, seq);
+    else
+        multicast_run(s, seq, 1);
 }
 
 static void complete(struct sw *s, struct slot *sl)
@@ -94,8 +162,10 @@ static void complete(struct sw *s, struct slot *sl)
     if (s->parent != NULL) {
         sl->state = WAIT_PARENT;
         sl->last_up = simgrid_get_clock();
-        send_pkt(&s->out, s->parent, mdl_msg(MDL_CONTRIB, s->up_index, sl->seq), s->m->pkt_bytes,
-                 s->m->loss, &s->rng);
+        if (s->m->batch)
+            add_run(s, &s->up_first, &s->up_n, sl->seq);
+        else
+            up_run(s, sl->seq, 1);
     } else {
         sl->state = DONE;
         multicast(s, sl->seq);
@@ -135,12 +205,37 @@ static void contribution(struct sw *s, unsigned child, uint32_t seq)
         answer_duplicate(s, sl, child);
         return;
     }
-    if (m->sw_cost > 0)
-        mdl_cpu(m->r->p, m->sw_cost);
+    if (m->sw_cost > 0) {
+        double before = m->r->cpu;
+        pkt_cpu(m->r, m->sw_cost);
+        m->r->switch_cpu += m->r->cpu - before;
+    }
     sl->seen[child] = 1;
     if (++sl->count == s->n_children)
         complete(s, sl);
 }
+
+static void switch_packet(struct sw *s, unsigned kind, unsigned from, uint32_t seq)
+{
+    if (kind == MDL_CONTRIB) {
+        contribution(s, from, seq);
+    } else if (kind == MDL_RESULT) {
+        struct slot *sl = &s->slots[seq % s->m->window];
+        if (sl->seq == seq && sl->state == WAIT_PARENT) {
+            sl->state = DONE;
+            multicast(s, sl->seq);
+        }
+    }
+}
+
+static void switch_datagram(struct sw *s, void *msg)
+{
+    for (unsigned i = 0; i < mdl_count(msg); i++)
+        switch_packet(s, mdl_kind(msg), mdl_from(msg), mdl_seq(msg) + i);
+}
+
+/* Bursts a wake takes at most (the switch's loop: up to 16 bursts a wake). */
+#define WAKE_DATAGRAMS 16
 
 static void switch_main(int argc, char **argv)
 {
@@ -148,16 +243,10 @@ static void switch_main(int argc, char **argv)
     struct sw *s = sg_actor_self_get_data();
     sg_mailbox_set_receiver(s->name);
     for (;;) {
-        void *msg = receive(s->m->r->p, s->name, s->mb);
-        if (mdl_kind(msg) == MDL_CONTRIB) {
-            contribution(s, mdl_from(msg), mdl_seq(msg));
-        } else if (mdl_kind(msg) == MDL_RESULT) {
-            struct slot *sl = &s->slots[mdl_seq(msg) % s->m->window];
-            if (sl->seq == mdl_seq(msg) && sl->state == WAIT_PARENT) {
-                sl->state = DONE;
-                multicast(s, sl->seq);
-            }
-        }
+        switch_datagram(s, receive(s->m->r, s->name, s->mb, &s->awake, true));
+        for (unsigned k = 1; s->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(s->name); k++)
+            switch_datagram(s, sg_mailbox_get(s->mb));
+        flush(s);
     }
 }
 
@@ -172,19 +261,43 @@ static void arm(struct leader *l, double deadline)
     sg_comm_detach(sg_mailbox_put_init(l->timer, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
 }
 
-static void send_chunk(struct leader *l, uint32_t seq)
+/* A chunk's CPU, send time and timer; the packet itself goes with its run. */
+static void prepare_chunk(struct leader *l, uint32_t seq)
 {
     struct inc *m = l->m;
-    mdl_cpu(m->r->p, m->train * m->r->p->leader_pkt_s);
+    pkt_cpu(m->r, m->train * m->r->p->leader_pkt_s);
     l->sent_at[seq] = simgrid_get_clock();
-    send_pkt(&l->out, l->tor, mdl_msg(MDL_CONTRIB, l->child_index, seq), m->pkt_bytes, m->loss, &l->rng);
     arm(l, l->sent_at[seq] + l->rto);
 }
 
+static void send_run(struct leader *l, uint32_t first, unsigned n)
+{
+    send_pkt(&l->out, l->tor, mdl_msg_run(MDL_CONTRIB, l->child_index, first, n),
+             n * l->m->pkt_bytes, l->m->loss, &l->rng);
+}
+
+static void send_chunk(struct leader *l, uint32_t seq)
+{
+    prepare_chunk(l, seq);
+    send_run(l, seq, 1);
+}
+
+/* Every chunk the window allows; batching, as one datagram (GSO). */
 static void fill_window(struct leader *l)
 {
-    while (l->next < l->m->chunks && (l->next < l->m->window || l->got[l->next - l->m->window]))
-        send_chunk(l, l->next++);
+    uint32_t first = l->next, n = 0;
+    while (l->next < l->m->chunks && (l->next < l->m->window || l->got[l->next - l->m->window])) {
+        prepare_chunk(l, l->next++);
+        if (!l->m->batch) {
+            send_run(l, l->next - 1, 1);
+        } else if (++n == MDL_RUN_MAX) {
+            send_run(l, first, n);
+            first = l->next;
+            n = 0;
+        }
+    }
+    if (n > 0)
+        send_run(l, first, n);
 }
 
 /* The oldest outstanding chunk goes again when overdue, others only when
@@ -219,7 +332,7 @@ static void on_result(struct leader *l, uint32_t seq)
     struct inc *m = l->m;
     if (seq >= m->chunks || l->got[seq])
         return;
-    mdl_cpu(m->r->p, m->train * m->r->p->leader_pkt_s);
+    pkt_cpu(m->r, m->train * (m->r->p->leader_pkt_s + m->chunk_bytes * m->r->p->leader_byte_s));
     double now = simgrid_get_clock();
     l->got[seq] = 1;
     l->n_got++;
@@ -231,24 +344,33 @@ static void on_result(struct leader *l, uint32_t seq)
             l->min_rtt = rtt;
         l->rto = 3 * l->min_rtt > m->r->p->rto_min_s ? 3 * l->min_rtt : m->r->p->rto_min_s;
     }
-    fill_window(l);
+}
+
+static void leader_datagram(struct leader *l, void *msg)
+{
+    if (mdl_kind(msg) == MDL_TICK) {
+        l->armed = false;
+        on_timer(l);
+    } else if (mdl_kind(msg) == MDL_RESULT) {
+        for (unsigned i = 0; i < mdl_count(msg); i++)
+            on_result(l, mdl_seq(msg) + i);
+    }
 }
 
 static void leader_main(int argc, char **argv)
 {
     (void)argc, (void)argv;
     struct leader *l = sg_actor_self_get_data();
+    bool awake = true; /* it starts the call: awake */
     sg_mailbox_set_receiver(l->name);
     fill_window(l);
     while (l->n_got < l->m->chunks) {
-        void *msg = receive(l->m->r->p, l->name, l->mb);
-        if (mdl_kind(msg) == MDL_TICK) {
-            l->armed = false;
-            on_timer(l);
-        } else if (mdl_kind(msg) == MDL_RESULT) {
-            on_result(l, mdl_seq(msg));
-        }
+        leader_datagram(l, receive(l->m->r, l->name, l->mb, &awake, false));
+        for (unsigned k = 1; l->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(l->name); k++)
+            leader_datagram(l, sg_mailbox_get(l->mb));
+        fill_window(l);
     }
+    l->m->r->runnable--; /* its process has left the cores */
     mdl_outq_drain(&l->out);
 }
 
@@ -410,12 +532,15 @@ void mdl_inc_simulate(struct mdl_run *r)
     double chunk = (double)mdl_chunk_bytes(p, sc->bytes);
     struct inc m = {
         .r = r, .window = window, .chunks = (uint32_t)sim, .loss = sc->loss, .train = train,
-        .pkt_bytes = (long)(train * (chunk + MDL_HDR_BYTES)),
+        .pkt_bytes = (long)(train * (chunk + MDL_HDR_BYTES)), .chunk_bytes = chunk,
         .sw_cost = train * (p->sw_chunk_s + chunk * p->sw_byte_s),
+        /* a lost packet is one packet: under loss every packet travels alone */
+        .batch = p->shared_cores > 0 && sc->loss == 0,
     };
     m.done_at = calloc(sim, sizeof(double));
     build(&m, per_node);
     m.t0 = simgrid_get_clock();
+    r->runnable = m.n_leaders + m.n_tors + (m.n_tors > 1);
     launch(&m, per_node);
     simgrid_run();
     /* under loss a chunk may finish after later ones: the call ends with
@@ -431,6 +556,8 @@ void mdl_inc_simulate(struct mdl_run *r)
     r->res->intra_s = op_model_intra(p, r->ppn / per_node, !by_socket && p->sockets > 1 &&
                                                                r->ppn >= p->sockets, sc->bytes);
     r->res->latency_s = net + r->res->intra_s;
+    r->res->cpu_s = r->cpu * (double)trains / (double)sim;
+    r->res->switch_cpu_s = r->switch_cpu * (double)trains / (double)sim;
     r->res->chunks = total;
     r->res->sim_steps = sim * train;
     r->res->retransmissions = m.retransmissions;

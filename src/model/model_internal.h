@@ -23,7 +23,8 @@ const char *mdl_host_of(const struct op_model_platform *p, char kind, int idx, c
                         size_t len);
 /* A cost in seconds of CPU: work that shares the cores of a shared host,
  * else time the actor spends. */
-void mdl_cpu(const struct op_model_platform *p, double seconds);
+struct mdl_run;
+void mdl_cpu(struct mdl_run *r, double seconds);
 
 /* What one simulation needs; lives in the child process. */
 struct mdl_run {
@@ -32,11 +33,36 @@ struct mdl_run {
     const struct op_model_scenario *sc;
     struct op_model_result *res;
     unsigned run_id; /* names this run's mailboxes apart from earlier runs' */
+    unsigned runnable; /* INC on shared cores: leaders and switches not blocked in a receive */
+    double cpu;        /* seconds of CPU spent so far (mdl_cpu) */
+    double switch_cpu; /* of which by the switches */
 };
 
 /* Run inside an initialised SimGrid engine whose platform is loaded. */
 void mdl_inc_simulate(struct mdl_run *r);
 void mdl_host_simulate(struct mdl_run *r);
+
+/* Measurements of this machine with offpath's own tools (measure.c): -1 or
+ * false when a run failed. */
+#define MDL_MEASURE_MAX 16 /* sizes one call measures */
+bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
+                     size_t n, double *us, double *cpu_us, double *sw_cpu_us);
+#define MDL_CELLS_MAX 96 /* (leaders, bytes) cells one round measures */
+bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
+                           const uint64_t *sizes, size_t n, double *us);
+double mdl_measure_hop(const struct op_model_cfg *cfg);
+bool mdl_measure_osu(const struct op_model_cfg *cfg, unsigned nodes, unsigned ppn,
+                     const uint64_t *sizes, size_t n, double *us);
+
+/* SCHED_IDLE spinners that keep every core awake while calibrate and
+ * validate measure (measure.c says why); stop kills and reaps them. */
+#define MDL_WARM_MAX 64
+struct mdl_warm {
+    int pid[MDL_WARM_MAX];
+    unsigned n;
+};
+void mdl_warm_start(struct mdl_warm *w);
+void mdl_warm_stop(struct mdl_warm *w);
 
 /* One cell of the seed's tables and the model's prediction of it. */
 struct mdl_cell {
@@ -48,14 +74,23 @@ struct mdl_cell {
  * rows); 0 and why (line and reason) on a malformed line. */
 size_t mdl_seed_parse(FILE *f, struct mdl_cell *cells, size_t max, char *why, size_t why_len);
 
-/* Actor payloads travel as one word: kind, sender, sequence or step. */
+/* Actor payloads travel as one word: kind (4 bits), a run of n consecutive
+ * sequence numbers or steps (n - 1: 10 bits; a GSO datagram's packets),
+ * sender (18 bits), first sequence number or step (32 bits). */
 enum { MDL_CONTRIB = 1, MDL_RESULT = 2, MDL_TICK = 3, MDL_BUNDLE = 4 };
+#define MDL_RUN_MAX 1024u
+static inline void *mdl_msg_run(unsigned kind, unsigned from, uint32_t seq, unsigned n)
+{
+    return (void *)(uintptr_t)(((uint64_t)kind << 60) | ((uint64_t)((n - 1) & 0x3ffu) << 50) |
+                               ((uint64_t)(from & 0x3ffffu) << 32) | seq);
+}
 static inline void *mdl_msg(unsigned kind, unsigned from, uint32_t seq)
 {
-    return (void *)(uintptr_t)(((uint64_t)kind << 60) | ((uint64_t)(from & 0xfffffffu) << 32) | seq);
+    return mdl_msg_run(kind, from, seq, 1);
 }
 static inline unsigned mdl_kind(void *m) { return (unsigned)((uintptr_t)m >> 60); }
-static inline unsigned mdl_from(void *m) { return (unsigned)(((uintptr_t)m >> 32) & 0xfffffffu); }
+static inline unsigned mdl_count(void *m) { return (unsigned)(((uintptr_t)m >> 50) & 0x3ffu) + 1; }
+static inline unsigned mdl_from(void *m) { return (unsigned)(((uintptr_t)m >> 32) & 0x3ffffu); }
 static inline uint32_t mdl_seq(void *m) { return (uint32_t)(uintptr_t)m; }
 
 /* Sends in flight, kept to be reaped: SimGrid keeps detached comms in a list

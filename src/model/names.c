@@ -4,7 +4,8 @@
 #include "model_internal.h"
 
 static const char *const modes[] = {"host", "node", "socket"};
-static const char *const algs[] = {"ompi", "mpich", "rd", "ring", "rabenseifner", "hier"};
+static const char *const algs[] = {"ompi", "mpich", "rd", "ring", "rabenseifner", "hier",
+                                    "offpath"};
 
 const char *op_model_mode_name(unsigned mode)
 {

@@ -65,7 +65,12 @@ static void here(struct op_model_platform *p)
     p->nic_msg_s = 0;
     p->host_byte_s = NS(0.5);
     p->leader_pkt_s = US(4);
+    p->leader_byte_s = NS(1);
     p->wake_s = US(4);
+    p->sw_wake_s = US(4);
+    p->ctx_s = US(2);
+    p->runq_s = US(2);
+    p->crowd_f = 0.1;
     p->shm_level_s = US(2);
     p->shm_xsock_s = US(2);
     p->shm_byte_s = NS(0.5);

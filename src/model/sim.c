@@ -33,10 +33,12 @@ const char *mdl_host_of(const struct op_model_platform *p, char kind, int idx, c
     return buf;
 }
 
-void mdl_cpu(const struct op_model_platform *p, double seconds)
+void mdl_cpu(struct mdl_run *r, double seconds)
 {
+    const struct op_model_platform *p = r->p;
     if (seconds <= 0)
         return;
+    r->cpu += seconds;
     if (p->shared_cores > 0)
         sg_actor_execute(seconds * 1e9); /* the host runs 1e9 flops a second a core */
     else
@@ -69,6 +71,9 @@ static op_status_t check(const struct op_model_platform *p, unsigned nodes, unsi
                          const struct op_model_scenario *sc, size_t n)
 {
     if (mdl_platform_check(p) != OP_OK || nodes < 1 || nodes > 65536 || ppn < 1 || ppn > 1024)
+        return OP_ERR_INVAL;
+    uint64_t per_tor = (uint64_t)(nodes < p->rack_nodes ? nodes : p->rack_nodes) * p->sockets;
+    if (per_tor > (1u << 18)) /* a child's number in a message */
         return OP_ERR_INVAL;
     for (size_t i = 0; i < n; i++)
         if (sc[i].mode >= OP_MODEL_MODE_COUNT_ || sc[i].alg >= OP_MODEL_ALG_COUNT_ ||

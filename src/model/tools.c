@@ -52,11 +52,11 @@ int op_model_run_simulate(const struct op_model_cfg *cfg, FILE *out)
         if (cfg->json)
             fprintf(out, "{\"platform\": \"%s\", \"nodes\": %u, \"ppn\": %u, \"mode\": \"%s\", "
                          "\"alg\": \"%s\", \"bytes\": %llu, \"loss\": %g, \"latency_us\": %.4f, "
-                         "\"intra_us\": %.4f, \"chunks\": %llu, \"slots\": %u, "
-                         "\"slot_bytes\": %llu, \"retransmissions\": %llu}\n",
+                         "\"intra_us\": %.4f, \"cpu_us\": %.4f, \"chunks\": %llu, "
+                         "\"slots\": %u, \"slot_bytes\": %llu, \"retransmissions\": %llu}\n",
                     cfg->platform.name, cfg->nodes, cfg->ppn, op_model_mode_name(sc[i].mode),
                     op_model_alg_name(cfg->alg), (unsigned long long)sc[i].bytes, cfg->loss,
-                    res[i].latency_s * 1e6, res[i].intra_s * 1e6,
+                    res[i].latency_s * 1e6, res[i].intra_s * 1e6, res[i].cpu_s * 1e6,
                     (unsigned long long)res[i].chunks, res[i].slots,
                     (unsigned long long)res[i].slot_bytes,
                     (unsigned long long)res[i].retransmissions);
@@ -207,4 +207,12 @@ int op_model_run_project(const struct op_model_cfg *cfg, FILE *out)
     free(sc);
     free(res);
     return rc;
+}
+
+int op_model_run_platform(const struct op_model_cfg *cfg, FILE *out)
+{
+    if (mdl_platform_check(&cfg->platform) != OP_OK || cfg->nodes == 0)
+        return 2;
+    mdl_platform_write(&cfg->platform, cfg->nodes, out);
+    return ferror(out) ? 3 : 0;
 }

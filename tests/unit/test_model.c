@@ -69,6 +69,69 @@ static void test_one_switch_is_sum_of_hops(void **state)
     }
 }
 
+/* The CPU a call costs is the sum of its per-packet costs: each leader
+ * sends and takes one packet, the switch works on each contribution. */
+static void test_cpu_is_sum_of_packet_costs(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    costly_switch(&p);
+    struct op_model_result r;
+    sim1(&p, 6, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 64}, &r);
+    NEAR(r.cpu_s, 6 * (2 * p.leader_pkt_s + p.sw_chunk_s + 64 * p.sw_byte_s));
+}
+
+/* This machine's emulation batches (GRO in, GSO out): a window's packets
+ * leave a leader as one datagram and a switch's wake sends its results as
+ * one, so a wake-up is paid per datagram, not per packet. Without loss a
+ * window of 32 chunks at 2 leaders wakes a handful of times, not 32 x 3. */
+static void test_shared_cores_batch_wakeups(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
+    p.crowd_f = 0;
+    p.wake_s = p.sw_wake_s = 10e-6;
+    struct op_model_result r;
+    uint64_t bytes = (uint64_t)p.window * p.max_data;
+    sim1(&p, 2, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes}, &r);
+    assert_true(r.cpu_s >= 3 * p.wake_s - 1e-12); /* each process woke at least once */
+    assert_true(r.cpu_s <= 8 * p.wake_s + 1e-12);
+    /* crowded: 8 leaders and a switch on 2 cores pay ctx_s on top of some wakes */
+    p.ctx_s = 5e-6;
+    struct op_model_result crowded;
+    sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 4}, &crowded);
+    p.ctx_s = 0;
+    sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 4}, &r);
+    assert_true(crowded.cpu_s > r.cpu_s + p.wake_s / 2);
+    assert_true(crowded.latency_s > r.latency_s);
+}
+
+/* offpath's host path: recursive doubling below 32 KiB, the ring from it. */
+static void test_offpath_host_rule(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    unsigned alg;
+    assert_int_equal(op_model_alg_parse("offpath", &alg), OP_OK);
+    assert_int_equal(alg, OP_MODEL_ALG_OFFPATH);
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = alg, .bytes = 16384};
+    struct op_model_scenario ref = sc;
+    ref.alg = OP_MODEL_ALG_RD;
+    NEAR(sim1(&p, 8, 1, sc, NULL), sim1(&p, 8, 1, ref, NULL));
+    sc.bytes = ref.bytes = 65536;
+    ref.alg = OP_MODEL_ALG_RING;
+    NEAR(sim1(&p, 8, 1, sc, NULL), sim1(&p, 8, 1, ref, NULL));
+}
+
 static void test_two_levels_add_spine_hops(void **state)
 {
     (void)state;
@@ -349,6 +412,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_switch_is_sum_of_hops),
+        cmocka_unit_test(test_cpu_is_sum_of_packet_costs),
+        cmocka_unit_test(test_shared_cores_batch_wakeups),
+        cmocka_unit_test(test_offpath_host_rule),
         cmocka_unit_test(test_two_levels_add_spine_hops),
         cmocka_unit_test(test_window_streams_large_messages),
         cmocka_unit_test(test_ring_closed_form),
