@@ -10,7 +10,9 @@
  * BACKEND: udp:EP, xdp:IF[@N]:EP (af_xdp steering EP's datagrams, N
  * queues), xdpall:IF[@N]:EP (af_xdp on the whole port, served by
  * op_io_frames_serve: ARP/NDP answered here), dpdk:VDEV:EP (a DPDK queue,
- * served the same); EP is ADDR:PORT or [ADDR6]:PORT.
+ * served the same); EP is ADDR:PORT or [ADDR6]:PORT. `reflect FRAMES ADDR`
+ * (frames:IF or dpdkframes:VDEV:EP) is a frame engine on the loop that
+ * answers ARP/NDP for ADDR and sends UDP to it back, as an echo.
  * Exit 0 and a line "contract ok ..." when every check held; otherwise
  * the first broken promise and exit 1. Every wait is bounded. */
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "offpath/io.h"
+#include "offpath/loop.h"
 
 #define MAGIC 0x0c0a7ac7u
 #define STOP 0xffffffffu
@@ -51,8 +54,9 @@ static bool split_place(const char *spec, char *place, size_t cap, struct op_end
 }
 
 
-/* One lcore, no hugepages, no PCI: the vdev is the port. */
-static op_status_t open_dpdk(const char *spec, struct op_io **io)
+/* One lcore, no hugepages, no PCI: the vdev is the port; its queue served
+ * (payloads) or not (frames). */
+static op_status_t open_dpdk(const char *spec, bool serve, struct op_io **io)
 {
     char vdev[256], arg[300], prefix[64], err[256];
     struct op_endpoint e;
@@ -73,8 +77,10 @@ static op_status_t open_dpdk(const char *spec, struct op_io **io)
         fprintf(stderr, "io_contract: %s\n", err);
         return st;
     }
-    if ((st = op_io_dpdk_queue_open(dpdk_port, 0, &frames)) != OP_OK)
+    if ((st = op_io_dpdk_queue_open(dpdk_port, 0, &frames)) != OP_OK || !serve) {
+        *io = frames;
         return st;
+    }
     if ((st = op_io_frames_serve(frames, &e.addr, e.port, io)) != OP_OK)
         op_io_close(frames);
     return st;
@@ -86,7 +92,9 @@ static op_status_t open_backend(const char *spec, struct op_io **io)
 {
 #ifdef OP_HAVE_DPDK
     if (strncmp(spec, "dpdk:", 5) == 0)
-        return open_dpdk(spec + 5, io);
+        return open_dpdk(spec + 5, true, io);
+    if (strncmp(spec, "dpdkframes:", 11) == 0)
+        return open_dpdk(spec + 11, false, io);
 #endif
     struct op_io_spec s;
     char why[160];
@@ -165,6 +173,84 @@ static int echo(struct op_io *io)
     printf("echo done, %llu echoed\n", (unsigned long long)echoed);
     report(io);
     op_pktbuf_free(&b);
+    return 0;
+}
+
+/* ---- reflect: a frame engine on the loop (frames set) over a frame
+ * backend, answering ARP/NDP/echo for addr itself and sending every UDP
+ * frame to addr back where it came from in the same buffer (op_frameq_put),
+ * until the stop datagram: what a switch port's engine does, on a link. */
+struct reflector {
+    struct op_addr addr;
+    uint8_t mac[6];
+    uint64_t reflected, answered, not_ours;
+    bool stop;
+};
+
+static bool reflect_one(struct reflector *r, struct op_frame *f, struct op_frameq *out)
+{
+    const struct op_frame_info *in = &f->info;
+    size_t hdr = op_udp_frame_hdr_len(r->addr.family);
+    if (in->udp != OP_FRAME_OK || !op_addr_eq(&in->flow.dst, &r->addr) ||
+        in->payload_off != hdr)
+        return false; /* IPv4 options too: not ours to rewrite */
+    uint32_t magic = 0;
+    if (in->payload_len >= 4)
+        memcpy(&magic, f->data + in->payload_off, 4);
+    r->stop |= magic == STOP;
+    struct op_flow back = op_flow_reverse(&in->flow);
+    struct op_frame_l2 l2 = {.tos = 0};
+    memcpy(l2.src_mac, r->mac, 6);
+    memcpy(l2.dst_mac, in->src_mac, 6);
+    /* new headers over the old ones: the payload does not move */
+    f->len = (uint32_t)op_udp_frame_headers(f->data, &back, &l2, in->payload_len);
+    op_frameq_put(out, f);
+    r->reflected++;
+    return true;
+}
+
+static void reflect_frames(void *eng, struct op_frame *f, int n, uint64_t now,
+                           struct op_frameq *out)
+{
+    struct reflector *r = eng;
+    (void)now;
+    for (int i = 0; i < n; i++) {
+        if (reflect_one(r, &f[i], out))
+            continue;
+        struct op_frame *a = op_frameq_next(out);
+        memcpy(a->data, f[i].data, f[i].len);
+        a->len = (uint32_t)op_frame_control_reply(a->data, f[i].len, OP_IO_BUF_SIZE, &r->addr,
+                                                  r->mac);
+        if (a->len > 0) {
+            op_frameq_commit(out);
+            r->answered++;
+        } else {
+            r->not_ours++;
+        }
+    }
+}
+
+static const struct op_engine_ops reflector_ops = {.name = "reflect",
+                                                   .input_frames = reflect_frames};
+
+static int reflect(struct op_io *io, const struct op_addr *addr)
+{
+    struct reflector r = {.addr = *addr};
+    struct op_loop *l = NULL;
+    struct op_loop_config c = {.io = io, .frames = true};
+    if (op_io_local_mac(io, r.mac) != OP_OK || op_loop_create(&c, &l) != OP_OK ||
+        op_loop_add(l, &reflector_ops, &r) != OP_OK) {
+        op_loop_destroy(l);
+        return fail("a frame backend is needed to reflect");
+    }
+    uint64_t end = op_now_ns() + 60 * OP_NS_PER_S;
+    while (!r.stop && op_now_ns() < end)
+        (void)op_loop_run_once(l, op_now_ns() + 100 * OP_NS_PER_MS);
+    op_loop_destroy(l);
+    printf("reflect done, reflected=%llu answered=%llu not_ours=%llu\n",
+           (unsigned long long)r.reflected, (unsigned long long)r.answered,
+           (unsigned long long)r.not_ours);
+    report(io);
     return 0;
 }
 
@@ -251,13 +337,17 @@ int main(int argc, char **argv)
 {
     struct op_io *io = NULL;
     struct op_endpoint peer;
+    struct op_addr addr;
     bool is_probe = argc == 4 && strcmp(argv[1], "probe") == 0;
-    if (!(argc == 3 && strcmp(argv[1], "echo") == 0) && !is_probe) {
-        fprintf(stderr, "usage: io_contract echo BACKEND | probe BACKEND PEER\n");
+    bool is_reflect = argc == 4 && strcmp(argv[1], "reflect") == 0;
+    if (!(argc == 3 && strcmp(argv[1], "echo") == 0) && !is_probe && !is_reflect) {
+        fprintf(stderr, "usage: io_contract echo BACKEND | probe BACKEND PEER | "
+                        "reflect FRAME_BACKEND ADDR\n");
         return 2;
     }
-    if (is_probe && !op_endpoint_parse(argv[3], &peer)) {
-        fprintf(stderr, "io_contract: bad PEER '%s'\n", argv[3]);
+    if ((is_probe && !op_endpoint_parse(argv[3], &peer)) ||
+        (is_reflect && !op_addr_parse(argv[3], &addr))) {
+        fprintf(stderr, "io_contract: bad PEER or ADDR '%s'\n", argv[3]);
         return 2;
     }
     op_status_t st = open_backend(argv[2], &io);
@@ -270,7 +360,7 @@ int main(int argc, char **argv)
         printf("echo ready\n"); /* the test starts the probe on this line */
         fflush(stdout);
     }
-    int rc = is_probe ? probe(io, &peer) : echo(io);
+    int rc = is_probe ? probe(io, &peer) : is_reflect ? reflect(io, &addr) : echo(io);
     op_io_close(io);
 #ifdef OP_HAVE_DPDK
     if (dpdk_port != NULL) {

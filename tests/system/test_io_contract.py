@@ -161,6 +161,27 @@ def test_whole_ports_answer_for_themselves(veth, kind):
         assert counter(probe, "tx_unresolved") == 0
 
 
+# A frame engine on the loop (io_contract reflect): the whole port's frames
+# through src/loop's frame mode, ARP/NDP answered by the engine, every UDP
+# frame sent back in its own buffer; the udp probe's contract holds.
+@pytest.mark.parametrize("backend,v6", [("frames", False), ("frames", True),
+                                        ("dpdkframes", False)])
+def test_frame_engine_on_the_loop(veth, backend, v6):
+    if backend == "dpdkframes" and not have_dpdk():
+        pytest.skip("io_contract built without DPDK")
+    ipb = veth.ip6b if v6 else veth.ipb
+    spec = (f"frames:{veth.vb}" if backend == "frames"
+            else f"dpdkframes:net_af_xdp0,iface={veth.vb}:{endpoint(veth, 'b', v6)}")
+    echo_out = []
+    out = contract(in_ns(veth.b, CONTRACT, "reflect", spec, ipb),
+                   in_ns(veth.a, CONTRACT, "probe", SPEC["udp"](veth.va, endpoint(veth, "a", v6)),
+                         endpoint(veth, "b", v6)), echo_out)
+    assert "contract ok" in out
+    assert counter(echo_out[0], "answered") >= 1  # the peer's kernel asked us
+    assert counter(echo_out[0], "reflected") >= 1 + 7 + 64 + 200
+    assert not veth.has_xdp(veth.b, veth.vb)
+
+
 MANY_PORTS = """
 import socket, sys
 src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
