@@ -155,25 +155,20 @@ static uint64_t release_at(const struct fault_io *f, uint64_t now)
     return f->cfg.delay_us != 0 ? now + f->cfg.delay_us * OP_NS_PER_US : 0;
 }
 
-static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
+/* n packets (or frames, as packets: frame[i] set) through inject; what the
+ * caller may count as sent: n less what inner or the queue could not take. */
+static int inject_all(struct fault_io *f, const struct op_pkt *pkts, const struct op_frame *fr,
+                      int n)
 {
-    struct fault_io *f = fault_of(io);
-    uint64_t now = op_now_ns(), release = release_at(f, now);
-    f->lost = 0;
-    for (int i = 0; i < n; i++)
-        inject(f, &pkts[i], false, now, release);
-    flush(f);
-    return f->lost < n ? n - f->lost : 0;
-}
-
-/* Frames as packets whose flow is their IP header's (a link down to an
- * address drops what goes to it). */
-static int fault_send_frames(struct op_io *io, const struct op_frame *fr, int n)
-{
-    struct fault_io *f = fault_of(io);
     uint64_t now = op_now_ns(), release = release_at(f, now);
     f->lost = 0;
     for (int i = 0; i < n; i++) {
+        if (fr == NULL) {
+            inject(f, &pkts[i], false, now, release);
+            continue;
+        }
+        /* a frame's flow is its IP header's: a link down to an address
+         * drops what goes to it */
         struct op_frame_info in;
         (void)op_frame_parse(fr[i].data, fr[i].len, &in);
         struct op_pkt p = {.flow = in.flow, .len = fr[i].len, .data = fr[i].data};
@@ -181,6 +176,16 @@ static int fault_send_frames(struct op_io *io, const struct op_frame *fr, int n)
     }
     flush(f);
     return f->lost < n ? n - f->lost : 0;
+}
+
+static int fault_send(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    return inject_all(fault_of(io), pkts, NULL, n);
+}
+
+static int fault_send_frames(struct op_io *io, const struct op_frame *fr, int n)
+{
+    return inject_all(fault_of(io), NULL, fr, n);
 }
 
 static int fault_recv_frames(struct op_io *io, struct op_frame *fr, int max)

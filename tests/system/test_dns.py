@@ -1055,6 +1055,21 @@ def test_rtc_real_time_lcore_yields(veth, tmp_path):
 SRV_IP6, CLI_IP6 = "2001:db8:15::1", "2001:db8:15::2"
 
 
+def ipv6_and_socket_answers(port, tmp_path):
+    """IPv6 addresses on both ends of the veth, and the socket model's
+    answers over IPv4 (UDP, then TCP): what the other models must give."""
+    for ns, addr in ((SRV_NS, SRV_IP6), (CLI_NS, CLI_IP6)):
+        dev = SRV_IF if ns == SRV_NS else CLI_IF
+        subprocess.run(["ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad"],
+                       check=True, timeout=30)
+    p = start_in_srv("socket", port, tmp_path)
+    try:
+        return (in_client_ns("--dump", SRV_IP, str(port)),
+                in_client_ns("--dump-tcp", SRV_IP, str(port)))
+    finally:
+        stop_json(p)
+
+
 def test_dpdk_models_dual_stack(veth, tmp_path):
     """rtc and pipeline on an IPv4 and an IPv6 address at once (--listen
     twice): the UDP query set asked over IPv6 gets the socket model's
@@ -1064,17 +1079,8 @@ def test_dpdk_models_dual_stack(veth, tmp_path):
     kernel socket each: the truncated answers are asked again over TCP on
     each); the counters balance, the IPv6 frames counted."""
     need_dpdk()
-    for ns, addr in ((SRV_NS, SRV_IP6), (CLI_NS, CLI_IP6)):
-        dev = SRV_IF if ns == SRV_NS else CLI_IF
-        subprocess.run(["ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad"],
-                       check=True, timeout=30)
     port = 53
-    p = start_in_srv("socket", port, tmp_path)
-    try:
-        want = in_client_ns("--dump", SRV_IP, str(port))
-        want_tcp = in_client_ns("--dump-tcp", SRV_IP, str(port))
-    finally:
-        stop_json(p)
+    want, want_tcp = ipv6_and_socket_answers(port, tmp_path)
     for model, listen in (("rtc", (SRV_IP, SRV_IP6)), ("pipeline", (SRV_IP6, SRV_IP))):
         p = start_in_srv(model, port, tmp_path, listen=listen)
         try:
@@ -1102,17 +1108,8 @@ def test_xdp_model_ipv6(veth, tmp_path):
     through the AF_XDP socket gets the socket model's answers (asked over
     IPv4), the truncated ones again over TCP through the kernel; the
     kernel beside it answers neighbour solicitations; counters balance."""
-    for ns, addr in ((SRV_NS, SRV_IP6), (CLI_NS, CLI_IP6)):
-        dev = SRV_IF if ns == SRV_NS else CLI_IF
-        subprocess.run(["ip", "-n", ns, "addr", "add", f"{addr}/64", "dev", dev, "nodad"],
-                       check=True, timeout=30)
     port = 53
-    p = start_in_srv("socket", port, tmp_path)
-    try:
-        want = in_client_ns("--dump", SRV_IP, str(port))
-        want_tcp = in_client_ns("--dump-tcp", SRV_IP, str(port))
-    finally:
-        stop_json(p)
+    want, want_tcp = ipv6_and_socket_answers(port, tmp_path)
     p = start_in_srv("xdp", port, tmp_path, listen=(SRV_IP6,))
     try:
         assert in_client_ns("--dump", SRV_IP6, str(port)) == want
