@@ -85,14 +85,26 @@ enum op_gpu_api { OP_GPU_API_OPENCL, OP_GPU_API_VULKAN };
 OP_API const char *op_gpu_api_str(enum op_gpu_api api); /* "opencl", "vulkan" */
 OP_API const char *op_gpu_api_title(enum op_gpu_api api); /* "OpenCL", "Vulkan" */
 
+/* Where the shared memory lives (Vulkan; OpenCL's SVM is placed by its
+ * driver and takes AUTO only). On a discrete GPU, DEVICE is its memory seen
+ * through the BAR (the device's stores are local, the host's reads cross
+ * PCIe uncached); HOST is system memory the device reaches over PCIe (the
+ * host engine reads it from its caches). AUTO: a type the host caches
+ * (device-local too where one is, as on integrated GPUs and lavapipe),
+ * else device-local, else any host-visible coherent type. */
+enum op_gpu_mem { OP_GPU_MEM_AUTO, OP_GPU_MEM_DEVICE, OP_GPU_MEM_HOST };
+OP_API const char *op_gpu_mem_str(enum op_gpu_mem mem); /* "auto", "device", "host" */
+
 struct op_gpu_dev;
 /* OpenCL: platform and device indices as perftest's --use_opencl=<p>,<d>;
  * Vulkan: platform 0, device the physical device's index. Refused with
  * OP_ERR_UNSUPPORTED when the API is missing (no platform or device, or
- * built without it) or the device lacks what the queue needs: why names
- * what (tests skip on "no OpenCL platform" / "no Vulkan device"). */
+ * built without it) or the device lacks what the queue needs (or a memory
+ * type of the placement asked for): why names what (tests skip on "no
+ * OpenCL platform" / "no Vulkan device"). */
 OP_API op_status_t op_gpu_open(enum op_gpu_api api, unsigned platform, unsigned device,
-                               struct op_gpu_dev **out, char *why, size_t why_len);
+                               enum op_gpu_mem mem, struct op_gpu_dev **out, char *why,
+                               size_t why_len);
 OP_API void op_gpu_close(struct op_gpu_dev *dev);
 OP_API enum op_gpu_api op_gpu_dev_api(const struct op_gpu_dev *dev);
 OP_API const char *op_gpu_device_name(const struct op_gpu_dev *dev); /* "llvmpipe (...)" */

@@ -92,6 +92,7 @@ struct op_perf_config {
         /* --slots: the source and target slots of -s bytes the writes cycle
          * over; 0: one per work-item (up to OP_PERF_GPU_TARGET_MAX bytes) */
         uint32_t slots;
+        enum op_gpu_mem mem; /* --gpu_memory: where the shared memory lives */
     } gpu;
 };
 

@@ -18,7 +18,7 @@ struct perf_cli {
 enum { O_REPORT_GBITS = 256, O_TCLASS, O_OUT_JSON, O_OUT_JSON_FILE, O_OUTPUT, O_USE_CUDA,
        O_LOSS, O_LOSS_SEED, O_RETRY, O_LOG_LEVEL, O_NO_PROGRESS, O_XDP, O_PCAP, O_THREADS,
        O_MODE, O_USE_OPENCL, O_BAD_RKEY, O_GPU_TOUCH, O_CPU_WRITES, O_USE_VULKAN, O_API, O_SLOTS,
-       O_DEVICE, O_INFINITE, O_SRQ, O_CLIENTS };
+       O_DEVICE, O_INFINITE, O_SRQ, O_CLIENTS, O_GPU_MEMORY };
 
 /* Flag helpers (perf_cmd.c): false after reporting a bad value. */
 bool set_u32(const struct perf_cli *p, const char *flag, const char *val, uint64_t min,

@@ -27,7 +27,8 @@ static const struct option options[] = {
     {"cpu_writes", 1, 0, O_CPU_WRITES}, {"slots", 1, 0, O_SLOTS}, {"use_vulkan", 1, 0, O_USE_VULKAN},
     {"api", 1, 0, O_API}, {"device", 1, 0, O_DEVICE}, {"atomic_type", 1, 0, 'A'},
     {"run_infinitely", 0, 0, O_INFINITE}, {"use_srq", 0, 0, O_SRQ},
-    {"clients", 1, 0, O_CLIENTS}, {"rdma_cm", 0, 0, 'R'}, {0, 0, 0, 0}};
+    {"clients", 1, 0, O_CLIENTS}, {"rdma_cm", 0, 0, 'R'}, {"gpu_memory", 1, 0, O_GPU_MEMORY},
+    {0, 0, 0, 0}};
 
 static bool parse_size(const struct perf_cli *p, const char *val, uint64_t *out)
 {
@@ -156,6 +157,7 @@ static bool set_option(struct perf_cli *p, int opt, const char *val)
     case O_API:
     case O_DEVICE:
     case O_GPU_TOUCH:
+    case O_GPU_MEMORY:
     case O_THREADS:
     case O_MODE:
     case O_CPU_WRITES:

@@ -100,6 +100,14 @@ bool perf_gpu_flag(struct perf_cli *p, int opt, const char *val)
         c->gpu.touch = v == 0 ? OP_PERF_TOUCH_ONCE : OP_PERF_TOUCH_INFINITE;
         return true;
     }
+    case O_GPU_MEMORY: {
+        static const char *const where[] = {"auto", "device", "host"};
+        int v;
+        if (!set_choice(p, "--gpu_memory", val, where, 3, &v))
+            return false;
+        c->gpu.mem = (enum op_gpu_mem)v;
+        return true;
+    }
     default: return set_gpu_option(p, opt, val);
     }
 }

@@ -870,7 +870,7 @@ static op_status_t load_one(struct op_dns_zones *zs, const char *file, const cha
                             struct op_dns_load_err *err)
 {
     struct dns_zone z = {0};
-    uint8_t o[OP_DNS_NAME_MAX];
+    uint8_t o[OP_DNS_NAME_MAX] = {0}; /* -O3 cannot see that olen 0 means unread */
     size_t olen = 0;
     if (origin != NULL && !origin_of(origin, o, &olen, err))
         return OP_ERR_INVAL;

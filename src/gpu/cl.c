@@ -101,9 +101,13 @@ static void cl_close(void *impl)
     free(cl);
 }
 
-static op_status_t cl_open(unsigned platform, unsigned device, void **impl, char *why,
-                           size_t why_len)
+static op_status_t cl_open(unsigned platform, unsigned device, enum op_gpu_mem mem, void **impl,
+                           char *why, size_t why_len)
 {
+    if (mem != OP_GPU_MEM_AUTO)
+        return opg_refuse(why, why_len, OP_ERR_INVAL,
+                          "OpenCL places fine-grained SVM itself: memory placement '%s' is "
+                          "Vulkan's", op_gpu_mem_str(mem));
     struct cl_dev *cl = calloc(1, sizeof(*cl));
     if (cl == NULL)
         return OP_ERR_NOMEM;

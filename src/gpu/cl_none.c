@@ -1,11 +1,12 @@
 /* Built without OpenCL: the engine and Vulkan work, OpenCL says why not. */
 #include "gpu_int.h"
 
-static op_status_t none_open(unsigned platform, unsigned device, void **impl, char *why,
-                             size_t len)
+static op_status_t none_open(unsigned platform, unsigned device, enum op_gpu_mem mem,
+                             void **impl, char *why, size_t len)
 {
     (void)platform;
     (void)device;
+    (void)mem;
     *impl = NULL;
     return opg_refuse(why, len, OP_ERR_UNSUPPORTED,
                       "no OpenCL platform: offpath was built without OpenCL (install "

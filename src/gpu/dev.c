@@ -40,8 +40,14 @@ const char *op_gpu_api_title(enum op_gpu_api api)
     return api == OP_GPU_API_VULKAN ? "Vulkan" : "OpenCL";
 }
 
+const char *op_gpu_mem_str(enum op_gpu_mem mem)
+{
+    static const char *const names[] = {"auto", "device", "host"};
+    return (unsigned)mem < 3 ? names[mem] : "?";
+}
+
 op_status_t op_gpu_open(enum op_gpu_api api, unsigned platform, unsigned device,
-                        struct op_gpu_dev **out, char *why, size_t why_len)
+                        enum op_gpu_mem mem, struct op_gpu_dev **out, char *why, size_t why_len)
 {
     *out = NULL;
     if ((unsigned)api >= OP_GPU_API_COUNT)
@@ -51,7 +57,7 @@ op_status_t op_gpu_open(enum op_gpu_api api, unsigned platform, unsigned device,
         return OP_ERR_NOMEM;
     d->be = backends[api];
     d->api = api;
-    op_status_t st = d->be->open(platform, device, &d->impl, why, why_len);
+    op_status_t st = d->be->open(platform, device, mem, &d->impl, why, why_len);
     if (st != OP_OK) {
         free(d);
         return st;

@@ -29,7 +29,8 @@ struct opg_args {
 };
 
 struct opg_backend {
-    op_status_t (*open)(unsigned platform, unsigned device, void **impl, char *why, size_t len);
+    op_status_t (*open)(unsigned platform, unsigned device, enum op_gpu_mem mem, void **impl,
+                        char *why, size_t len);
     void (*close)(void *impl);
     const char *(*device_name)(const void *impl);
     const char *(*driver_name)(const void *impl);

@@ -21,6 +21,7 @@ struct vk_dev {
     VkQueue q;
     uint32_t qfam;
     uint32_t mem_type;
+    enum op_gpu_mem placement;
     bool timestamps;     /* the queue writes timestamps: device time per dispatch */
     double ns_per_tick;  /* timestampPeriod */
     VkShaderModule mod[3]; /* by enum opg_kernel */

@@ -137,6 +137,8 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
     if (c->gpu.touch != OP_PERF_TOUCH_NONE && !c->gpu.use_gpu)
         return perf_refuse(why, len,
                            "--gpu_touch needs --use_opencl or --use_vulkan (the buffers it reads)");
+    if (c->gpu.mem != OP_GPU_MEM_AUTO && !c->gpu.use_gpu && !c->gpu.threads)
+        return perf_refuse(why, len, "--gpu_memory needs --use_vulkan (the buffers it places)");
     if (c->gpu.threads) {
         op_status_t st = check_gpu(c, why, len);
         if (st != OP_OK)

@@ -135,10 +135,10 @@ static void fill_pattern(uint8_t *p, size_t n)
  * registers and reads and writes like host memory. */
 static op_status_t open_gpu(struct perf_ep *ep, char *why, size_t len)
 {
-    char cause[200];
+    char cause[256];
     const struct op_perf_config *c = ep->cfg;
-    if (op_gpu_open(c->gpu.api, c->gpu.platform, c->gpu.device, &ep->gdev, cause,
-                    sizeof cause) == OP_OK)
+    if (op_gpu_open(c->gpu.api, c->gpu.platform, c->gpu.device, c->gpu.mem, &ep->gdev,
+                    cause, sizeof cause) == OP_OK)
         return OP_OK;
     if (c->gpu.api == OP_GPU_API_VULKAN)
         return perf_refuse(why, len, "--use_vulkan=%u: %s", c->gpu.device, cause);

@@ -50,11 +50,12 @@ static uint32_t queue_depth(uint32_t threads)
 static op_status_t open_device(const struct op_perf_config *c, struct op_gpu_dev **dev,
                                char *why, size_t len)
 {
-    char cause[OP_GPU_API_COUNT][200];
+    char cause[OP_GPU_API_COUNT][256];
     for (unsigned a = 0; a < OP_GPU_API_COUNT; a++) {
         enum op_gpu_api api = c->gpu.api_given ? c->gpu.api : (enum op_gpu_api)a;
         unsigned platform = api == OP_GPU_API_OPENCL ? c->gpu.platform : 0;
-        if (op_gpu_open(api, platform, c->gpu.device, dev, cause[a], sizeof cause[a]) == OP_OK)
+        if (op_gpu_open(api, platform, c->gpu.device, c->gpu.mem, dev, cause[a],
+                        sizeof cause[a]) == OP_OK)
             return OP_OK;
         if (c->gpu.api_given)
             return perf_refuse(why, len, "--api %s --device %u: %s", op_gpu_api_str(api),

@@ -137,6 +137,31 @@ def test_slots_flag_errors():
     assert client[0] != 0 and "disagree on --slots" in client[2], client
 
 
+@pytest.mark.parametrize("placement", ["device", "host"])
+def test_vulkan_memory_placement(placement):
+    """--gpu_memory: the run is checked byte for byte where `gpu list` names a
+    memory type for the placement, and refused naming it where it names none
+    (lavapipe's one type is device-local: 'host' is refused here; a discrete
+    GPU has both)."""
+    import subprocess
+    listed = json.loads(subprocess.run([BIN, "gpu", "list", "--json"], capture_output=True,
+                                       text=True, timeout=60).stdout)["devices"]
+    vk = [d for d in listed if d["api"] == "vulkan" and d["device"] == 0 and d["can_run_queue"]]
+    if not vk:
+        pytest.skip("no Vulkan device")
+    server, client = run_pair(["--threads", 64, "--mode", "batch", "-s", 4096, "-n", 20],
+                              client_args=["--gpu_memory", placement], api="vulkan")
+    if f"{placement}: -" in vk[0]["memory"]:
+        assert client[0] != 0 and f"memory placement '{placement}'" in client[2], client
+        return
+    check_ok(server, "server")
+    check_ok(client, "client")
+    assert bw_rows(client[1])[0][:2] == ["4096", "20"]
+    r = subprocess.run([BIN, "ib_write_bw", "--gpu_memory", placement, "127.0.0.1"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--gpu_memory needs --use_vulkan" in r.stderr, r.stderr
+
+
 def test_flags_belong_to_gpunetio():
     import subprocess
     r = subprocess.run([BIN, "ib_write_bw", "--threads", "8"], capture_output=True, text=True,

@@ -344,7 +344,7 @@ static struct op_gpu_dev *open_dev(void **state)
     enum op_gpu_api api = *(enum op_gpu_api *)*state;
     char why[256];
     struct op_gpu_dev *dev = NULL;
-    op_status_t st = op_gpu_open(api, 0, 0, &dev, why, sizeof why);
+    op_status_t st = op_gpu_open(api, 0, 0, OP_GPU_MEM_AUTO, &dev, why, sizeof why);
     if (st == OP_ERR_UNSUPPORTED &&
         (strstr(why, "no OpenCL platform") != NULL || strstr(why, "no Vulkan device") != NULL))
         return NULL;
@@ -599,7 +599,7 @@ static void test_open_refuses_and_lists(void **state)
     enum op_gpu_api api = op_gpu_dev_api(dev);
     char why[256];
     struct op_gpu_dev *other = NULL;
-    assert_int_equal(op_gpu_open(api, 0, 15, &other, why, sizeof why), OP_ERR_INVAL);
+    assert_int_equal(op_gpu_open(api, 0, 15, OP_GPU_MEM_AUTO, &other, why, sizeof why), OP_ERR_INVAL);
     assert_null(other);
     assert_non_null(strstr(why, "device 15: out of range"));
     if (api == OP_GPU_API_VULKAN) { /* OpenCL takes any pointer as an SVM argument */
@@ -622,6 +622,51 @@ static void test_open_refuses_and_lists(void **state)
     op_gpu_close(dev);
 }
 
+/* --gpu_memory: OpenCL refuses any placement but its own; a Vulkan
+ * placement opens exactly when `gpu list` names a type for it, and memory
+ * from it holds what the host writes. */
+static void test_memory_placement(void **state)
+{
+    OPEN_OR_SKIP(dev);
+    enum op_gpu_api api = op_gpu_dev_api(dev);
+    op_gpu_close(dev);
+    struct op_gpu_info info[16];
+    int n = op_gpu_list(info, 16);
+    const char *memory = NULL;
+    for (int i = 0; i < n && i < 16; i++)
+        if (info[i].api == api && info[i].device == 0 && info[i].platform == 0)
+            memory = info[i].memory;
+    assert_non_null(memory);
+    for (int m = OP_GPU_MEM_DEVICE; m <= OP_GPU_MEM_HOST; m++) {
+        char why[256], refused[32];
+        struct op_gpu_dev *d = NULL;
+        op_status_t st = op_gpu_open(api, 0, 0, (enum op_gpu_mem)m, &d, why, sizeof why);
+        snprintf(refused, sizeof refused, "%s: -", op_gpu_mem_str((enum op_gpu_mem)m));
+        if (api == OP_GPU_API_OPENCL) {
+            assert_int_equal(st, OP_ERR_INVAL);
+            assert_non_null(strstr(why, "is Vulkan's"));
+            continue;
+        }
+        if (strstr(memory, refused) != NULL) {
+            assert_int_equal(st, OP_ERR_UNSUPPORTED);
+            char placement[48];
+            snprintf(placement, sizeof placement, "memory placement '%s'",
+                     op_gpu_mem_str((enum op_gpu_mem)m));
+            assert_non_null(strstr(why, placement));
+            assert_null(d);
+            continue;
+        }
+        assert_int_equal(st, OP_OK);
+        uint8_t *p = op_gpu_alloc(d, 4096);
+        assert_non_null(p);
+        memset(p, 0x5a, 4096);
+        for (int i = 0; i < 4096; i++)
+            assert_int_equal(p[i], 0x5a);
+        op_gpu_free(d, p);
+        op_gpu_close(d);
+    }
+}
+
 #define PER_API(t) cmocka_unit_test_prestate(t, &api_opencl), cmocka_unit_test_prestate(t, &api_vulkan)
 
 int main(void)
@@ -635,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_engine_backpressure),
         cmocka_unit_test(test_engine_mixed_with_cpu_posts),
         PER_API(test_open_refuses_and_lists),
+        PER_API(test_memory_placement),
         PER_API(test_kernel_posts),
         PER_API(test_kernel_posts_1mib),
         PER_API(test_kernel_mixed_with_cpu_posts),
