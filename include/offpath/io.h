@@ -225,6 +225,13 @@ struct op_frame {
     uint8_t *data;
     uint32_t len;
     uint16_t queue; /* received on; sent on queue % the backend's queues */
+    /* bytes writable at data (an answer built in place): OP_IO_BUF_SIZE
+     * for the caller's buffers, the buffer's own room for a lent one */
+    uint32_t room;
+    /* Non-NULL: the backend's own buffer, lent by op_io_recv_frames_lent;
+     * it goes back by op_io_send_frames on the same backend (sent as it is:
+     * no copy) or op_io_release_frames. */
+    void *lent;
     struct op_frame_info info; /* receive: op_frame_parse's view */
 };
 /* Non-blocking: frames read (0 none) or -errno (-EOPNOTSUPP: a backend of
@@ -233,6 +240,14 @@ OP_API int op_io_recv_frames(struct op_io *io, struct op_frame *f, int max);
 /* Frames sent; the rest are counted drops (tx_drops). */
 OP_API int op_io_send_frames(struct op_io *io, const struct op_frame *f, int n);
 OP_API bool op_io_has_frames(const struct op_io *io);
+/* Receive without a copy where the backend can lend its buffers (a DPDK
+ * queue's mbufs: op_io_lends_frames): data, room and lent are the
+ * backend's, whatever f held. Elsewhere the same as op_io_recv_frames into
+ * the caller's buffers (lent NULL). Every lent frame goes back exactly once,
+ * sent or released. */
+OP_API int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max);
+OP_API void op_io_release_frames(struct op_io *io, struct op_frame *f, int n);
+OP_API bool op_io_lends_frames(const struct op_io *io);
 /* The MAC of a frame backend's port; OP_ERR_INVAL for the others. */
 OP_API op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6]);
 /* Points frames[i].data at b's buffers (n = b->n of them). */

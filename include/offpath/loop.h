@@ -20,10 +20,12 @@
 
 /* Where a frame engine puts what it sends: the next free frame to fill
  * (op_frameq_next, then op_frameq_commit with its len set), or a frame it
- * holds handed over whole (op_frameq_put: the buffers are exchanged, so f
- * then has a free buffer of the queue's). A full queue is sent first. */
+ * holds handed over whole (op_frameq_put: a frame lent by the backend
+ * moves to the queue, f left empty; one in a buffer of the loop's is
+ * exchanged for a free buffer of the queue's). A full queue is sent first. */
 struct op_frameq {
     struct op_frame *frames;
+    uint8_t **bufs; /* the queue's own buffer for each slot */
     int n, cap;
     void (*flush)(void *ctx, struct op_frameq *q);
     void *ctx;
@@ -33,7 +35,9 @@ static inline struct op_frame *op_frameq_next(struct op_frameq *q)
 {
     if (q->n == q->cap)
         q->flush(q->ctx, q);
-    return &q->frames[q->n];
+    struct op_frame *slot = &q->frames[q->n];
+    *slot = (struct op_frame){.data = q->bufs[q->n], .room = OP_IO_BUF_SIZE};
+    return slot;
 }
 static inline void op_frameq_commit(struct op_frameq *q) { q->n++; }
 static inline void op_frameq_put(struct op_frameq *q, struct op_frame *f)
@@ -41,7 +45,12 @@ static inline void op_frameq_put(struct op_frameq *q, struct op_frame *f)
     struct op_frame *slot = op_frameq_next(q);
     uint8_t *free_buf = slot->data;
     *slot = *f;
-    f->data = free_buf;
+    if (f->lent != NULL) {
+        *f = (struct op_frame){0};
+    } else {
+        q->bufs[q->n] = f->data;
+        f->data = free_buf;
+    }
     q->n++;
 }
 

@@ -1,8 +1,11 @@
 /* A queue of a DPDK port as an op_io frame backend: whatever the PMD
- * (a NIC, net_af_xdp, net_pcap, net_af_packet), frames are copied out of
- * mbufs on receive and into fresh ones on send, so the engine above never
- * sees an mbuf and runs the same over every backend; op_io_frames_serve
- * makes it a payload endpoint. Polled: no descriptor to wait on. */
+ * (a NIC, net_af_xdp, net_pcap, net_af_packet), the engine above never
+ * sees an mbuf and runs the same over every backend. op_io_recv_frames
+ * copies out of mbufs, op_io_recv_frames_lent lends them (the frame's bytes
+ * are the mbuf's: an answer built in place leaves in the same mbuf, as
+ * DPDK's own forwarding does); what was not lent is copied into a fresh
+ * mbuf on send. op_io_frames_serve makes it a payload endpoint. Polled: no
+ * descriptor to wait on. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +48,79 @@ static int dq_recv_frames(struct op_io *io, struct op_frame *f, int max)
     return k;
 }
 
+static int dq_recv_lent(struct op_io *io, struct op_frame *f, int max)
+{
+    struct dpdk_queue_io *d = dq_of(io);
+    struct rte_mbuf *m[OP_IO_BURST];
+    uint16_t n = rte_eth_rx_burst(d->port_id, d->queue, m,
+                                  (uint16_t)(max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST));
+    int k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        if (m[i]->nb_segs != 1) { /* a chained jumbo: no contiguous bytes to lend */
+            rte_pktmbuf_free(m[i]);
+            continue;
+        }
+        uint8_t *bytes = rte_pktmbuf_mtod(m[i], uint8_t *);
+        f[k] = (struct op_frame){.data = bytes, .len = rte_pktmbuf_data_len(m[i]),
+                                 .queue = d->queue, .lent = m[i],
+                                 .room = (uint32_t)(m[i]->buf_len - m[i]->data_off)};
+        (void)op_frame_parse(bytes, f[k].len, &f[k].info);
+        k++;
+    }
+    io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
+    return k;
+}
+
+static void dq_release(struct op_io *io, struct op_frame *f, int n)
+{
+    (void)io;
+    for (int i = 0; i < n; i++)
+        if (f[i].lent != NULL) {
+            rte_pktmbuf_free(f[i].lent);
+            f[i].lent = NULL;
+        }
+}
+
+/* A lent frame's own mbuf, its bytes where the holder left them; NULL if
+ * they are no longer inside it. */
+static struct rte_mbuf *lent_mbuf(const struct op_frame *f)
+{
+    struct rte_mbuf *m = f->lent;
+    uint8_t *start = m->buf_addr;
+    if (f->data < start || f->len > UINT16_MAX || f->data + f->len > start + m->buf_len)
+        return NULL;
+    m->data_off = (uint16_t)(f->data - start);
+    m->data_len = (uint16_t)f->len;
+    m->pkt_len = f->len;
+    return m;
+}
+
+/* A fresh mbuf holding a copy of f; NULL if none or too large. */
+static struct rte_mbuf *copy_mbuf(struct dpdk_queue_io *d, const struct op_frame *f)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(d->pool);
+    char *room = m != NULL && f->len <= UINT16_MAX ? rte_pktmbuf_append(m, (uint16_t)f->len) : NULL;
+    if (room == NULL) {
+        rte_pktmbuf_free(m);
+        return NULL;
+    }
+    memcpy(room, f->data, f->len);
+    return m;
+}
+
 static int dq_send_burst(struct dpdk_queue_io *d, const struct op_frame *f, int n)
 {
     struct rte_mbuf *m[OP_IO_BURST];
-    if (rte_pktmbuf_alloc_bulk(d->pool, m, (unsigned)n) != 0)
-        return 0; /* the pool is empty: every frame is a counted drop */
     int built = 0;
     for (int i = 0; i < n; i++) {
-        char *room = f[i].len <= UINT16_MAX ? rte_pktmbuf_append(m[built], (uint16_t)f[i].len) : NULL;
-        if (room == NULL)
-            continue; /* larger than an mbuf: dropped */
-        memcpy(room, f[i].data, f[i].len);
-        built++;
+        struct rte_mbuf *one = f[i].lent != NULL ? lent_mbuf(&f[i]) : copy_mbuf(d, &f[i]);
+        if (one != NULL)
+            m[built++] = one;
+        else if (f[i].lent != NULL) /* moved out of its buffer: dropped */
+            rte_pktmbuf_free(f[i].lent);
     }
     uint16_t sent = rte_eth_tx_burst(d->port_id, d->queue, m, (uint16_t)built);
-    for (int i = sent; i < n; i++)
+    for (int i = sent; i < built; i++)
         rte_pktmbuf_free(m[i]);
     return sent;
 }
@@ -104,6 +165,8 @@ static const struct op_io_ops dq_ops = {
     .close = dq_close,
     .recv_frames = dq_recv_frames,
     .send_frames = dq_send_frames,
+    .recv_frames_lent = dq_recv_lent,
+    .release_frames = dq_release,
 };
 
 op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t queue, struct op_io **out)

@@ -55,6 +55,26 @@ int op_io_send_frames(struct op_io *io, const struct op_frame *f, int n)
 
 bool op_io_has_frames(const struct op_io *io) { return io->ops->recv_frames != NULL; }
 
+bool op_io_lends_frames(const struct op_io *io) { return io->ops->recv_frames_lent != NULL; }
+
+int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max)
+{
+    if (io->ops->recv_frames_lent != NULL)
+        return io->ops->recv_frames_lent(io, f, max);
+    int n = op_io_recv_frames(io, f, max);
+    for (int i = 0; i < n; i++) {
+        f[i].lent = NULL;
+        f[i].room = OP_IO_BUF_SIZE;
+    }
+    return n;
+}
+
+void op_io_release_frames(struct op_io *io, struct op_frame *f, int n)
+{
+    if (io->ops->release_frames != NULL)
+        io->ops->release_frames(io, f, n);
+}
+
 op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6])
 {
     if (!io->has_mac)
@@ -106,7 +126,7 @@ op_status_t op_pktbuf_init(struct op_pktbuf *b, int n)
 void op_pktbuf_frames(const struct op_pktbuf *b, struct op_frame *frames)
 {
     for (int i = 0; i < b->n; i++)
-        frames[i] = (struct op_frame){.data = b->pkts[i].data};
+        frames[i] = (struct op_frame){.data = b->pkts[i].data, .room = OP_IO_BUF_SIZE};
 }
 
 void op_pktbuf_free(struct op_pktbuf *b)

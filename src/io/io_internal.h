@@ -17,6 +17,7 @@ typedef void (*op_io_poll_fn)(struct op_io *io, uint64_t now_ns);
 typedef void (*op_io_close_fn)(struct op_io *io);
 typedef int (*op_io_recv_frames_fn)(struct op_io *io, struct op_frame *f, int max);
 typedef int (*op_io_send_frames_fn)(struct op_io *io, const struct op_frame *f, int n);
+typedef void (*op_io_release_frames_fn)(struct op_io *io, struct op_frame *f, int n);
 
 struct op_io_ops {
     const char *name;
@@ -28,7 +29,10 @@ struct op_io_ops {
     op_io_close_fn close;
     /* backends that see whole frames; NULL for the others */
     op_io_recv_frames_fn recv_frames;
-    op_io_send_frames_fn send_frames;
+    op_io_send_frames_fn send_frames; /* takes back the lent frames among f, sent or not */
+    /* backends that lend their buffers; NULL for the others */
+    op_io_recv_frames_fn recv_frames_lent;
+    op_io_release_frames_fn release_frames;
 };
 
 struct op_io {

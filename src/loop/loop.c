@@ -30,6 +30,8 @@ struct op_loop {
      * the queue and back as engines forward) */
     struct op_pktbuf rx_mem, tx_mem;
     struct op_frame *rx_frames, *tx_frames;
+    uint8_t **tx_bufs;
+    bool lent; /* the backend lends its buffers (a DPDK queue's mbufs) */
     struct op_frameq fq;
     struct slot engines[OP_LOOP_MAX_ENGINES];
     int n;
@@ -94,12 +96,15 @@ static op_status_t frame_buffers(struct op_loop *l)
         st = op_pktbuf_init(&l->tx_mem, l->cfg.tx_queue);
     l->rx_frames = calloc((size_t)l->cfg.burst, sizeof *l->rx_frames);
     l->tx_frames = calloc((size_t)l->cfg.tx_queue, sizeof *l->tx_frames);
-    if (st != OP_OK || l->rx_frames == NULL || l->tx_frames == NULL)
+    l->tx_bufs = calloc((size_t)l->cfg.tx_queue, sizeof *l->tx_bufs);
+    if (st != OP_OK || l->rx_frames == NULL || l->tx_frames == NULL || l->tx_bufs == NULL)
         return st != OP_OK ? st : OP_ERR_NOMEM;
     op_pktbuf_frames(&l->rx_mem, l->rx_frames);
-    op_pktbuf_frames(&l->tx_mem, l->tx_frames);
-    l->fq = (struct op_frameq){.frames = l->tx_frames, .cap = l->cfg.tx_queue,
-                               .flush = send_frames, .ctx = l};
+    for (int i = 0; i < l->cfg.tx_queue; i++)
+        l->tx_bufs[i] = l->tx_mem.pkts[i].data;
+    l->fq = (struct op_frameq){.frames = l->tx_frames, .bufs = l->tx_bufs,
+                               .cap = l->cfg.tx_queue, .flush = send_frames, .ctx = l};
+    l->lent = op_io_lends_frames(l->cfg.io);
     return OP_OK;
 }
 
@@ -135,12 +140,15 @@ void op_loop_destroy(struct op_loop *l)
 {
     if (l == NULL)
         return;
+    if (l->lent) /* lent frames queued and never sent go back */
+        op_io_release_frames(l->cfg.io, l->fq.frames, l->fq.n);
     op_pktbuf_free(&l->rx);
     op_pktbuf_free(&l->tx);
     op_pktbuf_free(&l->rx_mem);
     op_pktbuf_free(&l->tx_mem);
     free(l->rx_frames);
     free(l->tx_frames);
+    free(l->tx_bufs);
     free(l->watches);
     free(l->pfd);
     free(l);
@@ -280,7 +288,8 @@ static int receive_burst(struct op_loop *l)
             hand_over(l, n, op_now_ns());
         return n;
     }
-    int n = op_io_recv_frames(l->cfg.io, l->rx_frames, l->rx.n);
+    int n = l->lent ? op_io_recv_frames_lent(l->cfg.io, l->rx_frames, l->rx.n)
+                    : op_io_recv_frames(l->cfg.io, l->rx_frames, l->rx.n);
     if (n <= 0)
         return n;
     if (l->n > 0 && l->engines[0].ops->input_frames != NULL) {
@@ -289,6 +298,8 @@ static int receive_burst(struct op_loop *l)
     } else {
         l->stats.unclaimed += (uint64_t)n;
     }
+    if (l->lent) /* what the engine did not hand on goes back (put empties a frame) */
+        op_io_release_frames(l->cfg.io, l->rx_frames, n);
     return n;
 }
 

@@ -184,6 +184,7 @@ struct reflector {
     struct op_addr addr;
     uint8_t mac[6];
     uint64_t reflected, answered, not_ours;
+    uint64_t in_place; /* reflected in the backend's own buffer (lent: a DPDK mbuf) */
     bool stop;
 };
 
@@ -204,6 +205,7 @@ static bool reflect_one(struct reflector *r, struct op_frame *f, struct op_frame
     memcpy(l2.dst_mac, in->src_mac, 6);
     /* new headers over the old ones: the payload does not move */
     f->len = (uint32_t)op_udp_frame_headers(f->data, &back, &l2, in->payload_len);
+    r->in_place += f->lent != NULL;
     op_frameq_put(out, f);
     r->reflected++;
     return true;
@@ -247,9 +249,9 @@ static int reflect(struct op_io *io, const struct op_addr *addr)
     while (!r.stop && op_now_ns() < end)
         (void)op_loop_run_once(l, op_now_ns() + 100 * OP_NS_PER_MS);
     op_loop_destroy(l);
-    printf("reflect done, reflected=%llu answered=%llu not_ours=%llu\n",
+    printf("reflect done, reflected=%llu answered=%llu not_ours=%llu in_place=%llu\n",
            (unsigned long long)r.reflected, (unsigned long long)r.answered,
-           (unsigned long long)r.not_ours);
+           (unsigned long long)r.not_ours, (unsigned long long)r.in_place);
     report(io);
     return 0;
 }

@@ -398,7 +398,40 @@ struct mock_port {
     uint8_t in[8][256], out[16][256];
     uint32_t in_len[8], out_len[16];
     int n_in, in_at, n_out;
+    /* lending: in[] handed out in place; each must come back exactly once */
+    int lent_out, sent_in_place, released;
+    bool back[8];
 };
+
+static void port_take_back(struct mock_port *m, const struct op_frame *f)
+{
+    int i = (int)((const uint8_t(*)[256])f->lent - m->in);
+    assert_true(i >= 0 && i < m->n_in);
+    assert_false(m->back[i]);
+    m->back[i] = true;
+}
+
+static int port_recv_lent(struct op_io *io, struct op_frame *f, int max)
+{
+    struct mock_port *m = (struct mock_port *)io;
+    int k = 0;
+    for (; k < max && k < 2 && m->in_at < m->n_in; k++, m->in_at++) {
+        f[k] = (struct op_frame){.data = m->in[m->in_at], .len = m->in_len[m->in_at],
+                                 .room = 256, .lent = m->in[m->in_at]};
+        (void)op_frame_parse(f[k].data, f[k].len, &f[k].info);
+        m->lent_out++;
+    }
+    return k;
+}
+static void port_release(struct op_io *io, struct op_frame *f, int n)
+{
+    struct mock_port *m = (struct mock_port *)io;
+    for (int i = 0; i < n; i++)
+        if (f[i].lent != NULL) {
+            port_take_back(m, &f[i]);
+            m->released++;
+        }
+}
 
 static int port_recv_frames(struct op_io *io, struct op_frame *f, int max)
 {
@@ -415,6 +448,11 @@ static int port_send_frames(struct op_io *io, const struct op_frame *f, int n)
 {
     struct mock_port *m = (struct mock_port *)io;
     for (int i = 0; i < n; i++, m->n_out++) {
+        if (f[i].lent != NULL) { /* sent from where it was received */
+            assert_ptr_equal(f[i].data, f[i].lent);
+            port_take_back(m, &f[i]);
+            m->sent_in_place++;
+        }
         memcpy(m->out[m->n_out], f[i].data, f[i].len);
         m->out_len[m->n_out] = f[i].len;
     }
@@ -425,6 +463,12 @@ static const struct op_io_ops port_ops = {
     .send = io_payload_unsupported_send, .fd = polled_fd, .deadline = polled_deadline,
     .poll = polled_poll, .close = polled_close, .recv_frames = port_recv_frames,
     .send_frames = port_send_frames};
+static const struct op_io_ops lending_port_ops = {
+    .name = "mock_lending_port", .recv = io_payload_unsupported_recv,
+    .send = io_payload_unsupported_send, .fd = polled_fd, .deadline = polled_deadline,
+    .poll = polled_poll, .close = polled_close, .recv_frames = port_recv_frames,
+    .send_frames = port_send_frames, .recv_frames_lent = port_recv_lent,
+    .release_frames = port_release};
 
 static const uint8_t host_mac[6] = {2, 0, 0, 0, 0, 0x0a}, peer_mac[6] = {2, 0, 0, 0, 0, 0x0b};
 
@@ -470,10 +514,15 @@ static void inject_frame(struct mock_port *m, const struct op_flow *f, const cha
     m->n_in++;
 }
 
+static int lend_frames = 1;
+
+/* state: NULL, or a port that lends its buffers (a DPDK queue's mbufs):
+ * then the reflected UDP frames leave from where they came in, the one not
+ * ours goes back unsent, and every lent frame comes back exactly once. */
 static void test_frames_to_the_first_engine(void **state)
 {
-    (void)state;
-    struct mock_port m = {.io.ops = &port_ops};
+    bool lending = *state != NULL;
+    struct mock_port m = {.io.ops = lending ? &lending_port_ops : &port_ops};
     struct host h = {.addr = op_addr_ipv4(IP_S)};
     struct op_addr peer = op_addr_ipv4(IP_C);
     struct op_flow to_us = {.src = peer, .dst = h.addr, .src_port = 7, .dst_port = 9};
@@ -521,6 +570,11 @@ static void test_frames_to_the_first_engine(void **state)
     op_loop_stats(l, &st);
     assert_int_equal(st.rx, 4);
     op_loop_destroy(l);
+    assert_int_equal(m.lent_out, lending ? 4 : 0);
+    assert_int_equal(m.sent_in_place, lending ? 2 : 0); /* "first", "second" */
+    assert_int_equal(m.released, lending ? 2 : 0);      /* the NS, "not ours" */
+    for (int i = 0; lending && i < m.n_in; i++)
+        assert_true(m.back[i]);
 }
 
 /* ---- a loop of watched descriptors only: a pipe's write end watched for
@@ -691,7 +745,8 @@ int main(void)
         cmocka_unit_test(test_watched_fd),
         cmocka_unit_test(test_poll_holds_answers),
         cmocka_unit_test(test_polled_backend_spins),
-        cmocka_unit_test(test_frames_to_the_first_engine),
+        cmocka_unit_test_prestate(test_frames_to_the_first_engine, NULL),
+        cmocka_unit_test_prestate(test_frames_to_the_first_engine, &lend_frames),
         cmocka_unit_test(test_watch_only_loop),
     };
     return cmocka_run_group_tests_name("loop", tests, NULL, NULL);
