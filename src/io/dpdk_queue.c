@@ -24,12 +24,17 @@ struct dpdk_queue_io {
 
 static struct dpdk_queue_io *dq_of(struct op_io *io) { return (struct dpdk_queue_io *)io; }
 
+static uint16_t dq_rx(struct dpdk_queue_io *d, struct rte_mbuf **m, int max)
+{
+    int n = max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST;
+    return rte_eth_rx_burst(d->port_id, d->queue, m, (uint16_t)n);
+}
+
 static int dq_recv_frames(struct op_io *io, struct op_frame *f, int max)
 {
     struct dpdk_queue_io *d = dq_of(io);
     struct rte_mbuf *m[OP_IO_BURST];
-    uint16_t n = rte_eth_rx_burst(d->port_id, d->queue, m,
-                                  (uint16_t)(max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST));
+    uint16_t n = dq_rx(d, m, max);
     int k = 0;
     for (uint16_t i = 0; i < n; i++) {
         uint32_t len = rte_pktmbuf_pkt_len(m[i]);
@@ -52,8 +57,7 @@ static int dq_recv_lent(struct op_io *io, struct op_frame *f, int max)
 {
     struct dpdk_queue_io *d = dq_of(io);
     struct rte_mbuf *m[OP_IO_BURST];
-    uint16_t n = rte_eth_rx_burst(d->port_id, d->queue, m,
-                                  (uint16_t)(max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST));
+    uint16_t n = dq_rx(d, m, max);
     int k = 0;
     for (uint16_t i = 0; i < n; i++) {
         if (m[i]->nb_segs != 1) { /* a chained jumbo: no contiguous bytes to lend */
