@@ -247,6 +247,11 @@ OP_API bool op_io_has_frames(const struct op_io *io);
  * sent or released. */
 OP_API int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max);
 OP_API void op_io_release_frames(struct op_io *io, struct op_frame *f, int n);
+/* As much of f as the device takes now, in order: how many (the first of
+ * f); the others stay the caller's, lent ones still lent, to send again or
+ * release (a full queue retried, as DPDK applications do). Where the
+ * backend cannot leave a frame unsent, op_io_send_frames. */
+OP_API int op_io_send_frames_some(struct op_io *io, const struct op_frame *f, int n);
 OP_API bool op_io_lends_frames(const struct op_io *io);
 /* The MAC of a frame backend's port; OP_ERR_INVAL for the others. */
 OP_API op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6]);

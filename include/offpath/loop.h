@@ -85,6 +85,10 @@ typedef void *(*op_loop_demux_fn)(void *ctx, const struct op_pkt *pkt);
  * A driver that reorders (the switch groups a wake's results by
  * destination) gives its own. */
 typedef void (*op_loop_flush_fn)(void *ctx, struct op_io *io, struct op_txq *q);
+/* The same for frames: sends q's frames (taking back every lent one) and
+ * empties it; the default is op_io_send_frames. A server that retries a
+ * full device queue and counts what it could not send gives its own. */
+typedef void (*op_loop_flush_frames_fn)(void *ctx, struct op_io *io, struct op_frameq *q);
 
 struct op_loop_config {
     /* not owned; NULL: a loop of watched descriptors and engine timers only
@@ -116,6 +120,7 @@ struct op_loop_config {
      * input_frames, which answers on op_loop_frameq (the backend must have
      * frames: op_io_has_frames). */
     bool frames;
+    op_loop_flush_frames_fn flush_frames; /* NULL: op_io_send_frames; ctx flush_ctx */
     /* Several threads may drive one loop (a progress thread beside blocking
      * calls): engines run under this lock, which is released while waiting.
      * NULL: one thread. */

@@ -3,8 +3,9 @@
  * never link DPDK).
  *
  * rtc: every worker lcore owns one RX/TX queue pair of the port (RSS
- * spreads the flows) and runs to completion: receive a burst, answer each
- * frame in its own mbuf, send the burst.
+ * spreads the flows) and runs the loop (src/loop's frame mode) over it as
+ * an op_io frame backend that lends its mbufs: receive a burst, answer
+ * each frame in its own mbuf, send the burst.
  * pipeline: the first worker lcore owns the port's queue (RX and TX on one
  * lcore: AF_XDP stalls otherwise, reference/dns-dpdk.md); it hands frames
  * to the other worker lcores through a multi-producer/multi-consumer
@@ -47,14 +48,12 @@ struct dpdk_state {
     bool cpu_shared[RTE_MAX_LCORE]; /* by worker index: another worker lcore runs on its CPU */
 };
 
-/* The query at q (plen bytes) answered into scratch for a frame whose
- * headers take hdr bytes of m: the answer's length, 0 for none. */
-static size_t answer_query(struct dns_worker *w, const struct op_dns_zones *z,
-                           const struct rte_mbuf *m, size_t hdr, const uint8_t *q, size_t plen,
-                           uint8_t *scratch)
+/* The query at q (plen bytes) answered into scratch, for a frame with
+ * room bytes after its headers: the answer's length, 0 for none. */
+static size_t answer_query(struct dns_worker *w, const struct op_dns_zones *z, size_t room,
+                           const uint8_t *q, size_t plen, uint8_t *scratch)
 {
     w->c[OP_DNS_C_udp_rx]++;
-    size_t room = m->buf_len - rte_pktmbuf_headroom(m) - hdr;
     struct op_dns_query_info qi = dns_query_info(
         &w->s->cfg, false, (uint16_t)(room < w->s->cfg.udp_max ? room : w->s->cfg.udp_max));
     return op_dns_respond(z, &qi, q, plen, scratch, 4096, w->c);
@@ -62,11 +61,11 @@ static size_t answer_query(struct dns_worker *w, const struct op_dns_zones *z,
 
 /* A frame that is not a datagram for us: a control reply written in place
  * (n > 0: send it), or counted as a drop by why it is not ours. */
-static bool not_a_query(struct dns_worker *w, struct rte_mbuf *m, size_t n, unsigned verdict)
+static bool not_a_query(struct dns_worker *w, struct op_frame *f, size_t n, unsigned verdict)
 {
     if (n > 0) {
         w->c[OP_DNS_C_ctl_rx]++;
-        m->data_len = m->pkt_len = (uint32_t)n;
+        f->len = (uint32_t)n;
         return true;
     }
     w->c[verdict == OP_FRAME_OK || verdict == OP_FRAME_NOT_IP || verdict == OP_FRAME_NOT_UDP
@@ -88,23 +87,10 @@ static struct op_frame_l2 answer_in_frame(const struct dpdk_state *d, uint8_t *f
     return l2;
 }
 
-static bool answer_ready(struct rte_mbuf *m, size_t n, bool *is_dns)
-{
-    m->data_len = m->pkt_len = (uint32_t)n;
-    *is_dns = true;
-    return true;
-}
-
 static bool serves_v4(const struct op_dns_server_config *cfg) { return !cfg->ipv6 || cfg->dual_stack; }
 static bool serves_v6(const struct op_dns_server_config *cfg) { return cfg->ipv6 || cfg->dual_stack; }
 
 #define ETHERTYPE_IPV6 0x86dd
-
-static uint16_t ethertype(const struct rte_mbuf *m)
-{
-    const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-    return rte_pktmbuf_data_len(m) >= 14 ? (uint16_t)(f[12] << 8 | f[13]) : 0;
-}
 
 /* The server's address of the flow's family, if it serves that family. */
 static bool our_addr(const struct op_dns_server_config *cfg, unsigned family,
@@ -122,63 +108,62 @@ static bool our_addr(const struct op_dns_server_config *cfg, unsigned family,
 /* ARP and ICMP echo for our IPv4 address, neighbour solicitations and
  * ICMPv6 echo for our IPv6 one: the reply's length (written in place), or 0. */
 static size_t control_reply(const struct op_dns_server_config *cfg, const struct dpdk_state *d,
-                            struct rte_mbuf *m)
+                            struct op_frame *f)
 {
     struct op_addr ours;
-    unsigned family = ethertype(m) == ETHERTYPE_IPV6 ? OP_AF_IPV6 : OP_AF_IPV4;
+    unsigned family = f->info.ethertype == ETHERTYPE_IPV6 ? OP_AF_IPV6 : OP_AF_IPV4;
     if (!our_addr(cfg, family, &ours))
         return 0;
-    return op_frame_control_reply(rte_pktmbuf_mtod(m, uint8_t *), rte_pktmbuf_data_len(m),
-                                  m->buf_len - rte_pktmbuf_headroom(m), &ours, d->mac);
+    return op_frame_control_reply(f->data, f->len, f->room, &ours, d->mac);
 }
 
-/* A UDP query to our address and port of either family, answered in the
- * query's frame; ARP, neighbour discovery and echo answered beside it. */
-static bool handle_ip_frame(struct dns_worker *w, const struct dpdk_state *d,
-                            const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
-                            bool *is_dns)
-{
-    uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-    const struct op_dns_server_config *cfg = &w->s->cfg;
-    struct op_flow flow;
-    struct op_addr ours;
-    uint8_t src_mac[6];
-    size_t off, plen;
-    /* UDP first (nearly every frame); ARP, NDP and echo are not UDP */
-    unsigned v = op_udp_frame_parse(f, rte_pktmbuf_data_len(m), &flow, src_mac, &off, &plen);
-    if (v != OP_FRAME_OK || !our_addr(cfg, flow.dst.family, &ours) ||
-        !op_addr_eq(&flow.dst, &ours) || flow.dst_port != cfg->port)
-        return not_a_query(w, m, v == OP_FRAME_OK ? 0 : control_reply(cfg, d, m), v);
-    size_t hdr = op_udp_frame_hdr_len(flow.dst.family);
-    size_t alen = answer_query(w, z, m, hdr, f + off, plen, scratch);
-    if (alen == 0 || !dns_rrl_pass(w, &flow.src, scratch, &alen))
-        return false;
-    struct op_flow back = op_flow_reverse(&flow);
-    struct op_frame_l2 l2 = answer_in_frame(d, f, src_mac, hdr, scratch, alen);
-    return answer_ready(m, op_udp_frame_headers(f, &back, &l2, alen), is_dns);
-}
-
-/* One frame: answered in place (true: send it) or dropped and counted. */
+/* One frame (op_frame_parse's view in f->info; len 0 for a chained mbuf,
+ * whose bytes are not contiguous): a UDP query to our address and port of
+ * either family answered in place, ARP, neighbour discovery and echo
+ * answered beside it (true: send f, len set), or dropped and counted. */
 static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
-                         const struct op_dns_zones *z, struct rte_mbuf *m, uint8_t *scratch,
-                         bool *is_dns)
+                         const struct op_dns_zones *z, struct op_frame *f, uint8_t *scratch)
 {
-    *is_dns = false;
+    const struct op_dns_server_config *cfg = &w->s->cfg;
+    const struct op_frame_info *in = &f->info;
+    struct op_addr ours;
     w->c[OP_DNS_C_frames_rx]++;
-    if (m->nb_segs != 1) {
-        w->c[OP_DNS_C_drop_frame]++;
+    unsigned v = in->udp;
+    if (v != OP_FRAME_OK || !our_addr(cfg, in->flow.dst.family, &ours) ||
+        !op_addr_eq(&in->flow.dst, &ours) || in->flow.dst_port != cfg->port)
+        return not_a_query(w, f, v == OP_FRAME_OK ? 0 : control_reply(cfg, d, f), v);
+    size_t hdr = op_udp_frame_hdr_len(in->flow.dst.family);
+    size_t alen = answer_query(w, z, f->room - hdr, f->data + in->payload_off, in->payload_len,
+                               scratch);
+    struct op_flow from = in->flow;
+    if (alen == 0 || !dns_rrl_pass(w, &from.src, scratch, &alen))
         return false;
-    }
-    return handle_ip_frame(w, d, z, m, scratch, is_dns);
+    struct op_flow back = op_flow_reverse(&from);
+    struct op_frame_l2 l2 = answer_in_frame(d, f->data, in->src_mac, hdr, scratch, alen);
+    f->len = (uint32_t)op_udp_frame_headers(f->data, &back, &l2, alen);
+    return true;
 }
 
-/* An ARP or ICMP reply (the workers of the pipeline send both kinds). */
-static bool frame_is_ctl(const struct rte_mbuf *m)
+/* An ARP or ICMP reply (what is sent beside the answers). */
+static bool frame_is_ctl(const uint8_t *f, uint32_t len)
 {
-    const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
-    uint16_t type = ethertype(m), len = rte_pktmbuf_data_len(m);
+    uint16_t type = len >= 14 ? (uint16_t)(f[12] << 8 | f[13]) : 0;
     return type == 0x0806 || (type == 0x0800 && len > 23 && f[23] == 1) ||
            (type == ETHERTYPE_IPV6 && len > 20 && f[20] == 58);
+}
+
+static bool mbuf_is_ctl(const struct rte_mbuf *m)
+{
+    return frame_is_ctl(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m));
+}
+
+/* The pipeline's frames are mbufs from a ring: the same view of one. */
+static void frame_of_mbuf(struct rte_mbuf *m, struct op_frame *f)
+{
+    uint8_t *bytes = rte_pktmbuf_mtod(m, uint8_t *);
+    *f = (struct op_frame){.data = bytes, .len = m->nb_segs == 1 ? rte_pktmbuf_data_len(m) : 0,
+                           .room = (uint32_t)(m->buf_len - m->data_off)};
+    (void)op_frame_parse(bytes, f->len, &f->info);
 }
 
 /* Send n frames on queue q: retry a full queue with a doubling pause up
@@ -204,14 +189,14 @@ static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_
     }
 }
 
-/* Answer a burst in place; the frames to send are moved to the front.
- * With keep_dropped (pipeline workers) a dropped frame is not freed here but
- * emptied (data_len 0) and kept after them, for the port's lcore to free:
- * that lcore allocates every RX refill, so its mempool cache gets them back
- * without a trip through the pool's shared ring. */
+/* Answer a burst of mbufs in place; the frames to send are moved to the
+ * front. A dropped frame is not freed here but emptied (data_len 0) and
+ * kept after them, for the port's lcore to free: that lcore allocates
+ * every RX refill, so its mempool cache gets them back without a trip
+ * through the pool's shared ring. */
 static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
                              struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch,
-                             bool keep_dropped, unsigned *dropped)
+                             unsigned *dropped)
 {
     struct rte_mbuf *gone[MAX_BURST];
     unsigned keep = 0, ngone = 0;
@@ -219,17 +204,18 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     for (unsigned i = 0; i < n && i < 2; i++)
         rte_prefetch0(rte_pktmbuf_mtod(m[i], void *));
     for (unsigned i = 0; i < n; i++) {
-        bool dns;
         if (i + 2 < n) /* the frames were written by another CPU: fetch ahead */
             rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
-        if (handle_frame(w, d, z, m[i], scratch, &dns)) {
-            is_dns[keep] = dns;
+        struct op_frame f;
+        frame_of_mbuf(m[i], &f);
+        if (handle_frame(w, d, z, &f, scratch)) {
+            m[i]->data_len = (uint16_t)f.len;
+            m[i]->pkt_len = f.len;
+            is_dns[keep] = !frame_is_ctl(f.data, f.len);
             m[keep++] = m[i];
-        } else if (keep_dropped) {
+        } else {
             m[i]->data_len = m[i]->pkt_len = 0;
             gone[ngone++] = m[i];
-        } else {
-            rte_pktmbuf_free(m[i]);
         }
     }
     dns_zones_leave(w);
@@ -239,56 +225,86 @@ static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
     return keep;
 }
 
-/* Where an answering lcore's frames come from and its answers go: the
- * port's queue (rtc) or the pipeline's rings (a worker). */
-struct answer_role {
-    unsigned (*take)(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n);
-    void (*give)(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
-                 struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped);
-    bool keep_dropped; /* dropped frames go on with the answers (answer_burst) */
-};
+/* ---- rtc: every worker lcore runs the loop over its own queue of the
+ * port (RSS spreads the flows), the queue lending its mbufs: each frame
+ * is answered in its own mbuf and leaves in it. */
 
-/* The one loop of every answering lcore: take a burst, answer it in
- * place, give the answers on. */
-static int answer_main(struct dns_worker *w, const struct answer_role *role)
+static void answer_frames(void *eng, struct op_frame *f, int n, uint64_t now,
+                          struct op_frameq *out)
+{
+    struct dns_worker *w = eng;
+    const struct dpdk_state *d = w->s->priv;
+    uint8_t scratch[4096];
+    (void)now;
+    const struct op_dns_zones *z = dns_zones_enter(w);
+    for (int i = 0; i < n; i++)
+        if (handle_frame(w, d, z, &f[i], scratch))
+            op_frameq_put(out, &f[i]); /* the rest go back to the queue unsent */
+    dns_zones_leave(w);
+}
+
+static const struct op_engine_ops answer_ops = {.name = "dns-frames",
+                                                .input_frames = answer_frames};
+
+/* The loop's flush: a full device queue retried with a doubling pause up
+ * to the configured bound; what is left is counted and goes back. */
+static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
+{
+    struct dns_worker *w = ctx;
+    const struct dpdk_state *d = w->s->priv;
+    bool ctl[MAX_BURST]; /* classified before sending: sent bytes are the device's */
+    int n = q->n < MAX_BURST ? q->n : MAX_BURST;
+    for (int i = 0; i < n; i++)
+        ctl[i] = frame_is_ctl(q->frames[i].data, q->frames[i].len);
+    int sent = 0;
+    unsigned tries = 0, pause_us = 1;
+    while (sent < n) {
+        sent += op_io_send_frames_some(io, q->frames + sent, n - sent);
+        if (sent == n || tries++ >= d->dc.tx_retries)
+            break;
+        w->c[OP_DNS_C_tx_retries]++;
+        rte_delay_us_block(pause_us);
+        pause_us = pause_us * 2 > d->dc.tx_backoff_us ? d->dc.tx_backoff_us : pause_us * 2;
+    }
+    for (int i = 0; i < n; i++)
+        w->c[i < sent ? (ctl[i] ? OP_DNS_C_ctl_tx : OP_DNS_C_udp_tx)
+                      : (ctl[i] ? OP_DNS_C_drop_tx_ctl : OP_DNS_C_drop_tx)]++;
+    op_io_release_frames(io, q->frames + sent, n - sent);
+}
+
+static op_status_t rtc_loop(struct dns_worker *w, struct op_io **q, struct op_loop **l)
 {
     const struct dpdk_state *d = w->s->priv;
-    struct rte_mbuf *m[MAX_BURST];
-    bool is_dns[MAX_BURST];
-    uint8_t scratch[4096];
-    struct dns_poll idle;
-    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
-    uint16_t q = (uint16_t)w->index;
-    while (!dns_server_stopping(w->s)) {
-        unsigned n = role->take(d, q, m, w->s->cfg.burst);
-        if (!dns_polled(&idle, n > 0))
-            continue;
-        unsigned dropped;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, role->keep_dropped, &dropped);
-        role->give(w, d, q, m, is_dns, k, dropped);
-        dns_publish(w);
-    }
-    dns_publish(w);
-    return 0;
+    int burst = (int)w->s->cfg.burst;
+    op_status_t st = op_io_dpdk_queue_open(d->io, (uint16_t)w->index, q);
+    struct op_loop_config lc = {.io = *q, .burst = burst, .tx_queue = burst, .frames = true,
+                                .flush_frames = flush_answers, .flush_ctx = w};
+    if (st == OP_OK)
+        st = op_loop_create(&lc, l);
+    if (st == OP_OK)
+        st = op_loop_add(*l, &answer_ops, w);
+    return st;
 }
 
-static unsigned take_port(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n)
-{
-    return op_io_dpdk_rx(d->io, q, m, n);
-}
-
-static void give_port(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
-                      struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped)
-{
-    (void)dropped; /* freed by answer_burst */
-    send_burst(w, d, q, m, is_dns, k);
-}
-
-/* rtc: every worker lcore owns queue (its index) of the port. */
 static int rtc_main(void *arg)
 {
-    static const struct answer_role rtc = {.take = take_port, .give = give_port};
-    return answer_main(arg, &rtc);
+    struct dns_worker *w = arg;
+    const struct dpdk_state *d = w->s->priv;
+    struct op_io *q = NULL;
+    struct op_loop *l = NULL;
+    op_status_t st = rtc_loop(w, &q, &l);
+    if (st != OP_OK)
+        OP_WARN(w->s->cfg.log, "dns: lcore of queue %u: %s", w->index, op_status_str(st));
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
+    while (st == OP_OK && !dns_server_stopping(w->s)) {
+        if (dns_polled(&idle, op_loop_serve(l) > 0))
+            dns_publish(w);
+    }
+    dns_publish(w);
+    op_loop_destroy(l);
+    op_io_close(q);
+    return 0;
 }
 
 /* How many frames the port's lcore may take in now: no more than both
@@ -333,7 +349,7 @@ static int io_main(void *arg)
                 rte_pktmbuf_free(m[i]);
                 continue;
             }
-            is_dns[k] = !frame_is_ctl(m[i]);
+            is_dns[k] = !mbuf_is_ctl(m[i]);
             m[k++] = m[i];
         }
         if (k > 0)
@@ -346,18 +362,11 @@ static int io_main(void *arg)
     return 0;
 }
 
-static unsigned take_ring(const struct dpdk_state *d, uint16_t q, struct rte_mbuf **m, unsigned n)
-{
-    (void)q;
-    return rte_ring_dequeue_burst(d->to_workers, (void **)m, n, NULL);
-}
-
 /* The answers and the emptied frames to the port's lcore; a full ring
  * drops (and only then frees) here. */
-static void give_ring(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
-                      struct rte_mbuf **m, const bool *is_dns, unsigned k, unsigned dropped)
+static void give_ring(struct dns_worker *w, const struct dpdk_state *d, struct rte_mbuf **m,
+                      const bool *is_dns, unsigned k, unsigned dropped)
 {
-    (void)q;
     unsigned put = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
     for (unsigned i = put; i < k + dropped; i++) {
         if (i < k) {
@@ -371,9 +380,24 @@ static void give_ring(struct dns_worker *w, const struct dpdk_state *d, uint16_t
 /* Pipeline, a worker: frames from the ring, answers to the other ring. */
 static int worker_main(void *arg)
 {
-    static const struct answer_role worker = {.take = take_ring, .give = give_ring,
-                                              .keep_dropped = true};
-    return answer_main(arg, &worker);
+    struct dns_worker *w = arg;
+    const struct dpdk_state *d = w->s->priv;
+    struct rte_mbuf *m[MAX_BURST];
+    bool is_dns[MAX_BURST];
+    uint8_t scratch[4096];
+    struct dns_poll idle;
+    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
+    while (!dns_server_stopping(w->s)) {
+        unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
+        if (!dns_polled(&idle, n > 0))
+            continue;
+        unsigned dropped;
+        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, &dropped);
+        give_ring(w, d, m, is_dns, k, dropped);
+        dns_publish(w);
+    }
+    dns_publish(w);
+    return 0;
 }
 
 /* ---- setup ---- */
@@ -441,7 +465,7 @@ static void drain_rings(struct op_dns_server *s, struct dpdk_state *d)
     struct rte_mbuf *m;
     while (d->to_tx != NULL && rte_ring_dequeue(d->to_tx, (void **)&m) == 0) {
         if (rte_pktmbuf_data_len(m) > 0)
-            io->c[frame_is_ctl(m) ? OP_DNS_C_drop_tx_ctl : OP_DNS_C_drop_tx]++;
+            io->c[mbuf_is_ctl(m) ? OP_DNS_C_drop_tx_ctl : OP_DNS_C_drop_tx]++;
         rte_pktmbuf_free(m);
     }
     while (d->to_workers != NULL && rte_ring_dequeue(d->to_workers, (void **)&m) == 0)

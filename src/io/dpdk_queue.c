@@ -112,33 +112,51 @@ static struct rte_mbuf *copy_mbuf(struct dpdk_queue_io *d, const struct op_frame
     return m;
 }
 
-static int dq_send_burst(struct dpdk_queue_io *d, const struct op_frame *f, int n)
+/* The first frames of f (up to a burst) as mbufs, up to one that cannot
+ * be (moved out of its buffer, no mbuf free, too large): how many. */
+static int dq_build(struct dpdk_queue_io *d, const struct op_frame *f, int n,
+                    struct rte_mbuf **m)
+{
+    int built = 0;
+    for (; built < n && built < OP_IO_BURST; built++) {
+        m[built] = f[built].lent != NULL ? lent_mbuf(&f[built]) : copy_mbuf(d, &f[built]);
+        if (m[built] == NULL)
+            break;
+    }
+    return built;
+}
+
+/* One tx burst of the first frames: how many went; the copies of those
+ * that did not are freed, lent ones stay the caller's. */
+static int dq_send_prefix(struct dpdk_queue_io *d, const struct op_frame *f, int n)
 {
     struct rte_mbuf *m[OP_IO_BURST];
-    int built = 0;
-    for (int i = 0; i < n; i++) {
-        struct rte_mbuf *one = f[i].lent != NULL ? lent_mbuf(&f[i]) : copy_mbuf(d, &f[i]);
-        if (one != NULL)
-            m[built++] = one;
-        else if (f[i].lent != NULL) /* moved out of its buffer: dropped */
-            rte_pktmbuf_free(f[i].lent);
-    }
+    int built = dq_build(d, f, n, m);
     uint16_t sent = rte_eth_tx_burst(d->port_id, d->queue, m, (uint16_t)built);
     for (int i = sent; i < built; i++)
-        rte_pktmbuf_free(m[i]);
+        if (f[i].lent == NULL)
+            rte_pktmbuf_free(m[i]);
     return sent;
 }
 
-static int dq_send_frames(struct op_io *io, const struct op_frame *f, int n)
+static int dq_send_some(struct op_io *io, const struct op_frame *f, int n)
 {
     struct dpdk_queue_io *d = dq_of(io);
-    int sent = 0;
-    for (int at = 0; at < n; at += OP_IO_BURST) {
-        int chunk = n - at < OP_IO_BURST ? n - at : OP_IO_BURST;
-        sent += dq_send_burst(d, f + at, chunk);
-    }
+    int sent = 0, k;
+    while (sent < n && (k = dq_send_prefix(d, f + sent, n - sent)) > 0)
+        sent += k;
     io->c[OP_IO_C_tx_datagrams] += sent > 0;
     io->c[OP_IO_C_tx_pkts] += (uint64_t)sent;
+    return sent;
+}
+
+/* Everything taken: sent, or dropped and counted (lent ones freed). */
+static int dq_send_frames(struct op_io *io, const struct op_frame *f, int n)
+{
+    int sent = dq_send_some(io, f, n);
+    for (int i = sent; i < n; i++)
+        if (f[i].lent != NULL)
+            rte_pktmbuf_free(f[i].lent);
     io->c[OP_IO_C_tx_drops] += (uint64_t)(n - sent);
     return sent;
 }
@@ -171,6 +189,7 @@ static const struct op_io_ops dq_ops = {
     .send_frames = dq_send_frames,
     .recv_frames_lent = dq_recv_lent,
     .release_frames = dq_release,
+    .send_frames_some = dq_send_some,
 };
 
 op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t queue, struct op_io **out)

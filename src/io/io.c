@@ -69,6 +69,13 @@ int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max)
     return n;
 }
 
+int op_io_send_frames_some(struct op_io *io, const struct op_frame *f, int n)
+{
+    if (io->ops->send_frames_some == NULL)
+        return op_io_send_frames(io, f, n) >= 0 ? n : 0;
+    return io->ops->send_frames_some(io, f, n);
+}
+
 void op_io_release_frames(struct op_io *io, struct op_frame *f, int n)
 {
     if (io->ops->release_frames != NULL)

@@ -33,6 +33,7 @@ struct op_io_ops {
     /* backends that lend their buffers; NULL for the others */
     op_io_recv_frames_fn recv_frames_lent;
     op_io_release_frames_fn release_frames;
+    op_io_send_frames_fn send_frames_some; /* a prefix sent, the rest left untouched */
 };
 
 struct op_io {

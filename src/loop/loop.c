@@ -79,7 +79,10 @@ static void send_frames(void *ctx, struct op_frameq *q)
     if (q->n == 0)
         return;
     l->stats.flushes++;
-    (void)op_io_send_frames(l->cfg.io, q->frames, q->n);
+    if (l->cfg.flush_frames != NULL)
+        l->cfg.flush_frames(l->cfg.flush_ctx, l->cfg.io, q);
+    else
+        (void)op_io_send_frames(l->cfg.io, q->frames, q->n);
     q->n = 0;
 }
 
