@@ -242,9 +242,10 @@ OP_API int op_io_send_frames(struct op_io *io, const struct op_frame *f, int n);
 OP_API bool op_io_has_frames(const struct op_io *io);
 /* Receive without a copy where the backend can lend its buffers (a DPDK
  * queue's mbufs: op_io_lends_frames): data, room and lent are the
- * backend's, whatever f held. Elsewhere the same as op_io_recv_frames into
- * the caller's buffers (lent NULL). Every lent frame goes back exactly once,
- * sent or released. */
+ * backend's, whatever f held (a frame whose bytes are not contiguous, a
+ * chained jumbo mbuf, is lent with len 0). Elsewhere the same as
+ * op_io_recv_frames into the caller's buffers (lent NULL). Every lent
+ * frame goes back exactly once, sent or released. */
 OP_API int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max);
 OP_API void op_io_release_frames(struct op_io *io, struct op_frame *f, int n);
 /* As much of f as the device takes now, in order: how many (the first of

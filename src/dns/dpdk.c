@@ -8,8 +8,9 @@
  * each frame in its own mbuf, send the burst.
  * pipeline: the first worker lcore owns the port's queue (RX and TX on one
  * lcore: AF_XDP stalls otherwise, reference/dns-dpdk.md); it hands frames
- * to the other worker lcores through a multi-producer/multi-consumer
- * rte_ring and sends what they put on the return ring.
+ * to the other worker lcores through an rte_ring and sends what they put on
+ * the return ring. The workers run the same loop as rtc's lcores, over the
+ * two rings as an op_io backend (op_io_dpdk_ring_open).
  *
  * Every frame is accounted for: answered (DNS, ARP, ICMP echo) or dropped
  * under a named counter; a full TX queue is retried with a doubling pause
@@ -157,15 +158,6 @@ static bool mbuf_is_ctl(const struct rte_mbuf *m)
     return frame_is_ctl(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m));
 }
 
-/* The pipeline's frames are mbufs from a ring: the same view of one. */
-static void frame_of_mbuf(struct rte_mbuf *m, struct op_frame *f)
-{
-    uint8_t *bytes = rte_pktmbuf_mtod(m, uint8_t *);
-    *f = (struct op_frame){.data = bytes, .len = m->nb_segs == 1 ? rte_pktmbuf_data_len(m) : 0,
-                           .room = (uint32_t)(m->buf_len - m->data_off)};
-    (void)op_frame_parse(bytes, f->len, &f->info);
-}
-
 /* Send n frames on queue q: retry a full queue with a doubling pause up
  * to the configured bound, then free and count what is left. */
 static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
@@ -189,45 +181,10 @@ static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_
     }
 }
 
-/* Answer a burst of mbufs in place; the frames to send are moved to the
- * front. A dropped frame is not freed here but emptied (data_len 0) and
- * kept after them, for the port's lcore to free: that lcore allocates
- * every RX refill, so its mempool cache gets them back without a trip
- * through the pool's shared ring. */
-static unsigned answer_burst(struct dns_worker *w, const struct dpdk_state *d,
-                             struct rte_mbuf **m, unsigned n, bool *is_dns, uint8_t *scratch,
-                             unsigned *dropped)
-{
-    struct rte_mbuf *gone[MAX_BURST];
-    unsigned keep = 0, ngone = 0;
-    const struct op_dns_zones *z = dns_zones_enter(w);
-    for (unsigned i = 0; i < n && i < 2; i++)
-        rte_prefetch0(rte_pktmbuf_mtod(m[i], void *));
-    for (unsigned i = 0; i < n; i++) {
-        if (i + 2 < n) /* the frames were written by another CPU: fetch ahead */
-            rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
-        struct op_frame f;
-        frame_of_mbuf(m[i], &f);
-        if (handle_frame(w, d, z, &f, scratch)) {
-            m[i]->data_len = (uint16_t)f.len;
-            m[i]->pkt_len = f.len;
-            is_dns[keep] = !frame_is_ctl(f.data, f.len);
-            m[keep++] = m[i];
-        } else {
-            m[i]->data_len = m[i]->pkt_len = 0;
-            gone[ngone++] = m[i];
-        }
-    }
-    dns_zones_leave(w);
-    for (unsigned i = 0; i < ngone; i++)
-        m[keep + i] = gone[i];
-    *dropped = ngone;
-    return keep;
-}
-
-/* ---- rtc: every worker lcore runs the loop over its own queue of the
- * port (RSS spreads the flows), the queue lending its mbufs: each frame
- * is answered in its own mbuf and leaves in it. */
+/* ---- the answering lcores (rtc's, the pipeline's workers) run the loop
+ * over an op_io backend that lends them mbufs (a queue of the port, RSS
+ * spreading the flows, or the pipeline's rings): each frame is answered in
+ * its own mbuf and leaves in it. */
 
 static void answer_frames(void *eng, struct op_frame *f, int n, uint64_t now,
                           struct op_frameq *out)
@@ -246,7 +203,7 @@ static void answer_frames(void *eng, struct op_frame *f, int n, uint64_t now,
 static const struct op_engine_ops answer_ops = {.name = "dns-frames",
                                                 .input_frames = answer_frames};
 
-/* The loop's flush: a full device queue retried with a doubling pause up
+/* rtc's flush: a full device queue retried with a doubling pause up
  * to the configured bound; what is left is counted and goes back. */
 static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
 {
@@ -272,13 +229,35 @@ static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
     op_io_release_frames(io, q->frames + sent, n - sent);
 }
 
-static op_status_t rtc_loop(struct dns_worker *w, struct op_io **q, struct op_loop **l)
+ /* A worker of the pipeline: what the port's lcore's ring cannot take is
+ * dropped and counted (it holds the TX retries), and goes back to be freed. */
+static void flush_to_ring(void *ctx, struct op_io *io, struct op_frameq *q)
 {
-    const struct dpdk_state *d = w->s->priv;
+    struct dns_worker *w = ctx;
+    bool ctl[MAX_BURST];
+    int n = q->n < MAX_BURST ? q->n : MAX_BURST;
+    for (int i = 0; i < n; i++)
+        ctl[i] = frame_is_ctl(q->frames[i].data, q->frames[i].len);
+    int sent = op_io_send_frames_some(io, q->frames, n);
+    for (int i = sent; i < n; i++) {
+        w->c[ctl[i] ? OP_DNS_C_drop_tx_ctl : OP_DNS_C_drop_tx]++;
+        w->c[OP_DNS_C_tx_ring_full]++;
+    }
+    op_io_release_frames(io, q->frames + sent, n - sent);
+}
+
+/* The loop an answering lcore runs: over its queue of the port (rtc) or the
+ * pipeline's rings (a worker), the answering engine on it. */
+static op_status_t answer_loop(struct dns_worker *w, struct op_io **io, struct op_loop **l)
+{
+    struct dpdk_state *d = w->s->priv;
     int burst = (int)w->s->cfg.burst;
-    op_status_t st = op_io_dpdk_queue_open(d->io, (uint16_t)w->index, q);
-    struct op_loop_config lc = {.io = *q, .burst = burst, .tx_queue = burst, .frames = true,
-                                .flush_frames = flush_answers, .flush_ctx = w};
+    bool rtc = !d->dc.pipeline;
+    op_status_t st = rtc ? op_io_dpdk_queue_open(d->io, (uint16_t)w->index, io)
+                         : op_io_dpdk_ring_open(d->io, d->to_workers, d->to_tx, io);
+    struct op_loop_config lc = {.io = *io, .burst = burst, .tx_queue = burst, .frames = true,
+                                .flush_frames = rtc ? flush_answers : flush_to_ring,
+                                .flush_ctx = w};
     if (st == OP_OK)
         st = op_loop_create(&lc, l);
     if (st == OP_OK)
@@ -286,15 +265,17 @@ static op_status_t rtc_loop(struct dns_worker *w, struct op_io **q, struct op_lo
     return st;
 }
 
-static int rtc_main(void *arg)
+/* rtc, and a worker of the pipeline: the loop's rounds under the polling
+ * policy, the counters published after each busy one. */
+static int answer_main(void *arg)
 {
     struct dns_worker *w = arg;
     const struct dpdk_state *d = w->s->priv;
-    struct op_io *q = NULL;
+    struct op_io *io = NULL;
     struct op_loop *l = NULL;
-    op_status_t st = rtc_loop(w, &q, &l);
+    op_status_t st = answer_loop(w, &io, &l);
     if (st != OP_OK)
-        OP_WARN(w->s->cfg.log, "dns: lcore of queue %u: %s", w->index, op_status_str(st));
+        OP_WARN(w->s->cfg.log, "dns: lcore %u: %s", w->index, op_status_str(st));
     struct dns_poll idle;
     dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
     while (st == OP_OK && !dns_server_stopping(w->s)) {
@@ -303,7 +284,8 @@ static int rtc_main(void *arg)
     }
     dns_publish(w);
     op_loop_destroy(l);
-    op_io_close(q);
+    if (io != NULL)
+        op_io_close(io);
     return 0;
 }
 
@@ -356,44 +338,6 @@ static int io_main(void *arg)
             send_burst(w, d, 0, m, is_dns, k);
         if (!dns_polled(&idle, n > 0 || got > 0))
             continue;
-        dns_publish(w);
-    }
-    dns_publish(w);
-    return 0;
-}
-
-/* The answers and the emptied frames to the port's lcore; a full ring
- * drops (and only then frees) here. */
-static void give_ring(struct dns_worker *w, const struct dpdk_state *d, struct rte_mbuf **m,
-                      const bool *is_dns, unsigned k, unsigned dropped)
-{
-    unsigned put = rte_ring_enqueue_burst(d->to_tx, (void **)m, k + dropped, NULL);
-    for (unsigned i = put; i < k + dropped; i++) {
-        if (i < k) {
-            w->c[is_dns[i] ? OP_DNS_C_drop_tx : OP_DNS_C_drop_tx_ctl]++;
-            w->c[OP_DNS_C_tx_ring_full]++;
-        }
-        rte_pktmbuf_free(m[i]);
-    }
-}
-
-/* Pipeline, a worker: frames from the ring, answers to the other ring. */
-static int worker_main(void *arg)
-{
-    struct dns_worker *w = arg;
-    const struct dpdk_state *d = w->s->priv;
-    struct rte_mbuf *m[MAX_BURST];
-    bool is_dns[MAX_BURST];
-    uint8_t scratch[4096];
-    struct dns_poll idle;
-    dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
-    while (!dns_server_stopping(w->s)) {
-        unsigned n = rte_ring_dequeue_burst(d->to_workers, (void **)m, w->s->cfg.burst, NULL);
-        if (!dns_polled(&idle, n > 0))
-            continue;
-        unsigned dropped;
-        unsigned k = answer_burst(w, d, m, n, is_dns, scratch, &dropped);
-        give_ring(w, d, m, is_dns, k, dropped);
         dns_publish(w);
     }
     dns_publish(w);
@@ -538,7 +482,7 @@ static op_status_t launch(struct op_dns_server *s)
     unsigned i = 0, lcore;
     RTE_LCORE_FOREACH_WORKER(lcore)
     {
-        lcore_function_t *fn = !d->dc.pipeline ? rtc_main : i == 0 ? io_main : worker_main;
+        lcore_function_t *fn = d->dc.pipeline && i == 0 ? io_main : answer_main;
         if (rte_eal_remote_launch(fn, &s->w[i], lcore) != 0)
             return OP_ERR_STATE;
         s->w[i++].started = true;

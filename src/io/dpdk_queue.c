@@ -5,13 +5,21 @@
  * are the mbuf's: an answer built in place leaves in the same mbuf, as
  * DPDK's own forwarding does); what was not lent is copied into a fresh
  * mbuf on send. op_io_frames_serve makes it a payload endpoint. Polled: no
- * descriptor to wait on. */
+ * descriptor to wait on.
+ *
+ * A pair of rte_rings is the same backend one lcore further on (a
+ * pipeline's worker: frames from the port's lcore on one ring, back on the
+ * other); a frame it releases goes back emptied (length 0) for that lcore
+ * to free, as it allocated it: its mempool cache gets it back without a
+ * trip through the pool's shared ring. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_prefetch.h>
+#include <rte_ring.h>
 
 #include "io_internal.h"
 
@@ -20,6 +28,7 @@ struct dpdk_queue_io {
     const struct op_io_dpdk *port; /* the caller's; outlives this */
     uint16_t port_id, queue;
     struct rte_mempool *pool;
+    struct rte_ring *in, *out; /* a ring pair instead of the port's queue */
 };
 
 static struct dpdk_queue_io *dq_of(struct op_io *io) { return (struct dpdk_queue_io *)io; }
@@ -27,7 +36,16 @@ static struct dpdk_queue_io *dq_of(struct op_io *io) { return (struct dpdk_queue
 static uint16_t dq_rx(struct dpdk_queue_io *d, struct rte_mbuf **m, int max)
 {
     int n = max < OP_IO_BURST ? (max > 0 ? max : 0) : OP_IO_BURST;
+    if (d->in != NULL)
+        return (uint16_t)rte_ring_dequeue_burst(d->in, (void **)m, (unsigned)n, NULL);
     return rte_eth_rx_burst(d->port_id, d->queue, m, (uint16_t)n);
+}
+
+static uint16_t dq_tx(struct dpdk_queue_io *d, struct rte_mbuf **m, int n)
+{
+    if (d->out != NULL)
+        return (uint16_t)rte_ring_enqueue_burst(d->out, (void **)m, (unsigned)n, NULL);
+    return rte_eth_tx_burst(d->port_id, d->queue, m, (uint16_t)n);
 }
 
 static int dq_recv_frames(struct op_io *io, struct op_frame *f, int max)
@@ -59,17 +77,16 @@ static int dq_recv_lent(struct op_io *io, struct op_frame *f, int max)
     struct rte_mbuf *m[OP_IO_BURST];
     uint16_t n = dq_rx(d, m, max);
     int k = 0;
-    for (uint16_t i = 0; i < n; i++) {
-        if (m[i]->nb_segs != 1) { /* a chained jumbo: no contiguous bytes to lend */
-            rte_pktmbuf_free(m[i]);
-            continue;
-        }
+    for (uint16_t i = 0; i < n; i++, k++) {
+        if (i + 2 < n) /* a ring's frames were written by another CPU: fetch ahead */
+            rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
         uint8_t *bytes = rte_pktmbuf_mtod(m[i], uint8_t *);
-        f[k] = (struct op_frame){.data = bytes, .len = rte_pktmbuf_data_len(m[i]),
+        /* a chained jumbo's bytes are not contiguous: lent with length 0 */
+        f[k] = (struct op_frame){.data = bytes,
+                                 .len = m[i]->nb_segs == 1 ? rte_pktmbuf_data_len(m[i]) : 0,
                                  .queue = d->queue, .lent = m[i],
                                  .room = (uint32_t)(m[i]->buf_len - m[i]->data_off)};
         (void)op_frame_parse(bytes, f[k].len, &f[k].info);
-        k++;
     }
     io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
@@ -77,12 +94,25 @@ static int dq_recv_lent(struct op_io *io, struct op_frame *f, int max)
 
 static void dq_release(struct op_io *io, struct op_frame *f, int n)
 {
-    (void)io;
-    for (int i = 0; i < n; i++)
-        if (f[i].lent != NULL) {
-            rte_pktmbuf_free(f[i].lent);
-            f[i].lent = NULL;
+    struct dpdk_queue_io *d = dq_of(io);
+    struct rte_mbuf *back[OP_IO_BURST];
+    int nb = 0;
+    for (int i = 0; i < n; i++) {
+        struct rte_mbuf *m = f[i].lent;
+        if (m == NULL)
+            continue;
+        f[i].lent = NULL;
+        if (d->out == NULL || nb == OP_IO_BURST) {
+            rte_pktmbuf_free(m);
+            continue;
         }
+        m->data_len = 0;
+        m->pkt_len = 0;
+        back[nb++] = m;
+    }
+    unsigned put = nb ? rte_ring_enqueue_burst(d->out, (void **)back, (unsigned)nb, NULL) : 0;
+    for (int i = (int)put; i < nb; i++)
+        rte_pktmbuf_free(back[i]);
 }
 
 /* A lent frame's own mbuf, its bytes where the holder left them; NULL if
@@ -132,7 +162,7 @@ static int dq_send_prefix(struct dpdk_queue_io *d, const struct op_frame *f, int
 {
     struct rte_mbuf *m[OP_IO_BURST];
     int built = dq_build(d, f, n, m);
-    uint16_t sent = rte_eth_tx_burst(d->port_id, d->queue, m, (uint16_t)built);
+    uint16_t sent = dq_tx(d, m, built);
     for (int i = sent; i < built; i++)
         if (f[i].lent == NULL)
             rte_pktmbuf_free(m[i]);
@@ -191,6 +221,26 @@ static const struct op_io_ops dq_ops = {
     .release_frames = dq_release,
     .send_frames_some = dq_send_some,
 };
+
+op_status_t op_io_dpdk_ring_open(const struct op_io_dpdk *p, struct rte_ring *in,
+                                 struct rte_ring *out, struct op_io **io)
+{
+    if (in == NULL || out == NULL)
+        return OP_ERR_INVAL;
+    struct dpdk_queue_io *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return OP_ERR_NOMEM;
+    d->io.ops = &dq_ops; /* the same backend: only where bursts come from differs */
+    d->port = p;
+    d->in = in;
+    d->out = out;
+    d->pool = op_io_dpdk_pool(p);
+    d->io.has_mac = true;
+    op_io_dpdk_mac(p, d->io.mac);
+    d->io.link_mtu = 1500;
+    *io = &d->io;
+    return OP_OK;
+}
 
 op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t queue, struct op_io **out)
 {
