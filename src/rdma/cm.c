@@ -93,7 +93,8 @@ const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i)
 op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i, struct op_rdma_cm_side *peer,
                             uint32_t *ip, uint16_t *port)
 {
-    if (i >= cm->cfg.nconn || cm->conns[i].state != OP_RDMA_CM_ESTABLISHED)
+    if (i >= cm->cfg.nconn || (cm->conns[i].state != OP_RDMA_CM_ESTABLISHED &&
+                               cm->conns[i].state != OP_RDMA_CM_REP_SENT))
         return OP_ERR_STATE;
     *peer = cm->conns[i].peer;
     *ip = cm->conns[i].peer_ip;

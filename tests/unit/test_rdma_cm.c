@@ -272,6 +272,33 @@ static void test_dead_peer_gives_a_cause(void **state)
     rsim_free(&f.s);
 }
 
+static bool passive_answered(void *arg)
+{
+    return op_rdma_cm_state(arg, 0) == OP_RDMA_CM_REP_SENT;
+}
+
+/* The passive side knows its peer once it answered the REQ (it may bring
+ * its QP up before the RTU); the active side only once the REP is in. */
+static void test_peer_known_from_the_req(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    struct op_rdma_cm_side p;
+    uint32_t ip;
+    uint16_t port;
+    cmfx_init(&f, 7, 1, 1);
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &p, &ip, &port), OP_ERR_STATE);
+    f.s.link[1].dead = true; /* the REP never arrives */
+    assert_true(rsim_run(&f.s, passive_answered, f.cm[1], LIMIT_NS));
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &p, &ip, &port), OP_OK);
+    assert_int_equal(p.qpn, 0x20);
+    assert_int_equal(p.psn, 0x100020u);
+    assert_int_equal(ip, RSIM_IP_A);
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_REQ_SENT);
+    assert_int_equal(op_rdma_cm_peer(f.cm[0], 0, &p, &ip, &port), OP_ERR_STATE);
+    rsim_free(&f.s);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -306,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_no_slot_is_rejected),
         cmocka_unit_test(test_dead_peer_gives_a_cause),
+        cmocka_unit_test(test_peer_known_from_the_req),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

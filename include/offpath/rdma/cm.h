@@ -47,7 +47,10 @@ OP_API op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
 OP_API op_status_t op_rdma_cm_listen(struct op_rdma_cm *cm, uint32_t i,
                                      const struct op_rdma_cm_side *mine);
 OP_API enum op_rdma_cm_state op_rdma_cm_state(const struct op_rdma_cm *cm, uint32_t i);
-/* An established connection's peer: what it said, and its address and port. */
+/* A connection's peer once known (established, or a passive side's once
+ * it answered the REQ: it may then bring its QP up before the RTU, as a
+ * first packet on the QP stands for a lost RTU in the IBTA's rules): what
+ * it said, and its address and port. */
 OP_API op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i,
                                    struct op_rdma_cm_side *peer, uint32_t *ip, uint16_t *port);
 /* Why a connection failed; "" if it did not. */
