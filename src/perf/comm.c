@@ -3,7 +3,10 @@
  * as perftest's -R exchanges its data over an rdma_cm connection instead of
  * a TCP socket. It lives on the endpoint's device, so it moves only while
  * the endpoint is driven (every wait of a test drives it), and RC makes it
- * as reliable as TCP was, under --loss too. */
+ * as reliable as TCP was, under --loss too. A peer that is killed closes
+ * nothing, so a side that has heard nothing for a second sends an empty
+ * message (ignored at the other end); one that stays unacknowledged for
+ * DEAD_NS while RC keeps resending means the peer is gone. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +15,10 @@
 
 #define COMM_DEPTH 32    /* lines in flight each way */
 #define COMM_TIMEOUT 14  /* 4.096 us * 2^14 = 67 ms a try */
-#define COMM_RETRIES 6   /* then a dead peer fails the channel */
+#define COMM_RETRIES 7   /* for ever: loss must not end the channel, DEAD_NS does */
 #define LINGER_NS (2 * OP_NS_PER_S) /* close: our last lines reach the peer */
+#define KEEPALIVE_NS OP_NS_PER_S
+#define DEAD_NS (5 * OP_NS_PER_S)
 
 struct perf_comm {
     struct perf_ep *ep;
@@ -22,6 +27,8 @@ struct perf_comm {
     struct op_rdma_mr *mr;
     uint8_t *bufs; /* COMM_DEPTH receives of PERF_LINE_MAX bytes */
     uint32_t psn, sends_out;
+    uint64_t heard_ns; /* the peer's last message or acknowledgement */
+    uint64_t acked_ns; /* the last send completed, or the first posted since */
     int err;          /* the first failure (-errno), 0 if none */
     bool have_next;   /* a line read and not yet taken (perf_comm_peer_failed peeked) */
     char next[PERF_LINE_MAX];
@@ -80,6 +87,7 @@ op_status_t perf_comm_connect(struct perf_comm *c, const struct op_rdma_cm_side 
                                 .rq_psn = peer->psn, .remote_ip = ip, .remote_port = port,
                                 .min_rnr_timer = 1, .sq_psn = c->psn, .timeout = COMM_TIMEOUT,
                                 .retry_cnt = COMM_RETRIES, .rnr_retry = 7};
+    c->heard_ns = op_now_ns();
     op_status_t st = op_rdma_qp_modify(c->qp, OP_RDMA_QPS_INIT, &a);
     for (uint32_t i = 0; st == OP_OK && i < COMM_DEPTH; i++)
         st = post_recv(c, i);
@@ -93,11 +101,40 @@ static void reap_sends(struct perf_comm *c)
 {
     struct op_rdma_wc wc[COMM_DEPTH];
     int n = op_rdma_poll_cq(c->scq, COMM_DEPTH, wc);
+    if (n > 0)
+        c->heard_ns = c->acked_ns = op_now_ns();
     for (int i = 0; i < n; i++) {
         c->sends_out--;
         if (wc[i].status != OP_RDMA_WC_SUCCESS && c->err == 0)
             c->err = -ECONNRESET; /* the peer stopped answering: it is gone */
     }
+}
+
+static int post_send(struct perf_comm *c, const char *line, size_t n)
+{
+    uint64_t now = op_now_ns();
+    struct op_rdma_sge sge = {(uintptr_t)line, (uint32_t)n, 0};
+    struct op_rdma_send_wr wr = {.opcode = OP_RDMA_WR_SEND, .sg_list = &sge, .num_sge = n > 0,
+                                 .send_flags = OP_RDMA_SEND_SIGNALED | OP_RDMA_SEND_INLINE};
+    if (op_rdma_post_send(c->qp, &wr, now, perf_ep_txq(c->ep)) != OP_OK)
+        return -EIO;
+    if (c->sends_out++ == 0)
+        c->acked_ns = now;
+    perf_ep_flush(c->ep);
+    return 0;
+}
+
+/* Nothing came in for a while: an empty message asks the peer for an
+ * acknowledgement; none for DEAD_NS (RC resending all along): gone. */
+static void check_peer(struct perf_comm *c)
+{
+    uint64_t now = op_now_ns();
+    if (c->err != 0 || op_rdma_qp_state(c->qp) != OP_RDMA_QPS_RTS)
+        return;
+    if (c->sends_out > 0 && now - c->acked_ns > DEAD_NS)
+        c->err = -ETIMEDOUT;
+    else if (c->sends_out == 0 && now - c->heard_ns > KEEPALIVE_NS)
+        c->err = post_send(c, "", 0);
 }
 
 int perf_comm_send(struct perf_comm *c, const char *line, size_t n)
@@ -109,16 +146,7 @@ int perf_comm_send(struct perf_comm *c, const char *line, size_t n)
         if (op_now_ns() > until)
             c->err = -ETIMEDOUT;
     }
-    if (c->err != 0)
-        return c->err;
-    struct op_rdma_sge sge = {(uintptr_t)line, (uint32_t)n, 0};
-    struct op_rdma_send_wr wr = {.opcode = OP_RDMA_WR_SEND, .sg_list = &sge, .num_sge = 1,
-                                 .send_flags = OP_RDMA_SEND_SIGNALED | OP_RDMA_SEND_INLINE};
-    if (op_rdma_post_send(c->qp, &wr, op_now_ns(), perf_ep_txq(c->ep)) != OP_OK)
-        return -EIO;
-    c->sends_out++;
-    perf_ep_flush(c->ep);
-    return 0;
+    return c->err != 0 ? c->err : post_send(c, line, n);
 }
 
 /* The next line into c->next, if one came. */
@@ -128,10 +156,17 @@ static int read_next(struct perf_comm *c)
     if (c->have_next)
         return 1;
     reap_sends(c);
-    if (op_rdma_poll_cq(c->rcq, 1, &wc) == 0)
-        return c->err;
-    if (wc.status != OP_RDMA_WC_SUCCESS)
-        return c->err = -ECONNRESET;
+    do {
+        if (op_rdma_poll_cq(c->rcq, 1, &wc) == 0) {
+            check_peer(c);
+            return c->err;
+        }
+        if (wc.status != OP_RDMA_WC_SUCCESS)
+            return c->err = -ECONNRESET;
+        c->heard_ns = op_now_ns();
+    } while (wc.byte_len == 0 && post_recv(c, (uint32_t)wc.wr_id) == OP_OK);
+    if (wc.byte_len == 0)
+        return c->err = -EIO;
     const uint8_t *b = c->bufs + (size_t)wc.wr_id * PERF_LINE_MAX;
     size_t n = wc.byte_len < PERF_LINE_MAX ? wc.byte_len : PERF_LINE_MAX - 1;
     memcpy(c->next, b, n);

@@ -124,7 +124,20 @@ def test_rdma_cm_server_without_d_serves_the_address_asked():
     finally:
         probe.close()
     base = [BIN, "ib_write_bw", "-R", "-p", p, "-n", 300, "-q", 2]
-    server, client = run_server_client(base, base + [addr], timeout=60)
+    server = subprocess.Popen([str(a) for a in base], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # on one host the server goes first: a client on 4791 of an address
+        # would keep it from listening on every address
+        time.sleep(0.5)
+        c = subprocess.run([str(a) for a in base + [addr]], capture_output=True, text=True,
+                           timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    server, client = (server.returncode, out, err), (c.returncode, c.stdout, c.stderr)
     if server[0] != 0 and "of every address" in server[2]:
         pytest.skip("UDP 4791 was taken between the probe and the server: " + server[2])
     check_ok(client, "client")
@@ -251,3 +264,30 @@ def test_rdma_cm_capture_dissects_as_infiniband_cm(tmp_path):
     assert sorted((int(row[3], 16), int(row[4], 16)) for row in cm[6:9]) == sorted(c_rem)
     assert all(int(row[5], 16) == 5 for row in cm[:6:3] + cm[3:6])  # 4096-byte path MTU
     assert all(row[6] for row in cm[9:12])
+
+
+def test_rdma_cm_killed_client_ends_the_server():
+    """A killed client closes nothing: the server's empty keep-alive SEND on
+    the control QP goes unacknowledged for 5 s and it ends, saying so."""
+    addr, p = server_addr()
+    base = [BIN, "ib_write_bw", "-R", "-p", p, "-D", 30]
+    server = subprocess.Popen([str(a) for a in base + ["-d", addr]], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen([str(a) for a in base + [addr]], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        assert client.poll() is None and server.poll() is None
+        client.kill()
+        client.communicate(timeout=10)
+        start = time.monotonic()
+        out, err = server.communicate(timeout=20)
+        waited = time.monotonic() - start
+    finally:
+        for proc in (client, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert server.returncode == 1
+    assert "the peer closed the side channel (Connection timed out)" in err, err
+    assert 4 < waited < 12, waited
