@@ -12,6 +12,7 @@
 #define PERF_QKEY 0x11111111u /* UD: the Q_Key both sides use */
 #define PERF_QP_SHIFT 40 /* wr_id: QP index above, message index below */
 #define PERF_IDX_MASK ((1ull << PERF_QP_SHIFT) - 1)
+#define PERF_LAT_SIGNAL_EVERY 8 /* latency WRITEs and SENDs signaled (lat.c) */
 
 struct perf_run;
 

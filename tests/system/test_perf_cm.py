@@ -242,13 +242,18 @@ def test_rdma_cm_capture_dissects_as_infiniband_cm(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = [l.split("\t") for l in r.stdout.splitlines()]
-    assert [row[0] for row in rows[:3]] == ["CM: ConnectRequest", "CM: ConnectReply",
-                                            "CM: ReadyToUse"]
-    control_qpn = int(rows[0][1], 16)
-    cm = [row for row in rows if row[0].startswith("CM: ")]
+    # a MAD sent again (the client may start before the server listens) counts once
+    cm, seen = [], set()
+    for row in rows:
+        key = (row[0], row[1], row[3], row[6])
+        if row[0].startswith("CM: ") and key not in seen:
+            seen.add(key)
+            cm.append(row)
     assert [row[0] for row in cm] == ["CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse"] \
         + ["CM: ConnectRequest"] * 3 + ["CM: ConnectReply"] * 3 + ["CM: ReadyToUse"] * 3, \
         [row[0] for row in cm]
+    assert all(row[0].startswith("CM: ") for row in rows[:rows.index(cm[2]) + 1])
+    control_qpn = int(cm[0][1], 16)
     first_data = next(i for i, row in enumerate(rows) if "RDMA Write" in row[0])
     assert rows.index(cm[-1]) < first_data
     # each side's parameters: a SEND to the other's control QP, before the test's REQs
@@ -256,13 +261,13 @@ def test_rdma_cm_capture_dissects_as_infiniband_cm(tmp_path):
     params = [(i, int(row[7], 16)) for i, row in enumerate(rows)
               if row[0].startswith("RC Send Only")
               and bytes.fromhex(row[8] or "").startswith(b"PARAMS ")]
-    assert sorted(qp for _, qp in params) == sorted([control_qpn, server_control]), params
+    assert len(params) >= 2 and {qp for _, qp in params} == {control_qpn, server_control}, params
     assert all(i < rows.index(cm[3]) for i, _ in params), rows[:12]
     c_loc, c_rem = addresses(client[1])
     assert control_qpn not in [q for q, _ in c_loc]
     assert sorted((int(q, 16), int(p, 16)) for _, q, p, *_ in cm[3:6]) == sorted(c_loc)
     assert sorted((int(row[3], 16), int(row[4], 16)) for row in cm[6:9]) == sorted(c_rem)
-    assert all(int(row[5], 16) == 5 for row in cm[:6:3] + cm[3:6])  # 4096-byte path MTU
+    assert all(int(row[5], 16) == 5 for row in [cm[0]] + cm[3:6])  # 4096-byte path MTU
     assert all(row[6] for row in cm[9:12])
 
 
