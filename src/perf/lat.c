@@ -177,6 +177,8 @@ static op_status_t ping_pong(struct lat_state *s)
 {
     bool client = !s->r->is_server;
     for (uint64_t i = 0;; i++) {
+        /* one clock read between the answer and the next post (the
+         * client's: its sample's); the server reads again after waiting */
         uint64_t now = op_now_ns();
         if ((client || !s->r->cfg->duration_s) && !more(s, i, now))
             return OP_OK;
@@ -184,7 +186,8 @@ static op_status_t ping_pong(struct lat_state *s)
         op_status_t st = client ? OP_OK : await_answer(s, i, &arrived);
         if (st != OP_OK || !arrived)
             return st;
-        now = op_now_ns();
+        if (!client)
+            now = op_now_ns();
         if ((st = stamp(s, now)) != OP_OK || (st = post_one(s, i, now)) != OP_OK)
             return st;
         if (client && (st = await_answer(s, i, &arrived)) != OP_OK)
