@@ -69,8 +69,10 @@ static struct op_rdma_cm *cm_of(const struct perf_run *r) { return r->cm; }
  * control QP's first (the test's come only after the parameters agree). */
 static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
 {
+    /* -p is rdma_cm's port, as perftest's -R: a server on another refuses */
     const struct op_rdma_cm_config cc = {.nconn = r->cfg->qps + 1, .retry_ns = CM_RETRY_NS,
-                                         .max_retries = CM_RETRIES};
+                                         .max_retries = CM_RETRIES,
+                                         .service_port = r->cfg->tcp_port};
     op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, NULL, max_size, r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
@@ -300,7 +302,10 @@ static op_status_t call(struct perf_run *r, size_t max_size)
     for (unsigned idle = 0; !comm_known(r, &st);)
         if (perf_ep_progress(&r->ep) == 0 && ++idle % SPINS == 0)
             perf_ep_wait(&r->ep, op_now_ns());
-    return st == OP_OK ? comm_up(r) : explain_silence(r, server, st);
+    if (st == OP_OK)
+        return comm_up(r);
+    /* a REJ is an answer (another -p, no listener left): silence is not */
+    return op_rdma_cm_counters(cm)[OP_RDMA_CM_C_cm_rej_recv] ? st : explain_silence(r, server, st);
 }
 
 op_status_t perf_cm_meet(struct perf_run *r, size_t max_size)

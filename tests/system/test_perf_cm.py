@@ -176,6 +176,32 @@ def test_rdma_cm_server_refuses_a_client_without_R():
     check_ok((server.returncode, out, err), "server")
 
 
+def test_rdma_cm_port_is_the_service_id():
+    """-p is rdma_cm's port: a REQ for another is REJected (invalid service
+    ID) and takes nothing; the server then serves the client with its -p."""
+    addr, p = server_addr()
+    server = subprocess.Popen([str(a) for a in [BIN, "ib_write_bw", "-R", "-d", addr, "-p", p,
+                                                "-n", 100]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        other = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p + 1, "-n", 100,
+                                                 addr]],
+                               capture_output=True, text=True, timeout=30)
+        assert other.returncode == 1
+        assert "-R: the peer rejected the connection (REJ reason 8: invalid service ID, no one " \
+               "listens on that port)" in other.stderr, other.stderr
+        client = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100,
+                                                  addr]],
+                                capture_output=True, text=True, timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    check_ok((client.returncode, client.stdout, client.stderr), "client")
+    check_ok((server.returncode, out, err), "server")
+
+
 def test_rdma_cm_client_names_a_server_without_R():
     """The -R client's REQs go unanswered (5 s); it finds the server on the
     TCP port, tells it why it leaves, and says so itself."""

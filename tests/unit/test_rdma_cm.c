@@ -299,6 +299,35 @@ static void test_peer_known_from_the_req(void **state)
     rsim_free(&f.s);
 }
 
+/* A REQ for another service (rdma_cm's port) is REJected with reason 8
+ * and takes no listening slot. */
+static void test_other_service_is_rejected(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    rsim_init(&f.s, 8);
+    const struct op_rdma_cm_config a = {.nconn = 1, .retry_ns = OP_NS_PER_MS, .max_retries = 30,
+                                        .service_port = 18515};
+    const struct op_rdma_cm_config b = {.nconn = 1, .retry_ns = OP_NS_PER_MS, .max_retries = 30,
+                                        .service_port = 18516};
+    assert_int_equal(op_rdma_cm_create(f.s.dev[0], &a, &f.cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[1], &b, &f.cm[1]), OP_OK);
+    struct op_rdma_cm_side s = side(0x40, 0x80);
+    assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK);
+    s = side(0x20, 0);
+    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
+                                        &f.s.q),
+                     OP_OK);
+    struct settled w = {&f, {1, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
+    assert_non_null(strstr(op_rdma_cm_error(f.cm[0], 0), "REJ reason 8: invalid service ID"));
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_unknown], 1);
+    rsim_free(&f.s);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -334,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_no_slot_is_rejected),
         cmocka_unit_test(test_dead_peer_gives_a_cause),
         cmocka_unit_test(test_peer_known_from_the_req),
+        cmocka_unit_test(test_other_service_is_rejected),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
