@@ -146,6 +146,13 @@ OP_API op_status_t op_io_xdp_local_mac(const struct op_io *io, uint8_t mac[6]);
 /* A neighbour's MAC as a user gives it (perftest's -E): frames to ip use it
  * from now on, the kernel is not asked. OP_ERR_INVAL for other backends. */
 OP_API op_status_t op_io_xdp_set_neighbour(struct op_io *io, uint32_t ip, const uint8_t mac[6]);
+/* Payloads sent from now on leave through the q-th of the endpoint's
+ * queues (0 at open; a NIC, or a veth, delivers each queue's frames to the
+ * peer's queue of that index). OP_ERR_INVAL past them or for other backends. */
+OP_API op_status_t op_io_xdp_tx_queue(struct op_io *io, uint32_t q);
+/* Frames the q-th queue's rings took in and put out since open (mod 2^32). */
+OP_API op_status_t op_io_xdp_queue_frames(const struct op_io *io, uint32_t q, uint32_t *rx,
+                                          uint32_t *tx);
 /* The MAC of ip (host order) on ifname in the text of /proc/net/arp, if the
  * entry is complete. Pure: tests feed it any text. */
 OP_API bool op_arp_table_lookup(const char *table, uint32_t ip, const char *ifname,

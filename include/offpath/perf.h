@@ -185,6 +185,8 @@ OP_API void op_perf_write_json(FILE *f, const struct op_perf_config *cfg,
  * payload. Latency: the server echoes each frame, the client times it. */
 #define OP_PERF_RAWETH_MIN 64      /* frame bytes: headers, a magic and a sequence number */
 #define OP_PERF_RAWETH_HDR 42      /* Ethernet + IPv4 + UDP */
+#define OP_PERF_RAWETH_MAX_QPS 64  /* -q: an AF_XDP endpoint's queues at most */
+#define OP_PERF_RAWETH_QP_SHIFT 40 /* a payload's sequence number: QP above, frame below */
 struct op_perf_raweth_config {
     enum op_perf_test test;
     bool server;            /* --server; else --client */
@@ -194,7 +196,8 @@ struct op_perf_raweth_config {
     uint32_t src_ip, dst_ip;     /* -j, -J */
     uint16_t src_port, dst_port; /* -k, -K */
     uint32_t size;          /* -s: frame bytes without the FCS */
-    uint64_t iters;         /* -n */
+    uint64_t iters;         /* -n: frames of each QP */
+    uint32_t qps;           /* -q (BW): QP i sends on, and is received at, queue i; 0: 1 */
     uint32_t duration_s;    /* -D (BW) */
     bool run_infinitely;    /* BW: a row every -D s until SIGINT */
     bool json;              /* --out_json */

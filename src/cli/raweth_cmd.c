@@ -20,7 +20,7 @@ static const struct option options[] = {
     {"server", 0, 0, O_SERVER}, {"client", 0, 0, O_CLIENT}, {"ib-dev", 1, 0, 'd'},
     {"source_mac", 1, 0, 'B'}, {"dest_mac", 1, 0, 'E'}, {"source_ip", 1, 0, 'j'},
     {"dest_ip", 1, 0, 'J'}, {"source_port", 1, 0, 'k'}, {"dest_port", 1, 0, 'K'},
-    {"size", 1, 0, 's'}, {"iters", 1, 0, 'n'}, {"duration", 1, 0, 'D'},
+    {"size", 1, 0, 's'}, {"iters", 1, 0, 'n'}, {"duration", 1, 0, 'D'}, {"qp", 1, 0, 'q'},
     {"report_gbits", 0, 0, O_GBITS}, {"output", 1, 0, O_OUTPUT}, {"log-level", 1, 0, O_LOG},
     {"run_infinitely", 0, 0, O_INFINITE}, {"out_json", 0, 0, O_JSON},
     {"out_json_file", 1, 0, O_JSON_FILE},
@@ -42,7 +42,9 @@ static void help_for(const char *tool)
            "  -k, --source_port=<port>   this side's UDP port (client 5000, server 5001)\n"
            "  -K, --dest_port=<port>     the peer's (client 5001, server 5000)\n"
            "  -s, --size=<bytes>         frame size without FCS, %d..9000 (default 1024)\n"
-           "  -n, --iters=<n>            frames, 5..2^32 (default 1000)\n"
+           "  -n, --iters=<n>            frames (of each QP), 5..2^32 (default 1000)\n"
+           "  -q, --qp=<n>               BW: n QPs, 1..%d; QP i sends on queue i of -d and\n"
+           "                             is received at the peer's queue i (both sides -q)\n"
            "  -D, --duration=<sec>       BW: send for sec seconds instead\n"
            "      --run_infinitely       BW: a row every -D seconds (default 5) until SIGINT\n"
            "      --out_json             the report as JSON too (perftest_out.json)\n"
@@ -50,7 +52,7 @@ static void help_for(const char *tool)
            "      --report_gbits         Gb/s instead of MiB/s\n"
            "      --output=bandwidth|message_rate|latency  print only that figure\n"
            "      --log-level=<level>    error (default), warning, info, debug\n",
-           tool, OP_PERF_RAWETH_MIN);
+           tool, OP_PERF_RAWETH_MIN, OP_PERF_RAWETH_MAX_QPS);
 }
 
 /* cli_flags' help callback takes no argument: one per tool */
@@ -119,6 +121,11 @@ static bool set(int opt, const char *v, void *arg)
         c->size = (uint32_t)x;
         return true;
     case 'n': return cli_u64(p->tool, "-n (--iters)", v, 5, 1ull << 32, &c->iters);
+    case 'q':
+        if (!cli_u64(p->tool, "-q (--qp)", v, 1, OP_PERF_RAWETH_MAX_QPS, &x))
+            return false;
+        c->qps = (uint32_t)x;
+        return true;
     case 'D':
         if (!cli_u64(p->tool, "-D (--duration)", v, 1, 86400, &x))
             return false;
@@ -157,6 +164,8 @@ static const char *check(const struct raweth_cli *p)
                "that address";
     if (!c->server && (!p->dst_ip_set || !c->have_dst_mac))
         return "the client needs -J (dest IP) and -E (dest MAC)";
+    if (c->qps > 1 && c->test == OP_PERF_LAT)
+        return "-q (--qp) is for raw_ethernet_bw (the latency test is one ping-pong)";
     if ((c->duration_s || c->run_infinitely) && c->test == OP_PERF_LAT)
         return c->run_infinitely ? "--run_infinitely is for raw_ethernet_bw"
                                  : "-D (--duration) is for raw_ethernet_bw";
@@ -168,9 +177,9 @@ static const char *check(const struct raweth_cli *p)
 static int raweth_main(const char *tool, enum op_perf_test test, int argc, char **argv)
 {
     struct raweth_cli p = {.tool = tool,
-                           .cfg = {.test = test, .size = 1024, .iters = 1000,
+                           .cfg = {.test = test, .size = 1024, .iters = 1000, .qps = 1,
                                    .output = OP_PERF_OUT_FULL, .log_level = OP_LOG_ERROR}};
-    int rc = cli_flags(argc, argv, "d:B:E:j:J:k:K:s:n:D:Vh", options, 'h',
+    int rc = cli_flags(argc, argv, "d:B:E:j:J:k:K:s:n:D:q:Vh", options, 'h',
                        test == OP_PERF_BW ? help_bw : help_lat, set, &p);
     if (rc >= 0)
         return rc;

@@ -37,6 +37,7 @@ struct xdp_io {
     struct op_pkt *rx_pkts;
     struct op_frame *rx_frames;
     uint16_t rx_queue;
+    uint32_t tx_queue; /* payloads leave through it (op_io_xdp_tx_queue) */
     int rx_k;
     uint64_t xc[OP_IO_XDP_C_COUNT_]; /* enum op_io_xdp_counter; the kernel's read on demand */
 };
@@ -134,7 +135,7 @@ static bool put_payload(struct xdp_io *x, const struct op_pkt *p)
     }
     size_t hdr = op_udp_frame_hdr_len(x->io.local.family);
     uint64_t addr;
-    struct xsk *s = xdp_port_queue(&x->port, 0);
+    struct xsk *s = xdp_port_queue(&x->port, x->tx_queue);
     uint8_t *frame = p->len <= XSK_FRAME_ROOM - hdr ? xsk_tx_frame(s, &addr) : NULL;
     if (frame == NULL) {
         x->xc[OP_IO_XDP_C_tx_no_room]++;
@@ -156,7 +157,7 @@ static int xdp_send(struct op_io *io, const struct op_pkt *pkts, int n)
     for (int i = 0; i < n; i++)
         sent += put_payload(x, &pkts[i]);
     if (sent > 0) {
-        xsk_tx_flush(xdp_port_queue(&x->port, 0));
+        xsk_tx_flush(xdp_port_queue(&x->port, x->tx_queue));
         io->c[OP_IO_C_tx_datagrams]++;
     }
     io->c[OP_IO_C_tx_pkts] += (uint64_t)sent;
@@ -382,6 +383,24 @@ op_status_t op_io_xdp_set_neighbour(struct op_io *io, uint32_t ip, const uint8_t
         return OP_ERR_INVAL;
     struct op_addr a = op_addr_ipv4(ip);
     io_neigh_learn(&xdp_of(io)->neigh, &a, mac);
+    return OP_OK;
+}
+
+op_status_t op_io_xdp_tx_queue(struct op_io *io, uint32_t q)
+{
+    if (io->ops != &xdp_ops || q >= xdp_of(io)->port.n_xsk)
+        return OP_ERR_INVAL;
+    xdp_of(io)->tx_queue = q;
+    return OP_OK;
+}
+
+op_status_t op_io_xdp_queue_frames(const struct op_io *io, uint32_t q, uint32_t *rx, uint32_t *tx)
+{
+    if (!is_xdp(io) || q >= ((const struct xdp_io *)io)->port.n_xsk)
+        return OP_ERR_INVAL;
+    const struct xsk *s = &((const struct xdp_io *)io)->port.xsk[q];
+    *rx = s->rx.head;
+    *tx = s->tx.head;
     return OP_OK;
 }
 

@@ -1,18 +1,36 @@
-/* -R: the QPs are connected the way rdma_cm connects them, by CM REQ, REP
- * and RTU MADs to QP 1 on UDP 4791 (src/rdma/cm.c), not by the side
- * channel's QP lines. Each REQ and REP carries its QP's number, PSN, MTU
- * and limits in the IBTA fields and the buffer's rkey and address in the
- * private data (as an application's rdma_cm conn_param would). The TCP
- * side channel still carries the test's own lines (parameters, barriers,
- * results), as perftest's. */
+/* -R: everything goes the way rdma_cm goes, with no TCP at all (as
+ * perftest's -R, whose data exchange runs over an rdma_cm connection). The
+ * client's CM sends a REQ for a control QP to the server's UDP 4791; once
+ * it is connected, the test's lines (parameters, barriers, results) travel
+ * on it (comm.c); after the parameters agree, the test's QPs are connected
+ * by more REQ / REP / RTU MADs to QP 1 (src/rdma/cm.c). Each REQ and REP
+ * carries its QP's number, PSN, MTU and limits in the IBTA fields and the
+ * buffer's rkey and address in the private data (as an application's
+ * rdma_cm conn_param would). CM connection 0 is the control QP, 1 + i the
+ * test's QP i.
+ *
+ * A server without -d listens on UDP 4791 of every address until the first
+ * REQ says which address the client aimed at, then serves on that one (as
+ * rdma_cm binds a listener to the device a request came in on). It also
+ * answers a client without -R on the TCP port (-p) with a FAIL naming -R;
+ * a client whose REQs go unanswered looks there to say why. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "perf_int.h"
 
 #define CM_RETRY_NS (100 * OP_NS_PER_MS)
 #define CM_RETRIES 50 /* 5 s without an answer: the peer is not there */
-#define PRIV_LEN 16   /* rkey, buffer address, QP index */
+#define COMM_CONN 0
+#define WAIT_MS 10
+#define SPINS 64
 
 static void put_be(uint8_t *p, uint64_t v, int n)
 {
@@ -28,10 +46,11 @@ static uint64_t get_be(const uint8_t *p, int n)
     return v;
 }
 
-static void my_side(const struct perf_run *r, uint32_t i, struct op_rdma_cm_side *s)
+/* What CM connection k (1 + the test QP's index) says of this side. */
+static void qp_side(const struct perf_run *r, uint32_t k, struct op_rdma_cm_side *s)
 {
     const struct perf_ep *ep = &r->ep;
-    const struct perf_qp *q = &ep->qps[i];
+    const struct perf_qp *q = &ep->qps[k - 1];
     const struct op_perf_config *c = r->cfg;
     uint8_t rd = perf_client_only(c) ? (uint8_t)c->out_reads : 16;
     *s = (struct op_rdma_cm_side){.qpn = op_rdma_qp_num(q->qp), .psn = q->psn, .mtu = ep->mtu,
@@ -40,56 +59,273 @@ static void my_side(const struct perf_run *r, uint32_t i, struct op_rdma_cm_side
                                   .timeout = c->qp_timeout};
     put_be(s->private_data, op_rdma_mr_rkey(q->mr), 4);
     put_be(s->private_data + 4, (uint64_t)(uintptr_t)q->buf, 8);
-    put_be(s->private_data + 12, i, 4);
+    put_be(s->private_data + 12, k - 1, 4);
 }
 
-static op_status_t open_cm(struct perf_run *r, struct op_rdma_cm **cm)
-{
-    const struct op_rdma_cm_config cc = {.nconn = r->ep.nqp, .retry_ns = CM_RETRY_NS,
-                                         .max_retries = CM_RETRIES};
-    if (op_rdma_cm_create(r->ep.dev, &cc, cm) != OP_OK)
-        return perf_refuse(r->why, sizeof r->why, "-R: cannot set up the connection manager");
-    return OP_OK;
-}
+static struct op_rdma_cm *cm_of(const struct perf_run *r) { return r->cm; }
 
-op_status_t perf_cm_listen(struct perf_run *r)
+/* The endpoint on ip, its control QP (r->oob) and its CM; a server listens
+ * on every connection at once: REQs take them in the order they come, the
+ * control QP's first (the test's come only after the parameters agree). */
+static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
 {
-    struct op_rdma_cm *cm;
-    op_status_t st = open_cm(r, &cm);
+    /* -p is rdma_cm's port, as perftest's -R: a server on another refuses */
+    const struct op_rdma_cm_config cc = {.nconn = r->cfg->qps + 1, .retry_ns = CM_RETRY_NS,
+                                         .max_retries = CM_RETRIES,
+                                         .service_port = r->cfg->tcp_port};
+    op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, NULL, max_size, r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
-    uint32_t want = perf_oob_local_ip(&r->oob); /* where the client reached us */
-    if (r->ep.port != OP_ROCE_UDP_PORT || (r->cfg->device == NULL && r->ep.ip != want)) {
+    if (r->is_server && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {
         char a[16];
-        op_format_ipv4(want, a);
+        op_format_ipv4(ip, a);
         return perf_refuse(r->why, sizeof r->why,
                            "-R: UDP port 4791 of %s is taken (rdma_cm peers find the server "
                            "there)", a);
     }
-    for (uint32_t i = 0; i < r->ep.nqp; i++) {
+    if (perf_comm_open(&r->ep, &r->oob.comm) != OP_OK ||
+        op_rdma_cm_create(r->ep.dev, &cc, &r->cm) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why, "-R: cannot set up the connection manager");
+    for (uint32_t k = 0; r->is_server && k < cc.nconn; k++) {
         struct op_rdma_cm_side s;
-        my_side(r, i, &s);
-        if (op_rdma_cm_listen(cm, i, &s) != OP_OK)
-            return perf_refuse(r->why, sizeof r->why, "-R: cannot listen for QP %u", i);
+        if (k == COMM_CONN)
+            perf_comm_side(r->oob.comm, &s);
+        else
+            qp_side(r, k, &s);
+        if (op_rdma_cm_listen(r->cm, k, &s) != OP_OK)
+            return perf_refuse(r->why, sizeof r->why, "-R: cannot listen for connection %u", k);
     }
     return OP_OK;
 }
 
-static const struct op_rdma_cm *cm_of(const struct perf_run *r)
+/* The control QP's peer is known (a server knows it from the REQ), or its
+ * CM connection failed (st says why). */
+static bool comm_known(struct perf_run *r, op_status_t *st)
 {
-    return op_rdma_dev_cm(r->ep.dev);
+    enum op_rdma_cm_state s = op_rdma_cm_state(cm_of(r), COMM_CONN);
+    *st = s != OP_RDMA_CM_FAILED ? OP_OK
+                                 : perf_refuse(r->why, sizeof r->why, "-R: %s",
+                                               op_rdma_cm_error(cm_of(r), COMM_CONN));
+    return s == OP_RDMA_CM_ESTABLISHED || s == OP_RDMA_CM_FAILED ||
+           (r->is_server && s == OP_RDMA_CM_REP_SENT);
 }
 
-/* Every connection established (true), or the first failure's cause. */
+/* The control QP to RTS: a server's before the RTU, so that the client's
+ * first line (sent as soon as our REP is in) finds it ready. */
+static op_status_t comm_up(struct perf_run *r)
+{
+    struct op_rdma_cm_side s;
+    uint32_t ip;
+    uint16_t port;
+    if (op_rdma_cm_peer(cm_of(r), COMM_CONN, &s, &ip, &port) != OP_OK ||
+        perf_comm_connect(r->oob.comm, &s, ip, port) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why, "-R: cannot bring the control QP up");
+    return OP_OK;
+}
+
+/* ---- the server */
+
+/* A client without -R on the TCP port: told why, then let go. */
+static void refuse_tcp_client(int lfd)
+{
+    struct perf_oob o = {.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)};
+    if (o.fd < 0)
+        return;
+    (void)perf_oob_send(&o, "FAIL the server runs with -R (rdma_cm, no TCP side channel): "
+                            "give the client -R too");
+    perf_oob_close(&o);
+}
+
+static int wildcard_socket(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(OP_ROCE_UDP_PORT),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A REQ on the wildcard socket names the address it was sent to (its
+ * primary path's remote GID, ::ffff:IPv4): serve there, and hand the REQ
+ * to the endpoint's CM (whose ICRC check now knows both addresses). */
+static op_status_t take_first_req(struct perf_run *r, int *wfd, size_t max_size)
+{
+    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    uint8_t buf[OP_IO_BUF_SIZE];
+    struct sockaddr_in from;
+    socklen_t flen = sizeof from;
+    struct op_cm_msg m;
+    enum op_cm_err why;
+    ssize_t n = recvfrom(*wfd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+    if (n != (ssize_t)OP_CM_PKT_LEN ||
+        op_cm_mad_decode(buf + OP_BTH_LEN + OP_DETH_LEN, OP_CM_MAD_LEN, &m, &why) != OP_OK ||
+        m.attr != OP_CM_REQ || memcmp(m.remote_gid, v4_mapped, sizeof v4_mapped) != 0)
+        return OP_OK; /* not what starts a connection: keep listening */
+    uint32_t ip = (uint32_t)get_be(m.remote_gid + 12, 4);
+    close(*wfd);
+    *wfd = -1;
+    op_status_t st = open_side(r, ip, max_size);
+    if (st != OP_OK)
+        return st;
+    const struct op_pkt p = {.flow = {.src = op_addr_ipv4(ntohl(from.sin_addr.s_addr)),
+                                      .dst = op_addr_ipv4(ip),
+                                      .src_port = ntohs(from.sin_port),
+                                      .dst_port = OP_ROCE_UDP_PORT},
+                             .len = (uint32_t)n, .data = buf};
+    op_rdma_dev_input(r->ep.dev, &p, op_now_ns(), perf_ep_txq(&r->ep));
+    perf_ep_flush(&r->ep);
+    return OP_OK;
+}
+
+static op_status_t listen_sockets(struct perf_run *r, int *lfd, int *wfd, size_t max_size)
+{
+    const struct op_perf_config *c = r->cfg;
+    char ignored[256];
+    /* the TCP port only serves to refuse: taken, it refuses nobody */
+    if (perf_oob_listen(c->tcp_port, 4, lfd, ignored, sizeof ignored) == OP_OK)
+        (void)fcntl(*lfd, F_SETFL, O_NONBLOCK);
+    uint32_t ip;
+    if (c->device != NULL)
+        return perf_ip_of_device(c->device, &ip) != OP_OK
+                   ? perf_refuse(r->why, sizeof r->why,
+                                 "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
+                                 c->device)
+                   : open_side(r, ip, max_size);
+    *wfd = wildcard_socket();
+    if (*wfd < 0)
+        return perf_refuse(r->why, sizeof r->why,
+                           "-R: cannot listen on UDP port 4791 of every address (%s): give -d "
+                           "the address to serve on", strerror(errno));
+    return OP_OK;
+}
+
+static op_status_t serve(struct perf_run *r, size_t max_size)
+{
+    int lfd = -1, wfd = -1;
+    op_status_t st = listen_sockets(r, &lfd, &wfd, max_size);
+    for (unsigned idle = 0; st == OP_OK;) {
+        if (wfd < 0 && comm_known(r, &st))
+            break;
+        if (wfd < 0 && (perf_ep_progress(&r->ep) > 0 || ++idle < SPINS))
+            continue;
+        idle = 0;
+        const int fds[2] = {wfd >= 0 ? wfd : op_io_fd(r->ep.io), lfd};
+        uint64_t next = wfd >= 0 ? UINT64_MAX : op_rdma_dev_next_timer(r->ep.dev);
+        uint64_t until = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
+        (void)op_io_wait_fds(fds, 2, OP_IO_IN, next < until ? next : until);
+        if (lfd >= 0)
+            refuse_tcp_client(lfd);
+        if (wfd >= 0)
+            st = take_first_req(r, &wfd, max_size);
+    }
+    if (lfd >= 0)
+        close(lfd);
+    if (wfd >= 0)
+        close(wfd);
+    return st == OP_OK ? comm_up(r) : st;
+}
+
+/* ---- the client */
+
+static op_status_t resolve(struct perf_run *r, uint32_t *ip)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    int rc = getaddrinfo(r->cfg->server, NULL, &hints, &res);
+    if (rc != 0)
+        return perf_refuse(r->why, sizeof r->why, "cannot resolve server '%s': %s",
+                           r->cfg->server, gai_strerror(rc));
+    *ip = ntohl(((const struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr);
+    freeaddrinfo(res);
+    return OP_OK;
+}
+
+/* The address the kernel would send to the server from (-d's otherwise). */
+static op_status_t local_ip(struct perf_run *r, uint32_t server, uint32_t *ip)
+{
+    if (r->cfg->device != NULL)
+        return perf_ip_of_device(r->cfg->device, ip) == OP_OK
+                   ? OP_OK
+                   : perf_refuse(r->why, sizeof r->why,
+                                 "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
+                                 r->cfg->device);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(OP_ROCE_UDP_PORT),
+                             .sin_addr.s_addr = htonl(server)};
+    socklen_t len = sizeof sa;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
+    if (fd >= 0)
+        close(fd);
+    *ip = ntohl(sa.sin_addr.s_addr);
+    return ok ? OP_OK : perf_refuse(r->why, sizeof r->why, "-R: no route to the server");
+}
+
+/* The REQs went unanswered: a server without -R waits on the TCP port;
+ * it is told why we leave, and so is the user. */
+static op_status_t explain_silence(struct perf_run *r, uint32_t server, op_status_t st)
+{
+    struct perf_oob o = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(r->cfg->tcp_port),
+                             .sin_addr.s_addr = htonl(server)};
+    if (o.fd >= 0 && connect(o.fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        (void)perf_oob_send(&o, "FAIL the client runs with -R (rdma_cm): give the server -R too");
+        char a[16];
+        op_format_ipv4(server, a);
+        st = perf_refuse(r->why, sizeof r->why,
+                         "-R: the server at %s answers on TCP port %u, not over rdma_cm: it runs "
+                         "without -R (give both sides -R, or neither)", a, r->cfg->tcp_port);
+    }
+    perf_oob_close(&o);
+    return st;
+}
+
+static op_status_t call(struct perf_run *r, size_t max_size)
+{
+    uint32_t server = 0, ip = 0;
+    op_status_t st = resolve(r, &server);
+    if (st == OP_OK)
+        st = local_ip(r, server, &ip);
+    if (st == OP_OK)
+        st = open_side(r, ip, max_size);
+    if (st != OP_OK)
+        return st;
+    struct op_rdma_cm_side s;
+    perf_comm_side(r->oob.comm, &s);
+    struct op_rdma_cm *cm = cm_of(r);
+    if (op_rdma_cm_connect(cm, COMM_CONN, &s, server, OP_ROCE_UDP_PORT, op_now_ns(),
+                           perf_ep_txq(&r->ep)) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why, "-R: cannot connect the control QP");
+    perf_ep_flush(&r->ep);
+    for (unsigned idle = 0; !comm_known(r, &st);)
+        if (perf_ep_progress(&r->ep) == 0 && ++idle % SPINS == 0)
+            perf_ep_wait(&r->ep, op_now_ns());
+    if (st == OP_OK)
+        return comm_up(r);
+    /* a REJ is an answer (another -p, no listener left): silence is not */
+    return op_rdma_cm_counters(cm)[OP_RDMA_CM_C_cm_rej_recv] ? st : explain_silence(r, server, st);
+}
+
+op_status_t perf_cm_meet(struct perf_run *r, size_t max_size)
+{
+    return r->is_server ? serve(r, max_size) : call(r, max_size);
+}
+
+/* ---- the test's QPs, once the parameters agree */
+
+/* Every test connection established (true), or the first failure's cause. */
 static bool settled(struct perf_run *r, op_status_t *st)
 {
-    const struct op_rdma_cm *cm = cm_of(r);
+    struct op_rdma_cm *cm = cm_of(r);
     bool all = true;
     *st = OP_OK;
-    for (uint32_t i = 0; i < r->ep.nqp; i++) {
-        enum op_rdma_cm_state s = op_rdma_cm_state(cm, i);
+    for (uint32_t k = 1; k <= r->ep.nqp; k++) {
+        enum op_rdma_cm_state s = op_rdma_cm_state(cm, k);
         if (s == OP_RDMA_CM_FAILED) {
-            *st = perf_refuse(r->why, sizeof r->why, "-R: QP %u: %s", i, op_rdma_cm_error(cm, i));
+            *st = perf_refuse(r->why, sizeof r->why, "-R: QP %u: %s", k - 1,
+                              op_rdma_cm_error(cm, k));
             return true;
         }
         all = all && s == OP_RDMA_CM_ESTABLISHED;
@@ -100,12 +336,12 @@ static bool settled(struct perf_run *r, op_status_t *st)
 /* The peer as exchange_qps would have filled it in. */
 static op_status_t take_peers(struct perf_run *r)
 {
-    const struct op_rdma_cm *cm = cm_of(r);
-    for (uint32_t i = 0; i < r->ep.nqp; i++) {
+    struct op_rdma_cm *cm = cm_of(r);
+    for (uint32_t k = 1; k <= r->ep.nqp; k++) {
         struct op_rdma_cm_side s;
-        struct perf_peer *p = &r->ep.qps[i].peer;
-        if (op_rdma_cm_peer(cm, i, &s, &p->ip, &p->port) != OP_OK)
-            return perf_refuse(r->why, sizeof r->why, "-R: QP %u is not connected", i);
+        struct perf_peer *p = &r->ep.qps[k - 1].peer;
+        if (op_rdma_cm_peer(cm, k, &s, &p->ip, &p->port) != OP_OK)
+            return perf_refuse(r->why, sizeof r->why, "-R: QP %u is not connected", k - 1);
         if (s.mtu != r->ep.mtu)
             return perf_refuse(r->why, sizeof r->why,
                                "-R: the REQ's path MTU %u is not this side's %u (-m)", s.mtu,
@@ -119,15 +355,15 @@ static op_status_t take_peers(struct perf_run *r)
 }
 
 /* Drive the engine (its CM answers and resends) until every connection
- * settles. The side channel is only peeked at: a FAIL or a close ends the
- * wait, while the peer's next line (it may be done first) stays unread. */
+ * settles. The control channel is only peeked at: a FAIL or its end stops
+ * the wait, while the peer's next line (it may be done first) stays. */
 static op_status_t drive(struct perf_run *r)
 {
     op_status_t st;
     for (unsigned turn = 0; !settled(r, &st); turn++) {
-        if (perf_ep_progress(&r->ep) > 0 || turn % 64 != 63)
+        if (perf_ep_progress(&r->ep) > 0 || turn % SPINS != SPINS - 1)
             continue;
-        (void)op_io_wait(r->ep.io, op_io_deadline_in_ms(1));
+        perf_ep_wait(&r->ep, op_now_ns());
         if (perf_oob_peer_failed(&r->oob)) {
             bool got;
             char rest[PERF_LINE_MAX];
@@ -140,23 +376,21 @@ static op_status_t drive(struct perf_run *r)
     return st == OP_OK ? take_peers(r) : st;
 }
 
-op_status_t perf_cm_connect(struct perf_run *r)
+op_status_t perf_cm_connect_qps(struct perf_run *r)
 {
-    struct op_rdma_cm *cm;
-    op_status_t st = open_cm(r, &cm);
-    uint32_t server = perf_oob_peer_ip(&r->oob);
-    for (uint32_t i = 0; st == OP_OK && i < r->ep.nqp; i++) {
-        struct op_rdma_cm_side s;
-        my_side(r, i, &s);
-        if (op_rdma_cm_connect(cm, i, &s, server, OP_ROCE_UDP_PORT, op_now_ns(),
+    struct op_rdma_cm *cm = cm_of(r);
+    uint32_t server = 0;
+    uint16_t port = 0;
+    struct op_rdma_cm_side s;
+    if (r->is_server)
+        return drive(r);
+    (void)op_rdma_cm_peer(cm, COMM_CONN, &s, &server, &port);
+    for (uint32_t k = 1; k <= r->ep.nqp; k++) {
+        qp_side(r, k, &s);
+        if (op_rdma_cm_connect(cm, k, &s, server, OP_ROCE_UDP_PORT, op_now_ns(),
                                perf_ep_txq(&r->ep)) != OP_OK)
-            st = perf_refuse(r->why, sizeof r->why, "-R: cannot connect QP %u", i);
+            return perf_refuse(r->why, sizeof r->why, "-R: cannot connect QP %u", k - 1);
     }
     perf_ep_flush(&r->ep);
-    return st == OP_OK ? drive(r) : st;
-}
-
-op_status_t perf_cm_await(struct perf_run *r)
-{
     return drive(r);
 }

@@ -199,9 +199,11 @@ void perf_ep_touch_finish(struct perf_ep *ep)
 static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
 {
     const struct op_perf_config *c = ep->cfg;
+    /* a latency test keeps its unsignaled messages until an ACK covers them */
+    uint32_t unacked = c->test == OP_PERF_LAT ? 2 * PERF_LAT_SIGNAL_EVERY : 0;
     const struct op_rdma_qp_init_attr ia = {
         .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
-        .max_send_wr = c->tx_depth + 1, .max_recv_wr = c->rx_depth + 1,
+        .max_send_wr = c->tx_depth + 1 + unacked, .max_recv_wr = c->rx_depth + 1,
         .max_inline_data = c->inline_size, .srq = ep->srq};
     size_t len = (2 * ep->bufsize + 4095) / 4096 * 4096;
     q->buf = ep->gdev ? op_gpu_alloc(ep->gdev, len) : aligned_alloc(4096, len);

@@ -99,6 +99,8 @@ op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o
 
 void perf_oob_close(struct perf_oob *o)
 {
+    perf_comm_close(o->comm);
+    o->comm = NULL;
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;
@@ -107,6 +109,8 @@ void perf_oob_close(struct perf_oob *o)
 bool perf_oob_peer_failed(const struct perf_oob *o)
 {
     char head[5];
+    if (o->comm != NULL)
+        return perf_comm_peer_failed(o->comm);
     if (o->len > 0)
         return strncmp(o->buf, "FAIL ", o->len < 5 ? o->len : 5) == 0;
     ssize_t n = recv(o->fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
@@ -142,6 +146,10 @@ op_status_t perf_oob_send(struct perf_oob *o, const char *fmt, ...)
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof line - 1)
         return OP_ERR_NOSPACE;
+    if (o->comm != NULL) {
+        int e = perf_comm_send(o->comm, line, (size_t)n);
+        return e == 0 ? OP_OK : op_status_from_errno(-e);
+    }
     line[n++] = '\n';
     for (int off = 0; off < n;) {
         ssize_t w = send(o->fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
@@ -171,6 +179,8 @@ static bool take_line(struct perf_oob *o, char *line, size_t cap)
 
 int perf_oob_poll_line(struct perf_oob *o, char *line, size_t cap)
 {
+    if (o->comm != NULL)
+        return perf_comm_poll_line(o->comm, line, cap);
     if (take_line(o, line, cap))
         return 1;
     if (o->len == sizeof o->buf)
@@ -186,6 +196,8 @@ int perf_oob_poll_line(struct perf_oob *o, char *line, size_t cap)
 
 int perf_oob_wait_readable(const struct perf_oob *o, int timeout_ms)
 {
+    if (o->comm != NULL) /* it moves with the endpoint, which its callers drive */
+        return perf_comm_pending(o->comm);
     if (memchr(o->buf, '\n', o->len) != NULL)
         return 1;
     return op_io_wait_fd(o->fd, OP_IO_IN, op_io_deadline_in_ms(timeout_ms));

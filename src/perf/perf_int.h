@@ -12,14 +12,17 @@
 #define PERF_QKEY 0x11111111u /* UD: the Q_Key both sides use */
 #define PERF_QP_SHIFT 40 /* wr_id: QP index above, message index below */
 #define PERF_IDX_MASK ((1ull << PERF_QP_SHIFT) - 1)
+#define PERF_LAT_SIGNAL_EVERY 8 /* latency WRITEs and SENDs signaled (lat.c) */
 
 struct perf_run;
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...) OP_PRINTF(3, 4);
 
-/* ---- side channel (TCP, text lines) */
+/* ---- side channel: text lines over TCP, or (-R) over a control QP */
+struct perf_comm;
 struct perf_oob {
     int fd;
+    struct perf_comm *comm; /* -R: the lines are SENDs on it (comm.c); fd is -1 */
     size_t len;
     char buf[4096];
 };
@@ -30,6 +33,8 @@ op_status_t perf_oob_accept_on(int lfd, struct perf_oob *o, char *why, size_t le
 op_status_t perf_oob_connect(const char *host, uint16_t port, struct perf_oob *o, char *why,
                              size_t len);
 void perf_oob_close(struct perf_oob *o);
+/* Connected either way. */
+static inline bool perf_oob_up(const struct perf_oob *o) { return o->fd >= 0 || o->comm; }
 uint32_t perf_oob_local_ip(const struct perf_oob *o);
 uint32_t perf_oob_peer_ip(const struct perf_oob *o);
 /* The peer sent FAIL or closed (nothing read: the next line stays for its reader). */
@@ -159,6 +164,7 @@ struct perf_run {
     const struct op_perf_config *cfg;
     struct perf_ep ep;
     struct perf_oob oob;
+    struct op_rdma_cm *cm; /* -R: the endpoint's connection manager */
     bool is_server;
     FILE *out;
     char why[256];     /* the first error, with its cause */
@@ -180,12 +186,27 @@ struct perf_run {
     } atomic;
 };
 
-/* -R (cm.c): the server's CM listens on every QP before the client may
- * send its REQs; the client connects; both end with every QP's peer
- * filled in as exchange_qps would (or an error naming the CM's cause). */
-op_status_t perf_cm_listen(struct perf_run *r);
-op_status_t perf_cm_connect(struct perf_run *r);
-op_status_t perf_cm_await(struct perf_run *r);
+/* -R (cm.c): meet: the endpoint opened and r->oob up over a control QP
+ * the CM connected (the server waits for a client's REQ); connect_qps:
+ * every test QP's peer filled in as exchange_qps would, by CM (or an error
+ * naming the CM's cause). */
+op_status_t perf_cm_meet(struct perf_run *r, size_t max_size);
+op_status_t perf_cm_connect_qps(struct perf_run *r);
+/* -d: an IPv4 address, or an interface that has one */
+op_status_t perf_ip_of_device(const char *dev, uint32_t *ip);
+
+/* -R's control QP on ep (comm.c): the lines as SENDs; it moves only while
+ * ep is driven. send/poll_line return as perf_oob's (-errno: gone). */
+op_status_t perf_comm_open(struct perf_ep *ep, struct perf_comm **out);
+void perf_comm_side(const struct perf_comm *c, struct op_rdma_cm_side *s);
+op_status_t perf_comm_connect(struct perf_comm *c, const struct op_rdma_cm_side *peer,
+                              uint32_t ip, uint16_t port);
+int perf_comm_send(struct perf_comm *c, const char *line, size_t n);
+int perf_comm_poll_line(struct perf_comm *c, char *line, size_t cap);
+bool perf_comm_peer_failed(struct perf_comm *c);
+bool perf_comm_pending(const struct perf_comm *c);
+/* What was sent is acknowledged first (at most a few seconds). */
+void perf_comm_close(struct perf_comm *c);
 
 /* One side's whole run (r->oob already connected, or not yet: -1); the exit
  * status. A server of several clients runs one per client, each in its

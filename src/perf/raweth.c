@@ -2,7 +2,13 @@
  * offpath's AF_XDP backend (io/xdp: frames for our UDP address and port
  * come straight to this process; ours leave through the TX ring to the MAC
  * -E names). Every payload carries a magic and its sequence number, and
- * bytes that depend on both, so the receiver checks each one. */
+ * bytes that depend on both, so the receiver checks each one.
+ *
+ * -q N (BW): N QPs, each -n frames, as perftest's raw QPs all send the
+ * same headers; QP i's frames leave through queue i of the interface (a
+ * NIC, or a veth pair, hands them to the peer's queue i) and carry i in
+ * the top of their sequence number, so the server counts and checks each
+ * QP's frames apart and both sides report each queue's frames. */
 #include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -18,6 +24,7 @@
 #define RESEND_NS (20 * OP_NS_PER_MS)        /* lat client: an echo this late was lost */
 #define MAX_RESENDS 200
 #define SIGINT_LOOK_NS (20 * OP_NS_PER_MS)    /* --run_infinitely: how often it looks */
+#define RAWETH_FRAME_MASK ((1ull << OP_PERF_RAWETH_QP_SHIFT) - 1)
 
 void op_perf_raweth_fill(uint8_t *p, size_t len, uint64_t seq)
 {
@@ -53,8 +60,11 @@ struct raweth {
     struct op_pktbuf tx, rx;
     struct op_log log;
     uint32_t payload;
+    uint32_t qps;
     uint64_t received, bad, dups, resends;
-    uint8_t *seen; /* BW server: a bit per sequence number below -n */
+    uint64_t beyond_qps; /* good payloads of a QP past -q: the peer runs more */
+    uint64_t per_qp[OP_PERF_RAWETH_MAX_QPS]; /* good frames of each QP */
+    uint8_t *seen; /* BW server: a bit per QP and sequence number below -n */
     struct op_perf_bw_result bw;   /* the run's figures (--out_json) */
     struct op_perf_lat_result lat;
     bool have_result;
@@ -79,9 +89,14 @@ static int open_io(struct raweth *e)
     const struct op_perf_raweth_config *c = e->cfg;
     uint8_t mine[6];
     char a[18], b[18];
-    if (op_io_xdp_open(c->ifname, c->src_ip, c->src_port, &e->log, &e->io) != OP_OK)
-        return refuse(e, "-d %s: cannot drive it through AF_XDP (root, an IPv4 interface with "
-                         "-j's address)", c->ifname);
+    const struct op_io_xdp_config xc = {.ifname = c->ifname, .addr = op_addr_ipv4(c->src_ip),
+                                        .port = c->src_port, .queues = e->qps, .log = &e->log};
+    if (op_io_xdp_open_cfg(&xc, &e->io) != OP_OK) {
+        snprintf(e->why, sizeof e->why, "-d %s: cannot drive %u queue%s of it through AF_XDP "
+                 "(root, an IPv4 interface with -j's address%s)", c->ifname, e->qps,
+                 e->qps > 1 ? "s" : "", e->qps > 1 ? ", as many queues as -q" : "");
+        return 1;
+    }
     (void)op_io_xdp_local_mac(e->io, mine);
     if (c->have_src_mac && memcmp(mine, c->src_mac, 6) != 0) {
         mac_text(c->src_mac, a);
@@ -116,7 +131,7 @@ static void print_banner(const struct raweth *e)
     fprintf(e->out, OP_PERF_LINE);
     fprintf(e->out, "                    Send %s Test\n", c->test == OP_PERF_BW ? "BW" : "Latency");
     fprintf(e->out, " Dual-port       : OFF\t\tDevice         : %s\n", c->ifname);
-    fprintf(e->out, " Number of qps   : 1\t\tTransport type : IB\n");
+    fprintf(e->out, " Number of qps   : %u\t\tTransport type : IB\n", e->qps);
     fprintf(e->out, " Connection type : RawEth\t\tUsing SRQ      : OFF\n");
     fprintf(e->out, " Mtu             : %u[B]\n", c->size);
     fprintf(e->out, " Link type       : Ethernet\n");
@@ -168,14 +183,22 @@ static int take(struct raweth *e, int n, uint64_t *last_seq)
             e->bad++;
             continue;
         }
-        if (e->seen != NULL && seq < e->cfg->iters) {
-            bool dup = (e->seen[seq / 8] >> (seq % 8)) & 1;
+        uint64_t qp = seq >> OP_PERF_RAWETH_QP_SHIFT, k = seq & RAWETH_FRAME_MASK;
+        if (qp >= e->qps) {
+            e->beyond_qps++;
+            e->bad++;
+            continue;
+        }
+        uint64_t bit = qp * e->cfg->iters + k;
+        if (e->seen != NULL && k < e->cfg->iters) {
+            bool dup = (e->seen[bit / 8] >> (bit % 8)) & 1;
             e->dups += dup;
-            e->seen[seq / 8] |= (uint8_t)(1u << (seq % 8));
+            e->seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
             if (dup)
                 continue;
         }
         *last_seq = seq;
+        e->per_qp[qp]++;
         good++;
     }
     e->received += (uint64_t)good;
@@ -187,6 +210,7 @@ static void print_bw(struct raweth *e, uint64_t count, uint64_t ns)
 {
     const struct op_perf_config fmt = {.test = OP_PERF_BW, .output = e->cfg->output};
     op_perf_bw_rate(e->cfg->size, count, ns, e->cfg->report_gbits, &e->bw);
+    e->bw.iters = count / e->qps; /* perftest's column: each QP's */
     e->have_result = true;
     if (!e->cfg->run_infinitely)
         op_perf_print_header(e->out, &fmt);
@@ -238,11 +262,14 @@ static void bw_client(struct raweth *e)
         infinite_start(e);
     while (client_sends(e, seq, end)) {
         int n = c->duration_s || c->iters - seq > OP_IO_BURST ? OP_IO_BURST : (int)(c->iters - seq);
-        send_frames(e, seq, n);
+        for (uint32_t qp = 0; qp < e->qps; qp++) { /* a burst of each QP on its queue */
+            (void)op_io_xdp_tx_queue(e->io, qp);
+            send_frames(e, (uint64_t)qp << OP_PERF_RAWETH_QP_SHIFT | seq, n);
+        }
         seq += (uint64_t)n;
-        e->row_count += (uint64_t)n;
+        e->row_count += (uint64_t)n * e->qps;
     }
-    print_bw(e, seq, op_now_ns() - t0);
+    print_bw(e, seq * e->qps, op_now_ns() - t0);
     if (c->run_infinitely)
         perf_block_sigint(false);
 }
@@ -251,10 +278,10 @@ static void bw_server(struct raweth *e)
 {
     const struct op_perf_raweth_config *c = e->cfg;
     uint64_t first = 0, last = 0, seq;
-    e->seen = calloc(c->iters / 8 + 1, 1);
+    e->seen = calloc(c->iters * e->qps / 8 + 1, 1);
     if (c->run_infinitely)
         infinite_start(e);
-    while (e->received < c->iters || c->duration_s) {
+    while (e->received < c->iters * e->qps || c->duration_s) {
         int n = op_io_recv(e->io, e->rx.pkts, OP_IO_BURST), got = 0;
         uint64_t now = op_now_ns();
         if (n > 0 && (got = take(e, n, &seq)) > 0) {
@@ -346,12 +373,46 @@ static void lat_server(struct raweth *e)
     }
 }
 
+/* -q: what each QP's frames and each queue's rings came to */
+static void print_queues(const struct raweth *e)
+{
+    if (e->qps < 2)
+        return;
+    if (e->cfg->server) {
+        fprintf(e->out, " offpath: frames per QP:");
+        for (uint32_t i = 0; i < e->qps; i++)
+            fprintf(e->out, " %" PRIu64, e->per_qp[i]);
+        fprintf(e->out, "\n");
+    }
+    fprintf(e->out, " offpath: frames per queue (%s):", e->cfg->server ? "rx" : "tx");
+    for (uint32_t i = 0; i < e->qps; i++) {
+        uint32_t rx = 0, tx = 0;
+        (void)op_io_xdp_queue_frames(e->io, i, &rx, &tx);
+        fprintf(e->out, " %u", e->cfg->server ? rx : tx);
+    }
+    fprintf(e->out, "\n");
+}
+
 static bool receiver(const struct op_perf_raweth_config *c)
 {
     return c->server || c->test == OP_PERF_LAT;
 }
 
-static bool check_ok(const struct raweth *e) { return e->bad == 0 && e->received > 0; }
+/* -q on the BW server: a QP of ours that got nothing, or one of the
+ * client's past ours, means the two sides' -q differ. */
+static bool qps_match(const struct raweth *e)
+{
+    bool counted = e->cfg->server && e->cfg->test == OP_PERF_BW;
+    for (uint32_t i = 0; counted && i < e->qps; i++)
+        if (e->per_qp[i] == 0)
+            return false;
+    return e->beyond_qps == 0;
+}
+
+static bool check_ok(const struct raweth *e)
+{
+    return e->bad == 0 && e->received > 0 && qps_match(e);
+}
 
 static void verdict(const struct raweth *e)
 {
@@ -366,26 +427,32 @@ static void verdict(const struct raweth *e)
                     "\n",
             e->received, e->bad, e->dups, e->resends, xc[OP_IO_XDP_C_rx_ring_full],
             xc[OP_IO_XDP_C_tx_no_room]);
+    print_queues(e);
     if (!receiver(c))
         fprintf(e->out, " offpath: data check not applicable (the server checks)\n");
     else if (check_ok(e))
         fprintf(e->out, " offpath: data check ok (%" PRIu64 " frames, each payload as sent%s)\n",
-                e->received, c->server && c->test == OP_PERF_BW && e->received < c->iters
+                e->received, c->server && c->test == OP_PERF_BW && e->received < c->iters * e->qps
                                  ? "; the rest lost on the way"
                                  : "");
     else
         fprintf(e->out, " offpath: data check failed: %" PRIu64 " bad frames, %" PRIu64 " good\n",
                 e->bad, e->received);
+    if (!qps_match(e))
+        fprintf(e->out, " offpath: %s: give both sides the same -q (--qp)\n",
+                e->beyond_qps ? "frames of QPs past this side's -q came"
+                              : "a QP of this side got no frame");
 }
 
 /* --out_json's test_info: the fields of this tool's banner */
 static void json_test_info(FILE *f, const void *ctx)
 {
     const struct op_perf_raweth_config *c = ctx;
+    uint32_t qps = c->qps ? c->qps : 1;
     fprintf(f, " \"test_info\": {\n  \"test\": \"Send %s Test\",\n",
             c->test == OP_PERF_BW ? "BW" : "Latency");
     fprintf(f, "  \"Dual-port\": \"OFF\",\n  \"Device\": \"%s\",\n", c->ifname);
-    fprintf(f, "  \"Number of qps\": 1,\n  \"Transport type\": \"IB\",\n");
+    fprintf(f, "  \"Number of qps\": %u,\n  \"Transport type\": \"IB\",\n", qps);
     fprintf(f, "  \"Connection type\": \"RawEth\",\n  \"Using SRQ\": \"OFF\",\n");
     fprintf(f, "  \"Mtu\": %u,\n  \"Link type\": \"Ethernet\",\n", c->size);
     fprintf(f, "  \"Data ex. method\": \"Ethernet (AF_XDP)\",\n");
@@ -420,7 +487,7 @@ static int write_json(struct raweth *e)
 int op_perf_raweth_run(const struct op_perf_raweth_config *cfg)
 {
     struct raweth e = {.cfg = cfg, .out = cfg->out ? cfg->out : stdout,
-                       .payload = cfg->size - OP_PERF_RAWETH_HDR};
+                       .payload = cfg->size - OP_PERF_RAWETH_HDR, .qps = cfg->qps ? cfg->qps : 1};
     op_log_init(&e.log, "raweth", cfg->log_level);
     int rc = open_io(&e);
     if (rc == 0 && cfg->output == OP_PERF_OUT_FULL)
@@ -433,6 +500,8 @@ int op_perf_raweth_run(const struct op_perf_raweth_config *cfg)
         verdict(&e);
     if (rc == 0 && cfg->json)
         rc = write_json(&e);
+    if (rc == 0 && !qps_match(&e))
+        rc = refuse(&e, "%s", "the client and the server disagree on -q (--qp): give both the same");
     fflush(e.out);
     if (rc != 0)
         fprintf(stderr, " %s\n", e.why);

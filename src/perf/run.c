@@ -245,7 +245,7 @@ static void print_addresses(struct perf_run *r)
 
 /* ---- the local address: -d (an address or an interface), else the side channel's */
 
-static op_status_t ip_of_device(const char *dev, uint32_t *ip)
+op_status_t perf_ip_of_device(const char *dev, uint32_t *ip)
 {
     uint16_t port;
     if (op_parse_ipv4(dev, ip, &port) == OP_OK)
@@ -438,40 +438,47 @@ static op_status_t meet_peer(struct perf_run *r)
     const struct op_perf_config *c = r->cfg;
     if (r->is_server && c->output == OP_PERF_OUT_FULL)
         perf_print_waiting(r->out);
+    if (c->rdma_cm) /* no TCP: the peers meet through the CM (setup) */
+        return OP_OK;
     return r->is_server ? perf_oob_accept(c->tcp_port, &r->oob, r->why, sizeof r->why)
                         : perf_oob_connect(c->server, c->tcp_port, &r->oob, r->why,
                                            sizeof r->why);
+}
+
+/* Where the side channel met the peer, or -d's address. */
+static op_status_t local_address(struct perf_run *r, uint32_t *ip)
+{
+    const struct op_perf_config *c = r->cfg;
+    *ip = perf_oob_local_ip(&r->oob);
+    if (c->device != NULL && perf_ip_of_device(c->device, ip) != OP_OK)
+        return perf_refuse(r->why, sizeof r->why,
+                           "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
+                           c->device);
+    return OP_OK;
 }
 
 static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_banner *b,
                          char *devname, size_t devcap)
 {
     const struct op_perf_config *c = r->cfg;
-    uint32_t ip = perf_oob_local_ip(&r->oob);
-    if (c->device != NULL && ip_of_device(c->device, &ip) != OP_OK)
-        return perf_refuse(r->why, sizeof r->why,
-                           "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
-                           c->device);
+    if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
+        max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
+    if (c->verb == OP_PERF_ATOMIC) /* a result slot per atomic in flight */
+        max_size = OP_PERF_ATOMIC_SIZE * OP_PERF_ATOMIC_SLOTS;
+    uint32_t ip;
+    /* -R: the endpoint opens first, its control QP carries every line */
+    op_status_t st = c->rdma_cm ? perf_cm_meet(r, max_size) : local_address(r, &ip);
+    if (st != OP_OK)
+        return st;
+    if (c->rdma_cm)
+        ip = r->ep.ip;
     bool named = op_io_ifname_of(ip, devname, devcap);
     if (!named)
         snprintf(devname, devcap, "offpath0");
     if (c->xdp && !named)
         return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has -d's address");
-    if (c->gpu.threads) /* a slot per work-item, up to OP_PERF_GPU_TARGET_MAX bytes */
-        max_size *= perf_gpu_slots(c, OP_PERF_GPU_TARGET_MAX, max_size);
-    if (c->verb == OP_PERF_ATOMIC) /* a result slot per atomic in flight */
-        max_size = OP_PERF_ATOMIC_SIZE * OP_PERF_ATOMIC_SLOTS;
-    /* -R: the server's CM listens on its address's port 4791 before the
-     * client (which waits for its PARAMS) opens anything or sends a REQ */
-    bool listen_first = c->rdma_cm && r->is_server;
-    op_status_t st = OP_OK;
-    if (listen_first)
-        st = perf_ep_open(&r->ep, c, ip, NULL, max_size, r->why, sizeof r->why);
-    if (st == OP_OK && listen_first)
-        st = perf_cm_listen(r);
-    if (st == OP_OK)
-        st = agree(r);
-    if (st == OP_OK && !listen_first)
+    st = agree(r);
+    if (st == OP_OK && !c->rdma_cm)
         st = perf_ep_open(&r->ep, c, ip, c->xdp ? devname : NULL, max_size, r->why,
                           sizeof r->why);
     if (st == OP_OK && c->gpu.threads && !r->is_server)
@@ -488,7 +495,7 @@ static op_status_t setup(struct perf_run *r, uint64_t max_size, struct op_perf_b
                                  .is_server = r->is_server};
     if (c->output == OP_PERF_OUT_FULL)
         op_perf_print_banner(r->out, c, b);
-    st = !c->rdma_cm ? exchange_qps(r) : r->is_server ? perf_cm_await(r) : perf_cm_connect(r);
+    st = c->rdma_cm ? perf_cm_connect_qps(r) : exchange_qps(r);
     if (st == OP_OK)
         st = perf_ep_connect(&r->ep, r->why, sizeof r->why);
     if (st == OP_OK && c->output == OP_PERF_OUT_FULL)
@@ -507,7 +514,7 @@ static op_status_t run_all(struct perf_run *r)
     if (res == NULL)
         return OP_ERR_NOMEM;
     /* a server of several clients accepted this one already (multi.c) */
-    op_status_t st = r->oob.fd >= 0 ? OP_OK : meet_peer(r);
+    op_status_t st = perf_oob_up(&r->oob) ? OP_OK : meet_peer(r);
     if (st == OP_OK)
         st = setup(r, sizes[n - 1], &b, devname, sizeof devname);
     if (st == OP_OK && c->type == OP_RDMA_QPT_UD) {
@@ -543,7 +550,7 @@ int perf_run_side(struct perf_run *r)
 {
     r->started_ns = op_now_ns();
     op_status_t st = run_all(r);
-    if (st != OP_OK && r->oob.fd >= 0) {
+    if (st != OP_OK && perf_oob_up(&r->oob)) {
         char one_line[sizeof r->why];
         snprintf(one_line, sizeof one_line, "%s", r->why);
         for (char *p = one_line; (p = strchr(p, '\n')) != NULL;)

@@ -13,7 +13,8 @@
 
 #include "rdma_internal.h"
 
-#define CM_REJ_NO_QP 1 /* IBTA table 103: no QP available */
+#define CM_REJ_NO_QP 1          /* IBTA's REJ reasons: no QP available */
+#define CM_REJ_BAD_SERVICE_ID 8 /* invalid service ID */
 
 struct cm_conn {
     enum op_rdma_cm_state state;
@@ -93,7 +94,8 @@ const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i)
 op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i, struct op_rdma_cm_side *peer,
                             uint32_t *ip, uint16_t *port)
 {
-    if (i >= cm->cfg.nconn || cm->conns[i].state != OP_RDMA_CM_ESTABLISHED)
+    if (i >= cm->cfg.nconn || (cm->conns[i].state != OP_RDMA_CM_ESTABLISHED &&
+                               cm->conns[i].state != OP_RDMA_CM_REP_SENT))
         return OP_ERR_STATE;
     *peer = cm->conns[i].peer;
     *ip = cm->conns[i].peer_ip;
@@ -130,10 +132,15 @@ static void emit(struct op_rdma_cm *cm, const struct cm_conn *k, const struct op
     cm->c[OP_RDMA_CM_C_cm_pkts_out]++;
 }
 
+static uint64_t service_id(const struct op_rdma_cm *cm)
+{
+    return OP_CM_SERVICE_RDMA_TCP | (cm->cfg.service_port ? cm->cfg.service_port : cm->dev->cfg.port);
+}
+
 static void send_req(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_txq *out)
 {
     struct op_cm_msg m = {.attr = OP_CM_REQ, .tid = k->tid, .local_comm_id = k->local_id,
-                          .service_id = OP_CM_SERVICE_RDMA_TCP | cm->dev->cfg.port,
+                          .service_id = service_id(cm),
                           .ca_guid = (uint64_t)cm->dev->cfg.ip << 16 | 0x0200,
                           .qpn = k->mine.qpn, .psn = k->mine.psn,
                           .responder_resources = k->mine.responder_resources,
@@ -244,13 +251,14 @@ static void on_req(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struc
     }
     struct op_rdma_cm_side peer;
     uint32_t i = cm->next_passive;
-    k = i < cm->cfg.nconn && cm->conns[i].listening ? &cm->conns[i] : NULL;
+    bool ours = m->service_id == service_id(cm);
+    k = ours && i < cm->cfg.nconn && cm->conns[i].listening ? &cm->conns[i] : NULL;
     if (k == NULL || !side_of(m, &peer)) {
         struct cm_conn tmp = {.tid = m->tid, .remote_id = m->local_comm_id,
                               .peer_ip = f->src.v4, .peer_port = f->src_port};
         cm->c[k == NULL ? OP_RDMA_CM_C_cm_unknown : OP_RDMA_CM_C_cm_malformed]++;
         cm->c[OP_RDMA_CM_C_cm_rej_sent]++;
-        send_short(cm, &tmp, OP_CM_REJ, CM_REJ_NO_QP, out);
+        send_short(cm, &tmp, OP_CM_REJ, ours ? CM_REJ_NO_QP : CM_REJ_BAD_SERVICE_ID, out);
         return;
     }
     cm->next_passive++;
@@ -302,8 +310,12 @@ static void on_rtu_or_rej(struct op_rdma_cm *cm, const struct op_cm_msg *m)
         cm->c[OP_RDMA_CM_C_cm_rej_recv]++;
         k->state = OP_RDMA_CM_FAILED;
         k->resend_at = UINT64_MAX;
-        snprintf(k->cause, sizeof k->cause, "the peer rejected the connection (REJ reason %u)",
-                 (unsigned)m->reason);
+        snprintf(k->cause, sizeof k->cause, "the peer rejected the connection (REJ reason %u%s)",
+                 (unsigned)m->reason,
+                 m->reason == CM_REJ_NO_QP           ? ": no QP available"
+                 : m->reason == CM_REJ_BAD_SERVICE_ID ? ": invalid service ID, no one listens "
+                                                        "on that port"
+                                                      : "");
     }
 }
 

@@ -1,13 +1,17 @@
-"""-R (--rdma_cm): the QPs connected by CM REQ / REP / RTU MADs to QP 1 on
-UDP 4791, as rdma_cm over RoCEv2, instead of the side channel's QP lines.
-Real processes; the server on a loopback address of its own (127.0.N.M,
-so its port 4791 is not another test's), a capture of the exchange read
-back by tshark as InfiniBand CM."""
+"""-R (--rdma_cm): no TCP. A control QP and then the test's QPs connected by
+CM REQ / REP / RTU MADs to QP 1 on UDP 4791, as rdma_cm over RoCEv2; the
+test's lines (parameters, barriers, results) travel as SENDs on the
+control QP, as perftest's -R exchanges its data over rdma_cm. Real
+processes; the server on a loopback address of its own (127.0.N.M, given
+as -d so its port 4791 is not another test's), a capture of the exchange
+read back by tshark as InfiniBand CM."""
 import os
 import re
 import shutil
 import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -25,7 +29,7 @@ def server_addr():
 def run_pair(tool, args, client_args=None, server_args=None, timeout=180):
     addr, p = server_addr()
     base = [BIN, tool, "-p", p, *args]
-    return run_server_client(base + list(server_args or []),
+    return run_server_client(base + ["-d", addr] + list(server_args or []),
                              base + list(client_args or []) + [addr], timeout=timeout)
 
 
@@ -64,10 +68,160 @@ def test_rdma_cm_survives_loss():
     assert c["cm_resent"] + s["cm_resent"] + c["cm_duplicates"] + s["cm_duplicates"] > 0
 
 
+class TcpCounter:
+    """A TCP listener on port p that counts the connections made to it."""
+    def __init__(self, port):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", port))
+        self.sock.listen(8)
+        self.sock.settimeout(0.1)
+        self.accepted, self.stop = 0, False
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.accepted += 1
+                conn.close()
+            except socket.timeout:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def test_rdma_cm_uses_no_tcp():
+    """The TCP port (-p) held by a listener of the test: neither side
+    connects to it, and the test runs with its lines on the control QP."""
+    addr, p = server_addr()
+    tcp = TcpCounter(p)
+    try:
+        base = [BIN, "ib_send_lat", "-R", "-p", p, "-n", 200]
+        server, client = run_server_client(base + ["-d", addr], base + [addr], timeout=60)
+    finally:
+        tcp.close()
+    check_ok(client, "client")
+    check_ok(server, "server")
+    assert tcp.accepted == 0
+    assert re.search(r"^ 2 +200 ", client[1], re.M), client[1]
+
+
+def test_rdma_cm_server_without_d_serves_the_address_asked():
+    """No -d: the server listens on UDP 4791 of every address until the
+    first REQ, then serves on the address that REQ was sent to."""
+    addr, p = server_addr()
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.bind(("0.0.0.0", 4791))
+    except OSError:
+        pytest.skip("UDP 4791 is held on some address (another process): the wildcard "
+                    "listen cannot be tried now")
+    finally:
+        probe.close()
+    base = [BIN, "ib_write_bw", "-R", "-p", p, "-n", 300, "-q", 2]
+    server = subprocess.Popen([str(a) for a in base], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # on one host the server goes first: a client on 4791 of an address
+        # would keep it from listening on every address
+        time.sleep(0.5)
+        c = subprocess.run([str(a) for a in base + [addr]], capture_output=True, text=True,
+                           timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    server, client = (server.returncode, out, err), (c.returncode, c.stdout, c.stderr)
+    if server[0] != 0 and "of every address" in server[2]:
+        pytest.skip("UDP 4791 was taken between the probe and the server: " + server[2])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    gid = "GID: 00:00:00:00:00:00:00:00:00:00:255:255:" + ":".join(
+        f"{int(x):02d}" for x in addr.split("."))
+    s_lines = server[1].splitlines()
+    # the server's own address lines show the address the client aimed at
+    assert [s_lines[i + 1].strip() for i, l in enumerate(s_lines)
+            if l.startswith(" local address:")] == [gid] * 2
+
+
+def test_rdma_cm_server_refuses_a_client_without_R():
+    """A client without -R reaches the -R server's TCP port: it is told to
+    add -R and leaves; the server keeps waiting and then serves an -R client."""
+    addr, p = server_addr()
+    server = subprocess.Popen([str(a) for a in [BIN, "ib_write_bw", "-R", "-d", addr, "-p", p,
+                                                "-n", 100]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)  # its TCP port listens before this client's 5-s retries run out
+        plain = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-p", p, "-n", 100, addr]],
+                               capture_output=True, text=True, timeout=30)
+        assert plain.returncode == 1
+        assert "the peer failed: the server runs with -R (rdma_cm, no TCP side channel): " \
+               "give the client -R too" in plain.stderr, plain.stderr
+        client = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100,
+                                                  addr]],
+                                capture_output=True, text=True, timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    check_ok((client.returncode, client.stdout, client.stderr), "client")
+    check_ok((server.returncode, out, err), "server")
+
+
+def test_rdma_cm_port_is_the_service_id():
+    """-p is rdma_cm's port: a REQ for another is REJected (invalid service
+    ID) and takes nothing; the server then serves the client with its -p."""
+    addr, p = server_addr()
+    server = subprocess.Popen([str(a) for a in [BIN, "ib_write_bw", "-R", "-d", addr, "-p", p,
+                                                "-n", 100]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        other = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p + 1, "-n", 100,
+                                                 addr]],
+                               capture_output=True, text=True, timeout=30)
+        assert other.returncode == 1
+        assert "-R: the peer rejected the connection (REJ reason 8: invalid service ID, no one " \
+               "listens on that port)" in other.stderr, other.stderr
+        client = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100,
+                                                  addr]],
+                                capture_output=True, text=True, timeout=60)
+        out, err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+    check_ok((client.returncode, client.stdout, client.stderr), "client")
+    check_ok((server.returncode, out, err), "server")
+
+
+def test_rdma_cm_client_names_a_server_without_R():
+    """The -R client's REQs go unanswered (5 s); it finds the server on the
+    TCP port, tells it why it leaves, and says so itself."""
+    addr, p = server_addr()
+    server, client = run_server_client([BIN, "ib_write_bw", "-p", p, "-n", 100],
+                                       [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100, addr],
+                                       timeout=60)
+    assert client[0] == 1 and server[0] == 1
+    assert f"-R: the server at {addr} answers on TCP port {p}, not over rdma_cm: it runs " \
+           "without -R (give both sides -R, or neither)" in client[2], client[2]
+    assert "the peer failed: the client runs with -R (rdma_cm): give the server -R too" \
+        in server[2], server[2]
+
+
 def test_rdma_cm_mismatch_named():
-    server, client = run_pair("ib_write_bw", ["-n", 100], client_args=["-R"])
+    """Both with -R, disagreeing on -q: named over the control QP."""
+    server, client = run_pair("ib_write_bw", ["-R", "-n", 100], client_args=["-q", 2])
     assert server[0] == 1 and client[0] == 1
-    assert "disagree on -R (--rdma_cm)" in client[2], client[2]
+    assert "disagree on -q (--qp)" in client[2], client[2]
+    assert "disagree on -q (--qp)" in server[2], server[2]
 
 
 def test_rdma_cm_port_taken_is_named():
@@ -75,12 +229,17 @@ def test_rdma_cm_port_taken_is_named():
     hold = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     hold.bind((addr, 4791))
     try:
-        server, client = run_server_client([BIN, "ib_write_bw", "-R", "-p", p],
-                                           [BIN, "ib_write_bw", "-R", "-p", p, addr], timeout=60)
+        with_d = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-d", addr]],
+                                capture_output=True, text=True, timeout=30)
+        without = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p]],
+                                 capture_output=True, text=True, timeout=30)
     finally:
         hold.close()
-    assert server[0] == 1 and f"-R: UDP port 4791 of {addr} is taken" in server[2], server[2]
-    assert client[0] == 1
+    assert with_d.returncode == 1
+    assert f"-R: UDP port 4791 of {addr} is taken" in with_d.stderr, with_d.stderr
+    assert without.returncode == 1
+    assert "-R: cannot listen on UDP port 4791 of every address (Address already in use): " \
+           "give -d the address to serve on" in without.stderr, without.stderr
 
 
 def test_rdma_cm_refused_with_ud():
@@ -91,9 +250,11 @@ def test_rdma_cm_refused_with_ud():
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark not installed (scripts/bootstrap installs it)")
 def test_rdma_cm_capture_dissects_as_infiniband_cm(tmp_path):
-    """The client's capture: tshark reads three ConnectRequests carrying the
-    client's QPNs and PSNs, three ConnectReplies carrying the server's,
-    and three ReadyToUse, before any data."""
+    """The client's capture: tshark reads the control QP's ConnectRequest,
+    ConnectReply and ReadyToUse first, then the parameters as an RC SEND on
+    that QP, then three ConnectRequests carrying the client's test QPNs and
+    PSNs, three ConnectReplies carrying the server's and three ReadyToUse,
+    all before any data."""
     pcap = tmp_path / "cm.pcap"
     server, client = run_pair("ib_write_bw", ["-R", "-q", 3, "-n", 100],
                               client_args=["--pcap", str(pcap)])
@@ -102,16 +263,62 @@ def test_rdma_cm_capture_dissects_as_infiniband_cm(tmp_path):
                         "fields", "-E", "separator=/t", "-e", "_ws.col.Info",
                         "-e", "infiniband.cm.req.localqpn", "-e", "infiniband.cm.req.startpsn",
                         "-e", "infiniband.cm.rep.localqpn", "-e", "infiniband.cm.rep.startpsn",
-                        "-e", "infiniband.cm.req.pppmtu", "-e", "infiniband.cm.rtu.remotecommid"],
+                        "-e", "infiniband.cm.req.pppmtu", "-e", "infiniband.cm.rtu.remotecommid",
+                        "-e", "infiniband.bth.destqp", "-e", "data.data"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = [l.split("\t") for l in r.stdout.splitlines()]
-    cm = [row for row in rows if row[0].startswith("CM: ")]
-    assert [row[0] for row in cm] == ["CM: ConnectRequest"] * 3 + ["CM: ConnectReply"] * 3 + \
-        ["CM: ReadyToUse"] * 3, [row[0] for row in cm]
-    assert all(row[0].startswith("CM: ") for row in rows[:9])  # before any data
+    # a MAD sent again (the client may start before the server listens) counts once
+    cm, seen = [], set()
+    for row in rows:
+        key = (row[0], row[1], row[3], row[6])
+        if row[0].startswith("CM: ") and key not in seen:
+            seen.add(key)
+            cm.append(row)
+    assert [row[0] for row in cm] == ["CM: ConnectRequest", "CM: ConnectReply", "CM: ReadyToUse"] \
+        + ["CM: ConnectRequest"] * 3 + ["CM: ConnectReply"] * 3 + ["CM: ReadyToUse"] * 3, \
+        [row[0] for row in cm]
+    assert all(row[0].startswith("CM: ") for row in rows[:rows.index(cm[2]) + 1])
+    control_qpn = int(cm[0][1], 16)
+    first_data = next(i for i, row in enumerate(rows) if "RDMA Write" in row[0])
+    assert rows.index(cm[-1]) < first_data
+    # each side's parameters: a SEND to the other's control QP, before the test's REQs
+    server_control = int(cm[1][3], 16)
+    params = [(i, int(row[7], 16)) for i, row in enumerate(rows)
+              if row[0].startswith("RC Send Only")
+              and bytes.fromhex(row[8] or "").startswith(b"PARAMS ")]
+    assert len(params) >= 2 and {qp for _, qp in params} == {control_qpn, server_control}, params
+    assert all(i < rows.index(cm[3]) for i, _ in params), rows[:12]
     c_loc, c_rem = addresses(client[1])
-    assert sorted((int(q, 16), int(p, 16)) for _, q, p, *_ in cm[:3]) == sorted(c_loc)
-    assert sorted((int(row[3], 16), int(row[4], 16)) for row in cm[3:6]) == sorted(c_rem)
-    assert all(int(row[5], 16) == 5 for row in cm[:3])  # 4096-byte path MTU
-    assert all(row[6] for row in cm[6:9])
+    assert control_qpn not in [q for q, _ in c_loc]
+    assert sorted((int(q, 16), int(p, 16)) for _, q, p, *_ in cm[3:6]) == sorted(c_loc)
+    assert sorted((int(row[3], 16), int(row[4], 16)) for row in cm[6:9]) == sorted(c_rem)
+    assert all(int(row[5], 16) == 5 for row in [cm[0]] + cm[3:6])  # 4096-byte path MTU
+    assert all(row[6] for row in cm[9:12])
+
+
+def test_rdma_cm_killed_client_ends_the_server():
+    """A killed client closes nothing: the server's empty keep-alive SEND on
+    the control QP goes unacknowledged for 5 s and it ends, saying so."""
+    addr, p = server_addr()
+    base = [BIN, "ib_write_bw", "-R", "-p", p, "-D", 30]
+    server = subprocess.Popen([str(a) for a in base + ["-d", addr]], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen([str(a) for a in base + [addr]], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        assert client.poll() is None and server.poll() is None
+        client.kill()
+        client.communicate(timeout=10)
+        start = time.monotonic()
+        out, err = server.communicate(timeout=20)
+        waited = time.monotonic() - start
+    finally:
+        for proc in (client, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert server.returncode == 1
+    assert "the peer closed the side channel (Connection timed out)" in err, err
+    assert 4 < waited < 12, waited

@@ -25,16 +25,18 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="AF_XDP and namespaces
 class Pair:
     """Namespaces a and b, veth va (10.78.N.1) in a and vb (.2) in b."""
 
-    def __init__(self, tag):
+    def __init__(self, tag, queues=1):
+        self.queues = queues
         self.a, self.b = f"orwa{tag}", f"orwb{tag}"
         self.va, self.vb = f"rwa{tag}", f"rwb{tag}"
         net = tag % 200 + 20
         self.ipa, self.ipb = f"10.78.{net}.1", f"10.78.{net}.2"
 
     def up(self):
+        q = ["numtxqueues", str(self.queues), "numrxqueues", str(self.queues)]
         steps = [["netns", "add", self.a], ["netns", "add", self.b],
-                 ["link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name",
-                  self.vb, "netns", self.b]]
+                 ["link", "add", self.va, *q, "netns", self.a, "type", "veth", "peer", "name",
+                  self.vb, *q, "netns", self.b]]
         for ns, dev, addr in ((self.a, self.va, self.ipa), (self.b, self.vb, self.ipb)):
             steps += [["-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
                       ["-n", ns, "link", "set", dev, "up"]]
@@ -71,14 +73,28 @@ class Pair:
         return (srv.returncode, first + out, err), (cli.returncode, cli.stdout, cli.stderr)
 
 
-@pytest.fixture
-def pair():
-    p = Pair(os.getpid() % 10000)
+def made_pair(queues=1, tag=0):
+    p = Pair((os.getpid() + tag) % 10000, queues)
     try:
         p.up()
     except (subprocess.CalledProcessError, OSError) as e:
         p.down()
         pytest.skip(f"cannot make the veth pair: {e}")
+    return p
+
+
+@pytest.fixture
+def pair():
+    p = made_pair()
+    yield p
+    p.down()
+
+
+@pytest.fixture
+def pair4():
+    """The veth pair with four queues each way: queue i of one end hands
+    its frames to queue i of the other."""
+    p = made_pair(4, tag=5000)
     yield p
     p.down()
 
@@ -212,7 +228,53 @@ def test_wrong_source_mac_is_named(pair):
     assert f"-B 02:00:00:00:00:01 is not the MAC of {pair.va}" in r.stderr, r.stderr
 
 
+@needs_root
+def test_queues_each_qp_on_its_own(pair4):
+    """-q 4: each QP's 1500 frames leave through its own queue, arrive at
+    the server's queue of that index, and are counted and checked apart
+    (fewer than a queue's 2048 RX frames: none can be lost on the way)."""
+    n = 1500
+    server, client = pair4.run("raw_ethernet_bw", ["-q", 4, "-n", n], ["-q", 4, "-n", n])
+    assert client[0] == 0, client
+    assert server[0] == 0, server
+    for out in (client[1], server[1]):
+        assert " Number of qps   : 4\t\tTransport type : IB" in out
+        assert row_after(out, BW_HEADER).split()[:2] == ["1024", str(n)]
+    assert " offpath: frames per queue (tx): 1500 1500 1500 1500\n" in client[1]
+    assert " offpath: frames_good 6000, frames_bad 0, duplicates 0," in server[1]
+    assert " offpath: frames per QP: 1500 1500 1500 1500\n" in server[1]
+    assert " offpath: frames per queue (rx): 1500 1500 1500 1500\n" in server[1]
+    assert " offpath: data check ok (6000 frames, each payload as sent)\n" in server[1]
+
+
+@needs_root
+def test_queues_differ_is_named(pair4):
+    """The server runs -q 4, the client -q 1: three of the server's QPs get
+    nothing, and it says which flag differs."""
+    server, client = pair4.run("raw_ethernet_bw", ["-q", 4, "-n", 500], ["-n", 500])
+    assert client[0] == 0, client
+    assert server[0] == 1, server
+    assert " offpath: frames per QP: 500 0 0 0\n" in server[1]
+    assert " offpath: a QP of this side got no frame: give both sides the same -q (--qp)" \
+        in server[1]
+    assert "the client and the server disagree on -q (--qp): give both the same" in server[2]
+
+
+@needs_root
+def test_more_queues_than_the_interface_is_named(pair):
+    r = subprocess.run([IP, "netns", "exec", pair.b, BIN, "raw_ethernet_bw", "--server", "-d",
+                        pair.vb, "-j", pair.ipb, "-q", "4"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1
+    assert f"-d {pair.vb}: cannot drive 4 queues of it through AF_XDP" in r.stderr, r.stderr
+    assert "as many queues as -q" in r.stderr
+
+
 @pytest.mark.parametrize("args,needle", [
+    (["raw_ethernet_lat", "--server", "-d", "lo", "-j", "127.0.0.1", "-q", "2"],
+     "-q (--qp) is for raw_ethernet_bw"),
+    (["raw_ethernet_bw", "--server", "-q", "0"], "-q (--qp)"),
+    (["raw_ethernet_bw", "--server", "-q", "65"], "-q (--qp)"),
     (["raw_ethernet_bw", "-d", "lo", "-j", "127.0.0.1"], "--server or --client is needed"),
     (["raw_ethernet_bw", "--client", "-d", "lo", "-j", "127.0.0.1"], "the client needs -J"),
     (["raw_ethernet_bw", "--server", "-d", "lo"], "-d (the interface) and -j"),

@@ -272,6 +272,62 @@ static void test_dead_peer_gives_a_cause(void **state)
     rsim_free(&f.s);
 }
 
+static bool passive_answered(void *arg)
+{
+    return op_rdma_cm_state(arg, 0) == OP_RDMA_CM_REP_SENT;
+}
+
+/* The passive side knows its peer once it answered the REQ (it may bring
+ * its QP up before the RTU); the active side only once the REP is in. */
+static void test_peer_known_from_the_req(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    struct op_rdma_cm_side p;
+    uint32_t ip;
+    uint16_t port;
+    cmfx_init(&f, 7, 1, 1);
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &p, &ip, &port), OP_ERR_STATE);
+    f.s.link[1].dead = true; /* the REP never arrives */
+    assert_true(rsim_run(&f.s, passive_answered, f.cm[1], LIMIT_NS));
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &p, &ip, &port), OP_OK);
+    assert_int_equal(p.qpn, 0x20);
+    assert_int_equal(p.psn, 0x100020u);
+    assert_int_equal(ip, RSIM_IP_A);
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_REQ_SENT);
+    assert_int_equal(op_rdma_cm_peer(f.cm[0], 0, &p, &ip, &port), OP_ERR_STATE);
+    rsim_free(&f.s);
+}
+
+/* A REQ for another service (rdma_cm's port) is REJected with reason 8
+ * and takes no listening slot. */
+static void test_other_service_is_rejected(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    rsim_init(&f.s, 8);
+    const struct op_rdma_cm_config a = {.nconn = 1, .retry_ns = OP_NS_PER_MS, .max_retries = 30,
+                                        .service_port = 18515};
+    const struct op_rdma_cm_config b = {.nconn = 1, .retry_ns = OP_NS_PER_MS, .max_retries = 30,
+                                        .service_port = 18516};
+    assert_int_equal(op_rdma_cm_create(f.s.dev[0], &a, &f.cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[1], &b, &f.cm[1]), OP_OK);
+    struct op_rdma_cm_side s = side(0x40, 0x80);
+    assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK);
+    s = side(0x20, 0);
+    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
+                                        &f.s.q),
+                     OP_OK);
+    struct settled w = {&f, {1, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
+    assert_non_null(strstr(op_rdma_cm_error(f.cm[0], 0), "REJ reason 8: invalid service ID"));
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_unknown], 1);
+    rsim_free(&f.s);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -306,6 +362,8 @@ int main(void)
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_no_slot_is_rejected),
         cmocka_unit_test(test_dead_peer_gives_a_cause),
+        cmocka_unit_test(test_peer_known_from_the_req),
+        cmocka_unit_test(test_other_service_is_rejected),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

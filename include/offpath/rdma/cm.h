@@ -33,6 +33,11 @@ struct op_rdma_cm_config {
     uint32_t nconn;       /* connections (one per QP) */
     uint64_t retry_ns;    /* a REQ or REP is sent again after this without an answer */
     uint32_t max_retries; /* then the connection fails, with a cause */
+    /* rdma_cm's port: REQs carry service ID RDMA_PS_TCP | port, and a
+     * passive side REJects one for another port (reason 8, invalid service
+     * ID), as rdma_cm refuses a connection no one listens for. 0: the
+     * device's UDP port. */
+    uint16_t service_port;
 };
 OP_API op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_config *cfg,
                                      struct op_rdma_cm **out);
@@ -47,7 +52,10 @@ OP_API op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
 OP_API op_status_t op_rdma_cm_listen(struct op_rdma_cm *cm, uint32_t i,
                                      const struct op_rdma_cm_side *mine);
 OP_API enum op_rdma_cm_state op_rdma_cm_state(const struct op_rdma_cm *cm, uint32_t i);
-/* An established connection's peer: what it said, and its address and port. */
+/* A connection's peer once known (established, or a passive side's once
+ * it answered the REQ: it may then bring its QP up before the RTU, as a
+ * first packet on the QP stands for a lost RTU in the IBTA's rules): what
+ * it said, and its address and port. */
 OP_API op_status_t op_rdma_cm_peer(const struct op_rdma_cm *cm, uint32_t i,
                                    struct op_rdma_cm_side *peer, uint32_t *ip, uint16_t *port);
 /* Why a connection failed; "" if it did not. */
@@ -58,7 +66,8 @@ OP_API const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i);
     X(cm_pkts_out)                                                                                 \
     X(cm_resent)      /* REQs and REPs sent again for want of an answer */                        \
     X(cm_duplicates)  /* REQs and REPs seen before: answered again */                             \
-    X(cm_unknown)     /* REP, RTU or REJ for no connection of ours, REQ with no slot left */      \
+    X(cm_unknown)     /* REP, RTU or REJ for no connection of ours, REQ with no slot or for   \
+                         another service (port) */                                                 \
     X(cm_malformed)   /* not a CM message we take (op_cm_err says why; op_rdma_cm_drops) */     \
     X(cm_rej_sent)                                                                                 \
     X(cm_rej_recv)
