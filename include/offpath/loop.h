@@ -31,25 +31,38 @@ struct op_frameq {
     void *ctx;
 };
 
+/* Field by field, not the whole struct: a queued frame's info is not read
+ * (sending needs its bytes), and a few stores a frame matter at millions
+ * of frames a second. */
 static inline struct op_frame *op_frameq_next(struct op_frameq *q)
 {
     if (q->n == q->cap)
         q->flush(q->ctx, q);
     struct op_frame *slot = &q->frames[q->n];
-    *slot = (struct op_frame){.data = q->bufs[q->n], .room = OP_IO_BUF_SIZE};
+    slot->data = q->bufs[q->n];
+    slot->len = 0;
+    slot->queue = 0;
+    slot->room = OP_IO_BUF_SIZE;
+    slot->lent = NULL;
     return slot;
 }
 static inline void op_frameq_commit(struct op_frameq *q) { q->n++; }
 static inline void op_frameq_put(struct op_frameq *q, struct op_frame *f)
 {
-    struct op_frame *slot = op_frameq_next(q);
-    uint8_t *free_buf = slot->data;
-    *slot = *f;
-    if (f->lent != NULL) {
-        *f = (struct op_frame){0};
-    } else {
-        q->bufs[q->n] = f->data;
-        f->data = free_buf;
+    if (q->n == q->cap)
+        q->flush(q->ctx, q);
+    struct op_frame *slot = &q->frames[q->n];
+    slot->data = f->data;
+    slot->len = f->len;
+    slot->queue = f->queue;
+    slot->room = f->room;
+    slot->lent = f->lent;
+    if (f->lent != NULL) { /* moved: f no longer holds it */
+        f->lent = NULL;
+        f->data = NULL;
+    } else { /* exchanged: f gets the slot's free buffer */
+        f->data = q->bufs[q->n];
+        q->bufs[q->n] = slot->data;
     }
     q->n++;
 }
@@ -121,6 +134,12 @@ struct op_loop_config {
      * frames: op_io_has_frames). */
     bool frames;
     op_loop_flush_frames_fn flush_frames; /* NULL: op_io_send_frames; ctx flush_ctx */
+    /* How many the next burst may take (at most burst; 0: none now), asked
+     * before each receive: what is not taken waits in the backend (a
+     * device's RX ring), for a driver whose next stage has bounded room.
+     * NULL: a full burst. */
+    int (*rx_budget)(void *ctx);
+    void *budget_ctx;
     /* Several threads may drive one loop (a progress thread beside blocking
      * calls): engines run under this lock, which is released while waiting.
      * NULL: one thread. */

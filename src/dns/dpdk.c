@@ -112,35 +112,37 @@ static size_t control_reply(const struct op_dns_server_config *cfg, const struct
                             struct op_frame *f)
 {
     struct op_addr ours;
-    unsigned family = f->info.ethertype == ETHERTYPE_IPV6 ? OP_AF_IPV6 : OP_AF_IPV4;
+    bool v6 = f->len >= 14 && f->data[12] == 0x86 && f->data[13] == 0xdd;
+    unsigned family = v6 ? OP_AF_IPV6 : OP_AF_IPV4;
     if (!our_addr(cfg, family, &ours))
         return 0;
     return op_frame_control_reply(f->data, f->len, f->room, &ours, d->mac);
 }
 
-/* One frame (op_frame_parse's view in f->info; len 0 for a chained mbuf,
- * whose bytes are not contiguous): a UDP query to our address and port of
- * either family answered in place, ARP, neighbour discovery and echo
- * answered beside it (true: send f, len set), or dropped and counted. */
+/* One frame (unparsed: UDP is read first, the rest only when it is not
+ * ours; len 0 for a chained mbuf, whose bytes are not contiguous): a UDP
+ * query to our address and port of either family answered in place, ARP,
+ * neighbour discovery and echo answered beside it (true: send f, len set),
+ * or dropped and counted. */
 static bool handle_frame(struct dns_worker *w, const struct dpdk_state *d,
                          const struct op_dns_zones *z, struct op_frame *f, uint8_t *scratch)
 {
     const struct op_dns_server_config *cfg = &w->s->cfg;
-    const struct op_frame_info *in = &f->info;
+    struct op_flow flow;
     struct op_addr ours;
+    uint8_t src_mac[6];
+    size_t off, plen;
     w->c[OP_DNS_C_frames_rx]++;
-    unsigned v = in->udp;
-    if (v != OP_FRAME_OK || !our_addr(cfg, in->flow.dst.family, &ours) ||
-        !op_addr_eq(&in->flow.dst, &ours) || in->flow.dst_port != cfg->port)
+    unsigned v = op_udp_frame_parse(f->data, f->len, &flow, src_mac, &off, &plen);
+    if (v != OP_FRAME_OK || !our_addr(cfg, flow.dst.family, &ours) ||
+        !op_addr_eq(&flow.dst, &ours) || flow.dst_port != cfg->port)
         return not_a_query(w, f, v == OP_FRAME_OK ? 0 : control_reply(cfg, d, f), v);
-    size_t hdr = op_udp_frame_hdr_len(in->flow.dst.family);
-    size_t alen = answer_query(w, z, f->room - hdr, f->data + in->payload_off, in->payload_len,
-                               scratch);
-    struct op_flow from = in->flow;
-    if (alen == 0 || !dns_rrl_pass(w, &from.src, scratch, &alen))
+    size_t hdr = op_udp_frame_hdr_len(flow.dst.family);
+    size_t alen = answer_query(w, z, f->room - hdr, f->data + off, plen, scratch);
+    if (alen == 0 || !dns_rrl_pass(w, &flow.src, scratch, &alen))
         return false;
-    struct op_flow back = op_flow_reverse(&from);
-    struct op_frame_l2 l2 = answer_in_frame(d, f->data, in->src_mac, hdr, scratch, alen);
+    struct op_flow back = op_flow_reverse(&flow);
+    struct op_frame_l2 l2 = answer_in_frame(d, f->data, src_mac, hdr, scratch, alen);
     f->len = (uint32_t)op_udp_frame_headers(f->data, &back, &l2, alen);
     return true;
 }
@@ -156,29 +158,6 @@ static bool frame_is_ctl(const uint8_t *f, uint32_t len)
 static bool mbuf_is_ctl(const struct rte_mbuf *m)
 {
     return frame_is_ctl(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m));
-}
-
-/* Send n frames on queue q: retry a full queue with a doubling pause up
- * to the configured bound, then free and count what is left. */
-static void send_burst(struct dns_worker *w, const struct dpdk_state *d, uint16_t q,
-                       struct rte_mbuf **m, const bool *is_dns, unsigned n)
-{
-    unsigned sent = 0, tries = 0, pause_us = 1;
-    while (sent < n) {
-        sent += op_io_dpdk_tx(d->io, q, m + sent, n - sent);
-        if (sent == n || tries++ >= d->dc.tx_retries)
-            break;
-        w->c[OP_DNS_C_tx_retries]++;
-        rte_delay_us_block(pause_us);
-        pause_us = pause_us * 2 > d->dc.tx_backoff_us ? d->dc.tx_backoff_us : pause_us * 2;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        bool ok = i < sent;
-        if (!ok)
-            rte_pktmbuf_free(m[i]);
-        w->c[is_dns[i] ? (ok ? OP_DNS_C_udp_tx : OP_DNS_C_drop_tx)
-                       : (ok ? OP_DNS_C_ctl_tx : OP_DNS_C_drop_tx_ctl)]++;
-    }
 }
 
 /* ---- the answering lcores (rtc's, the pipeline's workers) run the loop
@@ -203,20 +182,20 @@ static void answer_frames(void *eng, struct op_frame *f, int n, uint64_t now,
 static const struct op_engine_ops answer_ops = {.name = "dns-frames",
                                                 .input_frames = answer_frames};
 
-/* rtc's flush: a full device queue retried with a doubling pause up
- * to the configured bound; what is left is counted and goes back. */
-static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
+/* The answers of f sent on io (a queue of the port): a full device queue
+ * retried with a doubling pause up to the configured bound; each counted
+ * sent or dropped, and what is left goes back. */
+static void send_counted(struct dns_worker *w, struct op_io *io, struct op_frame *f, int n)
 {
-    struct dns_worker *w = ctx;
     const struct dpdk_state *d = w->s->priv;
     bool ctl[MAX_BURST]; /* classified before sending: sent bytes are the device's */
-    int n = q->n < MAX_BURST ? q->n : MAX_BURST;
+    n = n < MAX_BURST ? n : MAX_BURST;
     for (int i = 0; i < n; i++)
-        ctl[i] = frame_is_ctl(q->frames[i].data, q->frames[i].len);
+        ctl[i] = frame_is_ctl(f[i].data, f[i].len);
     int sent = 0;
     unsigned tries = 0, pause_us = 1;
     while (sent < n) {
-        sent += op_io_send_frames_some(io, q->frames + sent, n - sent);
+        sent += op_io_send_frames_some(io, f + sent, n - sent);
         if (sent == n || tries++ >= d->dc.tx_retries)
             break;
         w->c[OP_DNS_C_tx_retries]++;
@@ -226,7 +205,13 @@ static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
     for (int i = 0; i < n; i++)
         w->c[i < sent ? (ctl[i] ? OP_DNS_C_ctl_tx : OP_DNS_C_udp_tx)
                       : (ctl[i] ? OP_DNS_C_drop_tx_ctl : OP_DNS_C_drop_tx)]++;
-    op_io_release_frames(io, q->frames + sent, n - sent);
+    op_io_release_frames(io, f + sent, n - sent);
+}
+
+/* rtc's flush: the loop's queue sent on the lcore's queue of the port. */
+static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
+{
+    send_counted(ctx, io, q->frames, q->n);
 }
 
  /* A worker of the pipeline: what the port's lcore's ring cannot take is
@@ -254,12 +239,17 @@ static op_status_t answer_loop(struct dns_worker *w, struct op_io **io, struct o
     int burst = (int)w->s->cfg.burst;
     bool rtc = !d->dc.pipeline;
     op_status_t st = rtc ? op_io_dpdk_queue_open(d->io, (uint16_t)w->index, io)
-                         : op_io_dpdk_ring_open(d->io, d->to_workers, d->to_tx, io);
+                         : op_io_dpdk_ring_open(d->io, d->to_workers, d->to_tx, true, io);
+    /* a burst a round: a source that never runs dry (a replayed capture,
+     * a flood) must not keep a round from ending and the stop being seen */
     struct op_loop_config lc = {.io = *io, .burst = burst, .tx_queue = burst, .frames = true,
+                                .bursts_per_round = 1,
                                 .flush_frames = rtc ? flush_answers : flush_to_ring,
                                 .flush_ctx = w};
-    if (st == OP_OK)
+    if (st == OP_OK) {
+        op_io_frames_unparsed(*io, true); /* handle_frame reads UDP first */
         st = op_loop_create(&lc, l);
+    }
     if (st == OP_OK)
         st = op_loop_add(*l, &answer_ops, w);
     return st;
@@ -306,41 +296,109 @@ static unsigned pipeline_room(const struct dpdk_state *d, unsigned burst)
     return rx < tx ? rx : tx;
 }
 
-/* Pipeline, the port's lcore: RX to the workers' ring, their answers out. */
+/* ---- the pipeline's port lcore: two loops, over the port's queue and
+ * over the return ring, moving each frame on as it is (unparsed, in its
+ * mbuf) */
+struct port_lcore {
+    struct dns_worker *w;
+    struct op_io *port, *ring; /* ring: from the return ring, to the workers' */
+};
+
+/* From the port to the workers' ring; what it cannot take is counted here
+ * and freed. */
+static void to_workers(void *eng, struct op_frame *f, int n, uint64_t now,
+                       struct op_frameq *out)
+{
+    struct port_lcore *p = eng;
+    (void)now, (void)out;
+    int sent = op_io_send_frames_some(p->ring, f, n);
+    for (int i = 0; i < sent; i++)
+        f[i].lent = NULL; /* the ring's now */
+    for (int i = sent; i < n; i++) {
+        p->w->c[OP_DNS_C_frames_rx]++;
+        p->w->c[OP_DNS_C_drop_ring_rx]++;
+    }
+}
+
+/* From the return ring to the port: the answers sent (counted), the
+ * frames a worker dropped (emptied, counted there) freed. */
+static void to_port(void *eng, struct op_frame *f, int n, uint64_t now, struct op_frameq *out)
+{
+    struct port_lcore *p = eng;
+    struct op_frame answers[MAX_BURST];
+    int k = 0;
+    (void)now, (void)out;
+    for (int i = 0; i < n && k < MAX_BURST; i++)
+        if (f[i].len > 0) {
+            answers[k++] = f[i];
+            f[i].lent = NULL; /* sent or released on the port */
+        }
+    send_counted(p->w, p->port, answers, k);
+}
+
+static const struct op_engine_ops to_workers_ops = {.name = "dns-to-workers",
+                                                    .input_frames = to_workers},
+                                  to_port_ops = {.name = "dns-to-port",
+                                                 .input_frames = to_port};
+
+static int port_budget(void *ctx)
+{
+    const struct port_lcore *p = ctx;
+    const struct dpdk_state *d = p->w->s->priv;
+    unsigned burst = p->w->s->cfg.burst, room = pipeline_room(d, burst);
+    return (int)(room < burst ? room : burst);
+}
+
+static op_status_t port_loops(struct port_lcore *p, struct op_loop **from_port,
+                              struct op_loop **from_ring)
+{
+    struct dpdk_state *d = p->w->s->priv;
+    int burst = (int)p->w->s->cfg.burst;
+    op_status_t st = op_io_dpdk_queue_open(d->io, 0, &p->port);
+    if (st == OP_OK)
+        st = op_io_dpdk_ring_open(d->io, d->to_tx, d->to_workers, false, &p->ring);
+    if (st != OP_OK)
+        return st;
+    op_io_frames_unparsed(p->port, true);
+    op_io_frames_unparsed(p->ring, true);
+    struct op_loop_config pc = {.io = p->port, .burst = burst, .frames = true,
+                               .bursts_per_round = 1, .rx_budget = port_budget,
+                               .budget_ctx = p};
+    struct op_loop_config rc = {.io = p->ring, .burst = burst, .frames = true,
+                               .bursts_per_round = 1};
+    if ((st = op_loop_create(&pc, from_port)) == OP_OK &&
+        (st = op_loop_add(*from_port, &to_workers_ops, p)) == OP_OK &&
+        (st = op_loop_create(&rc, from_ring)) == OP_OK)
+        st = op_loop_add(*from_ring, &to_port_ops, p);
+    return st;
+}
+
+/* Pipeline, the port's lcore: the port's frames to the workers' ring, their
+ * answers out, under the polling policy. */
 static int io_main(void *arg)
 {
     struct dns_worker *w = arg;
     const struct dpdk_state *d = w->s->priv;
-    struct rte_mbuf *m[MAX_BURST];
-    bool is_dns[MAX_BURST];
+    struct port_lcore p = {.w = w};
+    struct op_loop *from_port = NULL, *from_ring = NULL;
+    op_status_t st = port_loops(&p, &from_port, &from_ring);
+    if (st != OP_OK)
+        OP_WARN(w->s->cfg.log, "dns: the port's lcore: %s", op_status_str(st));
     struct dns_poll idle;
     dns_poll_init(&idle, &d->dc.poll, d->cpu_shared[w->index], w->c);
-    unsigned burst = w->s->cfg.burst;
-    while (!dns_server_stopping(w->s)) {
-        unsigned room = pipeline_room(d, burst);
-        unsigned n = op_io_dpdk_rx(d->io, 0, m, room < burst ? room : burst);
-        unsigned q = n ? rte_ring_enqueue_burst(d->to_workers, (void **)m, n, NULL) : 0;
-        for (unsigned i = q; i < n; i++) {
-            w->c[OP_DNS_C_frames_rx]++;
-            w->c[OP_DNS_C_drop_ring_rx]++;
-            rte_pktmbuf_free(m[i]);
-        }
-        unsigned got = rte_ring_dequeue_burst(d->to_tx, (void **)m, burst, NULL), k = 0;
-        for (unsigned i = 0; i < got; i++) {
-            if (rte_pktmbuf_data_len(m[i]) == 0) { /* dropped by a worker (counted there) */
-                rte_pktmbuf_free(m[i]);
-                continue;
-            }
-            is_dns[k] = !mbuf_is_ctl(m[i]);
-            m[k++] = m[i];
-        }
-        if (k > 0)
-            send_burst(w, d, 0, m, is_dns, k);
-        if (!dns_polled(&idle, n > 0 || got > 0))
-            continue;
-        dns_publish(w);
+    while (st == OP_OK && !dns_server_stopping(w->s)) {
+        int n = op_loop_serve(from_port);
+        int got = op_loop_serve(from_ring);
+        if (dns_polled(&idle, n > 0 || got > 0))
+            dns_publish(w);
     }
     dns_publish(w);
+    op_loop_destroy(from_port);
+    op_loop_destroy(from_ring);
+    if (p.port != NULL)
+        op_io_close(p.port);
+    if (p.ring != NULL)
+        op_io_close(p.ring);
     return 0;
 }
 

@@ -9,9 +9,9 @@
  *
  * A pair of rte_rings is the same backend one lcore further on (a
  * pipeline's worker: frames from the port's lcore on one ring, back on the
- * other); a frame it releases goes back emptied (length 0) for that lcore
- * to free, as it allocated it: its mempool cache gets it back without a
- * trip through the pool's shared ring. */
+ * other); with give_back, a frame it releases goes back emptied (length 0)
+ * for that lcore to free, as it allocated it: its mempool cache gets it
+ * back without a trip through the pool's shared ring. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,7 @@ struct dpdk_queue_io {
     uint16_t port_id, queue;
     struct rte_mempool *pool;
     struct rte_ring *in, *out; /* a ring pair instead of the port's queue */
+    bool give_back; /* released frames go back on out, emptied */
 };
 
 static struct dpdk_queue_io *dq_of(struct op_io *io) { return (struct dpdk_queue_io *)io; }
@@ -81,12 +82,14 @@ static int dq_recv_lent(struct op_io *io, struct op_frame *f, int max)
         if (i + 2 < n) /* a ring's frames were written by another CPU: fetch ahead */
             rte_prefetch0(rte_pktmbuf_mtod(m[i + 2], void *));
         uint8_t *bytes = rte_pktmbuf_mtod(m[i], uint8_t *);
+        f[k].data = bytes;
         /* a chained jumbo's bytes are not contiguous: lent with length 0 */
-        f[k] = (struct op_frame){.data = bytes,
-                                 .len = m[i]->nb_segs == 1 ? rte_pktmbuf_data_len(m[i]) : 0,
-                                 .queue = d->queue, .lent = m[i],
-                                 .room = (uint32_t)(m[i]->buf_len - m[i]->data_off)};
-        (void)op_frame_parse(bytes, f[k].len, &f[k].info);
+        f[k].len = m[i]->nb_segs == 1 ? rte_pktmbuf_data_len(m[i]) : 0;
+        f[k].queue = d->queue;
+        f[k].lent = m[i];
+        f[k].room = (uint32_t)(m[i]->buf_len - m[i]->data_off);
+        if (!io->unparsed)
+            (void)op_frame_parse(bytes, f[k].len, &f[k].info);
     }
     io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
@@ -102,7 +105,7 @@ static void dq_release(struct op_io *io, struct op_frame *f, int n)
         if (m == NULL)
             continue;
         f[i].lent = NULL;
-        if (d->out == NULL || nb == OP_IO_BURST) {
+        if (!d->give_back || nb == OP_IO_BURST) {
             rte_pktmbuf_free(m);
             continue;
         }
@@ -223,7 +226,7 @@ static const struct op_io_ops dq_ops = {
 };
 
 op_status_t op_io_dpdk_ring_open(const struct op_io_dpdk *p, struct rte_ring *in,
-                                 struct rte_ring *out, struct op_io **io)
+                                 struct rte_ring *out, bool give_back, struct op_io **io)
 {
     if (in == NULL || out == NULL)
         return OP_ERR_INVAL;
@@ -234,6 +237,7 @@ op_status_t op_io_dpdk_ring_open(const struct op_io_dpdk *p, struct rte_ring *in
     d->port = p;
     d->in = in;
     d->out = out;
+    d->give_back = give_back;
     d->pool = op_io_dpdk_pool(p);
     d->io.has_mac = true;
     op_io_dpdk_mac(p, d->io.mac);

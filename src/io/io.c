@@ -57,6 +57,8 @@ bool op_io_has_frames(const struct op_io *io) { return io->ops->recv_frames != N
 
 bool op_io_lends_frames(const struct op_io *io) { return io->ops->recv_frames_lent != NULL; }
 
+void op_io_frames_unparsed(struct op_io *io, bool unparsed) { io->unparsed = unparsed; }
+
 int op_io_recv_frames_lent(struct op_io *io, struct op_frame *f, int max)
 {
     if (io->ops->recv_frames_lent != NULL)

@@ -42,6 +42,7 @@ struct op_io {
     uint16_t local_port;
     uint32_t link_mtu; /* largest IPv4 packet the link takes; 0: no limit known */
     bool has_mac;      /* frame backends: the port's MAC is mac */
+    bool unparsed;     /* frame backends: no op_frame_parse on receive */
     uint8_t mac[6];
     uint64_t c[OP_IO_C_COUNT_]; /* enum op_io_counter; written by the backend only */
 };

@@ -285,14 +285,20 @@ static void hand_over(struct op_loop *l, int n, uint64_t now)
 
 static int receive_burst(struct op_loop *l)
 {
+    int max = l->rx.n;
+    if (l->cfg.rx_budget != NULL) {
+        int room = l->cfg.rx_budget(l->cfg.budget_ctx);
+        if ((max = room < max ? room : max) <= 0)
+            return 0;
+    }
     if (!l->cfg.frames) {
-        int n = op_io_recv(l->cfg.io, l->rx.pkts, l->rx.n);
+        int n = op_io_recv(l->cfg.io, l->rx.pkts, max);
         if (n > 0)
             hand_over(l, n, op_now_ns());
         return n;
     }
-    int n = l->lent ? op_io_recv_frames_lent(l->cfg.io, l->rx_frames, l->rx.n)
-                    : op_io_recv_frames(l->cfg.io, l->rx_frames, l->rx.n);
+    int n = l->lent ? op_io_recv_frames_lent(l->cfg.io, l->rx_frames, max)
+                    : op_io_recv_frames(l->cfg.io, l->rx_frames, max);
     if (n <= 0)
         return n;
     if (l->n > 0 && l->engines[0].ops->input_frames != NULL) {

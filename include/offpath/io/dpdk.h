@@ -55,13 +55,14 @@ OP_API void op_io_dpdk_stats(const struct op_io_dpdk *p, struct op_io_dpdk_drops
  * once. The port must outlive it. OP_ERR_INVAL: no such queue. */
 OP_API op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t q,
                                          struct op_io **out);
-/* The same over a pair of rings, for an lcore the port's lcore hands
- * frames to (a pipeline's worker): frames from in, lent; sent ones onto
- * out; released ones onto out emptied (length 0), for the lcore that
- * allocated them to free. Both rings must outlive it. */
+/* The same over a pair of rings (a pipeline: the workers' side, or the
+ * port lcore's side of the return ring): frames from in, lent; sent ones
+ * onto out; released ones freed, or with give_back (a worker's) onto out
+ * emptied (length 0), for the lcore that allocated them to free. Both
+ * rings must outlive it. */
 struct rte_ring;
 OP_API op_status_t op_io_dpdk_ring_open(const struct op_io_dpdk *p, struct rte_ring *in,
-                                        struct rte_ring *out, struct op_io **io);
+                                        struct rte_ring *out, bool give_back, struct op_io **io);
 /* Stops and closes the port (an af_xdp vdev detaches its program), frees
  * the pool. */
 OP_API void op_io_dpdk_close(struct op_io_dpdk *p);

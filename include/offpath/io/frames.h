@@ -52,6 +52,13 @@ OP_API void op_io_release_frames(struct op_io *io, struct op_frame *f, int n);
  * backend cannot leave a frame unsent, op_io_send_frames. */
 OP_API int op_io_send_frames_some(struct op_io *io, const struct op_frame *f, int n);
 OP_API bool op_io_lends_frames(const struct op_io *io);
+/* Frames without op_frame_parse's view (info not written), for an engine
+ * that only moves them on (a pipeline's port side) or reads the bytes its
+ * own way (a DNS answerer, UDP first): a DPDK queue or ring. */
+OP_API void op_io_frames_unparsed(struct op_io *io, bool unparsed);
+/* Lent frames of a DPDK queue or ring may be sent on another DPDK queue or
+ * ring of the same port (both mbufs): the holder then forgets them (lent
+ * NULL for those sent) and releases the others where they came from. */
 /* The MAC of a frame backend's port; OP_ERR_INVAL for the others. */
 OP_API op_status_t op_io_local_mac(const struct op_io *io, uint8_t mac[6]);
 /* Points frames[i].data at b's buffers (n = b->n of them). */
