@@ -46,6 +46,9 @@ struct op_model_platform {
     double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
                               runnable process in excess of the cores, over the cores (not
                               CPU: the scheduler queues wake-ups behind busy processes) */
+    double host_wake_s;    /* shared_cores: a host-path rank blocked for its messages runs
+                              this long after they arrive (the scheduler's wake-up, not
+                              CPU; the rank's CPU is host_msg_s and per-packet costs) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */

@@ -169,12 +169,12 @@ static void fit(struct op_model_platform *p, const struct calib *c)
                      &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->wire_lat,
                      &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
-    double *host[] = {&p->host_msg_s, &p->host_byte_s};
+    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
     search(p, c, inc, 8, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
     search(p, c, inc, 10, inc_misfit, 5); /* then the latencies, the CPU still counting */
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
-    search(p, c, host, 2, host_misfit, 6);
+    search(p, c, host, 3, host_misfit, 6);
 }
 
 static void say(const char *what, const uint64_t *sizes, const double *us, size_t n)
@@ -242,7 +242,8 @@ static void print_calib(const struct calib *c, FILE *f)
                 c->inc_cpu[i], c->sw_cpu[i]);
     for (size_t i = 0; i < N_SIZES; i++)
         fprintf(f, "# osu_allreduce %8llu B: host 2 nodes %10.1f, 4 nodes %10.1f, shm 2 ranks "
-                   "%10.2f\n", (unsigned long long)val_sizes[i], c->host[i], c->host4[i], c->shm[i]);
+                   "%10.2f\n", (unsigned long long)val_sizes[i], c->host[i], c->host4[i],
+                c->shm[i]);
     fprintf(f, "# one UDP hop (ib_send_lat -e -c UD -s 64): %.1f\npreset here\n", c->hop);
 }
 

@@ -278,38 +278,21 @@ static void rank_io(const struct hostrun *h, unsigned node, unsigned r, const st
     }
 }
 
-/* On shared cores the ranks pay what the INC processes pay when they
- * outnumber the cores (inc_sim.c: the same fitted costs): a rank woken by
- * its messages queues behind the runnable processes in excess of the cores
- * and displaces one (ctx_s), and per-packet work costs crowd_f more. */
-static bool crowded(const struct mdl_run *r)
-{
-    return r->p->shared_cores > 0 && r->runnable > r->p->shared_cores;
-}
-
-static double crowded_pkt(const struct mdl_run *r, double seconds)
-{
-    return seconds * (crowded(r) ? 1 + r->p->crowd_f : 1);
-}
-
+/* On shared cores a rank that blocks for its messages is woken by them: it
+ * runs host_wake_s after they arrive (the scheduler's wake-up; its CPU is
+ * what the rank's messages cost, shared by the cores: 8 ranks on 2 cores
+ * queue for them). */
 static void wait_bundles(struct hnode *n, unsigned k, unsigned nsrc)
 {
-    struct mdl_run *r = n->h->r;
     if (n->stash[k] >= nsrc)
         return;
-    bool costs = r->p->shared_cores > 0;
-    r->runnable -= costs;
     while (n->stash[k] < nsrc) {
         void *m = sg_mailbox_get(n->mb);
         n->stash[mdl_seq(m)]++;
     }
-    r->runnable += costs;
-    if (!crowded(r))
-        return;
-    const struct op_model_platform *p = r->p;
-    if (p->runq_s > 0)
-        sg_actor_sleep_for(p->runq_s * (r->runnable - p->shared_cores) / p->shared_cores);
-    mdl_cpu(r, p->ctx_s);
+    const struct op_model_platform *p = n->h->r->p;
+    if (p->shared_cores > 0 && p->host_wake_s > 0)
+        sg_actor_sleep_for(p->host_wake_s);
 }
 
 static void node_step(struct hnode *n, unsigned k, struct node_io *io)
@@ -325,14 +308,14 @@ static void node_step(struct hnode *n, unsigned k, struct node_io *io)
     }
     if (io->sends > 0) {
         mdl_cpu(h->r, p->host_msg_s + io->sends * p->nic_msg_s +
-                          crowded_pkt(h->r, host_pkts(p, io->msg) * p->leader_pkt_s));
+                          host_pkts(p, io->msg) * p->leader_pkt_s);
         for (unsigned i = 0; i < io->ndest; i++)
             mdl_send(&n->out, h->mbs[io->dest[i]], mdl_msg(MDL_BUNDLE, n->node, k),
                      (long)(io->cnt[i] * (io->msg + MDL_HDR_BYTES)));
     }
     wait_bundles(n, k, io->nsrc);
     if (io->nsrc > 0)
-        mdl_cpu(h->r, crowded_pkt(h->r, io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s) +
+        mdl_cpu(h->r, io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
                           (io->reduce ? (double)io->msg * p->host_byte_s : 0));
     double spent = simgrid_get_clock() - t0;
     if (io->intra > spent)
@@ -513,7 +496,6 @@ void mdl_host_simulate(struct mdl_run *r)
         n->mb = h.mbs[i] = sg_mailbox_by_name(n->name);
     }
     h.t0 = simgrid_get_clock();
-    r->runnable = r->nodes;
     for (unsigned i = 0; i < r->nodes; i++) {
         char host[24];
         sg_actor_t a = sg_actor_init(h.nodes[i].name,

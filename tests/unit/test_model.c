@@ -112,9 +112,10 @@ static void test_shared_cores_batch_wakeups(void **state)
     assert_true(crowded.latency_s > r.latency_s);
 }
 
-/* The host path's ranks on shared cores: 2 ranks on 2 cores never crowd;
- * 8 do, and pay the run queue and the displacement the INC processes pay. */
-static void test_shared_cores_crowd_host_ranks(void **state)
+/* The host path's ranks on shared cores wake host_wake_s after their
+ * messages arrive: once at 2 nodes (one exchange), once a step at 8
+ * (three), where each rank blocks before its partner's message is there. */
+static void test_shared_cores_wake_host_ranks(void **state)
 {
     (void)state;
     if (skip_without_simgrid())
@@ -123,16 +124,11 @@ static void test_shared_cores_crowd_host_ranks(void **state)
     assert_int_equal(op_model_preset("here", &p), OP_OK);
     struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
                                    .bytes = 1024};
-    struct op_model_result two, eight, calm2, calm8;
-    sim1(&p, 2, 1, sc, &two);
-    sim1(&p, 8, 1, sc, &eight);
-    p.ctx_s = p.runq_s = p.crowd_f = 0;
-    sim1(&p, 2, 1, sc, &calm2);
-    sim1(&p, 8, 1, sc, &calm8);
-    NEAR(two.latency_s, calm2.latency_s);
-    NEAR(two.cpu_s, calm2.cpu_s);
-    assert_true(eight.latency_s > calm8.latency_s);
-    assert_true(eight.cpu_s > calm8.cpu_s);
+    p.host_wake_s = 0;
+    double two = sim1(&p, 2, 1, sc, NULL), eight = sim1(&p, 8, 1, sc, NULL);
+    p.host_wake_s = 30e-6;
+    NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
+    NEAR(sim1(&p, 8, 1, sc, NULL), eight + 3 * p.host_wake_s);
 }
 
 /* offpath's host path: recursive doubling below 32 KiB, the ring from it. */
@@ -525,7 +521,7 @@ int main(void)
         cmocka_unit_test(test_one_switch_is_sum_of_hops),
         cmocka_unit_test(test_cpu_is_sum_of_packet_costs),
         cmocka_unit_test(test_shared_cores_batch_wakeups),
-        cmocka_unit_test(test_shared_cores_crowd_host_ranks),
+        cmocka_unit_test(test_shared_cores_wake_host_ranks),
         cmocka_unit_test(test_offpath_host_rule),
         cmocka_unit_test(test_ompi_selector_plans),
         cmocka_unit_test(test_ompi_reduce_then_broadcast),
