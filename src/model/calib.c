@@ -28,7 +28,7 @@ struct calib {
     double sw_cpu[N_INC];  /* the switch (a process of ours: its CPU reads apart) */
     double hop;           /* one UDP hop between two sleeping processes */
     double host[N_SIZES]; /* osu_allreduce, mpirun --mode host, 2 nodes of 1 rank, */
-    double host4[N_SIZES]; /* and 4 (4 ranks crowd 2 cores; 0: not measured) */
+    double host4[N_SIZES]; /* and 4 (4 ranks crowd 2 cores; 0: a size not measured) */
     double shm[N_SIZES];  /* osu_allreduce, 1 node of 2 ranks (shared memory only) */
 };
 
@@ -129,11 +129,16 @@ static double host_misfit(const struct op_model_platform *p, const struct calib 
     if (!predict(p, OP_MODEL_HOST, 2, val_sizes, N_SIZES, pred))
         return INFINITY;
     double sum = sum_sq_log(pred, c->host, N_SIZES);
-    if (c->host4[0] <= 0)
+    bool any4 = false;
+    for (size_t i = 0; i < N_SIZES; i++)
+        any4 |= c->host4[i] > 0;
+    if (!any4)
         return sum;
     if (!predict(p, OP_MODEL_HOST, 4, val_sizes, N_SIZES, pred4))
         return INFINITY;
-    return sum + sum_sq_log(pred4, c->host4, N_SIZES);
+    for (size_t i = 0; i < N_SIZES; i++)
+        sum += c->host4[i] > 0 ? sq_log(pred4[i], c->host4[i]) : 0;
+    return sum;
 }
 
 static double shm_misfit(const struct op_model_platform *p, const struct calib *c)
@@ -217,7 +222,7 @@ static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool ho
     if (!mdl_measure_osu(cfg, 2, 1, val_sizes, N_SIZES, c->host))
         return false;
     say("host path, 2 nodes", val_sizes, c->host, N_SIZES);
-    c->host4[0] = 0;
+    memset(c->host4, 0, sizeof(c->host4));
     if (!host4)
         return true;
     if (!mdl_measure_osu(cfg, 4, 1, val_sizes, N_SIZES, c->host4))
@@ -423,10 +428,10 @@ static int validate(const struct op_model_cfg *cfg_in, FILE *out)
     for (size_t i = 0; i < N_SIZES; i++)
         if (val_sizes[i] >= cfg->min_bytes && val_sizes[i] <= cfg->max_bytes)
             v.sizes[v.ns++] = val_sizes[i];
-    bool has4 = false; /* the 4-node host row: validate measures it (every size) anyway */
+    bool has4 = false; /* the 4-node host row: validate measures it anyway */
     for (size_t k = 0; k < v.nc; k++)
         has4 |= v.counts[k] == 4;
-    if (fit_here && !measure_all(cfg, &c, !has4 || v.ns < N_SIZES))
+    if (fit_here && !measure_all(cfg, &c, !has4))
         return 3;
     if (!measure_validation(cfg, &v)) {
         fprintf(stderr, "offpath model: a measurement failed (inc_test or mpirun osu_allreduce)\n");
