@@ -46,6 +46,9 @@ struct op_model_platform {
     double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
                               runnable process in excess of the cores, over the cores (not
                               CPU: the scheduler queues wake-ups behind busy processes) */
+    double check_byte_s;   /* shared_cores: CPU a leader of inc_test spends per byte between
+                              its timed calls (fill, compare, hash): with more leaders than
+                              cores some leaders' calls overlap others' checks */
     double host_wake_s;    /* shared_cores: a host-path rank blocked for its messages runs
                               this long after they arrive (the scheduler's wake-up, not
                               CPU; the rank's CPU is host_msg_s and per-packet costs) */

@@ -75,13 +75,6 @@ static double hop_model_us(const struct op_model_platform *p)
     return (2 * p->leader_pkt_s + p->wire_lat) * 1e6;
 }
 
-/* inc_test's leaders fill, compare and hash every element between timed
- * calls: CPU that rusage counts and the call does not contain (2 leaders x
- * 1 MiB: 7.8 ms a call on 3.8 ms calls). Fitted into the per-byte costs of
- * the call it made the model's 2-leader calls 50-70 % slow from 256 KiB, so
- * the leaders' CPU counts only where that work is small beside the call's. */
-#define LEADER_CPU_MAX_BYTES 1024u
-
 /* The INC points' squared log errors: latency (with the hop) weighted
  * w_lat, the CPU a call of the leaders and of the switch weighted w_cpu.
  * The CPU figures hold still when other work disturbs the latencies (8
@@ -101,7 +94,7 @@ static double inc_error(const struct op_model_platform *p, const struct calib *c
             return INFINITY;
         for (size_t k = 0; k < n; k++) {
             sum += w_lat * sq_log(r[k].latency_s * 1e6, c->inc[first + k]);
-            if (c->inc_cpu[first + k] > 0 && sizes[k] <= LEADER_CPU_MAX_BYTES)
+            if (c->inc_cpu[first + k] > 0)
                 sum += w_cpu * sq_log((r[k].cpu_s - r[k].switch_cpu_s) * 1e6,
                                       c->inc_cpu[first + k]);
             if (c->sw_cpu[first + k] > 0)
@@ -178,12 +171,12 @@ static void search(struct op_model_platform *p, const struct calib *c, double *c
 static void fit(struct op_model_platform *p, const struct calib *c)
 {
     double *inc[] = {&p->sw_chunk_s, &p->sw_byte_s, &p->sw_wake_s, &p->leader_pkt_s,
-                     &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->wire_lat,
-                     &p->runq_s};
+                     &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->check_byte_s,
+                     &p->wire_lat, &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
     double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
-    search(p, c, inc, 8, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
-    search(p, c, inc, 10, inc_misfit, 5); /* then the latencies, the CPU still counting */
+    search(p, c, inc, 9, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
+    search(p, c, inc, 11, inc_misfit, 5); /* then the latencies, the CPU still counting */
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
     search(p, c, host, 3, host_misfit, 6);

@@ -95,7 +95,7 @@ static void test_shared_cores_batch_wakeups(void **state)
     struct op_model_platform p;
     assert_int_equal(op_model_preset("here", &p), OP_OK);
     p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
-    p.crowd_f = 0;
+    p.crowd_f = p.check_byte_s = 0;
     p.wake_s = p.sw_wake_s = 10e-6;
     struct op_model_result r;
     uint64_t bytes = (uint64_t)p.window * p.max_data;
@@ -110,6 +110,31 @@ static void test_shared_cores_batch_wakeups(void **state)
     sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 4}, &r);
     assert_true(crowded.cpu_s > r.cpu_s + p.wake_s / 2);
     assert_true(crowded.latency_s > r.latency_s);
+}
+
+/* inc_test's checks between calls: all CPU a call either way; inside the
+ * calls only with more leaders than cores (8 on 2: 3/4 of it). */
+static void test_shared_cores_checks_between_calls(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    p.crowd_f = 0;
+    uint64_t bytes = (uint64_t)p.window * p.max_data;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes};
+    struct op_model_result two, eight, two_c, eight_c;
+    p.check_byte_s = 0;
+    sim1(&p, 2, 1, sc, &two);
+    sim1(&p, 8, 1, sc, &eight);
+    p.check_byte_s = 1e-9;
+    sim1(&p, 2, 1, sc, &two_c);
+    sim1(&p, 8, 1, sc, &eight_c);
+    NEAR(two_c.latency_s, two.latency_s);
+    NEAR(two_c.cpu_s - two.cpu_s, 2 * (double)bytes * p.check_byte_s);
+    NEAR(eight_c.cpu_s - eight.cpu_s, 8 * (double)bytes * p.check_byte_s);
+    assert_true(eight_c.latency_s > eight.latency_s);
 }
 
 /* The host path's ranks on shared cores wake host_wake_s after their
@@ -522,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_cpu_is_sum_of_packet_costs),
         cmocka_unit_test(test_shared_cores_batch_wakeups),
         cmocka_unit_test(test_shared_cores_wake_host_ranks),
+        cmocka_unit_test(test_shared_cores_checks_between_calls),
         cmocka_unit_test(test_offpath_host_rule),
         cmocka_unit_test(test_ompi_selector_plans),
         cmocka_unit_test(test_ompi_reduce_then_broadcast),
