@@ -295,12 +295,20 @@ static void wait_bundles(struct hnode *n, unsigned k, unsigned nsrc)
         sg_actor_sleep_for(p->host_wake_s);
 }
 
+/* More ranks than cores evict each other's caches: per-packet and per-byte
+ * work costs crowd_f more, as the INC processes' does (inc_sim.c). */
+static double crowding(const struct mdl_run *r)
+{
+    const struct op_model_platform *p = r->p;
+    return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->crowd_f : 1;
+}
+
 static void node_step(struct hnode *n, unsigned k, struct node_io *io)
 {
     struct hostrun *h = n->h;
     const struct op_model_platform *p = h->r->p;
     unsigned plan_k = k < h->skip_from ? k : k + h->skip_n;
-    double t0 = simgrid_get_clock();
+    double t0 = simgrid_get_clock(), crowd = crowding(h->r);
     for (unsigned r = n->node * h->s.ppn; r < (n->node + 1) * h->s.ppn; r++) {
         struct rank_step o;
         step_of(&h->s, r, plan_k, &o);
@@ -308,15 +316,15 @@ static void node_step(struct hnode *n, unsigned k, struct node_io *io)
     }
     if (io->sends > 0) {
         mdl_cpu(h->r, p->host_msg_s + io->sends * p->nic_msg_s +
-                          host_pkts(p, io->msg) * p->leader_pkt_s);
+                          crowd * host_pkts(p, io->msg) * p->leader_pkt_s);
         for (unsigned i = 0; i < io->ndest; i++)
             mdl_send(&n->out, h->mbs[io->dest[i]], mdl_msg(MDL_BUNDLE, n->node, k),
                      (long)(io->cnt[i] * (io->msg + MDL_HDR_BYTES)));
     }
     wait_bundles(n, k, io->nsrc);
     if (io->nsrc > 0)
-        mdl_cpu(h->r, io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
-                          (io->reduce ? (double)io->msg * p->host_byte_s : 0));
+        mdl_cpu(h->r, crowd * (io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
+                                  (io->reduce ? (double)io->msg * p->host_byte_s : 0)));
     double spent = simgrid_get_clock() - t0;
     if (io->intra > spent)
         sg_actor_sleep_for(io->intra - spent);

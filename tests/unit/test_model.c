@@ -139,7 +139,8 @@ static void test_shared_cores_checks_between_calls(void **state)
 
 /* The host path's ranks on shared cores wake host_wake_s after their
  * messages arrive: once at 2 nodes (one exchange), once a step at 8
- * (three), where each rank blocks before its partner's message is there. */
+ * (three), where each rank blocks before its partner's message is there;
+ * 8 ranks on 2 cores pay crowd_f more on their per-packet work, 2 do not. */
 static void test_shared_cores_wake_host_ranks(void **state)
 {
     (void)state;
@@ -149,11 +150,14 @@ static void test_shared_cores_wake_host_ranks(void **state)
     assert_int_equal(op_model_preset("here", &p), OP_OK);
     struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
                                    .bytes = 1024};
-    p.host_wake_s = 0;
+    p.host_wake_s = p.crowd_f = 0;
     double two = sim1(&p, 2, 1, sc, NULL), eight = sim1(&p, 8, 1, sc, NULL);
     p.host_wake_s = 30e-6;
     NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
     NEAR(sim1(&p, 8, 1, sc, NULL), eight + 3 * p.host_wake_s);
+    p.crowd_f = 0.5;
+    NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
+    assert_true(sim1(&p, 8, 1, sc, NULL) > eight + 3 * p.host_wake_s);
 }
 
 /* offpath's host path: recursive doubling below 32 KiB, the ring from it. */
