@@ -81,7 +81,8 @@ OP_API const char *op_model_mode_name(unsigned mode);
 /* The host's algorithm: the MPIs' selectors as SMPI (SimGrid 3.32) runs
  * them: `ompi` (Open MPI 4.1's decision rules: recursive doubling, ring,
  * Rabenseifner, reduce + broadcast by communicator size and message size),
- * `mpich` (recursive doubling below 2048 B, Rabenseifner above); one
+ * `mpich` (MVAPICH2's two-level: node reduce, recursive doubling between
+ * the nodes' leaders, node broadcast); one
  * algorithm over every rank; the hierarchical split (node reduce, recursive
  * doubling or ring between one rank a node, node broadcast); or
  * `ompi-classic`, Open MPI <= 4.0's fixed rule (recursive doubling below

@@ -428,9 +428,6 @@ static void ompi_plan(unsigned P, uint64_t b, struct mdl_plan *pl)
 void mdl_host_plan(unsigned alg, unsigned P, uint64_t b, struct mdl_plan *pl)
 {
     *pl = (struct mdl_plan){0};
-    unsigned pof2 = 1;
-    while (pof2 * 2 <= P)
-        pof2 *= 2;
     switch (alg) {
     case OP_MODEL_ALG_OMPI:
         ompi_plan(P, b, pl);
@@ -443,7 +440,10 @@ void mdl_host_plan(unsigned alg, unsigned P, uint64_t b, struct mdl_plan *pl)
         add_phase(pl, b < 32768 || b / 4 < P ? MDL_PH_RD : MDL_PH_RING, b);
         return;
     case OP_MODEL_ALG_MPICH:
-        add_phase(pl, b < 2048 || b / 4 < pof2 ? MDL_PH_RD : MDL_PH_RAB, b);
+        /* SMPI's `mpich` selector on a commutative op: MVAPICH2's two-level
+         * allreduce (mdl_host_simulate: node, leaders, node), whose leaders
+         * exchange by recursive doubling at every size */
+        add_phase(pl, MDL_PH_RD, b);
         return;
     case OP_MODEL_ALG_RING:
         add_phase(pl, MDL_PH_RING, b);
@@ -487,7 +487,7 @@ static void plan_skip(struct hostrun *h)
 void mdl_host_simulate(struct mdl_run *r)
 {
     const struct op_model_platform *p = r->p;
-    bool hier = r->sc->alg == OP_MODEL_ALG_HIER;
+    bool hier = r->sc->alg == OP_MODEL_ALG_HIER || r->sc->alg == OP_MODEL_ALG_MPICH;
     unsigned ppn = hier ? 1 : r->ppn, P = r->nodes * ppn;
     struct hostrun h = {.r = r, .skip_from = ~0u};
     sched_init(&h.s, r->sc->alg, P, ppn, r->sc->bytes);

@@ -232,14 +232,14 @@ static void test_ompi_selector_plans(void **state)
             (const uint64_t[]){65532, 8}, __LINE__);
     PLAN1(O, 4, 65536, MDL_PH_RAB);
     PLAN1(O, 2, 131072, MDL_PH_RING);
-    /* the classic rule and the MPICH one */
+    /* the classic rule; MPICH's (two-level: doubling between the leaders) */
     unsigned alg;
     assert_int_equal(op_model_alg_parse("ompi-classic", &alg), OP_OK);
     assert_int_equal(alg, OP_MODEL_ALG_OMPI_CLASSIC);
     PLAN1(alg, 64, 4096, MDL_PH_RD);
     PLAN1(alg, 64, 16384, MDL_PH_RING);
-    PLAN1(OP_MODEL_ALG_MPICH, 64, 2048, MDL_PH_RAB);
-    PLAN1(OP_MODEL_ALG_MPICH, 64, 1024, MDL_PH_RD);
+    PLAN1(OP_MODEL_ALG_MPICH, 64, 4, MDL_PH_RD);
+    PLAN1(OP_MODEL_ALG_MPICH, 64, 1 << 20, MDL_PH_RD);
 }
 
 /* SMPI's `ompi` at 128 and 256 ranks, 4 B: a binomial reduce to rank 0
@@ -355,6 +355,9 @@ static void test_recursive_doubling(void **state)
     assert_true(got >= want - 1e-12 && got <= want + (double)(bytes + MDL_HDR_BYTES) / p.link_bw + 1e-12);
     /* hierarchical: the node's tree around the same exchange */
     sc.alg = OP_MODEL_ALG_HIER;
+    NEAR(sim1(&p, 8, 16, sc, NULL), 3 * step + op_model_intra(&p, 16, true, bytes));
+    /* SMPI's mpich: the same two levels, doubling between leaders at any size */
+    sc.alg = OP_MODEL_ALG_MPICH;
     NEAR(sim1(&p, 8, 16, sc, NULL), 3 * step + op_model_intra(&p, 16, true, bytes));
 }
 
