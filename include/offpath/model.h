@@ -46,6 +46,12 @@ struct op_model_platform {
     double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
                               runnable process in excess of the cores, over the cores (not
                               CPU: the scheduler queues wake-ups behind busy processes) */
+    double check_byte_s;   /* shared_cores: CPU a leader of inc_test spends per byte between
+                              its timed calls (fill, compare, hash): with more leaders than
+                              cores some leaders' calls overlap others' checks */
+    double host_wake_s;    /* shared_cores: a host-path rank blocked for its messages runs
+                              this long after they arrive (the scheduler's wake-up, not
+                              CPU; the rank's CPU is host_msg_s and per-packet costs) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */
@@ -72,17 +78,22 @@ OP_API const char *op_model_preset_names(void); /* "25G, 100G, ..." */
 enum op_model_mode { OP_MODEL_HOST, OP_MODEL_NODE, OP_MODEL_SOCKET, OP_MODEL_MODE_COUNT_ };
 OP_API const char *op_model_mode_name(unsigned mode);
 
-/* The host's algorithm: the MPIs' selectors (Open MPI's tuned fixed rules:
- * recursive doubling below 10000 B, ring above; MPICH: recursive doubling
- * below 2048 B, Rabenseifner above), one algorithm over every rank, or the
- * hierarchical split (node reduce, recursive doubling or ring between one
- * rank a node, node broadcast). */
+/* The host's algorithm: the MPIs' selectors as SMPI (SimGrid 3.32) runs
+ * them: `ompi` (Open MPI 4.1's decision rules: recursive doubling, ring,
+ * Rabenseifner, reduce + broadcast by communicator size and message size),
+ * `mpich` (MVAPICH2's two-level: node reduce, recursive doubling between
+ * the nodes' leaders, node broadcast); one
+ * algorithm over every rank; the hierarchical split (node reduce, recursive
+ * doubling or ring between one rank a node, node broadcast); or
+ * `ompi-classic`, Open MPI <= 4.0's fixed rule (recursive doubling below
+ * 10000 B, ring above; the seed's 4.0.5). */
 /* OP_MODEL_ALG_OFFPATH: offpath's own host path between leaders (src/hostar,
  * `offpath mpirun --mode host`): recursive doubling below 32 KiB, ring from
  * there, in packets of 4096 data bytes. */
 enum op_model_alg {
     OP_MODEL_ALG_OMPI, OP_MODEL_ALG_MPICH, OP_MODEL_ALG_RD, OP_MODEL_ALG_RING,
-    OP_MODEL_ALG_RABENSEIFNER, OP_MODEL_ALG_HIER, OP_MODEL_ALG_OFFPATH, OP_MODEL_ALG_COUNT_
+    OP_MODEL_ALG_RABENSEIFNER, OP_MODEL_ALG_HIER, OP_MODEL_ALG_OFFPATH, OP_MODEL_ALG_OMPI_CLASSIC,
+    OP_MODEL_ALG_COUNT_
 };
 OP_API const char *op_model_alg_name(unsigned alg);
 OP_API op_status_t op_model_alg_parse(const char *name, unsigned *alg);

@@ -37,8 +37,9 @@ static void help(void)
            "  --min-bytes B      smallest size (default 4)\n"
            "  --max-bytes B      largest size (project: 64M; validate: 1M)\n"
            "  --mode M           simulate: host, node or socket (default all)\n"
-           "  --alg A            host algorithm: ompi (default), mpich, rd, ring,\n"
-           "                     rabenseifner, hier, offpath (src/hostar's rule)\n"
+           "  --alg A            host algorithm: ompi (default; seed: ompi-classic),\n"
+           "                     mpich, rd, ring, rabenseifner, hier, offpath\n"
+           "                     (src/hostar's rule), ompi-classic (Open MPI <= 4.0)\n"
            "  --link P           platform preset: %s (default 100G;\n"
            "                     seed: seed; validate: calibrated here)\n"
            "  --platform FILE    platform file (key value lines, `calibrate --out`)\n"
@@ -97,7 +98,7 @@ static bool size_flag(const char *flag, const char *v, uint64_t *out)
 
 struct flags {
     struct op_model_cfg cfg;
-    bool mode_set, nodes_set, platform_set;
+    bool mode_set, nodes_set, platform_set, alg_set;
 };
 
 static bool set(int opt, const char *v, void *arg)
@@ -130,8 +131,8 @@ static bool set(int opt, const char *v, void *arg)
         return false;
     case O_ALG:
         if (op_model_alg_parse(v, &c->alg) == OP_OK)
-            return true;
-        cli_bad("model", "invalid value '%s' for --alg (ompi, mpich, rd, ring, rabenseifner, hier, offpath)", v);
+            return f->alg_set = true;
+        cli_bad("model", "invalid value '%s' for --alg (ompi, mpich, rd, ring, rabenseifner, hier, offpath, ompi-classic)", v);
         return false;
     case O_LINK:
         f->platform_set = true;
@@ -232,6 +233,8 @@ int cli_model(int argc, char **argv)
         f.cfg.mode = OP_MODEL_MODE_COUNT_; /* every mode */
     if (sub == 2 && !f.platform_set)
         op_model_preset("seed", &f.cfg.platform); /* the seed's cluster, unless told */
+    if (sub == 2 && !f.alg_set)
+        f.cfg.alg = OP_MODEL_ALG_OMPI_CLASSIC; /* its Open MPI 4.0.5 */
     if (sub == 4 && !f.nodes_set)
         f.cfg.nodes = 0; /* validate's own set of cluster sizes */
     return runs[sub](&f.cfg, stdout);

@@ -13,16 +13,41 @@
 
 #include "model_internal.h"
 
-struct sched {
-    unsigned alg, P, pof2, rem, lg, ppn, steps;
-    uint64_t bytes;
-};
-
+/* What one rank does in one step: messages to `to_n` ranks (to, to +
+ * stride, ...), one from `from`. */
 struct rank_step {
     int to, from;
-    uint64_t msg;
+    unsigned to_n, stride;
     bool reduce;
+    uint64_t msg;
 };
+
+struct sched {
+    unsigned P, pof2, rem, lg, clg, klev, ppn, steps;
+    struct mdl_plan plan;
+    unsigned first[MDL_PHASES_MAX]; /* each phase's first step */
+};
+
+#define KNOMIAL_K 4u /* SMPI's mvapich2 intra-node k-nomial broadcast */
+
+static unsigned phase_steps(const struct sched *s, unsigned kind)
+{
+    switch (kind) {
+    case MDL_PH_RD:
+        return 2 + s->lg; /* fold in, the doubling, fold out */
+    case MDL_PH_RAB:
+        return 2 + 2 * s->lg;
+    case MDL_PH_RING:
+        return 2 * (s->P - 1);
+    case MDL_PH_REDUCE_BINOMIAL:
+    case MDL_PH_BCAST_BINOMIAL:
+        return s->clg;
+    case MDL_PH_BCAST_KNOMIAL:
+        return s->klev;
+    default: /* MDL_PH_BCAST_LINEAR */
+        return 1;
+    }
+}
 
 static int newrank(const struct sched *s, unsigned r)
 {
@@ -36,68 +61,140 @@ static int realrank(const struct sched *s, unsigned nr)
     return nr < s->rem ? (int)(nr * 2 + 1) : (int)(nr + s->rem);
 }
 
+static void send_to(struct rank_step *o, unsigned to, unsigned n, unsigned stride)
+{
+    o->to = (int)to;
+    o->to_n = n;
+    o->stride = stride;
+}
+
 /* Steps 0 and last: the non-power-of-two ranks fold in and get the result. */
-static void fold(const struct sched *s, unsigned r, bool in, struct rank_step *o)
+static void fold(const struct sched *s, unsigned r, bool in, uint64_t bytes, struct rank_step *o)
 {
     if (r >= 2 * s->rem)
         return;
     bool odd = r % 2;
-    o->msg = s->bytes;
+    o->msg = bytes;
     if (in == !odd)
-        o->to = odd ? (int)r - 1 : (int)r + 1;
+        send_to(o, odd ? r - 1 : r + 1, 1, 1);
     else
         o->from = odd ? (int)r - 1 : (int)r + 1;
     o->reduce = in;
 }
 
-static void step_of(const struct sched *s, unsigned r, unsigned k, struct rank_step *o)
+/* Recursive doubling, or Rabenseifner (reduce-scatter by recursive halving,
+ * allgather by recursive doubling), between the power of two. */
+static void doubling(const struct sched *s, unsigned kind, uint64_t bytes, unsigned r, unsigned j,
+                     struct rank_step *o)
 {
-    *o = (struct rank_step){.to = -1, .from = -1};
-    if (s->alg == OP_MODEL_ALG_RING) {
-        o->to = (int)((r + 1) % s->P);
-        o->from = (int)((r + s->P - 1) % s->P);
-        o->msg = (s->bytes + s->P - 1) / s->P;
-        o->reduce = k < s->P - 1;
-        return;
-    }
-    if (k == 0 || k == s->steps - 1) {
-        fold(s, r, k == 0, o);
+    unsigned last = phase_steps(s, kind) - 1, mask;
+    if (j == 0 || j == last) {
+        fold(s, r, j == 0, bytes, o);
         return;
     }
     int nr = newrank(s, r);
     if (nr < 0)
         return;
-    unsigned i = k - 1, mask;
-    if (s->alg == OP_MODEL_ALG_RD) {
+    unsigned i = j - 1;
+    if (kind == MDL_PH_RD) {
         mask = 1u << i;
-        o->msg = s->bytes;
+        o->msg = bytes;
         o->reduce = true;
-    } else if (i < s->lg) { /* Rabenseifner: reduce-scatter by recursive halving */
+    } else if (i < s->lg) {
         mask = 1u << i;
-        o->msg = s->bytes >> (i + 1);
+        o->msg = bytes >> (i + 1);
         o->reduce = true;
-    } else { /* then allgather by recursive doubling */
+    } else {
         i -= s->lg;
         mask = s->pof2 >> (i + 1);
-        o->msg = s->bytes >> (s->lg - i);
+        o->msg = bytes >> (s->lg - i);
     }
-    o->to = o->from = realrank(s, (unsigned)nr ^ mask);
+    send_to(o, (unsigned)realrank(s, (unsigned)nr ^ mask), 1, 1);
+    o->from = o->to;
+}
+
+/* Trees rooted at rank 0: a binomial reduce gathers up the lowest set bit;
+ * the broadcasts hand down from the highest level. */
+static void tree(const struct sched *s, unsigned kind, unsigned r, unsigned j, struct rank_step *o)
+{
+    unsigned P = s->P, mask;
+    switch (kind) {
+    case MDL_PH_REDUCE_BINOMIAL:
+        mask = 1u << j;
+        if ((r & mask) && !(r & (mask - 1)))
+            send_to(o, r - mask, 1, 1);
+        else if (!(r & (2 * mask - 1)) && r + mask < P)
+            o->from = (int)(r + mask), o->reduce = true;
+        return;
+    case MDL_PH_BCAST_BINOMIAL:
+        mask = 1u << (s->clg - 1 - j);
+        if (r % (2 * mask) == 0 && r + mask < P)
+            send_to(o, r + mask, 1, 1);
+        else if (r % (2 * mask) == mask)
+            o->from = (int)(r - mask);
+        return;
+    case MDL_PH_BCAST_KNOMIAL:
+        mask = 1;
+        for (unsigned l = j + 1; l < s->klev; l++)
+            mask *= KNOMIAL_K;
+        if (r % (KNOMIAL_K * mask) == 0) {
+            unsigned n = 0;
+            while (n + 1 < KNOMIAL_K && r + (n + 1) * mask < P)
+                n++;
+            if (n > 0)
+                send_to(o, r + mask, n, mask);
+        } else if (r % mask == 0) {
+            o->from = (int)(r - r % (KNOMIAL_K * mask));
+        }
+        return;
+    default: /* MDL_PH_BCAST_LINEAR */
+        if (r == 0)
+            send_to(o, 1, P - 1, 1);
+        else
+            o->from = 0;
+    }
+}
+
+static void step_of(const struct sched *s, unsigned r, unsigned k, struct rank_step *o)
+{
+    *o = (struct rank_step){.to = -1, .from = -1};
+    unsigned i = 0;
+    while (i + 1 < s->plan.n && k >= s->first[i + 1])
+        i++;
+    const struct mdl_phase *ph = &s->plan.ph[i];
+    unsigned j = k - s->first[i];
+    if (ph->kind == MDL_PH_RING) {
+        send_to(o, (r + 1) % s->P, 1, 1);
+        o->from = (int)((r + s->P - 1) % s->P);
+        o->msg = (ph->bytes + s->P - 1) / s->P;
+        o->reduce = j < s->P - 1;
+    } else if (ph->kind == MDL_PH_RD || ph->kind == MDL_PH_RAB) {
+        doubling(s, ph->kind, ph->bytes, r, j, o);
+    } else {
+        tree(s, ph->kind, r, j, o);
+        o->msg = ph->bytes;
+    }
     if (o->msg == 0)
         o->msg = 4;
 }
 
 static void sched_init(struct sched *s, unsigned alg, unsigned P, unsigned ppn, uint64_t bytes)
 {
-    *s = (struct sched){.alg = alg, .P = P, .ppn = ppn, .bytes = bytes, .pof2 = 1};
+    *s = (struct sched){.P = P, .ppn = ppn, .pof2 = 1, .klev = 0};
     while (s->pof2 * 2 <= P) {
         s->pof2 *= 2;
         s->lg++;
     }
+    while ((1u << s->clg) < P)
+        s->clg++;
+    for (unsigned span = 1; span < P; span *= KNOMIAL_K)
+        s->klev++;
     s->rem = P - s->pof2;
-    if (alg == OP_MODEL_ALG_RING)
-        s->steps = 2 * (P - 1);
-    else
-        s->steps = 2 + s->lg * (alg == OP_MODEL_ALG_RABENSEIFNER ? 2 : 1);
+    mdl_host_plan(alg, P, bytes, &s->plan);
+    for (unsigned i = 0; i < s->plan.n; i++) {
+        s->first[i] = s->steps;
+        s->steps += phase_steps(s, s->plan.ph[i].kind);
+    }
 }
 
 struct hostrun;
@@ -105,15 +202,17 @@ struct hnode {
     struct hostrun *h;
     unsigned node;
     sg_mailbox_t mb;
-    unsigned *stash; /* bundles received per step */
+    unsigned *stash; /* bundles received per simulated step */
     struct mdl_outq out;
     char name[40];
 };
 
+/* A long ring is simulated for its first 8 steps only: simulated step k is
+ * plan step k, or k + skip_n from skip_from on. */
 struct hostrun {
     struct mdl_run *r;
     struct sched s;
-    unsigned steps; /* simulated */
+    unsigned steps, skip_from, skip_n, ring; /* simulated; the skipped ring's phase */
     double t0, *step_end;
     struct hnode *nodes;
     sg_mailbox_t *mbs;
@@ -121,6 +220,8 @@ struct hostrun {
 
 static unsigned add_unique(unsigned *set, unsigned *n, unsigned v)
 {
+    if (*n > 0 && set[*n - 1] == v) /* a tree's or a linear step's ranks come in order */
+        return *n - 1;
     for (unsigned i = 0; i < *n; i++)
         if (set[i] == v)
             return i;
@@ -145,48 +246,88 @@ static double host_pkts(const struct op_model_platform *p, uint64_t msg)
     return p->shared_cores > 0 ? (double)((msg + HOST_PKT_DATA - 1) / HOST_PKT_DATA) : 0;
 }
 
-static void node_step(struct hnode *n, unsigned k, unsigned *dest, unsigned *cnt, unsigned *src)
+/* One node's part of a step: what its ranks send to other nodes (a bundle
+ * a destination node), what they exchange inside it, what they wait for. */
+struct node_io {
+    unsigned *dest, *cnt, *src;
+    unsigned ndest, nsrc, sends;
+    bool reduce;
+    uint64_t msg;
+    double intra;
+};
+
+static void rank_io(const struct hostrun *h, unsigned node, unsigned r, const struct rank_step *o,
+                    struct node_io *io)
 {
-    struct hostrun *h = n->h;
-    const struct op_model_platform *p = h->r->p;
-    unsigned ndest = 0, nsrc = 0, sends = 0;
-    uint64_t msg = 0;
-    bool reduce = false;
-    double intra = 0, t0 = simgrid_get_clock();
-    for (unsigned r = n->node * h->s.ppn; r < (n->node + 1) * h->s.ppn; r++) {
-        struct rank_step o;
-        step_of(&h->s, r, k, &o);
-        if (o.to >= 0 && (unsigned)o.to / h->s.ppn != n->node) {
-            unsigned i = add_unique(dest, &ndest, (unsigned)o.to / h->s.ppn);
-            cnt[i]++;
-            sends++;
-            msg = o.msg;
-        } else if (o.to >= 0) {
-            double c = shm_cost(p, &h->s, r, (unsigned)o.to, o.msg);
-            intra = c > intra ? c : intra;
-        }
-        if (o.from >= 0 && (unsigned)o.from / h->s.ppn != n->node) {
-            add_unique(src, &nsrc, (unsigned)o.from / h->s.ppn);
-            reduce |= o.reduce;
-            msg = o.msg;
+    unsigned ppn = h->s.ppn;
+    for (unsigned d = 0; o->to >= 0 && d < o->to_n; d++) {
+        unsigned to = (unsigned)o->to + d * o->stride;
+        if (to / ppn != node) {
+            io->cnt[add_unique(io->dest, &io->ndest, to / ppn)]++;
+            io->sends++;
+            io->msg = o->msg;
+        } else {
+            double c = shm_cost(h->r->p, &h->s, r, to, o->msg);
+            io->intra = c > io->intra ? c : io->intra;
         }
     }
-    if (sends > 0) {
-        mdl_cpu(h->r, p->host_msg_s + sends * p->nic_msg_s + host_pkts(p, msg) * p->leader_pkt_s);
-        for (unsigned i = 0; i < ndest; i++)
-            mdl_send(&n->out, h->mbs[dest[i]], mdl_msg(MDL_BUNDLE, n->node, k),
-                     (long)(cnt[i] * (msg + MDL_HDR_BYTES)));
+    if (o->from >= 0 && (unsigned)o->from / ppn != node) {
+        add_unique(io->src, &io->nsrc, (unsigned)o->from / ppn);
+        io->reduce |= o->reduce;
+        io->msg = o->msg;
     }
+}
+
+/* On shared cores a rank that blocks for its messages is woken by them: it
+ * runs host_wake_s after they arrive (the scheduler's wake-up; its CPU is
+ * what the rank's messages cost, shared by the cores: 8 ranks on 2 cores
+ * queue for them). */
+static void wait_bundles(struct hnode *n, unsigned k, unsigned nsrc)
+{
+    if (n->stash[k] >= nsrc)
+        return;
     while (n->stash[k] < nsrc) {
         void *m = sg_mailbox_get(n->mb);
         n->stash[mdl_seq(m)]++;
     }
-    if (nsrc > 0)
-        mdl_cpu(h->r, nsrc * host_pkts(p, msg) * p->leader_pkt_s +
-                       (reduce ? (double)msg * p->host_byte_s : 0));
+    const struct op_model_platform *p = n->h->r->p;
+    if (p->shared_cores > 0 && p->host_wake_s > 0)
+        sg_actor_sleep_for(p->host_wake_s);
+}
+
+/* More ranks than cores evict each other's caches: per-packet and per-byte
+ * work costs crowd_f more, as the INC processes' does (inc_sim.c). */
+static double crowding(const struct mdl_run *r)
+{
+    const struct op_model_platform *p = r->p;
+    return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->crowd_f : 1;
+}
+
+static void node_step(struct hnode *n, unsigned k, struct node_io *io)
+{
+    struct hostrun *h = n->h;
+    const struct op_model_platform *p = h->r->p;
+    unsigned plan_k = k < h->skip_from ? k : k + h->skip_n;
+    double t0 = simgrid_get_clock(), crowd = crowding(h->r);
+    for (unsigned r = n->node * h->s.ppn; r < (n->node + 1) * h->s.ppn; r++) {
+        struct rank_step o;
+        step_of(&h->s, r, plan_k, &o);
+        rank_io(h, n->node, r, &o, io);
+    }
+    if (io->sends > 0) {
+        mdl_cpu(h->r, p->host_msg_s + io->sends * p->nic_msg_s +
+                          crowd * host_pkts(p, io->msg) * p->leader_pkt_s);
+        for (unsigned i = 0; i < io->ndest; i++)
+            mdl_send(&n->out, h->mbs[io->dest[i]], mdl_msg(MDL_BUNDLE, n->node, k),
+                     (long)(io->cnt[i] * (io->msg + MDL_HDR_BYTES)));
+    }
+    wait_bundles(n, k, io->nsrc);
+    if (io->nsrc > 0)
+        mdl_cpu(h->r, crowd * (io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
+                                  (io->reduce ? (double)io->msg * p->host_byte_s : 0)));
     double spent = simgrid_get_clock() - t0;
-    if (intra > spent)
-        sg_actor_sleep_for(intra - spent);
+    if (io->intra > spent)
+        sg_actor_sleep_for(io->intra - spent);
     double end = simgrid_get_clock() - h->t0;
     if (end > h->step_end[k])
         h->step_end[k] = end;
@@ -196,65 +337,169 @@ static void node_main(int argc, char **argv)
 {
     (void)argc, (void)argv;
     struct hnode *n = sg_actor_self_get_data();
-    unsigned ppn = n->h->s.ppn;
-    unsigned *buf = calloc(4 * (size_t)ppn, sizeof(unsigned));
+    unsigned ppn = n->h->s.ppn, maxd = (KNOMIAL_K - 1) * ppn + n->h->r->nodes;
+    unsigned *buf = calloc(2 * (size_t)maxd + ppn, sizeof(unsigned));
     sg_mailbox_set_receiver(n->name);
     for (unsigned k = 0; k < n->h->steps; k++) {
-        for (unsigned i = 0; i < ppn; i++)
-            buf[ppn + i] = 0;
-        node_step(n, k, buf, buf + ppn, buf + 2 * ppn);
+        struct node_io io = {.dest = buf, .cnt = buf + maxd, .src = buf + 2 * maxd};
+        node_step(n, k, &io);
+        for (unsigned i = 0; i < io.ndest; i++)
+            io.cnt[i] = 0;
     }
     free(buf);
     mdl_outq_drain(&n->out);
 }
 
-static unsigned pick(const struct mdl_run *r, unsigned ranks)
+static void add_phase(struct mdl_plan *pl, unsigned kind, uint64_t bytes)
 {
-    unsigned alg = r->sc->alg;
-    uint64_t b = r->sc->bytes;
-    if (alg == OP_MODEL_ALG_OMPI || alg == OP_MODEL_ALG_HIER)
-        return b < 10000 || b / 4 <= ranks ? OP_MODEL_ALG_RD : OP_MODEL_ALG_RING;
-    if (alg == OP_MODEL_ALG_OFFPATH) /* src/hostar: har_use_ring */
-        return b < 32768 || b / 4 < ranks ? OP_MODEL_ALG_RD : OP_MODEL_ALG_RING;
-    if (alg == OP_MODEL_ALG_MPICH) {
-        unsigned pof2 = 1;
-        while (pof2 * 2 <= ranks)
-            pof2 *= 2;
-        return b < 2048 || b / 4 < pof2 ? OP_MODEL_ALG_RD : OP_MODEL_ALG_RABENSEIFNER;
-    }
-    return alg;
+    if (pl->n < MDL_PHASES_MAX && bytes > 0)
+        pl->ph[pl->n++] = (struct mdl_phase){.kind = kind, .bytes = bytes};
 }
 
-/* A ring's steps are all alike: past 8 the rest follow the rate of steps
- * 4-8, less the reduction the allgather half does not do. */
+/* SimGrid 3.32's `ompi` selector (Open MPI 4.1's decision rules for a
+ * commutative op): per communicator size, the sizes from which each
+ * algorithm takes over. 1, 2: reduce + broadcast; 3: recursive doubling;
+ * 4, 5: ring (segmented only from size x 1 MiB, the same schedule here);
+ * 6: Rabenseifner. */
+struct ompi_rule {
+    unsigned below_ranks;
+    uint32_t from_bytes[7]; /* ascending; 0 ends */
+    unsigned char alg[8];
+};
+static const struct ompi_rule ompi_rules[] = {
+    {4, {8, 4096, 8192, 16384, 65536, 262144, 0}, {4, 3, 4, 3, 4, 5, 6}},
+    {8, {16, 8192, 0}, {4, 3, 6}},
+    {16, {8192, 0}, {3, 6}},
+    {32, {64, 4096, 0}, {5, 3, 6}},
+    {64, {128, 0}, {5, 6}},
+    {128, {262144, 0}, {3, 6}},
+    {256, {131072, 262144, 0}, {2, 3, 6}},
+    {512, {4096, 0}, {2, 6}},
+    {2048, {2048, 16384, 0}, {2, 3, 6}},
+    {4096, {2048, 4096, 16384, 0}, {2, 5, 3, 6}},
+    {~0u, {2048, 16384, 32768, 0}, {2, 5, 3, 6}},
+};
+
+static unsigned ompi_alg(unsigned P, uint64_t b)
+{
+    const struct ompi_rule *r = ompi_rules;
+    while (P >= r->below_ranks)
+        r++;
+    unsigned i = 0;
+    while (r->from_bytes[i] != 0 && b >= r->from_bytes[i])
+        i++;
+    return r->alg[i];
+}
+
+/* The broadcast half of reduce + broadcast (SMPI's ompi bcast rules where
+ * allreduce takes that path, 128 ranks up): binary trees as binomial ones
+ * (the same depth), the rest k-nomial. */
+static unsigned ompi_bcast(unsigned P, uint64_t b)
+{
+    if (P >= 256 || b >= 65536)
+        return MDL_PH_BCAST_KNOMIAL;
+    return b >= 16384 && b < 32768 ? MDL_PH_BCAST_LINEAR : MDL_PH_BCAST_BINOMIAL;
+}
+
+static void ompi_plan(unsigned P, uint64_t b, struct mdl_plan *pl)
+{
+    unsigned alg = P < 2 ? 3 : ompi_alg(P, b);
+    uint64_t count = b / 4, whole = count / P * P * 4;
+    if (alg == 3) {
+        add_phase(pl, MDL_PH_RD, b);
+    } else if (alg == 6) {
+        add_phase(pl, MDL_PH_RAB, b);
+    } else if (alg <= 2) {
+        add_phase(pl, MDL_PH_REDUCE_BINOMIAL, b); /* (in-order binary trees too) */
+        add_phase(pl, ompi_bcast(P, b), b);
+    } else if (count < P) {
+        /* fewer elements than ranks: Open MPI's ring falls back to recursive
+         * doubling; SimGrid's `lr` to its naive default (a linear reduce to
+         * rank 0 and a broadcast: one root taking 32767 messages at 4096
+         * nodes x 8), which SimGrid says not to trust for performance */
+        add_phase(pl, MDL_PH_RD, b);
+    } else { /* the ring on whole elements a rank, the rest by the selector */
+        add_phase(pl, MDL_PH_RING, whole);
+        if (b > whole)
+            ompi_plan(P, b - whole, pl);
+    }
+}
+
+void mdl_host_plan(unsigned alg, unsigned P, uint64_t b, struct mdl_plan *pl)
+{
+    *pl = (struct mdl_plan){0};
+    switch (alg) {
+    case OP_MODEL_ALG_OMPI:
+        ompi_plan(P, b, pl);
+        return;
+    case OP_MODEL_ALG_OMPI_CLASSIC: /* Open MPI <= 4.0's fixed rule */
+    case OP_MODEL_ALG_HIER:
+        add_phase(pl, b < 10000 || b / 4 <= P ? MDL_PH_RD : MDL_PH_RING, b);
+        return;
+    case OP_MODEL_ALG_OFFPATH: /* src/hostar: har_use_ring */
+        add_phase(pl, b < 32768 || b / 4 < P ? MDL_PH_RD : MDL_PH_RING, b);
+        return;
+    case OP_MODEL_ALG_MPICH:
+        /* SMPI's `mpich` selector on a commutative op: MVAPICH2's two-level
+         * allreduce (mdl_host_simulate: node, leaders, node), whose leaders
+         * exchange by recursive doubling at every size */
+        add_phase(pl, MDL_PH_RD, b);
+        return;
+    case OP_MODEL_ALG_RING:
+        add_phase(pl, MDL_PH_RING, b);
+        return;
+    case OP_MODEL_ALG_RABENSEIFNER:
+        add_phase(pl, MDL_PH_RAB, b);
+        return;
+    default:
+        add_phase(pl, MDL_PH_RD, b);
+    }
+}
+
+/* A ring's steps are all alike: past its 8th the rest follow the rate of
+ * steps 4-8, less the reduction the allgather half does not do. */
 static double extrapolate(const struct hostrun *h)
 {
     double t = h->step_end[h->steps - 1];
-    if (h->steps == h->s.steps)
+    if (h->skip_n == 0)
         return t;
-    unsigned half = h->steps / 2, rest = h->s.steps - h->steps;
-    double rate = (h->step_end[h->steps - 1] - h->step_end[half - 1]) / (h->steps - half);
-    uint64_t msg = (h->s.bytes + h->s.P - 1) / h->s.P;
-    unsigned no_reduce = h->s.P - 1 < rest ? h->s.P - 1 : rest;
-    return t + rest * rate - no_reduce * (double)msg * h->r->p->host_byte_s;
+    unsigned f = h->s.first[h->ring], P = h->s.P;
+    double rate = (h->step_end[f + 7] - h->step_end[f + 3]) / 4;
+    uint64_t msg = (h->s.plan.ph[h->ring].bytes + P - 1) / P;
+    unsigned no_reduce = P - 1 < h->skip_n ? P - 1 : h->skip_n;
+    return t + h->skip_n * rate - no_reduce * (double)msg * h->r->p->host_byte_s;
+}
+
+static void plan_skip(struct hostrun *h)
+{
+    for (unsigned i = 0; i < h->s.plan.n; i++) {
+        unsigned n = phase_steps(&h->s, h->s.plan.ph[i].kind);
+        if (h->s.plan.ph[i].kind == MDL_PH_RING && n > 8) {
+            h->ring = i;
+            h->skip_from = h->s.first[i] + 8;
+            h->skip_n = n - 8;
+            break;
+        }
+    }
+    h->steps = h->s.steps - h->skip_n;
 }
 
 void mdl_host_simulate(struct mdl_run *r)
 {
     const struct op_model_platform *p = r->p;
-    bool hier = r->sc->alg == OP_MODEL_ALG_HIER;
+    bool hier = r->sc->alg == OP_MODEL_ALG_HIER || r->sc->alg == OP_MODEL_ALG_MPICH;
     unsigned ppn = hier ? 1 : r->ppn, P = r->nodes * ppn;
-    struct hostrun h = {.r = r};
-    sched_init(&h.s, pick(r, P), P, ppn, r->sc->bytes);
-    h.steps = h.s.alg == OP_MODEL_ALG_RING && h.s.steps > 8 ? 8 : h.s.steps;
-    h.step_end = calloc(h.steps, sizeof(double));
+    struct hostrun h = {.r = r, .skip_from = ~0u};
+    sched_init(&h.s, r->sc->alg, P, ppn, r->sc->bytes);
+    plan_skip(&h);
+    h.step_end = calloc(h.steps ? h.steps : 1, sizeof(double));
     h.nodes = calloc(r->nodes, sizeof(*h.nodes));
     h.mbs = calloc(r->nodes, sizeof(*h.mbs));
     for (unsigned i = 0; i < r->nodes; i++) {
         struct hnode *n = &h.nodes[i];
         n->h = &h;
         n->node = i;
-        n->stash = calloc(h.steps, sizeof(unsigned));
+        n->stash = calloc(h.steps ? h.steps : 1, sizeof(unsigned));
         snprintf(n->name, sizeof(n->name), "r%u.N%u", r->run_id, i);
         n->mb = h.mbs[i] = sg_mailbox_by_name(n->name);
     }
@@ -273,9 +518,9 @@ void mdl_host_simulate(struct mdl_run *r)
     r->res->intra_s = hier ? op_model_intra(p, r->ppn, p->sockets > 1 && r->ppn >= p->sockets,
                                             r->sc->bytes)
                            : 0;
-    r->res->latency_s = extrapolate(&h) + r->res->intra_s;
+    r->res->latency_s = (h.steps ? extrapolate(&h) : 0) + r->res->intra_s;
     r->res->sim_steps = h.steps;
-    r->res->cpu_s = r->cpu * (double)h.s.steps / (double)h.steps;
+    r->res->cpu_s = h.steps ? r->cpu * (double)h.s.steps / (double)h.steps : 0;
     for (unsigned i = 0; i < r->nodes; i++)
         free(h.nodes[i].stash);
     free(h.nodes);

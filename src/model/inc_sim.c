@@ -59,6 +59,7 @@ struct inc {
     uint32_t chunks;      /* trains simulated per leader */
     long pkt_bytes;
     double chunk_bytes;   /* data bytes a chunk */
+    double check_f;       /* share of a leader's between-call checks inside others' calls */
     double sw_cost, loss, t0;
     double *done_at;      /* per chunk: the last leader's arrival */
     uint64_t retransmissions;
@@ -332,7 +333,9 @@ static void on_result(struct leader *l, uint32_t seq)
     struct inc *m = l->m;
     if (seq >= m->chunks || l->got[seq])
         return;
-    pkt_cpu(m->r, m->train * (m->r->p->leader_pkt_s + m->chunk_bytes * m->r->p->leader_byte_s));
+    const struct op_model_platform *p = m->r->p;
+    pkt_cpu(m->r, m->train * (p->leader_pkt_s +
+                              m->chunk_bytes * (p->leader_byte_s + m->check_f * p->check_byte_s)));
     double now = simgrid_get_clock();
     l->got[seq] = 1;
     l->n_got++;
@@ -510,6 +513,18 @@ static void teardown(struct inc *m)
  * travel as one train (g times the bytes and the per-chunk costs, the same
  * window in bytes): the rate is unchanged, the pipeline fills in coarser
  * steps. */
+/* inc_test's leaders check each result between timed calls. With no more
+ * leaders than cores they do it together while the switch idles; with more,
+ * the calls drift apart and a leader's call shares the cores with the
+ * others' checks: the share 1 - cores/leaders of that work is charged inside
+ * the call (per byte of each result), the rest only to the CPU a call. */
+static double check_share(const struct op_model_platform *p, uint64_t leaders)
+{
+    if (p->shared_cores == 0 || p->check_byte_s <= 0 || leaders <= p->shared_cores)
+        return 0;
+    return 1 - (double)p->shared_cores / (double)leaders;
+}
+
 void mdl_inc_simulate(struct mdl_run *r)
 {
     const struct op_model_platform *p = r->p;
@@ -537,6 +552,7 @@ void mdl_inc_simulate(struct mdl_run *r)
         /* a lost packet is one packet: under loss every packet travels alone */
         .batch = p->shared_cores > 0 && sc->loss == 0,
     };
+    m.check_f = check_share(p, leaders);
     m.done_at = calloc(sim, sizeof(double));
     build(&m, per_node);
     m.t0 = simgrid_get_clock();
@@ -556,7 +572,8 @@ void mdl_inc_simulate(struct mdl_run *r)
     r->res->intra_s = op_model_intra(p, r->ppn / per_node, !by_socket && p->sockets > 1 &&
                                                                r->ppn >= p->sockets, sc->bytes);
     r->res->latency_s = net + r->res->intra_s;
-    r->res->cpu_s = r->cpu * (double)trains / (double)sim;
+    r->res->cpu_s = r->cpu * (double)trains / (double)sim +
+                    (1 - m.check_f) * (double)leaders * (double)sc->bytes * p->check_byte_s;
     r->res->switch_cpu_s = r->switch_cpu * (double)trains / (double)sim;
     r->res->chunks = total;
     r->res->sim_steps = sim * train;

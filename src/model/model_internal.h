@@ -42,6 +42,23 @@ struct mdl_run {
 void mdl_inc_simulate(struct mdl_run *r);
 void mdl_host_simulate(struct mdl_run *r);
 
+/* The host baseline's schedule: the phases one Allreduce runs, as the
+ * selector of `alg` picks them for `ranks` ranks and `bytes` (host_sim.c). */
+enum {
+    MDL_PH_RD, MDL_PH_RING, MDL_PH_RAB, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINOMIAL,
+    MDL_PH_BCAST_KNOMIAL, MDL_PH_BCAST_LINEAR
+};
+#define MDL_PHASES_MAX 4
+struct mdl_phase {
+    unsigned kind;
+    uint64_t bytes; /* the part of the message this phase reduces */
+};
+struct mdl_plan {
+    unsigned n;
+    struct mdl_phase ph[MDL_PHASES_MAX];
+};
+void mdl_host_plan(unsigned alg, unsigned ranks, uint64_t bytes, struct mdl_plan *out);
+
 /* Measurements of this machine with offpath's own tools (measure.c): -1 or
  * false when a run failed. */
 #define MDL_MEASURE_MAX 16 /* sizes one call measures */

@@ -5,7 +5,7 @@
 
 static const char *const modes[] = {"host", "node", "socket"};
 static const char *const algs[] = {"ompi", "mpich", "rd", "ring", "rabenseifner", "hier",
-                                    "offpath"};
+                                    "offpath", "ompi-classic"};
 
 const char *op_model_mode_name(unsigned mode)
 {

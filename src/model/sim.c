@@ -1,7 +1,8 @@
-/* Runs simulations in a child process: SimGrid's engine is one per process
- * and cannot be reset, so each platform gets a fresh process; the results
- * come back through a pipe. */
+/* Runs simulations in child processes: SimGrid's engine is one per process
+ * and cannot be reset, so each scenario gets a fresh process (as many at
+ * once as there are cores to use); the results come back through pipes. */
 #include <errno.h>
+#include <sched.h>
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include "model_internal.h"
+
+#define MAX_JOBS 8
 
 bool op_model_available(void)
 {
@@ -129,9 +132,14 @@ static _Noreturn void child(int fd, const char *platform, const struct op_model_
     _exit(write_all(fd, &res, sizeof(res)) ? 0 : 4);
 }
 
-static op_status_t run_one(const char *platform, const struct op_model_platform *p,
-                           unsigned nodes, unsigned ppn, const struct op_model_scenario *sc,
-                           struct op_model_result *out)
+/* A child simulating one scenario, and the pipe its result comes on. */
+struct job {
+    pid_t pid;
+    int fd;
+};
+
+static op_status_t spawn(const char *platform, const struct op_model_platform *p, unsigned nodes,
+                         unsigned ppn, const struct op_model_scenario *sc, struct job *j)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -148,20 +156,56 @@ static op_status_t run_one(const char *platform, const struct op_model_platform 
         child(fds[1], platform, p, nodes, ppn, sc);
     }
     close(fds[1]);
+    *j = (struct job){.pid = pid, .fd = fds[0]};
+    return OP_OK;
+}
+
+static op_status_t reap(struct job *j, struct op_model_result *out)
+{
     size_t got = 0;
     while (got < sizeof(*out)) {
-        ssize_t r = read(fds[0], (char *)out + got, sizeof(*out) - got);
+        ssize_t r = read(j->fd, (char *)out + got, sizeof(*out) - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
         got += (size_t)r;
     }
-    close(fds[0]);
+    close(j->fd);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
         ;
     return got == sizeof(*out) && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? OP_OK : OP_ERR_IO;
+}
+
+/* Scenarios are independent: as many children at once as this process may
+ * use cores (a 4096-node projection: 64 s on one of 2 loaded cores). */
+static size_t parallel_jobs(void)
+{
+    cpu_set_t set;
+    size_t n = sched_getaffinity(0, sizeof(set), &set) == 0 ? (size_t)CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > MAX_JOBS ? MAX_JOBS : n;
+}
+
+static op_status_t run_all(const char *platform, const struct op_model_platform *p,
+                           unsigned nodes, unsigned ppn, const struct op_model_scenario *sc,
+                           size_t n, struct op_model_result *out)
+{
+    struct job jobs[MAX_JOBS];
+    size_t width = parallel_jobs(), started = 0, done = 0;
+    op_status_t st = OP_OK;
+    while (done < n) {
+        while (st == OP_OK && started < n && started - done < width) {
+            st = spawn(platform, p, nodes, ppn, &sc[started], &jobs[started % MAX_JOBS]);
+            started += st == OP_OK;
+        }
+        if (done == started)
+            break;
+        op_status_t r = reap(&jobs[done % MAX_JOBS], &out[done]);
+        st = st == OP_OK ? r : st;
+        done++;
+    }
+    return st;
 }
 
 op_status_t op_model_simulate(const struct op_model_platform *p, unsigned nodes, unsigned ppn,
@@ -181,8 +225,8 @@ op_status_t op_model_simulate(const struct op_model_platform *p, unsigned nodes,
     }
     mdl_platform_write(p, nodes, f);
     st = fclose(f) == 0 ? OP_OK : op_status_from_errno(errno);
-    for (size_t i = 0; i < n && st == OP_OK; i++)
-        st = run_one(path, p, nodes, ppn, &sc[i], &out[i]);
+    if (st == OP_OK)
+        st = run_all(path, p, nodes, ppn, sc, n, out);
     unlink(path);
     return st;
 }

@@ -94,10 +94,11 @@ def test_validate_here_2_to_4_leaders():
     in-network rows 150 % (within 2.5x): on this 2-core machine shared by
     other jobs the median of 5 runs still moves by up to 2x at small sizes
     with more processes than cores. The host rows within 300 % (4x): they
-    are fitted to the 2-node host figures alone, which are bimodal here (15
-    or 60 us at 4 B, and up to 150 us on a fresh CI machine), so one such
-    figure moves every host prediction 2-2.7x (a fresh-clone run: +100 to
-    +171 %). The 25 % runs are recorded in PERFORMANCE.md. What this
+    are fitted to the 2- and 4-node host rows (here the 4-node one up to
+    16 KiB), whose figures are bimodal here (15 or 60 us at 4 B, and up to
+    150 us on a fresh CI machine; a fresh-clone run when only the 2-node row
+    was fitted: +100 to +171 %). The 25 % runs are recorded in
+    PERFORMANCE.md. What this
     catches: a model or calibration that is off by an order, a broken
     measurement, a wrong exit status."""
     net, port = next_net()

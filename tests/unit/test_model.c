@@ -95,7 +95,7 @@ static void test_shared_cores_batch_wakeups(void **state)
     struct op_model_platform p;
     assert_int_equal(op_model_preset("here", &p), OP_OK);
     p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
-    p.crowd_f = 0;
+    p.crowd_f = p.check_byte_s = 0;
     p.wake_s = p.sw_wake_s = 10e-6;
     struct op_model_result r;
     uint64_t bytes = (uint64_t)p.window * p.max_data;
@@ -110,6 +110,54 @@ static void test_shared_cores_batch_wakeups(void **state)
     sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 4}, &r);
     assert_true(crowded.cpu_s > r.cpu_s + p.wake_s / 2);
     assert_true(crowded.latency_s > r.latency_s);
+}
+
+/* inc_test's checks between calls: all CPU a call either way; inside the
+ * calls only with more leaders than cores (8 on 2: 3/4 of it). */
+static void test_shared_cores_checks_between_calls(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    p.crowd_f = 0;
+    uint64_t bytes = (uint64_t)p.window * p.max_data;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes};
+    struct op_model_result two, eight, two_c, eight_c;
+    p.check_byte_s = 0;
+    sim1(&p, 2, 1, sc, &two);
+    sim1(&p, 8, 1, sc, &eight);
+    p.check_byte_s = 1e-9;
+    sim1(&p, 2, 1, sc, &two_c);
+    sim1(&p, 8, 1, sc, &eight_c);
+    NEAR(two_c.latency_s, two.latency_s);
+    NEAR(two_c.cpu_s - two.cpu_s, 2 * (double)bytes * p.check_byte_s);
+    NEAR(eight_c.cpu_s - eight.cpu_s, 8 * (double)bytes * p.check_byte_s);
+    assert_true(eight_c.latency_s > eight.latency_s);
+}
+
+/* The host path's ranks on shared cores wake host_wake_s after their
+ * messages arrive: once at 2 nodes (one exchange), once a step at 8
+ * (three), where each rank blocks before its partner's message is there;
+ * 8 ranks on 2 cores pay crowd_f more on their per-packet work, 2 do not. */
+static void test_shared_cores_wake_host_ranks(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
+                                   .bytes = 1024};
+    p.host_wake_s = p.crowd_f = 0;
+    double two = sim1(&p, 2, 1, sc, NULL), eight = sim1(&p, 8, 1, sc, NULL);
+    p.host_wake_s = 30e-6;
+    NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
+    NEAR(sim1(&p, 8, 1, sc, NULL), eight + 3 * p.host_wake_s);
+    p.crowd_f = 0.5;
+    NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
+    assert_true(sim1(&p, 8, 1, sc, NULL) > eight + 3 * p.host_wake_s);
 }
 
 /* offpath's host path: recursive doubling below 32 KiB, the ring from it. */
@@ -130,6 +178,94 @@ static void test_offpath_host_rule(void **state)
     sc.bytes = ref.bytes = 65536;
     ref.alg = OP_MODEL_ALG_RING;
     NEAR(sim1(&p, 8, 1, sc, NULL), sim1(&p, 8, 1, ref, NULL));
+}
+
+/* SMPI's `ompi` selector (SimGrid 3.32, Open MPI 4.1's rules), phase by
+ * phase; `ompi-classic` keeps Open MPI 4.0's fixed rule. */
+static void plan_is(unsigned alg, unsigned P, uint64_t b, unsigned n, const unsigned *kinds,
+                    const uint64_t *bytes, int line)
+{
+    struct mdl_plan pl;
+    mdl_host_plan(alg, P, b, &pl);
+    if (pl.n != n)
+        fail_msg("line %d: %u ranks %llu B: %u phases, want %u", line, P, (unsigned long long)b,
+                 pl.n, n);
+    for (unsigned i = 0; i < n; i++)
+        if (pl.ph[i].kind != kinds[i] || pl.ph[i].bytes != (bytes ? bytes[i] : b))
+            fail_msg("line %d: %u ranks %llu B: phase %u is %u (%llu B), want %u", line, P,
+                     (unsigned long long)b, i, pl.ph[i].kind,
+                     (unsigned long long)pl.ph[i].bytes, kinds[i]);
+}
+#define PLAN1(alg, P, b, k) plan_is(alg, P, b, 1, (const unsigned[]){k}, NULL, __LINE__)
+#define PLAN2(alg, P, b, k1, k2) plan_is(alg, P, b, 2, (const unsigned[]){k1, k2}, NULL, __LINE__)
+
+static void test_ompi_selector_plans(void **state)
+{
+    (void)state;
+    const unsigned O = OP_MODEL_ALG_OMPI;
+    PLAN1(O, 4, 64, MDL_PH_RD);
+    PLAN1(O, 4, 16384, MDL_PH_RAB);
+    PLAN1(O, 16, 64, MDL_PH_RD);
+    PLAN1(O, 16, 16384, MDL_PH_RAB);
+    PLAN1(O, 32, 4096, MDL_PH_RAB);
+    PLAN1(O, 64, 16384, MDL_PH_RD); /* 64-127 ranks: doubling up to 256 KiB */
+    PLAN1(O, 64, 1 << 20, MDL_PH_RAB);
+    PLAN1(O, 128, 131072, MDL_PH_RD);
+    PLAN1(O, 512, 4096, MDL_PH_RD);
+    PLAN1(O, 512, 16384, MDL_PH_RAB);
+    PLAN1(O, 4096, 16384, MDL_PH_RD);
+    PLAN1(O, 4096, 65536, MDL_PH_RAB);
+    /* the ring with fewer elements than ranks: Open MPI's fallback */
+    PLAN1(O, 2, 4, MDL_PH_RD);
+    PLAN1(O, 4, 8, MDL_PH_RD);
+    PLAN1(O, 32, 64, MDL_PH_RD);
+    PLAN1(O, 64, 64, MDL_PH_RD);
+    PLAN1(O, 4096, 8192, MDL_PH_RD);
+    /* 128 ranks up, small: reduce + broadcast by the bcast rules */
+    PLAN2(O, 128, 4, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINOMIAL);
+    PLAN2(O, 128, 20000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_LINEAR);
+    PLAN2(O, 128, 100000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
+    PLAN2(O, 512, 1024, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
+    PLAN2(O, 32768, 4, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
+    /* the ring on whole elements a rank, the remainder by the selector */
+    plan_is(O, 3, 65540, 2, (const unsigned[]){MDL_PH_RING, MDL_PH_RD},
+            (const uint64_t[]){65532, 8}, __LINE__);
+    PLAN1(O, 4, 65536, MDL_PH_RAB);
+    PLAN1(O, 2, 131072, MDL_PH_RING);
+    /* the classic rule; MPICH's (two-level: doubling between the leaders) */
+    unsigned alg;
+    assert_int_equal(op_model_alg_parse("ompi-classic", &alg), OP_OK);
+    assert_int_equal(alg, OP_MODEL_ALG_OMPI_CLASSIC);
+    PLAN1(alg, 64, 4096, MDL_PH_RD);
+    PLAN1(alg, 64, 16384, MDL_PH_RING);
+    PLAN1(OP_MODEL_ALG_MPICH, 64, 4, MDL_PH_RD);
+    PLAN1(OP_MODEL_ALG_MPICH, 64, 1 << 20, MDL_PH_RD);
+}
+
+/* SMPI's `ompi` at 128 and 256 ranks, 4 B: a binomial reduce to rank 0
+ * (each step reducing one message), then a binomial (128) or 4-nomial (256)
+ * broadcast; one rack. */
+static void test_ompi_reduce_then_broadcast(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("25G", &p), OP_OK);
+    p.rack_nodes = 128;
+    uint64_t b = 4;
+    double step = p.host_msg_s + p.nic_msg_s + 2 * mdl_host_link_lat(&p) +
+                  (double)(b + MDL_HDR_BYTES) / p.link_bw;
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OMPI, .bytes = b};
+    NEAR(sim1(&p, 128, 1, sc, NULL), 14 * step + 7 * (double)b * p.host_byte_s);
+    /* 256 ranks: 8 reduce steps, then a 4-nomial broadcast of 4 levels, a
+     * parent sending to 3 children at once through its link */
+    p.rack_nodes = 256;
+    double wire = (double)(b + MDL_HDR_BYTES) / p.link_bw;
+    double level = p.host_msg_s + 3 * p.nic_msg_s + 2 * mdl_host_link_lat(&p) + 3 * wire;
+    NEAR(sim1(&p, 256, 1, sc, NULL), 8 * (step + (double)b * p.host_byte_s) + 4 * level);
+    /* 64 ranks: recursive doubling, 6 steps */
+    NEAR(sim1(&p, 64, 1, sc, NULL), 6 * (step + (double)b * p.host_byte_s));
 }
 
 static void test_two_levels_add_spine_hops(void **state)
@@ -219,6 +355,9 @@ static void test_recursive_doubling(void **state)
     assert_true(got >= want - 1e-12 && got <= want + (double)(bytes + MDL_HDR_BYTES) / p.link_bw + 1e-12);
     /* hierarchical: the node's tree around the same exchange */
     sc.alg = OP_MODEL_ALG_HIER;
+    NEAR(sim1(&p, 8, 16, sc, NULL), 3 * step + op_model_intra(&p, 16, true, bytes));
+    /* SMPI's mpich: the same two levels, doubling between leaders at any size */
+    sc.alg = OP_MODEL_ALG_MPICH;
     NEAR(sim1(&p, 8, 16, sc, NULL), 3 * step + op_model_intra(&p, 16, true, bytes));
 }
 
@@ -414,7 +553,11 @@ int main(void)
         cmocka_unit_test(test_one_switch_is_sum_of_hops),
         cmocka_unit_test(test_cpu_is_sum_of_packet_costs),
         cmocka_unit_test(test_shared_cores_batch_wakeups),
+        cmocka_unit_test(test_shared_cores_wake_host_ranks),
+        cmocka_unit_test(test_shared_cores_checks_between_calls),
         cmocka_unit_test(test_offpath_host_rule),
+        cmocka_unit_test(test_ompi_selector_plans),
+        cmocka_unit_test(test_ompi_reduce_then_broadcast),
         cmocka_unit_test(test_two_levels_add_spine_hops),
         cmocka_unit_test(test_window_streams_large_messages),
         cmocka_unit_test(test_ring_closed_form),
