@@ -225,23 +225,35 @@ static const struct op_io_ops dq_ops = {
     .send_frames_some = dq_send_some,
 };
 
+/* A backend of port p's (its pool and MAC), bursts from where the caller
+ * says. */
+static struct dpdk_queue_io *dq_new(const struct op_io_dpdk *p)
+{
+    struct dpdk_queue_io *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    d->io.ops = &dq_ops;
+    d->port = p;
+    d->port_id = op_io_dpdk_port_id(p);
+    d->pool = op_io_dpdk_pool(p);
+    d->io.has_mac = true;
+    op_io_dpdk_mac(p, d->io.mac);
+    uint16_t mtu = 0;
+    d->io.link_mtu = rte_eth_dev_get_mtu(d->port_id, &mtu) == 0 ? mtu : 1500;
+    return d;
+}
+
 op_status_t op_io_dpdk_ring_open(const struct op_io_dpdk *p, struct rte_ring *in,
                                  struct rte_ring *out, bool give_back, struct op_io **io)
 {
     if (in == NULL || out == NULL)
         return OP_ERR_INVAL;
-    struct dpdk_queue_io *d = calloc(1, sizeof *d);
+    struct dpdk_queue_io *d = dq_new(p);
     if (d == NULL)
         return OP_ERR_NOMEM;
-    d->io.ops = &dq_ops; /* the same backend: only where bursts come from differs */
-    d->port = p;
     d->in = in;
     d->out = out;
     d->give_back = give_back;
-    d->pool = op_io_dpdk_pool(p);
-    d->io.has_mac = true;
-    op_io_dpdk_mac(p, d->io.mac);
-    d->io.link_mtu = 1500;
     *io = &d->io;
     return OP_OK;
 }
@@ -253,18 +265,10 @@ op_status_t op_io_dpdk_queue_open(const struct op_io_dpdk *p, uint16_t queue, st
     if (rte_eth_dev_info_get(id, &info) != 0 || queue >= info.nb_rx_queues ||
         queue >= info.nb_tx_queues)
         return OP_ERR_INVAL;
-    struct dpdk_queue_io *d = calloc(1, sizeof *d);
+    struct dpdk_queue_io *d = dq_new(p);
     if (d == NULL)
         return OP_ERR_NOMEM;
-    d->io.ops = &dq_ops;
-    d->port = p;
-    d->port_id = id;
     d->queue = queue;
-    d->pool = op_io_dpdk_pool(p);
-    d->io.has_mac = true;
-    op_io_dpdk_mac(p, d->io.mac);
-    uint16_t mtu = 0;
-    d->io.link_mtu = rte_eth_dev_get_mtu(id, &mtu) == 0 ? mtu : 1500;
     *out = &d->io;
     return OP_OK;
 }

@@ -29,8 +29,5 @@ void op_atomic_ack_encode(uint64_t orig, uint8_t out[OP_ATOMIC_ACK_ETH_LEN])
 
 op_status_t op_atomic_ack_decode(const uint8_t *buf, size_t len, uint64_t *orig)
 {
-    struct wire_cur c;
-    wc_init(&c, buf, len);
-    uint64_t v = wc_u64(&c);
-    return wc_publish(&c, orig, &v, sizeof v);
+    return wc_decode_be(buf, len, 8, orig);
 }

@@ -119,8 +119,9 @@ void op_immdt_encode(uint32_t imm, uint8_t out[OP_IMMDT_LEN])
 
 op_status_t op_immdt_decode(const uint8_t *buf, size_t len, uint32_t *imm)
 {
-    struct wire_cur c;
-    wc_init(&c, buf, len);
-    uint32_t v = wc_u32(&c);
-    return wc_publish(&c, imm, &v, sizeof v);
+    uint64_t v;
+    op_status_t st = wc_decode_be(buf, len, 4, &v);
+    if (st == OP_OK)
+        *imm = (uint32_t)v;
+    return st;
 }

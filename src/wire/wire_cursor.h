@@ -103,6 +103,15 @@ static inline op_status_t wc_publish(const struct wire_cur *c, void *out, const 
     return c->err;
 }
 
+/* A header that is one big-endian integer of n bytes (ImmDt, AtomicAckETH). */
+static inline op_status_t wc_decode_be(const uint8_t *buf, size_t len, size_t n, uint64_t *v)
+{
+    struct wire_cur c;
+    wc_init(&c, buf, len);
+    uint64_t x = wc_be(&c, n);
+    return wc_publish(&c, v, &x, sizeof x);
+}
+
 /* Big-endian stores; the caller owns the bounds. */
 static inline uint8_t *wp_be(uint8_t *p, uint64_t v, size_t n)
 {
