@@ -150,20 +150,20 @@ def test_rdma_cm_server_without_d_serves_the_address_asked():
             if l.startswith(" local address:")] == [gid] * 2
 
 
-def test_rdma_cm_server_refuses_a_client_without_R():
-    """A client without -R reaches the -R server's TCP port: it is told to
-    add -R and leaves; the server keeps waiting and then serves an -R client."""
+def refused_then_served(wrong_client, expected, settle=0.0):
+    """An -R server on -p p: wrong_client(addr, p) (its flags) leaves with
+    exit 1 and expected in its stderr, taking nothing; the server then
+    serves an -R client with its -p, both sides checked."""
     addr, p = server_addr()
     server = subprocess.Popen([str(a) for a in [BIN, "ib_write_bw", "-R", "-d", addr, "-p", p,
                                                 "-n", 100]],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)  # its TCP port listens before this client's 5-s retries run out
-        plain = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-p", p, "-n", 100, addr]],
+        time.sleep(settle)
+        wrong = subprocess.run([str(a) for a in [BIN, "ib_write_bw", *wrong_client(addr, p)]],
                                capture_output=True, text=True, timeout=30)
-        assert plain.returncode == 1
-        assert "the peer failed: the server runs with -R (rdma_cm, no TCP side channel): " \
-               "give the client -R too" in plain.stderr, plain.stderr
+        assert wrong.returncode == 1
+        assert expected in wrong.stderr, wrong.stderr
         client = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100,
                                                   addr]],
                                 capture_output=True, text=True, timeout=60)
@@ -174,32 +174,23 @@ def test_rdma_cm_server_refuses_a_client_without_R():
             server.wait(timeout=10)
     check_ok((client.returncode, client.stdout, client.stderr), "client")
     check_ok((server.returncode, out, err), "server")
+
+
+def test_rdma_cm_server_refuses_a_client_without_R():
+    """A client without -R reaches the -R server's TCP port: it is told to
+    add -R and leaves; the server keeps waiting and then serves an -R client."""
+    # its TCP port listens before this client's 5-s retries run out
+    refused_then_served(lambda addr, p: ["-p", p, "-n", 100, addr],
+                        "the peer failed: the server runs with -R (rdma_cm, no TCP side "
+                        "channel): give the client -R too", settle=0.3)
 
 
 def test_rdma_cm_port_is_the_service_id():
     """-p is rdma_cm's port: a REQ for another is REJected (invalid service
     ID) and takes nothing; the server then serves the client with its -p."""
-    addr, p = server_addr()
-    server = subprocess.Popen([str(a) for a in [BIN, "ib_write_bw", "-R", "-d", addr, "-p", p,
-                                                "-n", 100]],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        other = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p + 1, "-n", 100,
-                                                 addr]],
-                               capture_output=True, text=True, timeout=30)
-        assert other.returncode == 1
-        assert "-R: the peer rejected the connection (REJ reason 8: invalid service ID, no one " \
-               "listens on that port)" in other.stderr, other.stderr
-        client = subprocess.run([str(a) for a in [BIN, "ib_write_bw", "-R", "-p", p, "-n", 100,
-                                                  addr]],
-                                capture_output=True, text=True, timeout=60)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
-    check_ok((client.returncode, client.stdout, client.stderr), "client")
-    check_ok((server.returncode, out, err), "server")
+    refused_then_served(lambda addr, p: ["-R", "-p", p + 1, "-n", 100, addr],
+                        "-R: the peer rejected the connection (REJ reason 8: invalid service "
+                        "ID, no one listens on that port)")
 
 
 def test_rdma_cm_client_names_a_server_without_R():
