@@ -182,14 +182,13 @@ static void answer_frames(void *eng, struct op_frame *f, int n, uint64_t now,
 static const struct op_engine_ops answer_ops = {.name = "dns-frames",
                                                 .input_frames = answer_frames};
 
-/* The answers of f sent on io (a queue of the port): a full device queue
- * retried with a doubling pause up to the configured bound; each counted
- * sent or dropped, and what is left goes back. */
-static void send_counted(struct dns_worker *w, struct op_io *io, struct op_frame *f, int n)
+/* Up to MAX_BURST answers of f sent on io (a queue of the port): a full
+ * device queue retried with a doubling pause up to the configured bound;
+ * each counted sent or dropped, and what is left goes back. */
+static void send_burst(struct dns_worker *w, struct op_io *io, struct op_frame *f, int n)
 {
     const struct dpdk_state *d = w->s->priv;
     bool ctl[MAX_BURST]; /* classified before sending: sent bytes are the device's */
-    n = n < MAX_BURST ? n : MAX_BURST;
     for (int i = 0; i < n; i++)
         ctl[i] = frame_is_ctl(f[i].data, f[i].len);
     int sent = 0;
@@ -208,19 +207,26 @@ static void send_counted(struct dns_worker *w, struct op_io *io, struct op_frame
     op_io_release_frames(io, f + sent, n - sent);
 }
 
+static void send_counted(struct dns_worker *w, struct op_io *io, struct op_frame *f, int n)
+{
+    for (int at = 0; at < n; at += MAX_BURST)
+        send_burst(w, io, f + at, n - at < MAX_BURST ? n - at : MAX_BURST);
+}
+
 /* rtc's flush: the loop's queue sent on the lcore's queue of the port. */
 static void flush_answers(void *ctx, struct op_io *io, struct op_frameq *q)
 {
     send_counted(ctx, io, q->frames, q->n);
 }
 
- /* A worker of the pipeline: what the port's lcore's ring cannot take is
- * dropped and counted (it holds the TX retries), and goes back to be freed. */
+/* A worker of the pipeline: what the port's lcore's ring cannot take is
+ * dropped and counted (it holds the TX retries), and goes back to be freed.
+ * The loop's queue holds a burst (tx_queue), at most MAX_BURST. */
 static void flush_to_ring(void *ctx, struct op_io *io, struct op_frameq *q)
 {
     struct dns_worker *w = ctx;
     bool ctl[MAX_BURST];
-    int n = q->n < MAX_BURST ? q->n : MAX_BURST;
+    int n = q->n;
     for (int i = 0; i < n; i++)
         ctl[i] = frame_is_ctl(q->frames[i].data, q->frames[i].len);
     int sent = op_io_send_frames_some(io, q->frames, n);
