@@ -55,6 +55,8 @@ OP_API op_status_t op_nstopo_load(const char *path, struct op_nstopo *t,
                                   struct op_nstopo_stats *stats, char *err, size_t errlen);
 /* A node by name or dotted IPv4 address; -1 if none. */
 OP_API int op_nstopo_find(const struct op_nstopo *t, const char *name_or_ip);
+/* A host-order IPv4 address, dotted. */
+OP_API void op_nstopo_ip4(uint32_t ip, char out[16]);
 /* "opt-<topo>-<node>" into out. */
 OP_API void op_nstopo_netns(const struct op_nstopo *t, int node, char *out, size_t len);
 

@@ -47,7 +47,7 @@ static void start(struct cmd *c, const char *tool, const struct op_nstopo *t, in
     word(c, "%s", ns);
 }
 
-static void ip4(char out[16], uint32_t ip)
+void op_nstopo_ip4(uint32_t ip, char out[16])
 {
     snprintf(out, 16, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
 }
@@ -145,7 +145,7 @@ static bool emit_end(const struct op_nstopo *t, const struct op_nstopo_link *l, 
 {
     struct cmd c;
     char a[16];
-    ip4(a, t->nodes[self].ip);
+    op_nstopo_ip4(t->nodes[self].ip, a);
     start(&c, "ip", t, self);
     word(&c, "addr");
     word(&c, "add");
@@ -218,7 +218,7 @@ static bool emit_route(const struct op_nstopo *t, int u, int v, op_nstopo_emit_f
         return true; /* unreachable (a disconnected part): no route */
     struct cmd c;
     char a[16];
-    ip4(a, t->nodes[v].ip);
+    op_nstopo_ip4(t->nodes[v].ip, a);
     start(&c, "ip", t, u);
     word(&c, "route");
     word(&c, "add");
@@ -231,7 +231,7 @@ static bool emit_route(const struct op_nstopo *t, int u, int v, op_nstopo_emit_f
     for (int i = 0; i < n; i++) {
         if (n > 1)
             word(&c, "nexthop");
-        ip4(a, t->nodes[hops[i]].ip);
+        op_nstopo_ip4(t->nodes[hops[i]].ip, a);
         word(&c, "via");
         word(&c, "%s", a);
         word(&c, "dev");

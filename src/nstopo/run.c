@@ -179,11 +179,6 @@ static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
     return 0;
 }
 
-static void ip4(char out[16], uint32_t ip)
-{
-    snprintf(out, 16, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-}
-
 static int topo_hosts(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
 {
     char a[16], ns[128];
@@ -193,7 +188,7 @@ static int topo_hosts(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t
     for (int i = 0; i < t->n_nodes; i++) {
         if (t->nodes[i].role != OP_NSTOPO_HOST)
             continue;
-        ip4(a, t->nodes[i].ip);
+        op_nstopo_ip4(t->nodes[i].ip, a);
         op_nstopo_netns(t, i, ns, sizeof(ns));
         if (cfg->json)
             printf("%s{\"name\":\"%s\",\"address\":\"%s\",\"netns\":\"%s\"}", n > 0 ? "," : "",

@@ -162,6 +162,21 @@ def test_kill9_of_up_then_down_leaves_nothing(topo):
     assert root_veths() <= veths_before  # none of ours ever in the root namespace
 
 
+def test_failed_up_removes_what_it_built(topo, tmp_path):
+    """A tc that fails (a stand-in first on PATH) stops up midway: exit 1, the
+    command named, and no namespace left."""
+    path, name = topo(RATE_TOPO)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tc").write_text("#!/bin/sh\nexit 3\n")
+    (fake / "tc").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    r = offpath("topo", "up", path, timeout=60, env=env)
+    assert r.returncode == 1 and "failed (exit 3): tc -n opt-" in r.stderr, r.stderr
+    assert our_netns(name) == []
+    assert not os.path.exists(f"/run/offpath/topo-{name}.state")
+
+
 def test_malformed_and_bad_parameters(topo, tmp_path):
     path, name = topo("topo x\nhost h1 10.0.0.1\nlink h1 t9 rate 1gbit queue 64kb\n"
                       "tor t1 10.0.0.254\nlink h1 t1 rate fast queue 64kb\n")
