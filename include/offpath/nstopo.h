@@ -27,6 +27,8 @@ struct op_nstopo_node {
     char name[OP_NSTOPO_NAME_MAX];
     enum op_nstopo_role role;
     uint32_t ip; /* host order */
+    bool has_ip6;
+    uint8_t ip6[16];
 };
 
 struct op_nstopo_link {
@@ -40,6 +42,7 @@ struct op_nstopo {
     struct op_nstopo_node nodes[OP_NSTOPO_MAX_NODES];
     struct op_nstopo_link links[OP_NSTOPO_MAX_LINKS];
     int n_nodes, n_links;
+    bool ip6; /* every node has an IPv6 address too (all or none do) */
 };
 
 struct op_nstopo_stats {
@@ -53,7 +56,7 @@ OP_API op_status_t op_nstopo_parse(const char *text, struct op_nstopo *t,
                                    struct op_nstopo_stats *stats, char *err, size_t errlen);
 OP_API op_status_t op_nstopo_load(const char *path, struct op_nstopo *t,
                                   struct op_nstopo_stats *stats, char *err, size_t errlen);
-/* A node by name or dotted IPv4 address; -1 if none. */
+/* A node by name, IPv4 or IPv6 address; -1 if none. */
 OP_API int op_nstopo_find(const struct op_nstopo *t, const char *name_or_ip);
 /* A host-order IPv4 address, dotted. */
 OP_API void op_nstopo_ip4(uint32_t ip, char out[16]);

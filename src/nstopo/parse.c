@@ -1,5 +1,6 @@
 /* Topology files for `offpath topo` (docs/topo.md). Every line is checked,
  * so one run lists how many are bad; the first bad one is named with why. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,11 +42,16 @@ int op_nstopo_find(const struct op_nstopo *t, const char *name_or_ip)
 {
     uint32_t ip;
     uint16_t port = 0;
+    uint8_t ip6[16];
     bool is_ip = strchr(name_or_ip, ':') == NULL &&
                  op_parse_ipv4(name_or_ip, &ip, &port) == OP_OK;
-    for (int i = 0; i < t->n_nodes; i++)
-        if (strcmp(t->nodes[i].name, name_or_ip) == 0 || (is_ip && t->nodes[i].ip == ip))
+    bool is_ip6 = inet_pton(AF_INET6, name_or_ip, ip6) == 1;
+    for (int i = 0; i < t->n_nodes; i++) {
+        const struct op_nstopo_node *nd = &t->nodes[i];
+        if (strcmp(nd->name, name_or_ip) == 0 || (is_ip && nd->ip == ip) ||
+            (is_ip6 && nd->has_ip6 && memcmp(nd->ip6, ip6, 16) == 0))
             return i;
+    }
     return -1;
 }
 
@@ -114,13 +120,24 @@ static bool parse_topo_name(struct parse *p, char **w, int n)
     return true;
 }
 
+/* A global unicast IPv6 address: not ::, ::1, link-local or multicast. */
+static bool parse_ip6(const char *s, uint8_t out[16])
+{
+    static const uint8_t zero[15];
+    if (inet_pton(AF_INET6, s, out) != 1 || out[0] == 0xff ||
+        (out[0] == 0xfe && (out[1] & 0xc0) == 0x80))
+        return false;
+    return memcmp(out, zero, 15) != 0 || out[15] > 1;
+}
+
 static bool parse_node(struct parse *p, enum op_nstopo_role role, char **w, int n)
 {
     struct op_nstopo *t = p->t;
     uint32_t ip;
     uint16_t port = 0;
-    if (n != 3)
-        return FAIL(p, "%s wants a name and an IPv4 address", w[0]);
+    uint8_t ip6[16];
+    if (n != 3 && n != 4)
+        return FAIL(p, "%s wants a name, an IPv4 address and optionally an IPv6 one", w[0]);
     if (!good_name(w[1], OP_NSTOPO_NAME_MAX))
         return FAIL(p, "bad node name '%s' (a-z first, then a-z 0-9 _, under %d characters)",
                     w[1], OP_NSTOPO_NAME_MAX);
@@ -131,12 +148,19 @@ static bool parse_node(struct parse *p, enum op_nstopo_role role, char **w, int 
         return FAIL(p, "node '%s' declared twice", w[1]);
     if (op_nstopo_find(t, w[2]) >= 0)
         return FAIL(p, "address %s given twice", w[2]);
+    if (n == 4 && !parse_ip6(w[3], ip6))
+        return FAIL(p, "bad IPv6 address '%s' for %s (global unicast)", w[3], w[1]);
+    if (n == 4 && op_nstopo_find(t, w[3]) >= 0)
+        return FAIL(p, "address %s given twice", w[3]);
     if (t->n_nodes == OP_NSTOPO_MAX_NODES)
         return FAIL(p, "more than %d nodes", OP_NSTOPO_MAX_NODES);
     struct op_nstopo_node *nd = &t->nodes[t->n_nodes];
     strcpy(nd->name, w[1]);
     nd->role = role;
     nd->ip = ip;
+    nd->has_ip6 = n == 4;
+    if (nd->has_ip6)
+        memcpy(nd->ip6, ip6, 16);
     p->node_line[t->n_nodes++] = p->line;
     return true;
 }
@@ -235,6 +259,13 @@ static void check_whole(struct parse *p)
     const struct op_nstopo *t = p->t;
     if (t->name[0] == '\0')
         fail_at(p, p->line, "no 'topo NAME' line");
+    /* IPv6 routes go hop by hop: every node on the way needs an address */
+    p->t->ip6 = t->n_nodes > 0 && t->nodes[0].has_ip6;
+    for (int i = 1; i < t->n_nodes; i++)
+        if (t->nodes[i].has_ip6 != p->t->ip6)
+            fail_at(p, p->node_line[i], "IPv6 on %s but not on %s (on all nodes or none)",
+                    t->nodes[i].has_ip6 ? t->nodes[i].name : t->nodes[0].name,
+                    t->nodes[i].has_ip6 ? t->nodes[0].name : t->nodes[i].name);
     int hosts = 0;
     for (int i = 0; i < t->n_nodes; i++) {
         int d = degree(t, i);

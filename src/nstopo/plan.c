@@ -4,14 +4,19 @@
  * tbf on every end, and /32 routes along shortest paths (equal-cost ones as
  * multipath), so the kernel forwards in TORs and SPINEs until the switch's
  * --ports takes forwarding over. */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "offpath/nstopo.h"
 
-#define CMD_WORDS 48
+/* The longest command is a multipath route: 7 words, then 6 a next hop of
+ * at most 8 + 40 + 4 + 16 + 7 + 7 bytes. */
+#define CMD_WORDS 64
 #define CMD_BYTES 1024
+_Static_assert(7 + 6 * OP_NSTOPO_MAX_PATHS < CMD_WORDS, "room for every next hop");
+_Static_assert(128 + 82 * OP_NSTOPO_MAX_PATHS < CMD_BYTES, "room for every next hop");
 
 struct cmd {
     const char *argv[CMD_WORDS];
@@ -133,6 +138,12 @@ static bool emit_nodes(const struct op_nstopo *t, op_nstopo_emit_fn emit, void *
         word(&c, "net.ipv4.conf.all.rp_filter=0");
         word(&c, "net.ipv4.conf.default.rp_filter=0");
         word(&c, "net.ipv4.ip_forward=%d", t->nodes[i].role != OP_NSTOPO_HOST);
+        if (t->ip6) {
+            word(&c, "net.ipv6.conf.all.forwarding=%d", t->nodes[i].role != OP_NSTOPO_HOST);
+            /* Duplicate address detection holds a new link's link-local
+             * address for a second, and neighbour discovery waits on it */
+            word(&c, "net.ipv6.conf.default.accept_dad=0");
+        }
         if (!emit(c.argc, c.argv, ctx))
             return false;
     }
@@ -154,6 +165,19 @@ static bool emit_end(const struct op_nstopo *t, const struct op_nstopo_link *l, 
     word(&c, "%s", t->nodes[peer].name);
     if (!emit(c.argc, c.argv, ctx))
         return false;
+    if (t->ip6) {
+        char a6[INET6_ADDRSTRLEN];
+        inet_ntop(AF_INET6, t->nodes[self].ip6, a6, sizeof(a6));
+        start(&c, "ip", t, self);
+        word(&c, "addr");
+        word(&c, "add");
+        word(&c, "%s/128", a6);
+        word(&c, "dev");
+        word(&c, "%s", t->nodes[peer].name);
+        word(&c, "nodad"); /* the same address on every end: usable at once */
+        if (!emit(c.argc, c.argv, ctx))
+            return false;
+    }
     start(&c, "ip", t, self);
     word(&c, "link");
     word(&c, "set");
@@ -210,19 +234,31 @@ static bool emit_links(const struct op_nstopo *t, op_nstopo_emit_fn emit, void *
     return true;
 }
 
-static bool emit_route(const struct op_nstopo *t, int u, int v, op_nstopo_emit_fn emit, void *ctx)
+/* A node's address of one family, as text. */
+static void addr_of(const struct op_nstopo *t, int node, bool v6, char out[INET6_ADDRSTRLEN])
+{
+    if (v6)
+        inet_ntop(AF_INET6, t->nodes[node].ip6, out, INET6_ADDRSTRLEN);
+    else
+        op_nstopo_ip4(t->nodes[node].ip, out);
+}
+
+static bool emit_route(const struct op_nstopo *t, int u, int v, bool v6, op_nstopo_emit_fn emit,
+                       void *ctx)
 {
     uint16_t hops[OP_NSTOPO_MAX_PATHS];
     int n = op_nstopo_next_hops(t, u, v, hops);
     if (n == 0)
         return true; /* unreachable (a disconnected part): no route */
     struct cmd c;
-    char a[16];
-    op_nstopo_ip4(t->nodes[v].ip, a);
+    char a[INET6_ADDRSTRLEN];
+    addr_of(t, v, v6, a);
     start(&c, "ip", t, u);
+    if (v6)
+        word(&c, "-6");
     word(&c, "route");
     word(&c, "add");
-    word(&c, "%s/32", a);
+    word(&c, "%s/%d", a, v6 ? 128 : 32);
     if (n == 1 && hops[0] == v) {
         word(&c, "dev");
         word(&c, "%s", t->nodes[v].name);
@@ -231,7 +267,7 @@ static bool emit_route(const struct op_nstopo *t, int u, int v, op_nstopo_emit_f
     for (int i = 0; i < n; i++) {
         if (n > 1)
             word(&c, "nexthop");
-        op_nstopo_ip4(t->nodes[hops[i]].ip, a);
+        addr_of(t, hops[i], v6, a);
         word(&c, "via");
         word(&c, "%s", a);
         word(&c, "dev");
@@ -247,7 +283,8 @@ bool op_nstopo_plan(const struct op_nstopo *t, op_nstopo_emit_fn emit, void *ctx
         return false;
     for (int u = 0; u < t->n_nodes; u++)
         for (int v = 0; v < t->n_nodes; v++)
-            if (u != v && !emit_route(t, u, v, emit, ctx))
+            if (u != v && (!emit_route(t, u, v, false, emit, ctx) ||
+                           (t->ip6 && !emit_route(t, u, v, true, emit, ctx))))
                 return false;
     return true;
 }

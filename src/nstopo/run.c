@@ -1,6 +1,7 @@
 /* `offpath topo`'s I/O: runs the plan's commands, keeps the state file that
  * lets `down` remove everything even after `up` was killed, and enters a
  * node's namespace for `exec`. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -190,9 +191,16 @@ static int topo_hosts(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t
             continue;
         op_nstopo_ip4(t->nodes[i].ip, a);
         op_nstopo_netns(t, i, ns, sizeof(ns));
-        if (cfg->json)
-            printf("%s{\"name\":\"%s\",\"address\":\"%s\",\"netns\":\"%s\"}", n > 0 ? "," : "",
-                   t->nodes[i].name, a, ns);
+        if (cfg->json) {
+            char a6[INET6_ADDRSTRLEN] = "";
+            if (t->ip6)
+                inet_ntop(AF_INET6, t->nodes[i].ip6, a6, sizeof(a6));
+            printf("%s{\"name\":\"%s\",\"address\":\"%s\",", n > 0 ? "," : "",
+                   t->nodes[i].name, a);
+            if (t->ip6)
+                printf("\"address6\":\"%s\",", a6);
+            printf("\"netns\":\"%s\"}", ns);
+        }
         else
             printf("%s\n", a);
         n++;

@@ -63,7 +63,8 @@ def test_two_racks_ping_exec_down(topo):
     r = offpath("topo", "hosts", path)
     assert r.stdout.split() == [f"10.{rack}.0.{h}" for rack in (1, 2) for h in (1, 2, 3, 4)]
     hosts = json.loads(offpath("topo", "hosts", path, "--json").stdout)
-    assert hosts[4] == {"name": "h5", "address": "10.2.0.1", "netns": f"opt-{name}-h5"}
+    assert hosts[4] == {"name": "h5", "address": "10.2.0.1", "address6": "fd00:2::1",
+                        "netns": f"opt-{name}-h5"}
     # across TORs (through a SPINE), by name and by address
     r = offpath("topo", "exec", path, "h1", "--", "ping", "-c", "3", "-i", "0.2", "-W", "2",
                 "10.2.0.4", timeout=30)
@@ -71,6 +72,12 @@ def test_two_racks_ping_exec_down(topo):
     r = offpath("topo", "exec", path, "10.2.0.4", "--", "ping", "-c", "1", "-W", "2", "10.1.0.2",
                 timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
+    # IPv6 too, at once: no packet held while a new link's addresses pass DAD
+    r = offpath("topo", "exec", path, "fd00:1::3", "--", "ping", "-6", "-c", "3", "-i", "0.2",
+                "-W", "2", "fd00:2::2", timeout=30)
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    rtt_max = float(re.search(r"rtt min/avg/max/mdev = [\d.]+/[\d.]+/([\d.]+)", r.stdout)[1])
+    assert rtt_max < 500, r.stdout
     # the command runs in the host's namespace, and its exit status comes back
     r = offpath("topo", "exec", path, "h6", "--", "ip", "-o", "-4", "addr", "show", timeout=30)
     assert "10.2.0.2/32" in r.stdout and "10.1.0.1" not in r.stdout

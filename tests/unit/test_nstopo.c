@@ -73,7 +73,7 @@ static void test_malformed(void **state)
     expect_bad(HEAD LINK "host h2 10.0.0.256\n", "line 5: bad address '10.0.0.256'", 1);
     expect_bad(HEAD LINK "host h2 127.0.0.2\n", "line 5: bad address", 1);
     expect_bad(HEAD LINK "host h2 10.0.0.2:80\n", "line 5: bad address", 1);
-    expect_bad(HEAD LINK "host h2\n", "line 5: host wants a name and an IPv4 address", 1);
+    expect_bad(HEAD LINK "host h2\n", "line 5: host wants a name, an IPv4 address", 1);
     expect_bad(HEAD "link h1 t1 rate 1gbps queue 64kb\n", "line 4: bad rate '1gbps'", 1);
     expect_bad(HEAD "link h1 t1 rate 1kbit queue 64kb\n", "line 4: bad rate", 1);
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 1kb\n", "line 4: bad queue '1kb'", 1);
@@ -88,6 +88,15 @@ static void test_malformed(void **state)
                "line 6: link h1-h2: links join", 1);
     expect_bad(HEAD LINK "topo y\n", "line 5: a second topo line", 1);
     expect_bad("topo X\n", "line 1: bad topo name 'X'", 1);
+    expect_bad(HEAD LINK "host h2 10.0.0.2 fe80::1\n", "line 5: bad IPv6 address 'fe80::1'", 1);
+    expect_bad(HEAD LINK "host h2 10.0.0.2 ff02::1\n", "line 5: bad IPv6 address", 1);
+    expect_bad(HEAD LINK "host h2 10.0.0.2 ::1\n", "line 5: bad IPv6 address", 1);
+    expect_bad(HEAD LINK "host h2 10.0.0.2 fd00::1::2\n", "line 5: bad IPv6 address", 1);
+    expect_bad(HEAD LINK "host h2 10.0.0.2 10.0.0.3\n", "line 5: bad IPv6 address", 1);
+    expect_bad("topo x\nhost h1 10.0.0.1 fd00::1\ntor t1 10.0.0.254 fd00::1\n",
+               "line 3: address fd00::1 given twice", 1);
+    expect_bad("topo x\nhost h1 10.0.0.1 fd00::1\ntor t1 10.0.0.254\n" LINK,
+               "line 3: IPv6 on h1 but not on t1", 1);
     /* every bad line counted, the first named */
     expect_bad(HEAD LINK "a\nb\nhost h9\n", "line 5: unknown keyword 'a'", 3);
     /* what only the whole file shows, naming the line of the node */
@@ -124,7 +133,7 @@ static void test_next_hops(void **state)
 }
 
 struct capture {
-    char lines[512][160];
+    char lines[512][256];
     int n, stop_at;
 };
 
@@ -132,10 +141,12 @@ static bool capture(int argc, const char *const *argv, void *ctx)
 {
     struct capture *c = ctx;
     char *out = c->lines[c->n];
+    size_t len = 0;
     out[0] = '\0';
     for (int i = 0; i < argc; i++) {
-        strcat(out, i > 0 ? " " : "");
-        strcat(out, argv[i]);
+        int n = snprintf(out + len, sizeof(c->lines[0]) - len, "%s%s", i > 0 ? " " : "", argv[i]);
+        assert_true(n > 0 && (size_t)n < sizeof(c->lines[0]) - len);
+        len += (size_t)n;
     }
     return ++c->n != c->stop_at;
 }
@@ -183,6 +194,34 @@ static void test_plan(void **state)
     assert_int_equal(c.n, 5);
 }
 
+static void test_plan_ipv6(void **state)
+{
+    (void)state;
+    static struct capture c;
+    memset(&c, 0, sizeof(c));
+    static const char v6[] = "topo s\nspine s1 10.9.0.1 fd00:9::1\nspine s2 10.9.0.2 fd00:9::2\n"
+                             "tor t1 10.1.0.254 fd00:1::fe\ntor t2 10.2.0.254 fd00:2::fe\n"
+                             "host h1 10.1.0.1 fd00:1::1\nhost h2 10.2.0.1 fd00:2::1\n"
+                             "link h1 t1 rate 1gbit queue 64kb\nlink h2 t2 rate 1gbit queue 64kb\n"
+                             "link t1 s1 rate 1gbit queue 64kb\nlink t1 s2 rate 1gbit queue 64kb\n"
+                             "link t2 s1 rate 1gbit queue 64kb\nlink t2 s2 rate 1gbit queue 64kb\n";
+    assert_int_equal(op_nstopo_parse(v6, &topo, NULL, NULL, 0), OP_OK);
+    assert_true(topo.ip6);
+    assert_int_equal(op_nstopo_find(&topo, "fd00:2:0::1"), op_nstopo_find(&topo, "h2"));
+    assert_true(op_nstopo_plan(&topo, capture, &c));
+    /* 3 a node, 9 a link (an IPv6 address on each end too), two routes a pair */
+    assert_int_equal(c.n, 3 * 6 + 9 * 6 + 2 * 6 * 5);
+    assert_true(has(&c, "ip netns exec opt-s-s1 sysctl -q -w net.ipv4.conf.all.rp_filter=0 "
+                        "net.ipv4.conf.default.rp_filter=0 net.ipv4.ip_forward=1 "
+                        "net.ipv6.conf.all.forwarding=1 net.ipv6.conf.default.accept_dad=0"));
+    assert_true(has(&c, "ip -n opt-s-t1 addr add fd00:1::fe/128 dev h1 nodad"));
+    assert_true(has(&c, "ip -n opt-s-h1 -6 route add fd00:1::fe/128 dev t1"));
+    assert_true(has(&c, "ip -n opt-s-t1 -6 route add fd00:2::1/128 nexthop via fd00:9::1 dev s1 "
+                        "onlink nexthop via fd00:9::2 dev s2 onlink"));
+    assert_true(has(&c, "ip -n opt-s-t1 route add 10.2.0.1/32 nexthop via 10.9.0.1 dev s1 "
+                        "onlink nexthop via 10.9.0.2 dev s2 onlink"));
+}
+
 static void test_burst(void **state)
 {
     (void)state;
@@ -196,7 +235,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_example), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_next_hops),     cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_burst),
+        cmocka_unit_test(test_plan_ipv6),     cmocka_unit_test(test_burst),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
