@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,14 @@ struct up_ctx {
     int commands;
 };
 
-static void say(const char *fmt, const char *a, const char *b)
+static void say(const char *fmt, ...) OP_PRINTF(1, 2);
+static void say(const char *fmt, ...)
 {
+    va_list ap;
     fprintf(stderr, "offpath topo: ");
-    fprintf(stderr, fmt, a, b);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n");
 }
 
@@ -75,7 +80,7 @@ static bool record_netns(struct up_ctx *u, const char *ns)
 {
     if (fprintf(u->state, "netns %s\n", ns) < 0 || fflush(u->state) != 0 ||
         fsync(fileno(u->state)) != 0) {
-        say("cannot write the state file: %s%s", strerror(errno), "");
+        say("cannot write the state file: %s", strerror(errno));
         return false;
     }
     return true;

@@ -125,7 +125,10 @@ def test_rate_enforced(topo):
     its goodput lands at the rate less TCP/IP and Ethernet headers (1448 of
     1514 bytes a frame: 0.956), within 0.90..0.99 of it."""
     path, name = topo(RATE_TOPO)
-    assert offpath("topo", "up", path, timeout=60).returncode == 0
+    up = offpath("topo", "up", "-v", path, timeout=60)
+    assert up.returncode == 0, up.stderr
+    assert (f"tc -n opt-{name}-t1 qdisc add dev h2 root tbf rate 50000000bit burst 16384 "
+            "limit 65536\n") in up.stderr  # -v: each command as it runs
     qd = subprocess.run(["tc", "-n", f"opt-{name}-t1", "qdisc", "show", "dev", "h2"],
                         capture_output=True, text=True).stdout
     # tc shows the queue as the latency it adds: (64 KiB limit - 16 KiB burst) at 50 Mbit/s
