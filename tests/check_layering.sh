@@ -29,7 +29,8 @@ declare -A allowed=(
     [channel]="common wire io channel"
     [dns]="common wire io loop dns"
     [model]="common model"
-    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns model"
+    [nstopo]="common nstopo"
+    [cli]="common wire reduce io topo switch inc rdma gpu perf agent fabric inctest mode launch osu channel dns model nstopo"
 )
 bad=0
 for dir in src/*/; do

@@ -1,0 +1,273 @@
+/* `offpath topo`'s I/O: runs the plan's commands, keeps the state file that
+ * lets `down` remove everything even after `up` was killed, and enters a
+ * node's namespace for `exec`. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "offpath/nstopo.h"
+
+extern char **environ;
+
+#define STATE_DIR "/run/offpath"
+#define NETNS_DIR "/run/netns/"
+
+struct up_ctx {
+    const struct op_nstopo_cfg *cfg;
+    FILE *state;
+    int commands;
+};
+
+static void say(const char *fmt, ...) OP_PRINTF(1, 2);
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "offpath topo: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+}
+
+static void print_cmd(FILE *f, int argc, const char *const *argv)
+{
+    for (int i = 0; i < argc; i++)
+        fprintf(f, "%s%s", i > 0 ? " " : "", argv[i]);
+    fprintf(f, "\n");
+}
+
+/* exit status of argv, -1 if it could not start */
+static int spawn_wait(const char *const *argv)
+{
+    pid_t pid;
+    int status;
+    if (posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ) != 0)
+        return -1;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static bool netns_exists(const char *ns)
+{
+    char path[192];
+    snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
+    return access(path, F_OK) == 0;
+}
+
+static void state_path(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t, char *out,
+                       size_t len)
+{
+    if (cfg->state != NULL)
+        snprintf(out, len, "%s", cfg->state);
+    else
+        snprintf(out, len, STATE_DIR "/topo-%s.state", t->name);
+}
+
+/* Recorded, and on disk, before the namespace exists: a kill at any point
+ * leaves nothing `down` does not know of. */
+static bool record_netns(struct up_ctx *u, const char *ns)
+{
+    if (fprintf(u->state, "netns %s\n", ns) < 0 || fflush(u->state) != 0 ||
+        fsync(fileno(u->state)) != 0) {
+        say("cannot write the state file: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static bool up_emit(int argc, const char *const *argv, void *ctx)
+{
+    struct up_ctx *u = ctx;
+    if (argc == 4 && strcmp(argv[1], "netns") == 0 && strcmp(argv[2], "add") == 0 &&
+        !record_netns(u, argv[3]))
+        return false;
+    if (u->cfg->verbose)
+        print_cmd(stderr, argc, argv);
+    int rc = spawn_wait(argv);
+    u->commands++;
+    if (rc == 0)
+        return true;
+    fprintf(stderr, "offpath topo: failed (exit %d): ", rc);
+    print_cmd(stderr, argc, argv);
+    return false;
+}
+
+/* Deletes our namespaces by name: those the state file lists, and those the
+ * topology implies (a state file lost with /run still leaves them known).
+ * Only names under this topology's prefix are touched. */
+static int remove_all(const struct op_nstopo *t, const char *state, bool quiet)
+{
+    char prefix[64], ns[128], line[192];
+    int removed = 0, failed = 0;
+    snprintf(prefix, sizeof(prefix), "opt-%s-", t->name);
+    FILE *f = fopen(state, "r");
+    for (int i = 0;; i++) {
+        if (i < t->n_nodes) {
+            op_nstopo_netns(t, i, ns, sizeof(ns));
+        } else {
+            if (f == NULL || fgets(line, sizeof(line), f) == NULL)
+                break;
+            if (sscanf(line, "netns %127s", ns) != 1 || strncmp(ns, prefix, strlen(prefix)) != 0)
+                continue;
+        }
+        if (!netns_exists(ns))
+            continue;
+        const char *argv[] = {"ip", "netns", "del", ns, NULL};
+        if (spawn_wait(argv) == 0)
+            removed++;
+        else
+            failed++;
+    }
+    if (f != NULL)
+        fclose(f);
+    if (failed == 0 && unlink(state) != 0 && errno != ENOENT)
+        say("cannot remove state file %s: %s", state, strerror(errno));
+    if (!quiet)
+        printf("topo %s down: %d namespaces removed%s\n", t->name, removed,
+               failed > 0 ? ", some could not be" : "");
+    return failed > 0 ? 1 : 0;
+}
+
+static void print_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t, int commands)
+{
+    char ns[128];
+    if (!cfg->json) {
+        printf("topo %s up: %d namespaces, %d links, %d commands\n", t->name, t->n_nodes,
+               t->n_links, commands);
+        return;
+    }
+    printf("{\"topo\":\"%s\",\"links\":%d,\"namespaces\":[", t->name, t->n_links);
+    for (int i = 0; i < t->n_nodes; i++) {
+        op_nstopo_netns(t, i, ns, sizeof(ns));
+        printf("%s\"%s\"", i > 0 ? "," : "", ns);
+    }
+    printf("]}\n");
+}
+
+static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    char state[256], ns[128];
+    state_path(cfg, t, state, sizeof(state));
+    for (int i = 0; i < t->n_nodes; i++) {
+        op_nstopo_netns(t, i, ns, sizeof(ns));
+        if (netns_exists(ns)) {
+            say("namespace %s exists: topology is up (offpath topo down %s first)", ns,
+                cfg->file);
+            return 1;
+        }
+    }
+    if (cfg->state == NULL)
+        mkdir(STATE_DIR, 0755);
+    struct up_ctx u = {.cfg = cfg, .state = fopen(state, "a")};
+    if (u.state == NULL) {
+        say("cannot write state file %s: %s", state, strerror(errno));
+        return 1;
+    }
+    fprintf(u.state, "topo %s\n", t->name);
+    bool ok = op_nstopo_plan(t, up_emit, &u);
+    fclose(u.state);
+    if (!ok) {
+        remove_all(t, state, true);
+        return 1;
+    }
+    print_up(cfg, t, u.commands);
+    return 0;
+}
+
+static int topo_hosts(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    char a[16], ns[128];
+    int n = 0;
+    if (cfg->json)
+        printf("[");
+    for (int i = 0; i < t->n_nodes; i++) {
+        if (t->nodes[i].role != OP_NSTOPO_HOST)
+            continue;
+        op_nstopo_ip4(t->nodes[i].ip, a);
+        op_nstopo_netns(t, i, ns, sizeof(ns));
+        if (cfg->json) {
+            char a6[INET6_ADDRSTRLEN] = "";
+            if (t->ip6)
+                inet_ntop(AF_INET6, t->nodes[i].ip6, a6, sizeof(a6));
+            printf("%s{\"name\":\"%s\",\"address\":\"%s\",", n > 0 ? "," : "",
+                   t->nodes[i].name, a);
+            if (t->ip6)
+                printf("\"address6\":\"%s\",", a6);
+            printf("\"netns\":\"%s\"}", ns);
+        }
+        else
+            printf("%s\n", a);
+        n++;
+    }
+    if (cfg->json)
+        printf("]\n");
+    return 0;
+}
+
+static int topo_exec(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    char ns[128], path[192];
+    int node = op_nstopo_find(t, cfg->host);
+    if (node < 0) {
+        say("no node '%s' in %s (a name or an address of the file)", cfg->host, cfg->file);
+        return 2;
+    }
+    op_nstopo_netns(t, node, ns, sizeof(ns));
+    snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        say("topology is not up (no namespace %s): offpath topo up %s", ns, cfg->file);
+        return 1;
+    }
+    if (setns(fd, CLONE_NEWNET) != 0) {
+        say("cannot enter %s: %s", ns, strerror(errno));
+        close(fd);
+        return 1;
+    }
+    close(fd);
+    fflush(NULL);
+    execvp(cfg->argv[0], cfg->argv);
+    say("cannot run '%s': %s", cfg->argv[0], strerror(errno));
+    return 127;
+}
+
+int op_nstopo_run(const struct op_nstopo_cfg *cfg)
+{
+    struct op_nstopo *t = malloc(sizeof(*t));
+    struct op_nstopo_stats stats = {0};
+    char err[256] = "", state[256];
+    if (t == NULL)
+        return 1;
+    int rc;
+    if (op_nstopo_load(cfg->file, t, &stats, err, sizeof(err)) != OP_OK) {
+        fprintf(stderr, "offpath topo: %s: %s", cfg->file, err);
+        if (stats.malformed > 0)
+            fprintf(stderr, " (%u malformed of %u lines)", stats.malformed, stats.lines);
+        fprintf(stderr, "\n");
+        rc = 2;
+    } else if (cfg->action == OP_NSTOPO_UP) {
+        rc = topo_up(cfg, t);
+    } else if (cfg->action == OP_NSTOPO_DOWN) {
+        state_path(cfg, t, state, sizeof(state));
+        rc = remove_all(t, state, cfg->json);
+        if (cfg->json)
+            printf("{\"topo\":\"%s\",\"down\":%s}\n", t->name, rc == 0 ? "true" : "false");
+    } else if (cfg->action == OP_NSTOPO_HOSTS) {
+        rc = topo_hosts(cfg, t);
+    } else {
+        rc = topo_exec(cfg, t);
+    }
+    free(t);
+    return rc;
+}
