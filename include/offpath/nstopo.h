@@ -75,7 +75,15 @@ OP_API int op_nstopo_next_hops(const struct op_nstopo *t, int u, int v,
 /* tbf's burst for a rate: a millisecond's bytes, at least 16 KiB. */
 OP_API uint32_t op_nstopo_burst(uint64_t rate_bps);
 
-enum op_nstopo_action { OP_NSTOPO_UP, OP_NSTOPO_DOWN, OP_NSTOPO_HOSTS, OP_NSTOPO_EXEC };
+/* The switches' fabric file (offpath/topo.h's format: a line a SPINE, a
+ * line a TOR with its hosts' IPv4 range and its spines) for this topology,
+ * into out. OP_ERR_INVAL (err says why) when a TOR's hosts are not a range
+ * of their own or a host hangs under no TOR or several. */
+OP_API op_status_t op_nstopo_switches(const struct op_nstopo *t, char *out, size_t cap,
+                                      char *err, size_t errlen);
+
+enum op_nstopo_action { OP_NSTOPO_UP, OP_NSTOPO_DOWN, OP_NSTOPO_HOSTS, OP_NSTOPO_EXEC,
+                        OP_NSTOPO_SWITCHES };
 
 struct op_nstopo_cfg {
     enum op_nstopo_action action;

@@ -22,6 +22,7 @@ static void help(void)
     printf("Usage: offpath topo up FILE [--state PATH] [--json] [-v]\n"
            "       offpath topo down FILE [--state PATH] [--json]\n"
            "       offpath topo hosts FILE [--json]\n"
+           "       offpath topo switches FILE [--json]\n"
            "       offpath topo exec FILE HOST -- COMMAND [ARGS...]\n\n"
            "Builds the topology FILE describes (docs/topo.md): every host, tor and spine a\n"
            "network namespace opt-<topo>-<node>, every link a veth pair with a tbf of the\n"
@@ -31,6 +32,9 @@ static void help(void)
            "  down    remove every namespace (and so every veth) it made, also after up was\n"
            "          killed: the state file lists them before they exist\n"
            "  hosts   the hosts' addresses, one a line\n"
+           "  switches  the switches' fabric file for this topology (switch --topology,\n"
+           "          inc_test, OFFPATH_TOPOLOGY): a line a spine, a line a tor with its\n"
+           "          hosts' address range and its spines\n"
            "  exec    run COMMAND in HOST's namespace (HOST: its name or address); the exit\n"
            "          status is COMMAND's\n\n"
            "  --state PATH  the state file (default /run/offpath/topo-<topo>.state)\n"
@@ -56,15 +60,15 @@ static bool set(int opt, const char *val, void *arg)
 
 static bool parse_action(const char *word, enum op_nstopo_action *out)
 {
-    static const char *const names[] = {"up", "down", "hosts", "exec"};
+    static const char *const names[] = {"up", "down", "hosts", "exec", "switches"};
     static const enum op_nstopo_action actions[] = {OP_NSTOPO_UP, OP_NSTOPO_DOWN, OP_NSTOPO_HOSTS,
-                                                    OP_NSTOPO_EXEC};
+                                                    OP_NSTOPO_EXEC, OP_NSTOPO_SWITCHES};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(word, names[i]) == 0) {
             *out = actions[i];
             return true;
         }
-    cli_bad(TOOL, "unknown action '%s' (up, down, hosts, exec)", word);
+    cli_bad(TOOL, "unknown action '%s' (up, down, hosts, exec, switches)", word);
     return false;
 }
 
@@ -83,7 +87,7 @@ int cli_topo(int argc, char **argv)
         return rc;
     int n = cut - optind;
     if (n < 1) {
-        cli_bad(TOOL, "expected an action (up, down, hosts, exec) and FILE; see --help");
+        cli_bad(TOOL, "expected an action (up, down, hosts, exec, switches) and FILE; see --help");
         return 2;
     }
     if (!parse_action(argv[optind], &cfg.action))

@@ -215,6 +215,26 @@ static int topo_hosts(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t
     return 0;
 }
 
+/* The switches' fabric file on stdout (--json: {"topo": ..., "switches": text}). */
+static int topo_switches(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    static char text[16384];
+    char err[256];
+    if (op_nstopo_switches(t, text, sizeof text, err, sizeof err) != OP_OK) {
+        fprintf(stderr, "offpath topo: %s: %s\n", cfg->file, err);
+        return 2;
+    }
+    if (!cfg->json) {
+        fputs(text, stdout);
+        return 0;
+    }
+    printf("{\"topo\":\"%s\",\"switches\":\"", t->name);
+    for (const char *c = text; *c; c++)
+        fputs(*c == '\n' ? "\\n" : *c == '"' ? "\\\"" : (char[2]){*c, 0}, stdout);
+    printf("\"}\n");
+    return 0;
+}
+
 static int topo_exec(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
 {
     char ns[128], path[192];
@@ -265,6 +285,8 @@ int op_nstopo_run(const struct op_nstopo_cfg *cfg)
             printf("{\"topo\":\"%s\",\"down\":%s}\n", t->name, rc == 0 ? "true" : "false");
     } else if (cfg->action == OP_NSTOPO_HOSTS) {
         rc = topo_hosts(cfg, t);
+    } else if (cfg->action == OP_NSTOPO_SWITCHES) {
+        rc = topo_switches(cfg, t);
     } else {
         rc = topo_exec(cfg, t);
     }

@@ -1,7 +1,8 @@
 /* libFuzzer target for `offpath topo`'s topology files. Properties: nothing
  * crashes; a refusal names a line and counts at least one malformed line; a
  * topology taken has a name, hosts on one link each, and plans into whole
- * ip/tc commands whose every route has a next hop that is a neighbour. */
+ * ip/tc commands whose every route has a next hop that is a neighbour, and
+ * whose switches' file is written or refused with a reason. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int i = 0; i < n; i++)
                 require(neighbours(t, u, hops[i]));
         }
+    /* the switches' file: written whole, or refused with a reason */
+    static char sw[16384];
+    char err[256] = "";
+    op_status_t s = op_nstopo_switches(t, sw, sizeof sw, err, sizeof err);
+    require(s == OP_OK ? strncmp(sw, "# the switches of topo ", 23) == 0 : err[0] != '\0');
     free(t);
     return 0;
 }

@@ -211,3 +211,33 @@ def test_malformed_and_bad_parameters(topo, tmp_path):
     r = offpath("topo", "exec", good, "h9", "--", "true")
     assert r.returncode == 2 and "no node 'h9'" in r.stderr
     assert offpath("topo", "--help").returncode == 0
+
+
+def test_switches_file_of_the_example(tmp_path):
+    """`topo switches` writes the switches' fabric file for the example (no
+    namespaces needed), and the switch reads it: each TOR with its hosts'
+    range and both spines."""
+    r = subprocess.run([BIN, "topo", "switches", EXAMPLE], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if not l.startswith("#")]
+    assert lines == ["spine s1 10.255.0.1", "spine s2 10.255.0.2",
+                     "tor t1 10.1.0.254 hosts 10.1.0.1-10.1.0.4 spines s1,s2",
+                     "tor t2 10.2.0.254 hosts 10.2.0.1-10.2.0.4 spines s1,s2"]
+    j = subprocess.run([BIN, "topo", "switches", EXAMPLE, "--json"], capture_output=True,
+                       text=True, timeout=30)
+    assert json.loads(j.stdout) == {"topo": "two_racks", "switches": r.stdout}
+    fabric = tmp_path / "switches.topo"
+    fabric.write_text(r.stdout)
+    bad = subprocess.run([BIN, "switch", "--topology", str(fabric), "--name", "t9"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "t9' for --name (not in the topology)" in bad.stderr, bad.stderr
+    interleaved = tmp_path / "x.topo"
+    interleaved.write_text("topo x\ntor t1 10.1.0.254\ntor t2 10.2.0.254\nhost a 10.1.0.1\n"
+                           "host b 10.1.0.9\nhost c 10.1.0.5\n"
+                           "link a t1 rate 1gbit queue 64kb\nlink b t1 rate 1gbit queue 64kb\n"
+                           "link c t2 rate 1gbit queue 64kb\n")
+    r = subprocess.run([BIN, "topo", "switches", str(interleaved)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2
+    assert "host c (under t2) lies in the address range of t1's hosts" in r.stderr, r.stderr

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "offpath/nstopo.h"
+#include "offpath/topo.h"
 
 static const char two_racks[] =
     "topo tr\n"
@@ -230,12 +231,63 @@ static void test_burst(void **state)
     assert_int_equal(op_nstopo_burst(100000000000ull), 12500000);
 }
 
+/* The switches' file for two racks reads back through the switches' own
+ * parser: two spines, each TOR with its hosts' range and both spines. */
+static void test_switches_file(void **state)
+{
+    (void)state;
+    struct op_nstopo_stats st;
+    char err[256], text[2048];
+    assert_int_equal(op_nstopo_parse(two_racks, &topo, &st, err, sizeof(err)), OP_OK);
+    assert_int_equal(op_nstopo_switches(&topo, text, sizeof text, err, sizeof err), OP_OK);
+    assert_non_null(strstr(text, "tor t1 10.1.0.254 hosts 10.1.0.1-10.1.0.2 spines s1,s2\n"));
+    assert_non_null(strstr(text, "tor t2 10.2.0.254 hosts 10.2.0.1-10.2.0.1 spines s1,s2\n"));
+    static struct op_topo sw;
+    assert_int_equal(op_topo_parse(text, &sw, err, sizeof err), OP_OK);
+    assert_int_equal(sw.n, 4);
+    int t2 = op_topo_find(&sw, "t2");
+    assert_true(t2 >= 0);
+    assert_int_equal(op_topo_tor_of(&sw, 0x0a020001u), t2);
+    assert_int_equal(op_topo_tor_of(&sw, 0x0a010002u), op_topo_find(&sw, "t1"));
+    assert_int_equal(sw.sw[t2].n_up, 2);
+    assert_int_equal(op_nstopo_switches(&topo, text, 40, err, sizeof err), OP_ERR_NOSPACE);
+}
+
+/* Refused, naming the host: one whose address lies inside another TOR's
+ * hosts' range, one under two TORs. */
+static void test_switches_file_refused(void **state)
+{
+    (void)state;
+    struct op_nstopo_stats st;
+    char err[256], text[2048];
+    static const char interleaved[] =
+        "topo x\ntor t1 10.1.0.254\ntor t2 10.2.0.254\n"
+        "host a 10.1.0.1\nhost b 10.1.0.9\nhost c 10.1.0.5\n"
+        "link a t1 rate 1gbit queue 64kb\nlink b t1 rate 1gbit queue 64kb\n"
+        "link c t2 rate 1gbit queue 64kb\n";
+    assert_int_equal(op_nstopo_parse(interleaved, &topo, &st, err, sizeof(err)), OP_OK);
+    assert_int_equal(op_nstopo_switches(&topo, text, sizeof text, err, sizeof err), OP_ERR_INVAL);
+    assert_string_equal(err, "host c (under t2) lies in the address range of t1's hosts");
+    /* the parser refuses a host with two links; a topology built in code may not */
+    static const char one_tor[] =
+        "topo y\ntor t1 10.1.0.254\ntor t2 10.2.0.254\nspine s 10.255.0.1\n"
+        "host a 10.1.0.1\nlink a t1 rate 1gbit queue 64kb\n"
+        "link t1 s rate 1gbit queue 64kb\nlink t2 s rate 1gbit queue 64kb\n";
+    assert_int_equal(op_nstopo_parse(one_tor, &topo, &st, err, sizeof(err)), OP_OK);
+    topo.links[topo.n_links++] = (struct op_nstopo_link){
+        .a = (uint16_t)op_nstopo_find(&topo, "a"), .b = (uint16_t)op_nstopo_find(&topo, "t2"),
+        .rate_bps = 1000000000, .queue = 65536};
+    assert_int_equal(op_nstopo_switches(&topo, text, sizeof text, err, sizeof err), OP_ERR_INVAL);
+    assert_string_equal(err, "host a: linked to more than one TOR");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_example), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_next_hops),     cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_ipv6),     cmocka_unit_test(test_burst),
+        cmocka_unit_test(test_switches_file), cmocka_unit_test(test_switches_file_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
