@@ -331,15 +331,20 @@ static void to_workers(void *eng, struct op_frame *f, int n, uint64_t now,
 static void to_port(void *eng, struct op_frame *f, int n, uint64_t now, struct op_frameq *out)
 {
     struct port_lcore *p = eng;
-    struct op_frame answers[MAX_BURST];
     int k = 0;
     (void)now, (void)out;
-    for (int i = 0; i < n && k < MAX_BURST; i++)
+    for (int i = 0; i < n; i++) /* answers to the front, in order; emptied ones behind */
         if (f[i].len > 0) {
-            answers[k++] = f[i];
-            f[i].lent = NULL; /* sent or released on the port */
+            if (i != k) {
+                struct op_frame t = f[k];
+                f[k] = f[i];
+                f[i] = t;
+            }
+            k++;
         }
-    send_counted(p->w, p->port, answers, k);
+    send_counted(p->w, p->port, f, k);
+    for (int i = 0; i < k; i++)
+        f[i].lent = NULL; /* sent or released on the port; the loop frees the emptied ones */
 }
 
 static const struct op_engine_ops to_workers_ops = {.name = "dns-to-workers",
