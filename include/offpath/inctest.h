@@ -28,6 +28,10 @@ struct op_inctest_config {
     uint64_t rto_us;
     uint64_t seed;
     const char *connect;  /* topology file of running switches: start none */
+    /* a namespace topology that is up (`offpath topo up`): its switches
+     * are used (tors: its TORs), each leader runs in the namespace of the
+     * host whose address it takes */
+    const char *topo;
     const char *workdir;  /* where topology and stats files go */
     struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
     bool udp_batching;    /* switches' and leaders' ports (op_io_udp_batching) */

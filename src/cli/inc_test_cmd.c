@@ -39,6 +39,8 @@ static void help(void)
            "  --rto-us U      retransmission timeout until round trips are measured (default 5000)\n"
            "  --seed N        data and token seed (default 1)\n"
            "  --connect FILE  use the running switches of this topology file\n"
+           "  --topo NET      use the switches of this namespace topology (offpath topo\n"
+           "                  up): a leader in each host's namespace, its TORs (--tors)\n"
            "  --pcap FILE     write every RoCEv2 packet the switches receive and send to\n"
            "                  FILE, one Ethernet/IPv4/UDP frame each (pcap, ns timestamps;\n"
            "                  a packet between two switches is in it twice: sent, received)\n"
@@ -47,7 +49,7 @@ static void help(void)
 }
 
 enum { O_LEADERS = 256, O_TORS, O_SPINES, O_COUNT, O_TYPE, O_OP, O_ITERS, O_WARMUP, O_DROP,
-       O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT,
+       O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT, O_TOPO,
        O_JSON, O_QUIET, O_PCAP, O_HELP };
 
 static const struct option options[] = {
@@ -57,7 +59,7 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"window", 1, 0, O_WINDOW},
     {"max-data", 1, 0, O_DATA}, {"port", 1, 0, O_PORT}, {"net", 1, 0, O_NET},
     {"deadline-ms", 1, 0, O_DEADLINE}, {"rto-us", 1, 0, O_RTO}, {"seed", 1, 0, O_SEED},
-    {"connect", 1, 0, O_CONNECT}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
+    {"connect", 1, 0, O_CONNECT}, {"topo", 1, 0, O_TOPO}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
     {"pcap", 1, 0, O_PCAP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_number(int opt, const char *val, struct op_inctest_config *c)
@@ -98,6 +100,7 @@ static bool set_flag(int opt, const char *val, struct op_inctest_config *c)
     case O_DROP: return cli_rate(tool, "--drop-rate", val, &c->drop_rate);
     case O_DUP: return cli_rate(tool, "--dup-rate", val, &c->dup_rate);
     case O_CONNECT: c->connect = val; return true;
+    case O_TOPO: c->topo = val; return true;
     case O_JSON: c->json = true; return true;
     case O_QUIET: c->quiet = true; return true;
     default: return set_number(opt, val, c);
@@ -135,7 +138,7 @@ static bool consistent(const struct it_flags *f)
         cli_bad(tool, "--spines 0 with --tors %d: TORs need a SPINE to meet", c->tors);
         return false;
     }
-    if (f->pcap != NULL && c->connect != NULL) {
+    if (f->pcap != NULL && (c->connect != NULL || c->topo != NULL)) {
         cli_bad(tool, "--pcap captures at the switches inc_test starts: with --connect, give "
                       "--pcap to the running switches (offpath switch --pcap)");
         return false;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "switch_flags.h"
 #include "offpath/switch.h"
 
 static const char *const tool = "switch";
@@ -14,12 +15,18 @@ static void help(void)
     printf("usage: offpath switch --topology FILE --name NAME [options]\n"
            "       offpath switch --role tor --listen IP --hosts FIRST-LAST [--uplink IP]... [options]\n"
            "       offpath switch --role spine --listen IP --tor IP=FIRST-LAST... [options]\n"
+           "       offpath switch --topology NET --name NAME --ports all|IF[=PEER],... [options]\n"
            "\n"
            "A software switch: forwards the INC control plane (query/notify/kill) and\n"
            "aggregates Allreduce chunks from its children, over RoCEv2 on UDP.\n"
            "\n"
            "  --topology FILE      topology file (see README, docs/inc.md); with --name\n"
            "  --name NAME          which switch of the file this process is\n"
+           "  --ports LIST         on the path: forward whole frames between these\n"
+           "                       interfaces (af_xdp), INC to our address to the engine;\n"
+           "                       --topology is then a namespace topology (docs/topo.md)\n"
+           "                       giving routes, link rates and queues; all: every link\n"
+           "  --port-loss IF=P     on the path: drop each frame sent on IF with chance P\n"
            "  --role tor|spine     describe the switch with flags instead of a file\n"
            "  --listen IP          its address (port: --port)\n"
            "  --hosts FIRST-LAST   tor: the hosts under it\n"
@@ -36,7 +43,8 @@ static void help(void)
            "  --dup-rate P         send each packet twice with probability P (testing)\n"
            "  --delay-us D         hold each sent packet D microseconds (testing)\n"
            "  --link-down IP@T+D   drop everything sent to host IP from T ms after start,\n"
-           "                       for D ms: a link down for a while (testing)\n"
+           "                       for D ms: a link down for a while (testing); on the\n"
+           "                       path IF@T+D takes port IF down\n"
            "  --stats-json FILE    write counters as JSON at exit and on SIGUSR1\n"
            "  --pcap FILE          write every RoCEv2 packet received and sent to FILE\n"
            "                       (pcap, ns timestamps, one Ethernet/IPv4/UDP frame each)\n"
@@ -48,16 +56,6 @@ static void help(void)
            "Counters are printed at exit (SIGINT/SIGTERM) and on SIGUSR1.\n");
 }
 
-struct sw_flags {
-    const char *topology, *name, *role, *listen, *hosts, *pcap;
-    char uplinks[OP_TOPO_MAX_UPLINKS][64];
-    int n_up;
-    char tors[OP_TOPO_MAX_SWITCHES][96];
-    int n_tor;
-    uint64_t port;
-    int log_level;
-    bool json;
-};
 
 /* --role flags become a small topology text, parsed like a file. */
 static bool flags_topology(const struct sw_flags *f, char *text, size_t cap)
@@ -132,7 +130,7 @@ static bool load_topology(const struct sw_flags *f, struct op_topo *topo, int *s
 
 enum { O_TOPO = 256, O_NAME, O_ROLE, O_LISTEN, O_HOSTS, O_UPLINK, O_TOR, O_PORT, O_GROUPS,
        O_WINDOW, O_DATA, O_CHILDREN, O_LEASE, O_MEM, O_DROP, O_DUP, O_DELAY, O_STATS, O_JSON,
-       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_HELP };
+       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_PORTS, O_PORT_LOSS, O_HELP };
 
 static const struct option options[] = {
     {"topology", 1, 0, O_TOPO}, {"name", 1, 0, O_NAME}, {"role", 1, 0, O_ROLE},
@@ -143,7 +141,7 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"link-down", 1, 0, O_LINK_DOWN}, {"stats-json", 1, 0, O_STATS},
     {"json", 0, 0, O_JSON}, {"busy-poll", 0, 0, O_BUSY}, {"seed", 1, 0, O_SEED},
     {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"pcap", 1, 0, O_PCAP},
-    {"help", 0, 0, O_HELP},
+    {"ports", 1, 0, O_PORTS}, {"port-loss", 1, 0, O_PORT_LOSS}, {"help", 0, 0, O_HELP},
     {0, 0, 0, 0}};
 
 static bool set_u64(int opt, const char *val, struct sw_flags *f, struct op_sw_run_config *rc)
@@ -194,36 +192,6 @@ static bool set_text(int opt, const char *val, struct sw_flags *f)
     }
 }
 
-/* IP@AFTER+FOR, the times in milliseconds. */
-static bool set_link_down(const char *val, struct op_sw_run_config *rc)
-{
-    char ip[32];
-    uint64_t after, span;
-    const char *at = strchr(val, '@'), *plus = at != NULL ? strchr(at, '+') : NULL;
-    uint16_t port = 0;
-    bool ok = at != NULL && plus != NULL && (size_t)(at - val) < sizeof(ip);
-    if (ok) {
-        memcpy(ip, val, (size_t)(at - val));
-        ip[at - val] = '\0';
-        char num[32];
-        ok = (size_t)(plus - at - 1) < sizeof(num);
-        if (ok) {
-            memcpy(num, at + 1, (size_t)(plus - at - 1));
-            num[plus - at - 1] = '\0';
-            ok = op_parse_ipv4(ip, &rc->link_down_ip, &port) == OP_OK && port == 0 &&
-                 op_parse_u64(num, 0, 86400000, &after) == OP_OK &&
-                 op_parse_u64(plus + 1, 1, 86400000, &span) == OP_OK;
-        }
-    }
-    if (!ok) {
-        cli_bad(tool, "invalid value '%s' for --link-down (expected IP@AFTER_MS+FOR_MS)", val);
-        return false;
-    }
-    rc->link_down_after_ms = (uint32_t)after;
-    rc->link_down_for_ms = (uint32_t)span;
-    return true;
-}
-
 static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_config *rc, int *exit_code)
 {
     int opt;
@@ -235,7 +203,13 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == O_DUP) ok = cli_rate(tool, "--dup-rate", optarg, &rc->dup_rate);
         else if (opt == O_STATS) rc->stats_json = optarg;
         else if (opt == O_PCAP) f->pcap = optarg;
-        else if (opt == O_LINK_DOWN) ok = set_link_down(optarg, rc);
+        else if (opt == O_LINK_DOWN) f->link_down = optarg;
+        else if (opt == O_PORTS) f->ports = optarg;
+        else if (opt == O_PORT_LOSS) {
+            ok = f->n_loss < OP_SW_MAX_PORTS && strlen(optarg) < sizeof(f->losses[0]);
+            if (ok) strcpy(f->losses[f->n_loss++], optarg);
+            else cli_bad(tool, "invalid value '%s' for --port-loss (too long or too many)", optarg);
+        }
         else if (opt == O_JSON) f->json = true;
         else if (opt == O_BUSY) rc->busy_poll = true;
         else if (opt == O_LOG) {
@@ -264,12 +238,19 @@ int cli_switch(int argc, char **argv)
     if (!parse(argc, argv, &f, &rc, &code))
         return code;
     struct op_topo *topo = calloc(1, sizeof(*topo));
-    if (topo == NULL || !load_topology(&f, topo, &rc.sw.self)) {
+    struct op_sw_path_config *path = calloc(1, sizeof(*path));
+    bool loaded = topo != NULL && path != NULL &&
+                  (f.ports != NULL ? switch_load_path(&f, &rc, topo, path)
+                                   : load_topology(&f, topo, &rc.sw.self) &&
+                                         (f.link_down == NULL || switch_link_down(f.link_down, &rc, NULL)));
+    if (!loaded) {
         free(topo);
+        free(path);
         return 2;
     }
     if (!cli_pcap_open(tool, f.pcap, &rc.pcap)) {
         free(topo);
+        free(path);
         return 2;
     }
     struct op_log log;
@@ -279,6 +260,7 @@ int cli_switch(int argc, char **argv)
     rc.json_exit = f.json;
     op_status_t st = op_sw_run(&rc);
     free(topo);
+    free(path);
     bool captured = cli_pcap_close(tool, f.pcap, rc.pcap);
     if (st != OP_OK) {
         cli_bad(tool, "cannot run: %s", op_status_str(st));

@@ -1,6 +1,8 @@
 /* inc_test: lays out the emulated cluster, starts the switches and leaders as
  * processes, waits for them with progress output, collects the reports. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 #include "inctest_internal.h"
 #include "offpath/fabric.h"
+#include "offpath/nstopo.h"
 #include "offpath/wire.h"
 
 void op_inctest_config_default(struct op_inctest_config *cfg)
@@ -89,6 +92,7 @@ static int layout_from_topo(const struct op_inctest_config *cfg, const struct op
 struct it_run {
     const struct op_inctest_config *cfg;
     char topo_path[512];
+    struct op_nstopo *net; /* --topo */
     struct op_topo topo;
     struct op_fabric *fabric;
     pid_t leader_pid[IT_MAX_LEADERS];
@@ -111,15 +115,66 @@ static int start_switches(struct it_run *r)
     return 0;
 }
 
+/* --topo: a leader takes the namespace of the host with its address, so
+ * its packets leave by that host's link. */
+static bool enter_host(const struct op_nstopo *net, uint32_t ip)
+{
+    char addr[16], ns[64], path[96];
+    op_nstopo_ip4(ip, addr);
+    int node = op_nstopo_find(net, addr);
+    if (node < 0 || net->nodes[node].role != OP_NSTOPO_HOST) {
+        fprintf(stderr, "inc_test: no host of the topology has address %s\n", addr);
+        return false;
+    }
+    op_nstopo_netns(net, node, ns, sizeof(ns));
+    snprintf(path, sizeof(path), "/run/netns/%s", ns);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool ok = fd >= 0 && setns(fd, CLONE_NEWNET) == 0;
+    if (!ok)
+        fprintf(stderr, "inc_test: cannot enter %s: %s\n", ns, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 static void start_leaders(struct it_run *r, const struct it_layout *lay)
 {
     for (int l = 0; l < r->cfg->leaders; l++) {
         r->leader_pid[l] = fork();
         if (r->leader_pid[l] == 0) {
+            if (r->net != NULL && !enter_host(r->net, lay->leader_ip[l]))
+                _exit(1);
             it_leader_main(r->cfg, lay, l, &r->res[l]);
             _exit(0);
         }
     }
+}
+
+/* --topo: the switches' fabric file derived from the namespace topology
+ * into topo_path; tors from it. */
+static int use_net(struct it_run *r, struct op_inctest_config *cfg)
+{
+    char err[256], text[8192];
+    r->net = calloc(1, sizeof *r->net);
+    if (r->net == NULL || op_nstopo_load(cfg->topo, r->net, NULL, err, sizeof(err)) != OP_OK ||
+        op_nstopo_switches(r->net, text, sizeof(text), err, sizeof(err)) != OP_OK) {
+        fprintf(stderr, "inc_test: --topo %s: %s\n", cfg->topo, r->net ? err : "no memory");
+        return -1;
+    }
+    cfg->tors = cfg->spines = 0;
+    for (int i = 0; i < r->net->n_nodes; i++) {
+        cfg->tors += r->net->nodes[i].role == OP_NSTOPO_TOR;
+        cfg->spines += r->net->nodes[i].role == OP_NSTOPO_SPINE;
+    }
+    snprintf(r->topo_path, sizeof(r->topo_path), "%s/offpath-inctest-%d.topo", cfg->workdir,
+             (int)getpid());
+    FILE *f = fopen(r->topo_path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "inc_test: cannot write %s\n", r->topo_path);
+        return -1;
+    }
+    cfg->connect = r->topo_path;
+    return 0;
 }
 
 static uint64_t iters_done(const struct it_run *r)
@@ -175,7 +230,9 @@ static int setup(struct it_run *r, struct it_layout *lay)
 {
     const struct op_inctest_config *cfg = r->cfg;
     char err[256];
-    if (cfg->connect != NULL) {
+    if (cfg->topo != NULL) {
+        /* the fabric file is written: use_net */
+    } else if (cfg->connect != NULL) {
         snprintf(r->topo_path, sizeof(r->topo_path), "%s", cfg->connect);
     } else {
         snprintf(r->topo_path, sizeof(r->topo_path), "%s/offpath-inctest-%d.topo", cfg->workdir,
@@ -213,7 +270,8 @@ int op_inctest_run(const struct op_inctest_config *in)
     lay->comm_id = (uint32_t)(op_now_ns() ^ cfg.seed);
     int rc = 2;
     uint64_t totals[OP_SW_C_COUNT_] = {0};
-    if (setup(r, lay) == 0 && (cfg.connect != NULL || start_switches(r) == 0)) {
+    if ((cfg.topo == NULL || use_net(r, &cfg) == 0) && setup(r, lay) == 0 &&
+        (cfg.connect != NULL || start_switches(r) == 0)) {
         uint64_t t0 = op_now_ns();
         start_leaders(r, lay);
         wait_leaders(r);
@@ -223,8 +281,9 @@ int op_inctest_run(const struct op_inctest_config *in)
     } else {
         op_fabric_stop(r->fabric, NULL);
     }
-    if (cfg.connect == NULL)
+    if (cfg.connect == NULL || cfg.topo != NULL)
         unlink(r->topo_path);
+    free(r->net);
     if (r->res != NULL && r->res != MAP_FAILED)
         munmap(r->res, r->res_size);
     free(lay);

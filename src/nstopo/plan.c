@@ -150,7 +150,32 @@ static bool emit_nodes(const struct op_nstopo *t, op_nstopo_emit_fn emit, void *
     return true;
 }
 
-/* One end of a link: the node's address, up, and the link's rate and queue. */
+/* A veth hands its peer packets whose checksum the sender left to the
+ * device (checksum offload): the kernel's own forwarding copes, but a
+ * switch on the path reads frames through AF_XDP and would forward them
+ * unfinished. Every end computes its checksums itself. */
+static bool emit_csum_off(const struct op_nstopo *t, int self, int peer, op_nstopo_emit_fn emit,
+                          void *ctx)
+{
+    struct cmd c;
+    char ns[64];
+    op_nstopo_netns(t, self, ns, sizeof(ns));
+    c.argc = 0;
+    c.used = 0;
+    word(&c, "ip");
+    word(&c, "netns");
+    word(&c, "exec");
+    word(&c, "%s", ns);
+    word(&c, "ethtool");
+    word(&c, "-K");
+    word(&c, "%s", t->nodes[peer].name);
+    word(&c, "tx");
+    word(&c, "off");
+    return emit(c.argc, c.argv, ctx);
+}
+
+/* One end of a link: the node's address, up, checksums computed, and the
+ * link's rate and queue. */
 static bool emit_end(const struct op_nstopo *t, const struct op_nstopo_link *l, int self,
                      int peer, op_nstopo_emit_fn emit, void *ctx)
 {
@@ -183,7 +208,7 @@ static bool emit_end(const struct op_nstopo *t, const struct op_nstopo_link *l, 
     word(&c, "set");
     word(&c, "%s", t->nodes[peer].name);
     word(&c, "up");
-    if (!emit(c.argc, c.argv, ctx))
+    if (!emit(c.argc, c.argv, ctx) || !emit_csum_off(t, self, peer, emit, ctx))
         return false;
     start(&c, "tc", t, self);
     word(&c, "qdisc");

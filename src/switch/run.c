@@ -22,8 +22,9 @@
 struct sw_driver {
     const struct op_sw_run_config *rc;
     struct op_sw *sw;
-    struct op_io *io;
-    struct op_loop *loop;
+    struct op_io *io;     /* a UDP socket's: NULL on the path */
+    struct op_loop *loop; /* the socket's, or the path's first port's */
+    struct op_sw_path *path;
     struct op_pkt sorted[SW_TX_QUEUE];
     bool placed[SW_TX_QUEUE];
     int sigfd;
@@ -70,6 +71,10 @@ static void flush(void *ctx, struct op_io *io, struct op_txq *q)
 static void port_counters(const struct sw_driver *d, uint64_t port[OP_SW_PORT_C_COUNT_])
 {
     uint64_t fs[OP_FAULT_C_COUNT_], io[OP_IO_C_COUNT_];
+    if (d->io == NULL) { /* on the path: each port's own (op_sw_path_print) */
+        memset(port, 0, OP_SW_PORT_C_COUNT_ * sizeof *port);
+        return;
+    }
     op_io_fault_counters(d->io, fs);
     op_io_counters(d->io, io);
     port[OP_SW_C_injected_drops - OP_SW_C_ENGINE_COUNT_] = fs[OP_FAULT_C_dropped];
@@ -84,7 +89,14 @@ static void print_report(const struct sw_driver *d, FILE *out, bool json)
 {
     uint64_t port[OP_SW_PORT_C_COUNT_];
     port_counters(d, port);
-    op_sw_print_report(d->sw, port, out, json);
+    if (d->path == NULL) {
+        op_sw_print_report(d->sw, port, out, json);
+        return;
+    }
+    sw_print_report_open(d->sw, port, out, json);
+    fputs(json ? ", \"ports\": " : "", out);
+    op_sw_path_print(d->path, out, json);
+    fputs(json ? "}\n" : "", out);
 }
 
 static void write_stats_json(const struct sw_driver *d)
@@ -136,7 +148,8 @@ static void serve(struct sw_driver *d)
 {
     uint64_t stop_at = UINT64_MAX;
     while (op_now_ns() < stop_at) {
-        int n = op_loop_run_once(d->loop, stop_at);
+        int n = d->path != NULL ? op_sw_path_run_once(d->path, stop_at)
+                                : op_loop_run_once(d->loop, stop_at);
         if (n < 0 && n != -EINTR) {
             OP_ERROR(d->rc->sw.log, "switch: stopping: %s", strerror(-n));
             return;
@@ -208,9 +221,26 @@ static op_status_t open_io(struct sw_driver *d)
     return st;
 }
 
+/* On the path: the ports' loops are the path's; signals are watched on
+ * the first. */
+static op_status_t open_path(struct sw_driver *d)
+{
+    char err[256] = "";
+    op_status_t st = op_sw_path_create(d->rc->path, d->sw, d->rc->sw.log, &d->path, err,
+                                       sizeof(err));
+    if (st != OP_OK) {
+        OP_ERROR(d->rc->sw.log, "switch: %s", err);
+        return st;
+    }
+    return op_loop_watch(op_sw_path_loop(d->path), d->sigfd, on_signals, d);
+}
+
 static void driver_close(struct sw_driver *d)
 {
-    op_loop_destroy(d->loop);
+    if (d->path != NULL)
+        op_sw_path_destroy(d->path);
+    else
+        op_loop_destroy(d->loop);
     op_io_close(d->io);
     op_sw_destroy(d->sw);
     if (d->sigfd >= 0)
@@ -221,12 +251,12 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
 {
     struct sw_driver d = {.rc = rc, .sigfd = -1};
     op_status_t st = op_sw_create(&rc->sw, &d.sw);
-    if (st == OP_OK)
+    if (st == OP_OK && rc->path == NULL)
         st = open_io(&d);
     if (st == OP_OK && (d.sigfd = op_io_signalfd_open()) < 0)
         st = op_status_from_errno(errno);
     if (st == OP_OK)
-        st = open_loop(&d);
+        st = rc->path != NULL ? open_path(&d) : open_loop(&d);
     if (st != OP_OK) {
         driver_close(&d);
         return st;
@@ -234,8 +264,8 @@ op_status_t op_sw_run(const struct op_sw_run_config *rc)
     const struct op_topo_switch *me = d.sw->me;
     char ip[16];
     op_format_ipv4(me->ip, ip);
-    OP_INFO(rc->sw.log, "switch %s (%s) listening on %s:%u", me->name, me->spine ? "spine" : "tor",
-            ip, me->port);
+    OP_INFO(rc->sw.log, "switch %s (%s) listening on %s:%u%s", me->name,
+            me->spine ? "spine" : "tor", ip, me->port, d.path != NULL ? ", on the path" : "");
     if (rc->ready_fd >= 0) {
         (void)!write(rc->ready_fd, "ready\n", 6);
         close(rc->ready_fd);

@@ -203,7 +203,7 @@ struct op_counter_set op_sw_counter_set(const struct op_sw *sw, const uint64_t *
     return (struct op_counter_set){.names = counter_names, .vals = vals, .n = OP_SW_C_COUNT_};
 }
 
-void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json)
+void sw_print_report_open(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json)
 {
     uint64_t v[OP_SW_C_COUNT_];
     const char *role = sw->me->spine ? "spine" : "tor";
@@ -211,11 +211,17 @@ void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out,
     if (json) {
         fprintf(out, "{\"switch\": \"%s\", \"role\": \"%s\", ", sw->me->name, role);
         op_counter_set_print(out, &set, OP_COUNTERS_JSON);
-        fprintf(out, "}\n");
         return;
     }
     fprintf(out, "switch %s (%s) counters:\n", sw->me->name, role);
     op_counter_set_print(out, &set, OP_COUNTERS_TABLE);
+}
+
+void op_sw_print_report(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json)
+{
+    sw_print_report_open(sw, port, out, json);
+    if (json)
+        fprintf(out, "}\n");
 }
 
 void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json)

@@ -143,4 +143,7 @@ void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pk
 void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,
                    uint64_t now, struct op_txq *out);
 
+/* op_sw_print_report with a JSON object left open (a driver adds keys). */
+void sw_print_report_open(const struct op_sw *sw, const uint64_t *port, FILE *out, bool json);
+
 #endif

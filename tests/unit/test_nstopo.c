@@ -167,8 +167,8 @@ static void test_plan(void **state)
     memset(&c, 0, sizeof(c));
     assert_int_equal(op_nstopo_parse(two_racks, &topo, NULL, NULL, 0), OP_OK);
     assert_true(op_nstopo_plan(&topo, capture, &c));
-    /* 3 a node, 7 a link, a route from every node to every other */
-    assert_int_equal(c.n, 3 * 7 + 7 * 7 + 7 * 6);
+    /* 3 a node, 9 a link, a route from every node to every other */
+    assert_int_equal(c.n, 3 * 7 + 7 * 9 + 7 * 6);
     assert_string_equal(c.lines[0], "ip netns add opt-tr-s1");
     assert_true(has(&c, "ip -n opt-tr-t1 link set lo up"));
     assert_true(has(&c, "ip netns exec opt-tr-t1 sysctl -q -w net.ipv4.conf.all.rp_filter=0 "
@@ -179,6 +179,8 @@ static void test_plan(void **state)
         has(&c, "ip link add t1 netns opt-tr-h2 type veth peer name h2 netns opt-tr-t1"));
     assert_true(has(&c, "ip -n opt-tr-t1 addr add 10.1.0.254/32 dev h2"));
     assert_true(has(&c, "ip -n opt-tr-h2 link set t1 up"));
+    assert_true(has(&c, "ip netns exec opt-tr-h2 ethtool -K t1 tx off"));
+    assert_true(has(&c, "ip netns exec opt-tr-t1 ethtool -K h2 tx off"));
     assert_true(has(&c, "tc -n opt-tr-h2 qdisc add dev t1 root tbf rate 100000000bit burst "
                         "16384 limit 65536"));
     assert_true(has(&c, "tc -n opt-tr-t1 qdisc add dev s1 root tbf rate 2000000000bit burst "
@@ -210,8 +212,8 @@ static void test_plan_ipv6(void **state)
     assert_true(topo.ip6);
     assert_int_equal(op_nstopo_find(&topo, "fd00:2:0::1"), op_nstopo_find(&topo, "h2"));
     assert_true(op_nstopo_plan(&topo, capture, &c));
-    /* 3 a node, 9 a link (an IPv6 address on each end too), two routes a pair */
-    assert_int_equal(c.n, 3 * 6 + 9 * 6 + 2 * 6 * 5);
+    /* 3 a node, 11 a link (an IPv6 address on each end too), two routes a pair */
+    assert_int_equal(c.n, 3 * 6 + 11 * 6 + 2 * 6 * 5);
     assert_true(has(&c, "ip netns exec opt-s-s1 sysctl -q -w net.ipv4.conf.all.rp_filter=0 "
                         "net.ipv4.conf.default.rp_filter=0 net.ipv4.ip_forward=1 "
                         "net.ipv6.conf.all.forwarding=1 net.ipv6.conf.default.accept_dad=0"));

@@ -1,0 +1,164 @@
+/* A port's egress as a link of finite rate (path_internal.h): AF_XDP sends
+ * around the kernel's qdisc, so a tbf on the switch's own interface would
+ * not hold it back; the switch shapes itself, as a real switch's port
+ * serialises at line rate. A frame leaves when the virtual link clock
+ * (free_at, advanced by each frame's bits at the rate) is within a burst
+ * of now; a frame that finds queue_bytes held is dropped (tail drop, as
+ * tbf's limit). The link taken down drops everything it is given. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "path_internal.h"
+
+#define SHAPE_SLOTS 4096
+#define MIN_BURST_NS (100 * OP_NS_PER_US)
+
+static bool shaped(const struct sw_port *pt) { return pt->cfg.rate_bps > 0; }
+
+op_status_t path_shape_init(struct sw_port *pt, uint64_t now)
+{
+    struct path_shaper *sh = &pt->sh;
+    if (pt->cfg.down_for_ms > 0) {
+        sh->down_from = now + (uint64_t)pt->cfg.down_after_ms * OP_NS_PER_MS;
+        sh->down_until = sh->down_from + (uint64_t)pt->cfg.down_for_ms * OP_NS_PER_MS;
+    }
+    if (!shaped(pt))
+        return OP_OK;
+    /* tbf's burst as offpath topo sets it: a millisecond of the rate */
+    sh->burst_ns = OP_NS_PER_MS;
+    if (sh->burst_ns < MIN_BURST_NS)
+        sh->burst_ns = MIN_BURST_NS;
+    sh->cap = SHAPE_SLOTS;
+    sh->ring = calloc(sh->cap, sizeof *sh->ring);
+    sh->free_buf = calloc(sh->cap, sizeof *sh->free_buf);
+    op_status_t st = sh->ring != NULL && sh->free_buf != NULL ? op_pktbuf_init(&sh->mem, (int)sh->cap)
+                                                              : OP_ERR_NOMEM;
+    if (st != OP_OK)
+        return st;
+    for (uint32_t i = 0; i < sh->cap; i++)
+        sh->free_buf[i] = sh->mem.pkts[i].data;
+    return OP_OK;
+}
+
+void path_shape_free(struct sw_port *pt)
+{
+    struct path_shaper *sh = &pt->sh;
+    for (uint32_t k = 0; k < sh->n; k++) { /* lent frames held go back */
+        struct op_frame *f = &sh->ring[(sh->head + k) % sh->cap];
+        if (f->lent != NULL && pt->io != NULL)
+            op_io_release_frames(pt->io, f, 1);
+    }
+    op_pktbuf_free(&sh->mem);
+    free(sh->ring);
+    free(sh->free_buf);
+    memset(sh, 0, sizeof *sh);
+}
+
+static bool link_down(const struct path_shaper *sh, uint64_t now)
+{
+    return now >= sh->down_from && now < sh->down_until;
+}
+
+static void drop_down(struct sw_port *pt, struct op_frame *f, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (f[i].lent != NULL)
+            op_io_release_frames(pt->io, &f[i], 1);
+    pt->c[OP_SW_PATH_C_injected_drops] += (uint64_t)n;
+}
+
+static void send_now(struct sw_port *pt, struct op_io *io, struct op_frame *f, int n)
+{
+    int sent = op_io_send_frames(io, f, n);
+    sent = sent > 0 ? sent : 0;
+    pt->c[OP_SW_PATH_C_tx_frames] += (uint64_t)sent;
+    pt->c[OP_SW_PATH_C_tx_drops] += (uint64_t)(n - sent);
+}
+
+/* Frame j of q into the FIFO: the slot takes its buffer, q's slot gets the
+ * slot's spare one (a lent frame leaves the spare where it is). */
+static void hold(struct sw_port *pt, struct op_frameq *q, int j)
+{
+    struct path_shaper *sh = &pt->sh;
+    struct op_frame *f = &q->frames[j];
+    if (sh->n == sh->cap || sh->bytes + f->len > pt->cfg.queue_bytes) {
+        pt->c[OP_SW_PATH_C_queue_drops]++;
+        if (f->lent != NULL)
+            op_io_release_frames(pt->io, f, 1);
+        return;
+    }
+    uint32_t s = (sh->head + sh->n++) % sh->cap;
+    sh->ring[s] = *f;
+    sh->bytes += f->len;
+    if (f->lent == NULL) {
+        f->data = q->bufs[j] = sh->free_buf[s];
+        sh->free_buf[s] = NULL;
+    }
+}
+
+void path_shape_flush(void *ctx, struct op_io *io, struct op_frameq *q)
+{
+    struct sw_port *pt = ctx;
+    uint64_t now = op_now_ns();
+    if (!shaped(pt)) {
+        if (link_down(&pt->sh, now))
+            drop_down(pt, q->frames, q->n);
+        else
+            send_now(pt, io, q->frames, q->n);
+        q->n = 0;
+        return;
+    }
+    for (int j = 0; j < q->n; j++)
+        hold(pt, q, j);
+    q->n = 0;
+    path_shape_release(pt, now);
+}
+
+static uint64_t wire_ns(const struct sw_port *pt, uint32_t len)
+{
+    return (uint64_t)len * 8 * OP_NS_PER_S / pt->cfg.rate_bps;
+}
+
+/* The frames the batch sent (or the link down dropped) give their slots
+ * back: a copied frame's buffer becomes the slot's spare. */
+static void retire(struct path_shaper *sh, int k)
+{
+    for (int i = 0; i < k; i++) {
+        uint32_t s = (sh->head + (uint32_t)i) % sh->cap;
+        if (sh->ring[s].lent == NULL)
+            sh->free_buf[s] = sh->ring[s].data;
+        sh->bytes -= sh->ring[s].len;
+    }
+    sh->head = (sh->head + (uint32_t)k) % sh->cap;
+    sh->n -= (uint32_t)k;
+}
+
+void path_shape_release(struct sw_port *pt, uint64_t now)
+{
+    struct path_shaper *sh = &pt->sh;
+    while (sh->n > 0) {
+        if (sh->free_at < now)
+            sh->free_at = now; /* an idle link saves no credit past the burst */
+        int k = 0;
+        while (k < OP_IO_BURST && (uint32_t)k < sh->n && sh->free_at <= now + sh->burst_ns) {
+            const struct op_frame *f = &sh->ring[(sh->head + (uint32_t)k) % sh->cap];
+            sh->batch[k++] = *f;
+            sh->free_at += wire_ns(pt, f->len);
+        }
+        if (k == 0)
+            return;
+        if (link_down(sh, now))
+            drop_down(pt, sh->batch, k);
+        else
+            send_now(pt, pt->io, sh->batch, k);
+        retire(sh, k);
+    }
+}
+
+uint64_t path_shape_deadline(const struct sw_port *pt)
+{
+    const struct path_shaper *sh = &pt->sh;
+    if (sh->n == 0)
+        return UINT64_MAX;
+    return sh->free_at > sh->burst_ns ? sh->free_at - sh->burst_ns : 0;
+}
