@@ -91,6 +91,7 @@ struct op_nstopo_cfg {
     const char *state;      /* NULL: /run/offpath/topo-<name>.state */
     bool json;
     bool verbose;           /* print each command as it runs */
+    bool no_switches;       /* up: no switch on the path (the kernel forwards) */
     const char *host;       /* exec: name or address */
     char *const *argv;      /* exec: the command, NULL-terminated */
 };

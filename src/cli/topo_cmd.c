@@ -9,34 +9,39 @@
 
 #define TOOL "topo"
 
-enum { OPT_STATE = 256 };
+enum { OPT_STATE = 256, OPT_NO_SWITCHES };
 
 static const struct option options[] = {{"json", 0, 0, 'j'},
                                         {"verbose", 0, 0, 'v'},
                                         {"state", 1, 0, OPT_STATE},
+                                        {"no-switches", 0, 0, OPT_NO_SWITCHES},
                                         {"help", 0, 0, 'h'},
                                         {0, 0, 0, 0}};
 
 static void help(void)
 {
-    printf("Usage: offpath topo up FILE [--state PATH] [--json] [-v]\n"
+    printf("Usage: offpath topo up FILE [--no-switches] [--state PATH] [--json] [-v]\n"
            "       offpath topo down FILE [--state PATH] [--json]\n"
            "       offpath topo hosts FILE [--json]\n"
            "       offpath topo switches FILE [--json]\n"
            "       offpath topo exec FILE HOST -- COMMAND [ARGS...]\n\n"
            "Builds the topology FILE describes (docs/topo.md): every host, tor and spine a\n"
            "network namespace opt-<topo>-<node>, every link a veth pair with a tbf of the\n"
-           "link's rate and queue on both ends, static routes along shortest paths (kernel\n"
-           "forwarding in tors and spines). Needs root.\n\n"
+           "link's rate and queue on both ends, static routes along shortest paths, and in\n"
+           "every tor and spine an `offpath switch --ports all` on the path: it forwards\n"
+           "every frame at the links' rates and aggregates INC (its output and counters in\n"
+           "/run/offpath/topo-<topo>-<node>.log and .json). Needs root.\n\n"
            "  up      build it; refuses when any of its namespaces exists\n"
-           "  down    remove every namespace (and so every veth) it made, also after up was\n"
-           "          killed: the state file lists them before they exist\n"
+           "  down    stop every process in its namespaces, remove every namespace (and so\n"
+           "          every veth and XDP program) it made, also after up was killed: the\n"
+           "          state file lists them before they exist\n"
            "  hosts   the hosts' addresses, one a line\n"
            "  switches  the switches' fabric file for this topology (switch --topology,\n"
            "          inc_test, OFFPATH_TOPOLOGY): a line a spine, a line a tor with its\n"
            "          hosts' address range and its spines\n"
            "  exec    run COMMAND in HOST's namespace (HOST: its name or address); the exit\n"
            "          status is COMMAND's\n\n"
+           "  --no-switches up: no switches; the kernel forwards in tors and spines\n"
            "  --state PATH  the state file (default /run/offpath/topo-<topo>.state)\n"
            "  -j, --json    up: the namespaces; down: the outcome; hosts: name, address, netns\n"
            "  -v, --verbose print every ip/tc command as it runs\n"
@@ -53,6 +58,8 @@ static bool set(int opt, const char *val, void *arg)
         cfg->verbose = true;
     else if (opt == OPT_STATE)
         cfg->state = val;
+    else if (opt == OPT_NO_SWITCHES)
+        cfg->no_switches = true;
     else
         return false;
     return true;

@@ -14,11 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "offpath/nstopo.h"
+#include "nstopo_internal.h"
 
 extern char **environ;
 
-#define STATE_DIR "/run/offpath"
+#define STATE_DIR NSTOPO_STATE_DIR
 #define NETNS_DIR "/run/netns/"
 
 struct up_ctx {
@@ -45,12 +45,19 @@ static void print_cmd(FILE *f, int argc, const char *const *argv)
     fprintf(f, "\n");
 }
 
-/* exit status of argv, -1 if it could not start */
+/* exit status of argv, -1 if it could not start; its stdout discarded
+ * (ethtool reports what it changed), its errors shown */
 static int spawn_wait(const char *const *argv)
 {
     pid_t pid;
     int status;
-    if (posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ) != 0)
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -1;
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
         return -1;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
@@ -109,7 +116,7 @@ static bool up_emit(int argc, const char *const *argv, void *ctx)
 static int remove_all(const struct op_nstopo *t, const char *state, bool quiet)
 {
     char prefix[64], ns[128], line[192];
-    int removed = 0, failed = 0;
+    int removed = 0, failed = 0, stopped = 0;
     snprintf(prefix, sizeof(prefix), "opt-%s-", t->name);
     FILE *f = fopen(state, "r");
     for (int i = 0;; i++) {
@@ -123,6 +130,7 @@ static int remove_all(const struct op_nstopo *t, const char *state, bool quiet)
         }
         if (!netns_exists(ns))
             continue;
+        stopped += nstopo_stop_processes(ns);
         const char *argv[] = {"ip", "netns", "del", ns, NULL};
         if (spawn_wait(argv) == 0)
             removed++;
@@ -134,20 +142,23 @@ static int remove_all(const struct op_nstopo *t, const char *state, bool quiet)
     if (failed == 0 && unlink(state) != 0 && errno != ENOENT)
         say("cannot remove state file %s: %s", state, strerror(errno));
     if (!quiet)
-        printf("topo %s down: %d namespaces removed%s\n", t->name, removed,
-               failed > 0 ? ", some could not be" : "");
+        printf("topo %s down: %d namespaces removed%s, %d processes in them stopped\n",
+               t->name, removed, failed > 0 ? " (some could not be)" : "", stopped);
     return failed > 0 ? 1 : 0;
 }
 
-static void print_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t, int commands)
+static void print_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t, int commands,
+                     int switches)
 {
     char ns[128];
     if (!cfg->json) {
-        printf("topo %s up: %d namespaces, %d links, %d commands\n", t->name, t->n_nodes,
-               t->n_links, commands);
+        printf("topo %s up: %d namespaces, %d links, %d commands, %d switches on the path%s\n",
+               t->name, t->n_nodes, t->n_links, commands, switches,
+               cfg->no_switches ? " (--no-switches: the kernel forwards)" : "");
         return;
     }
-    printf("{\"topo\":\"%s\",\"links\":%d,\"namespaces\":[", t->name, t->n_links);
+    printf("{\"topo\":\"%s\",\"links\":%d,\"switches\":%d,\"namespaces\":[", t->name,
+           t->n_links, switches);
     for (int i = 0; i < t->n_nodes; i++) {
         op_nstopo_netns(t, i, ns, sizeof(ns));
         printf("%s\"%s\"", i > 0 ? "," : "", ns);
@@ -177,11 +188,12 @@ static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
     fprintf(u.state, "topo %s\n", t->name);
     bool ok = op_nstopo_plan(t, up_emit, &u);
     fclose(u.state);
-    if (!ok) {
+    int switches = ok && !cfg->no_switches ? nstopo_start_switches(t, cfg->file) : 0;
+    if (!ok || switches < 0) {
         remove_all(t, state, true);
         return 1;
     }
-    print_up(cfg, t, u.commands);
+    print_up(cfg, t, u.commands, switches);
     return 0;
 }
 
