@@ -7,13 +7,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,7 +37,7 @@ static void switch_child(const struct op_nstopo *t, int node, const char *exe, c
     int nsfd = open(path, O_RDONLY | O_CLOEXEC);
     int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (nsfd < 0 || out < 0 || setns(nsfd, CLONE_NEWNET) != 0 || setsid() < 0 ||
-        dup2(out, 1) < 0 || dup2(out, 2) < 0)
+        dup2(out, 1) < 0 || dup2(out, 2) < 0 || fcntl(ready, F_SETFD, 0) != 0)
         _exit(127);
     const char *argv[] = {exe, "switch", "--topology", file, "--name", t->nodes[node].name,
                           "--ports", "all", "--json", "--stats-json", stats, "--ready-fd", fd,
@@ -45,18 +46,20 @@ static void switch_child(const struct op_nstopo *t, int node, const char *exe, c
     _exit(127);
 }
 
-/* Waits for "ready" on r; false when the switch died or said nothing. */
+/* Waits for "ready" on r (a socket, so that the wait is bounded by its
+ * receive timeout); false when the switch died or said nothing. */
 static bool wait_ready(int r)
 {
-    struct pollfd p = {.fd = r, .events = POLLIN};
+    struct timeval tv = {.tv_sec = READY_MS / 1000};
     char buf[8];
-    return poll(&p, 1, READY_MS) == 1 && read(r, buf, sizeof(buf)) > 0;
+    return setsockopt(r, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+           read(r, buf, sizeof(buf)) > 0;
 }
 
 static bool start_one(const struct op_nstopo *t, int node, const char *exe, const char *file)
 {
     int pipefd[2];
-    if (pipe(pipefd) != 0)
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipefd) != 0)
         return false;
     fflush(NULL);
     pid_t pid = fork();
