@@ -155,6 +155,7 @@ struct op_sw_port_config {
      * 0 for the backend's own pace; queue_bytes held, the rest dropped */
     uint64_t rate_bps;
     uint32_t queue_bytes;
+    uint32_t burst_bytes;        /* sent at once; 0: tbf's as topo up sets it */
     double drop_rate, dup_rate;  /* each frame sent lost, or sent twice */
     uint32_t delay_us;           /* each frame sent held this long */
     /* the link down (everything sent lost) from down_after_ms after start

@@ -47,6 +47,7 @@ static op_status_t add_port(const struct op_nstopo *t, int self, const char *ifn
         pc->peer6 = op_addr_ipv6(t->nodes[peer].ip6);
     pc->rate_bps = l->rate_bps;
     pc->queue_bytes = l->queue;
+    pc->burst_bytes = op_nstopo_burst(l->rate_bps);
     peer_of[c->n_ports++] = peer;
     return OP_OK;
 }

@@ -24,8 +24,12 @@ op_status_t path_shape_init(struct sw_port *pt, uint64_t now)
     }
     if (!shaped(pt))
         return OP_OK;
-    /* tbf's burst as offpath topo sets it: a millisecond of the rate */
-    sh->burst_ns = OP_NS_PER_MS;
+    /* tbf's burst as offpath topo sets it: a millisecond of the rate, at
+     * least 16 KiB */
+    uint64_t burst = pt->cfg.burst_bytes;
+    if (burst == 0)
+        burst = pt->cfg.rate_bps / 8 / 1000 > 16384 ? pt->cfg.rate_bps / 8 / 1000 : 16384;
+    sh->burst_ns = burst * 8 * OP_NS_PER_S / pt->cfg.rate_bps;
     if (sh->burst_ns < MIN_BURST_NS)
         sh->burst_ns = MIN_BURST_NS;
     sh->cap = SHAPE_SLOTS;
@@ -81,6 +85,8 @@ static void hold(struct sw_port *pt, struct op_frameq *q, int j)
 {
     struct path_shaper *sh = &pt->sh;
     struct op_frame *f = &q->frames[j];
+    if (sh->n == sh->cap || sh->bytes + f->len > pt->cfg.queue_bytes)
+        path_shape_release(pt, op_now_ns()); /* what may go goes first */
     if (sh->n == sh->cap || sh->bytes + f->len > pt->cfg.queue_bytes) {
         pt->c[OP_SW_PATH_C_queue_drops]++;
         if (f->lent != NULL)

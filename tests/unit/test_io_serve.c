@@ -15,71 +15,17 @@
 
 #include <cmocka.h>
 
-#include "../../src/io/io_internal.h" /* a mock backend */
+#include "frame_mock.h"
 #include "offpath/io.h"
 
 #define ETH 14
-#define MAX_FRAMES 512
 
 static const uint8_t our_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
 static const uint8_t peer_mac[6] = {0x02, 0, 0, 0, 0, 0x02};
 static const uint32_t our_ip = 0x0a000001u, peer_ip = 0x0a000002u;
 static const uint8_t our_ip6[16] = {0xfd, 0, [15] = 1}, peer_ip6[16] = {0xfd, 0, [15] = 2};
 
-struct mock {
-    struct op_io io;
-    uint8_t in[MAX_FRAMES][2048], out[MAX_FRAMES][2048];
-    uint32_t in_len[MAX_FRAMES], out_len[MAX_FRAMES];
-    int n_in, in_at, n_out;
-    int accept; /* frames a send takes at most */
-};
-
-static int mock_recv_frames(struct op_io *io, struct op_frame *f, int max)
-{
-    struct mock *m = (struct mock *)io;
-    int k = 0;
-    for (; k < max && m->in_at < m->n_in; k++, m->in_at++) {
-        memcpy(f[k].data, m->in[m->in_at], m->in_len[m->in_at]);
-        f[k].len = m->in_len[m->in_at];
-        (void)op_frame_parse(f[k].data, f[k].len, &f[k].info);
-    }
-    return k;
-}
-
-static int mock_send_frames(struct op_io *io, const struct op_frame *f, int n)
-{
-    struct mock *m = (struct mock *)io;
-    int k = 0;
-    for (; k < n && k < m->accept && m->n_out < MAX_FRAMES; k++, m->n_out++) {
-        memcpy(m->out[m->n_out], f[k].data, f[k].len);
-        m->out_len[m->n_out] = f[k].len;
-    }
-    m->accept -= k;
-    return k;
-}
-
-static int mock_fd(const struct op_io *io) { return (void)io, -1; }
-static uint64_t mock_deadline(const struct op_io *io) { return (void)io, UINT64_MAX; }
-static void mock_poll(struct op_io *io, uint64_t now) { (void)io, (void)now; }
-static void mock_close(struct op_io *io) { free(io); }
-
-static const struct op_io_ops mock_ops = {
-    .name = "mock_frames", .recv = io_payload_unsupported_recv,
-    .send = io_payload_unsupported_send, .fd = mock_fd, .deadline = mock_deadline,
-    .poll = mock_poll, .close = mock_close, .recv_frames = mock_recv_frames,
-    .send_frames = mock_send_frames,
-};
-
-static struct mock *mock_new(void)
-{
-    struct mock *m = calloc(1, sizeof *m);
-    assert_non_null(m);
-    m->io.ops = &mock_ops;
-    m->io.has_mac = true;
-    memcpy(m->io.mac, our_mac, 6);
-    m->accept = 1 << 30;
-    return m;
-}
+static struct mock *mock_new(void) { return mock_new_mac(our_mac); }
 
 /* The serving layer on a mock, for addr (v4 or v6 by the flag). */
 static struct op_io *served(struct mock **m, bool v6)
