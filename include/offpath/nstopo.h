@@ -35,6 +35,10 @@ struct op_nstopo_link {
     uint16_t a, b;      /* indices into nodes */
     uint64_t rate_bps;  /* tbf rate, each direction */
     uint32_t queue;     /* tbf limit, bytes */
+    /* injected by the switches on the path, at their ends: loss a chance
+     * per frame each way, delay_us each way */
+    double loss;
+    uint32_t delay_us;
 };
 
 struct op_nstopo {

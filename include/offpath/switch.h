@@ -131,6 +131,7 @@ OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
     X(drop_ttl)                                                                                    \
     X(drop_local)     /* to our address, neither INC nor control */                                \
     X(drop_other)     /* not IP or ARP, multicast, malformed */                                    \
+    X(drop_injected)  /* the link's loss on what comes in (rx_drop_rate) */                       \
     X(tx_frames)                                                                                   \
     X(tx_inc)         /* of tx_frames: the engine's packets */                                     \
     X(tx_drops)       /* the backend refused */                                                    \
@@ -157,6 +158,7 @@ struct op_sw_port_config {
     uint32_t queue_bytes;
     uint32_t burst_bytes;        /* sent at once; 0: tbf's as topo up sets it */
     double drop_rate, dup_rate;  /* each frame sent lost, or sent twice */
+    double rx_drop_rate;         /* each frame received lost (a host's end cannot) */
     uint32_t delay_us;           /* each frame sent held this long */
     /* the link down (everything sent lost) from down_after_ms after start
      * for down_for_ms; 0: never */

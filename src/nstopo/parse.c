@@ -9,7 +9,7 @@
 
 #include "offpath/nstopo.h"
 
-#define WORDS_MAX 8
+#define WORDS_MAX 12
 #define LINE_MAX_LEN 512
 
 struct parse {
@@ -107,6 +107,52 @@ static bool parse_queue(const char *s, uint32_t *bytes)
     return true;
 }
 
+/* "P%" with P in 0..100, decimals allowed: a chance. */
+static bool parse_loss(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || s[0] < '0' || s[0] > '9' || strcmp(end, "%") != 0 || v > 100)
+        return false;
+    *out = v / 100;
+    return true;
+}
+
+static bool parse_delay(const char *s, uint32_t *us)
+{
+    static const char *const units[] = {"us", "ms", NULL};
+    static const uint64_t mult[] = {1, 1000};
+    uint64_t v;
+    if (!parse_size(s, units, mult, 0, 1000000, &v))
+        return false;
+    *us = (uint32_t)v;
+    return true;
+}
+
+/* What follows a link's queue: loss P% and delay D, each once. The
+ * switches on the path inject them (netem does not exist here). */
+static bool parse_link_faults(struct parse *p, char **w, int n, struct op_nstopo_link *l)
+{
+    bool loss = false, delay = false;
+    for (int i = 7; i < n; i += 2) {
+        if (i + 1 >= n)
+            return FAIL(p, "'%s' wants a value", w[i]);
+        if (strcmp(w[i], "loss") == 0 && !loss) {
+            if (!parse_loss(w[i + 1], &l->loss))
+                return FAIL(p, "bad loss '%s' (a percentage: e.g. 1%%, 0.5%%)", w[i + 1]);
+            loss = true;
+        } else if (strcmp(w[i], "delay") == 0 && !delay) {
+            if (!parse_delay(w[i + 1], &l->delay_us))
+                return FAIL(p, "bad delay '%s' (e.g. 100us, 2ms; at most 1000ms)", w[i + 1]);
+            delay = true;
+        } else {
+            return FAIL(p, "'%s' after the queue: loss P%% or delay D, once each", w[i]);
+        }
+    }
+    return true;
+}
+
 static bool parse_topo_name(struct parse *p, char **w, int n)
 {
     if (n != 2)
@@ -186,8 +232,8 @@ static bool parse_link(struct parse *p, char **w, int n)
 {
     struct op_nstopo *t = p->t;
     struct op_nstopo_link l = {0};
-    if (n != 7 || strcmp(w[3], "rate") != 0 || strcmp(w[5], "queue") != 0)
-        return FAIL(p, "link wants: link A B rate RATE queue SIZE");
+    if (n < 7 || strcmp(w[3], "rate") != 0 || strcmp(w[5], "queue") != 0)
+        return FAIL(p, "link wants: link A B rate RATE queue SIZE [loss P%%] [delay D]");
     int a = op_nstopo_find(t, w[1]), b = op_nstopo_find(t, w[2]);
     if (a < 0 || b < 0)
         return FAIL(p, "link to undeclared node '%s'", a < 0 ? w[1] : w[2]);
@@ -200,6 +246,8 @@ static bool parse_link(struct parse *p, char **w, int n)
         return FAIL(p, "bad rate '%s' (e.g. 100mbit, 1gbit; 8kbit..100gbit)", w[4]);
     if (!parse_queue(w[6], &l.queue))
         return FAIL(p, "bad queue '%s' (bytes: e.g. 64kb, 1mb; 2kb..64mb)", w[6]);
+    if (!parse_link_faults(p, w, n, &l))
+        return false;
     if (t->n_links == OP_NSTOPO_MAX_LINKS)
         return FAIL(p, "more than %d links", OP_NSTOPO_MAX_LINKS);
     l.a = (uint16_t)a;

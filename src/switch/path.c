@@ -232,8 +232,10 @@ static void port_input(void *eng, struct op_frame *frames, int n, uint64_t now,
     struct sw_port *pt = eng;
     struct op_sw_path *p = pt->path;
     pt->c[OP_SW_PATH_C_rx_frames] += (uint64_t)n;
-    for (int i = 0; i < n; i++)
-        pt->c[classify(p, pt, &frames[i], now)]++;
+    for (int i = 0; i < n; i++) {
+        bool lost = pt->cfg.rx_drop_rate > 0 && op_rng_unit(&p->rx_loss) < pt->cfg.rx_drop_rate;
+        pt->c[lost ? OP_SW_PATH_C_drop_injected : classify(p, pt, &frames[i], now)]++;
+    }
     drain_inc(p, &p->incq);
 }
 
@@ -381,6 +383,7 @@ op_status_t op_sw_path_create(const struct op_sw_path_config *c, struct op_sw *s
     }
     p->cfg = *c;
     p->sw = sw;
+    op_rng_seed(&p->rx_loss, c->seed ^ 0x5deece66dull);
     p->has_own6 = c->own6.family == OP_AF_IPV6 && !op_addr_is_any(&c->own6);
     for (int i = 0; i < c->n_ports; i++) {
         struct sw_port *pt = &p->port[i];

@@ -48,6 +48,7 @@ struct op_sw_path {
     struct op_sw *sw;
     struct op_pktbuf in_mem, inc_mem; /* a frame's payload for the engine; its output */
     struct op_txq incq;
+    struct op_rng rx_loss; /* the ports' rx_drop_rate */
 };
 
 op_status_t path_shape_init(struct sw_port *pt, uint64_t now);

@@ -48,6 +48,12 @@ static op_status_t add_port(const struct op_nstopo *t, int self, const char *ifn
     pc->rate_bps = l->rate_bps;
     pc->queue_bytes = l->queue;
     pc->burst_bytes = op_nstopo_burst(l->rate_bps);
+    /* the link's faults each way: the peer's direction here too when the
+     * peer is a host, which has no injector */
+    pc->drop_rate = l->loss;
+    pc->delay_us = l->delay_us;
+    if (t->nodes[peer].role == OP_NSTOPO_HOST)
+        pc->rx_drop_rate = l->loss;
     peer_of[c->n_ports++] = peer;
     return OP_OK;
 }

@@ -63,6 +63,26 @@ static void expect_bad(const char *text, const char *why, uint32_t malformed)
 #define HEAD "topo x\nhost h1 10.0.0.1\ntor t1 10.0.0.254\n"
 #define LINK "link h1 t1 rate 1gbit queue 64kb\n"
 
+static void test_link_faults(void **state)
+{
+    (void)state;
+    struct op_nstopo_stats st;
+    char err[256];
+    assert_int_equal(op_nstopo_parse(HEAD "link h1 t1 rate 1gbit queue 64kb delay 250us loss 0.5%\n",
+                                     &topo, &st, err, sizeof(err)),
+                     OP_OK);
+    assert_int_equal(topo.links[0].delay_us, 250);
+    assert_true(topo.links[0].loss > 0.00499 && topo.links[0].loss < 0.00501);
+    assert_int_equal(op_nstopo_parse(HEAD "link h1 t1 rate 1gbit queue 64kb loss 100% delay 2ms\n",
+                                     &topo, &st, err, sizeof(err)),
+                     OP_OK);
+    assert_int_equal(topo.links[0].delay_us, 2000);
+    assert_true(topo.links[0].loss == 1.0);
+    assert_int_equal(op_nstopo_parse(HEAD LINK, &topo, &st, err, sizeof(err)), OP_OK);
+    assert_int_equal(topo.links[0].delay_us, 0);
+    assert_true(topo.links[0].loss == 0);
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
@@ -81,6 +101,16 @@ static void test_malformed(void **state)
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 99999999999999999999kb\n", "line 4: bad queue",
                1);
     expect_bad(HEAD "link h1 t1 rate 1gbit\n", "line 4: link wants", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb loss\n", "line 4: 'loss' wants a value", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb loss 1\n", "line 4: bad loss '1'", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb loss 101%\n", "line 4: bad loss", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb loss -1%\n", "line 4: bad loss", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb delay 2s\n", "line 4: bad delay '2s'", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb delay 1001ms\n", "line 4: bad delay", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb loss 1% loss 2%\n",
+               "line 4: 'loss' after the queue", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb jitter 1ms\n",
+               "line 4: 'jitter' after the queue", 1);
     expect_bad(HEAD "link h1 t9 rate 1gbit queue 64kb\n", "line 4: link to undeclared node 't9'",
                1);
     expect_bad(HEAD LINK "link t1 h1 rate 1gbit queue 64kb\n", "line 5: link t1-h1 given twice",
@@ -287,6 +317,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_example), cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_link_faults),
         cmocka_unit_test(test_next_hops),     cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_ipv6),     cmocka_unit_test(test_burst),
         cmocka_unit_test(test_switches_file), cmocka_unit_test(test_switches_file_refused),

@@ -97,7 +97,8 @@ static void assert_balanced(const struct rig *r, int ports)
         uint64_t fates = v[OP_SW_PATH_C_control] + v[OP_SW_PATH_C_forwarded] +
                          v[OP_SW_PATH_C_to_inc] + v[OP_SW_PATH_C_drop_no_route] +
                          v[OP_SW_PATH_C_drop_no_neigh] + v[OP_SW_PATH_C_drop_ttl] +
-                         v[OP_SW_PATH_C_drop_local] + v[OP_SW_PATH_C_drop_other];
+                         v[OP_SW_PATH_C_drop_local] + v[OP_SW_PATH_C_drop_other] +
+                         v[OP_SW_PATH_C_drop_injected];
         assert_int_equal(v[OP_SW_PATH_C_rx_frames], fates);
     }
 }
@@ -344,6 +345,27 @@ static void test_a_link_taken_down_loses_what_is_sent(void **state)
     op_sw_path_destroy(r.p);
 }
 
+static void test_loss_on_what_a_port_receives(void **state)
+{
+    (void)state;
+    struct op_sw_path_config c;
+    struct rig r;
+    rig_config(&c, 2);
+    c.ports[0].rx_drop_rate = 0.5;
+    rig_open(&r, &c, NULL);
+    learn_peer(&r, 1);
+    for (int i = 0; i < 400; i++)
+        inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, "maybe");
+    for (int k = 0; k < 10; k++)
+        run(&r);
+    uint64_t lost = ctr(&r, 0, OP_SW_PATH_C_drop_injected);
+    assert_in_range(lost, 140, 260); /* 200 expected; 6 sigma is 60 */
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 400 - lost);
+    assert_int_equal(r.m[1]->n_out, 400 - lost);
+    assert_balanced(&r, 2);
+    op_sw_path_destroy(r.p);
+}
+
 static void test_refuses_bad_configurations(void **state)
 {
     (void)state;
@@ -369,7 +391,8 @@ static const char net[] = "topo u\nspine s1 10.255.0.1 fd00:ff::1\nspine s2 10.2
                           "tor t1 10.1.0.254 fd00:1::fe\ntor t2 10.2.0.254 fd00:2::fe\n"
                           "host h1 10.1.0.1 fd00:1::1\nhost h2 10.1.0.2 fd00:1::2\n"
                           "host h3 10.2.0.1 fd00:2::1\n"
-                          "link h1 t1 rate 1gbit queue 256kb\nlink h2 t1 rate 1gbit queue 256kb\n"
+                          "link h1 t1 rate 1gbit queue 256kb loss 1% delay 100us\n"
+                          "link h2 t1 rate 1gbit queue 256kb\n"
                           "link h3 t2 rate 1gbit queue 256kb\n"
                           "link t1 s1 rate 2gbit queue 512kb\nlink t1 s2 rate 2gbit queue 512kb\n"
                           "link t2 s1 rate 2gbit queue 512kb\nlink t2 s2 rate 2gbit queue 512kb\n";
@@ -392,6 +415,10 @@ static void test_path_from_a_namespace_topology(void **state)
     assert_int_equal(c.ports[h1].queue_bytes, 256 * 1024);
     assert_int_equal(c.ports[h1].peer4.v4, 0x0a010001u);
     assert_int_equal(c.ports[s1].rate_bps, 2000000000ull);
+    /* the link's faults: both ways at the TOR's end of a host's link */
+    assert_true(c.ports[h1].drop_rate == 0.01 && c.ports[h1].rx_drop_rate == 0.01);
+    assert_int_equal(c.ports[h1].delay_us, 100);
+    assert_true(c.ports[s1].drop_rate == 0 && c.ports[s1].rx_drop_rate == 0);
     /* 6 other nodes, both families */
     assert_int_equal(c.n_routes, 2 * 6);
     for (int i = 0; i < c.n_routes; i++) {
@@ -430,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_inc_to_our_address_reaches_the_engine),
         cmocka_unit_test(test_egress_shaped_to_the_link_rate),
         cmocka_unit_test(test_a_link_taken_down_loses_what_is_sent),
+        cmocka_unit_test(test_loss_on_what_a_port_receives),
         cmocka_unit_test(test_refuses_bad_configurations),
         cmocka_unit_test(test_path_from_a_namespace_topology),
     };
