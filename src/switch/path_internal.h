@@ -13,6 +13,7 @@
  * frames keep their buffers: a slot parks the buffer it gave in exchange. */
 struct path_shaper {
     struct op_frame *ring;
+    uint64_t *held_at;  /* when each frame came to the queue */
     uint8_t **free_buf; /* a slot's spare buffer while it holds a frame */
     struct op_pktbuf mem;
     uint32_t head, n, cap;

@@ -34,9 +34,11 @@ op_status_t path_shape_init(struct sw_port *pt, uint64_t now)
         sh->burst_ns = MIN_BURST_NS;
     sh->cap = SHAPE_SLOTS;
     sh->ring = calloc(sh->cap, sizeof *sh->ring);
+    sh->held_at = calloc(sh->cap, sizeof *sh->held_at);
     sh->free_buf = calloc(sh->cap, sizeof *sh->free_buf);
-    op_status_t st = sh->ring != NULL && sh->free_buf != NULL ? op_pktbuf_init(&sh->mem, (int)sh->cap)
-                                                              : OP_ERR_NOMEM;
+    op_status_t st = sh->ring != NULL && sh->held_at != NULL && sh->free_buf != NULL
+                         ? op_pktbuf_init(&sh->mem, (int)sh->cap)
+                         : OP_ERR_NOMEM;
     if (st != OP_OK)
         return st;
     for (uint32_t i = 0; i < sh->cap; i++)
@@ -54,6 +56,7 @@ void path_shape_free(struct sw_port *pt)
     }
     op_pktbuf_free(&sh->mem);
     free(sh->ring);
+    free(sh->held_at);
     free(sh->free_buf);
     memset(sh, 0, sizeof *sh);
 }
@@ -81,12 +84,12 @@ static void send_now(struct sw_port *pt, struct op_io *io, struct op_frame *f, i
 
 /* Frame j of q into the FIFO: the slot takes its buffer, q's slot gets the
  * slot's spare one (a lent frame leaves the spare where it is). */
-static void hold(struct sw_port *pt, struct op_frameq *q, int j)
+static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
 {
     struct path_shaper *sh = &pt->sh;
     struct op_frame *f = &q->frames[j];
     if (sh->n == sh->cap || sh->bytes + f->len > pt->cfg.queue_bytes)
-        path_shape_release(pt, op_now_ns()); /* what may go goes first */
+        path_shape_release(pt, now); /* what may go goes first */
     if (sh->n == sh->cap || sh->bytes + f->len > pt->cfg.queue_bytes) {
         pt->c[OP_SW_PATH_C_queue_drops]++;
         if (f->lent != NULL)
@@ -95,6 +98,7 @@ static void hold(struct sw_port *pt, struct op_frameq *q, int j)
     }
     uint32_t s = (sh->head + sh->n++) % sh->cap;
     sh->ring[s] = *f;
+    sh->held_at[s] = now;
     sh->bytes += f->len;
     if (f->lent == NULL) {
         f->data = q->bufs[j] = sh->free_buf[s];
@@ -115,7 +119,7 @@ void path_shape_flush(void *ctx, struct op_io *io, struct op_frameq *q)
         return;
     }
     for (int j = 0; j < q->n; j++)
-        hold(pt, q, j);
+        hold(pt, q, j, now);
     q->n = 0;
     path_shape_release(pt, now);
 }
@@ -143,8 +147,16 @@ void path_shape_release(struct sw_port *pt, uint64_t now)
 {
     struct path_shaper *sh = &pt->sh;
     while (sh->n > 0) {
-        if (sh->free_at < now)
-            sh->free_at = now; /* an idle link saves no credit past the burst */
+        /* The link went idle when the queue did, and busy again when the
+         * head frame came: a release that runs late (the thread was not
+         * scheduled) sends what the link would have sent meanwhile, up to a
+         * burst more (more would be a burst the next hop's queue pays for),
+         * and an idle link saves no credit. */
+        uint64_t busy_from = sh->held_at[sh->head];
+        if (now > sh->burst_ns && busy_from < now - sh->burst_ns)
+            busy_from = now - sh->burst_ns;
+        if (sh->free_at < busy_from)
+            sh->free_at = busy_from;
         int k = 0;
         while (k < OP_IO_BURST && (uint32_t)k < sh->n && sh->free_at <= now + sh->burst_ns) {
             const struct op_frame *f = &sh->ring[(sh->head + (uint32_t)k) % sh->cap];

@@ -1,0 +1,241 @@
+"""`offpath switch --ports`: the switches on the path of a namespace topology
+(needs root). `offpath topo up` starts one in every TOR and SPINE; every
+frame between hosts crosses them (AF_XDP takes the whole port: the kernel
+of a TOR or SPINE forwards nothing), so ping, TCP, ordinary RoCEv2 and the
+INC traffic all go through them, at the links' rates, with the links'
+faults. Every test builds its own topology under a name of its own and
+removes it by that name whatever happens."""
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BIN, offpath
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "two-racks.topo")
+_count = [0]
+
+
+def our_netns(name):
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return sorted(l.split()[0] for l in out.splitlines() if l.startswith(f"opt-{name}-"))
+
+
+def pids_running(path):
+    """PIDs of processes whose command line names this topology file."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if path.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture
+def topo(tmp_path):
+    """Writes a topology under a fresh name; `down` on the way out."""
+    made = []
+
+    def write(text, edit=None):
+        _count[0] += 1
+        name = f"p{os.getpid() % 100000}x{_count[0]}"
+        text = re.sub(r"(?m)^topo \S+", f"topo {name}", text)
+        if edit is not None:
+            text = edit(text)
+        path = tmp_path / f"{name}.topo"
+        path.write_text(text)
+        made.append((str(path), name))
+        return str(path), name
+
+    yield write
+    for path, name in made:
+        offpath("topo", "down", path, timeout=60)
+        for ns in our_netns(name):  # by our own names only, should down have failed
+            subprocess.run(["ip", "netns", "del", ns])
+
+
+def run_in(path, host, *cmd, timeout=60):
+    return offpath("topo", "exec", path, host, "--", *cmd, timeout=timeout)
+
+
+def exit_counters(name, node):
+    """The switch's exit report (its last line, JSON), written when `down` stops it."""
+    with open(f"/run/offpath/topo-{name}-{node}.log") as f:
+        return json.loads(f.read().strip().splitlines()[-1])
+
+
+def assert_ports_balance(report):
+    for port, c in report["ports"].items():
+        fates = sum(c[k] for k in ("control", "forwarded", "to_inc", "drop_no_route",
+                                   "drop_no_neigh", "drop_ttl", "drop_local", "drop_other",
+                                   "drop_injected"))
+        assert c["rx_frames"] == fates, (port, c)
+
+
+SERVER = """
+import hashlib, socket, sys
+s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 15001)); s.listen(1); s.settimeout(30)
+print('listening', flush=True)
+c, _ = s.accept(); h = hashlib.sha256(); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    h.update(b); n += len(b)
+print(n, h.hexdigest(), flush=True)
+"""
+
+CLIENT = """
+import os, socket, sys
+data = bytes(range(256)) * (int(sys.argv[2]) // 256)
+s = socket.create_connection((sys.argv[1], 15001), timeout=30)
+s.sendall(data); s.close()
+"""
+
+
+def tcp_transfer(path, src, dst, dst_addr, size):
+    """size bytes over TCP from src to dst_addr (dst's): what dst received."""
+    server = subprocess.Popen([BIN, "topo", "exec", path, dst, "--", sys.executable, "-c", SERVER,
+                               dst_addr], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        r = run_in(path, src, sys.executable, "-c", CLIENT, dst_addr, str(size))
+        assert r.returncode == 0, r.stderr
+        got = server.stdout.readline().split()
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return int(got[0]), got[1]
+
+
+def test_everything_crosses_the_switches(topo):
+    path, name = topo(open(EXAMPLE).read())
+    r = offpath("topo", "up", path, "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["switches"] == 4
+    # ARP/NDP answered by the switches, ICMP forwarded, both families
+    r = run_in(path, "h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.2.0.4")
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    r = run_in(path, "h3", "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "fd00:2::2")
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    r = run_in(path, "h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.254")
+    assert r.returncode == 0, r.stdout  # the switch answers for its own address
+    # TCP across the racks, every byte
+    size = 4 << 20
+    n, digest = tcp_transfer(path, "h1", "h6", "10.2.0.2", size)
+    assert n == size
+    assert digest == hashlib.sha256(bytes(range(256)) * (size // 256)).hexdigest()
+    n, _ = tcp_transfer(path, "h7", "h2", "fd00:1::2", 1 << 20)
+    assert n == 1 << 20
+    # an ordinary RoCEv2 RDMA write test, data validated
+    server = subprocess.Popen([BIN, "topo", "exec", path, "h8", "--", BIN, "ib_write_bw", "-s",
+                               "65536", "-n", "300"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(0.5)
+        r = run_in(path, "h4", BIN, "ib_write_bw", "-s", "65536", "-n", "300", "10.2.0.4")
+        assert r.returncode == 0 and "data check ok" in r.stdout, r.stdout + r.stderr
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+    # INC through the same switches, a leader on every host
+    r = offpath("inc_test", "--topo", path, "--iters", "40", "--count", "2048", "--json",
+                timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    assert our_netns(name) == [] and pids_running(path) == []
+    t1 = exit_counters(name, "t1")
+    assert_ports_balance(t1)
+    for node in ("t2", "s1", "s2"):
+        assert_ports_balance(exit_counters(name, node))
+    assert t1["results_sent"] > 0 and t1["ports"]["h1"]["to_inc"] > 0
+    assert t1["ports"]["h4"]["forwarded"] > 300  # the RDMA writes
+    assert t1["ports"]["h1"]["control"] > 0  # h1 asked for its gateway
+    crossing = sum(exit_counters(name, s)["ports"]["t1"]["forwarded"] for s in ("s1", "s2"))
+    assert crossing > 0
+
+
+def test_lossy_link_and_a_link_down_mid_job(topo):
+    """1% loss on h1's link (both ways), and t1's port to h2 down for a
+    second while the job runs: every result still exact."""
+    path, name = topo(open(EXAMPLE).read(),
+                      lambda t: t.replace("link h1 t1 rate 1gbit queue 256kb",
+                                          "link h1 t1 rate 1gbit queue 256kb loss 1%"))
+    r = offpath("topo", "up", path, "--no-switches", timeout=120)
+    assert r.returncode == 0 and "0 switches" in r.stdout, r.stdout + r.stderr
+    procs = []
+    try:
+        for sw in ("s1", "s2", "t1", "t2"):
+            extra = ["--link-down", "h2@300+1000"] if sw == "t1" else []
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"opt-{name}-{sw}", BIN, "switch", "--topology", path,
+                 "--name", sw, "--ports", "all", "--json", *extra],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        time.sleep(1.0)
+        assert all(p.poll() is None for p in procs)
+        r = offpath("inc_test", "--topo", path, "--iters", "400", "--count", "256", "--json",
+                    timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+        assert rep["leader_retransmissions"] > 0  # the loss and the link down were felt
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        outs = [p.communicate(timeout=30)[0] for p in procs]
+    t1 = json.loads(outs[2].strip().splitlines()[-1])
+    assert_ports_balance(t1)
+    assert t1["ports"]["h2"]["injected_drops"] > 0  # the link down
+    assert t1["ports"]["h1"]["injected_drops"] + t1["ports"]["h1"]["drop_injected"] > 0
+    assert t1["ports"]["h3"]["injected_drops"] == 0
+
+
+def test_down_after_up_was_killed_leaves_nothing(topo):
+    path, name = topo(open(EXAMPLE).read())
+    up = subprocess.Popen([BIN, "topo", "up", path], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    # killed while it starts the switches: after the first is running
+    while time.time() < deadline and not pids_running(path)[1:] and up.poll() is None:
+        time.sleep(0.01)
+    up.kill()
+    up.wait()
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    assert our_netns(name) == []
+    assert pids_running(path) == []
+    out = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+                         text=True).stdout
+    assert name not in out
+
+
+def test_bad_ports_refused():
+    r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "h1,h9")
+    assert r.returncode == 2 and "h9" in r.stderr
+    r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "h1,h2")
+    assert r.returncode == 2 and "no port towards s1" in r.stderr
+    r = offpath("switch", "--topology", EXAMPLE, "--name", "h1", "--ports", "all")
+    assert r.returncode == 2 and "h1 is no TOR or SPINE" in r.stderr
+    r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "all",
+                "--port-loss", "h7=0.1")
+    assert r.returncode == 2 and "--port-loss" in r.stderr
+    r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "all",
+                "--link-down", "10.1.0.1@1+1")
+    assert r.returncode == 2 and "--link-down" in r.stderr
