@@ -138,7 +138,8 @@ OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
     X(tx_no_neigh)    /* engine packets for a next hop not known */                                \
     X(neigh_asked)                                                                                 \
     X(queue_drops)    /* the shaped egress queue was full */                                       \
-    X(injected_drops) /* the port's loss injector, or the link taken down */
+    X(injected_drops) /* the port's loss injector, or the link taken down */                   \
+    X(rx_ring_lost)   /* af_xdp: lost before we read them (our ring full, the kernel) */
 
 enum op_sw_path_counter {
 #define OP_SW_PATH_ENUM_(n) OP_SW_PATH_C_##n,

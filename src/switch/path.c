@@ -298,6 +298,7 @@ static op_status_t open_port(struct op_sw_path *p, struct sw_port *pt, const str
     } else {
         pt->io = pt->cfg.io;
     }
+    pt->base = pt->io;
     if (st == OP_OK && op_io_local_mac(pt->io, pt->mac) != OP_OK)
         st = OP_ERR_INVAL;
     if (st == OP_OK && (pt->cfg.drop_rate > 0 || pt->cfg.dup_rate > 0 || pt->cfg.delay_us > 0)) {
@@ -440,9 +441,13 @@ void op_sw_path_counters(const struct op_sw_path *p, int port, uint64_t out[OP_S
 {
     const struct sw_port *pt = &p->port[port];
     memcpy(out, pt->c, sizeof pt->c);
-    uint64_t fc[OP_FAULT_C_COUNT_];
+    uint64_t fc[OP_FAULT_C_COUNT_], xc[OP_IO_XDP_C_COUNT_];
     op_io_fault_counters(pt->io, fc);
     out[OP_SW_PATH_C_injected_drops] += fc[OP_FAULT_C_dropped];
+    if (pt->base != NULL) {
+        op_io_xdp_counters(pt->base, xc);
+        out[OP_SW_PATH_C_rx_ring_lost] = xc[OP_IO_XDP_C_rx_ring_full] + xc[OP_IO_XDP_C_rx_kernel_dropped];
+    }
 }
 
 static const char *const path_counter_names[] = {OP_SW_PATH_COUNTERS(OP_COUNTER_NAME)};

@@ -31,6 +31,7 @@ struct sw_port {
     int index;
     struct op_sw_port_config cfg;
     struct op_io *io; /* cfg.io or the af_xdp one, under a fault layer when asked */
+    struct op_io *base; /* the backend itself, below the fault layer */
     struct op_loop *loop;
     struct op_frameq *fq; /* the loop's: what leaves by this port */
     uint8_t mac[6], peer_mac[6];
