@@ -1,11 +1,7 @@
-/* The mock frame backend (frame_mock.h). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
+/* The mock frame backend (frame_mock.h); no cmocka here: the fuzz targets
+ * use it too. */
 #include <stdlib.h>
 #include <string.h>
-
-#include <cmocka.h>
 
 #include "frame_mock.h"
 
@@ -48,7 +44,8 @@ static const struct op_io_ops mock_ops = {
 struct mock *mock_new_mac(const uint8_t mac[6])
 {
     struct mock *m = calloc(1, sizeof *m);
-    assert_non_null(m);
+    if (m == NULL) /* a test without memory: nothing to test */
+        abort();
     m->io.ops = &mock_ops;
     m->io.has_mac = true;
     memcpy(m->io.mac, mac, 6);
