@@ -32,6 +32,9 @@ struct op_inctest_config {
      * are used (tors: its TORs), each leader runs in the namespace of the
      * host whose address it takes */
     const char *topo;
+    /* each TOR's leaders take its hosts from this one on (0: the first):
+     * a second job on other hosts of the same TORs and SPINEs */
+    int first_host;
     const char *workdir;  /* where topology and stats files go */
     struct op_pcap *pcap; /* what the switches it starts receive and send; NULL: none */
     bool udp_batching;    /* switches' and leaders' ports (op_io_udp_batching) */

@@ -34,6 +34,8 @@ static void help(void)
            "  --window N      slots per group (default 32)\n"
            "  --max-data B    data bytes per packet, multiple of 8 (default 1024)\n"
            "  --port N        UDP port of the fabric (default 4791)\n"
+           "  --first-host K  each TOR's leaders on its hosts from the K-th on (default 0):\n"
+           "                  another job beside one on the first hosts\n"
            "  --net N         use addresses 127.N.x.y, 127.N+1.0.t, 127.N+2.0.s (default 10)\n"
            "  --deadline-ms M bound on each join/allreduce/leave (default 10000)\n"
            "  --rto-us U      retransmission timeout until round trips are measured (default 5000)\n"
@@ -49,7 +51,7 @@ static void help(void)
 }
 
 enum { O_LEADERS = 256, O_TORS, O_SPINES, O_COUNT, O_TYPE, O_OP, O_ITERS, O_WARMUP, O_DROP,
-       O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT, O_TOPO,
+       O_DUP, O_DELAY, O_WINDOW, O_DATA, O_PORT, O_NET, O_DEADLINE, O_RTO, O_SEED, O_CONNECT, O_TOPO, O_FIRST_HOST,
        O_JSON, O_QUIET, O_PCAP, O_HELP };
 
 static const struct option options[] = {
@@ -59,7 +61,7 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"window", 1, 0, O_WINDOW},
     {"max-data", 1, 0, O_DATA}, {"port", 1, 0, O_PORT}, {"net", 1, 0, O_NET},
     {"deadline-ms", 1, 0, O_DEADLINE}, {"rto-us", 1, 0, O_RTO}, {"seed", 1, 0, O_SEED},
-    {"connect", 1, 0, O_CONNECT}, {"topo", 1, 0, O_TOPO}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
+    {"connect", 1, 0, O_CONNECT}, {"topo", 1, 0, O_TOPO}, {"first-host", 1, 0, O_FIRST_HOST}, {"json", 0, 0, O_JSON}, {"quiet", 0, 0, O_QUIET},
     {"pcap", 1, 0, O_PCAP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_number(int opt, const char *val, struct op_inctest_config *c)
@@ -80,6 +82,7 @@ static bool set_number(int opt, const char *val, struct op_inctest_config *c)
         c->max_data = (uint16_t)v; return true;
     case O_PORT: if (!cli_u64(tool, "--port", val, 1, 65535, &v)) return false; c->port = (uint16_t)v; return true;
     case O_NET: if (!cli_u64(tool, "--net", val, 1, 250, &v)) return false; c->net = (uint8_t)v; return true;
+    case O_FIRST_HOST: if (!cli_u64(tool, "--first-host", val, 0, 65535, &v)) return false; c->first_host = (int)v; return true;
     case O_DEADLINE: return cli_u64(tool, "--deadline-ms", val, 1, 3600000, &c->deadline_ms);
     case O_RTO: return cli_u64(tool, "--rto-us", val, 10, 10000000, &c->rto_us);
     case O_SEED: return cli_u64(tool, "--seed", val, 0, UINT64_MAX, &c->seed);

@@ -79,10 +79,10 @@ static int layout_from_topo(const struct op_inctest_config *cfg, const struct op
         if (t == cfg->tors)
             break;
         int lo = it_first_leader(cfg, t), hi = it_first_leader(cfg, t + 1);
-        if ((uint64_t)(hi - lo) > (uint64_t)s->host_hi - s->host_lo + 1)
+        if ((uint64_t)(hi - lo) + (uint64_t)cfg->first_host > (uint64_t)s->host_hi - s->host_lo + 1)
             return -1;
         for (int l = lo; l < hi; l++)
-            lay->leader_ip[l] = s->host_lo + (uint32_t)(l - lo);
+            lay->leader_ip[l] = s->host_lo + (uint32_t)cfg->first_host + (uint32_t)(l - lo);
         lay->tor_ip[t++] = s->ip;
         lay->port = s->port;
     }
