@@ -97,7 +97,8 @@ struct op_nstopo_cfg {
     bool verbose;           /* print each command as it runs */
     bool no_switches;       /* up: no switch on the path (the kernel forwards) */
     const char *host;       /* exec: name or address */
-    char *const *argv;      /* exec: the command, NULL-terminated */
+    char *const *argv;      /* exec: the command; up: the switches' extra options
+                             * (NULL-terminated; NULL: none) */
 };
 
 /* Run one action; returns the process exit status (exec: the command's;

@@ -20,7 +20,7 @@ static const struct option options[] = {{"json", 0, 0, 'j'},
 
 static void help(void)
 {
-    printf("Usage: offpath topo up FILE [--no-switches] [--state PATH] [--json] [-v]\n"
+    printf("Usage: offpath topo up FILE [--no-switches] [--state PATH] [--json] [-v] [-- SWITCH OPTIONS]\n"
            "       offpath topo down FILE [--state PATH] [--json]\n"
            "       offpath topo hosts FILE [--json]\n"
            "       offpath topo switches FILE [--json]\n"
@@ -31,7 +31,8 @@ static void help(void)
            "every tor and spine an `offpath switch --ports all` on the path: it forwards\n"
            "every frame at the links' rates and aggregates INC (its output and counters in\n"
            "/run/offpath/topo-<topo>-<node>.log and .json). Needs root.\n\n"
-           "  up      build it; refuses when any of its namespaces exists\n"
+           "  up      build it; refuses when any of its namespaces exists; options after\n"
+           "          '--' go to every switch (e.g. -- --window 128 --max-data 1408)\n"
            "  down    stop every process in its namespaces, remove every namespace (and so\n"
            "          every veth and XDP program) it made, also after up was killed: the\n"
            "          state file lists them before they exist\n"
@@ -113,8 +114,10 @@ int cli_topo(int argc, char **argv)
             return 2;
         }
         cfg.argv = argv + cut + 1;
+    } else if (cfg.action == OP_NSTOPO_UP && cut != argc && !cfg.no_switches) {
+        cfg.argv = argv + cut + 1; /* the switches' own options */
     } else if (cut != argc) {
-        cli_bad(TOOL, "'--' and a command belong to exec only");
+        cli_bad(TOOL, "'--' and what follows belong to exec, or to up's switches");
         return 2;
     }
     if (cfg.state != NULL && cfg.state[0] == '\0') {

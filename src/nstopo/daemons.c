@@ -26,7 +26,7 @@
 /* The child: its namespace, its own session (a terminal's ^C or the end of
  * `up` does not reach it), its output to its log, then the switch. */
 static void switch_child(const struct op_nstopo *t, int node, const char *exe, const char *file,
-                         int ready)
+                         int ready, char *const *extra)
 {
     char ns[128], path[192], log[256], stats[256], fd[16];
     op_nstopo_netns(t, node, ns, sizeof(ns));
@@ -39,9 +39,17 @@ static void switch_child(const struct op_nstopo *t, int node, const char *exe, c
     if (nsfd < 0 || out < 0 || setns(nsfd, CLONE_NEWNET) != 0 || setsid() < 0 ||
         dup2(out, 1) < 0 || dup2(out, 2) < 0 || fcntl(ready, F_SETFD, 0) != 0)
         _exit(127);
-    const char *argv[] = {exe, "switch", "--topology", file, "--name", t->nodes[node].name,
-                          "--ports", "all", "--json", "--stats-json", stats, "--ready-fd", fd,
-                          NULL};
+    /* Leaders size their chunks to their links' MTU and ask for a window
+     * that fills a rate-limited link: the switches take what they ask, up
+     * to INC's largest packet and 128 slots (extra options come after and
+     * override) */
+    const char *argv[64] = {exe, "switch", "--topology", file, "--name", t->nodes[node].name,
+                            "--ports", "all", "--json", "--stats-json", stats, "--ready-fd", fd,
+                            "--max-data", "4096", "--window", "128"};
+    int n = 17;
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
     execv(exe, (char *const *)argv);
     _exit(127);
 }
@@ -56,7 +64,8 @@ static bool wait_ready(int r)
            read(r, buf, sizeof(buf)) > 0;
 }
 
-static bool start_one(const struct op_nstopo *t, int node, const char *exe, const char *file)
+static bool start_one(const struct op_nstopo *t, int node, const char *exe, const char *file,
+                      char *const *extra)
 {
     int pipefd[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pipefd) != 0)
@@ -65,7 +74,7 @@ static bool start_one(const struct op_nstopo *t, int node, const char *exe, cons
     pid_t pid = fork();
     if (pid == 0) {
         close(pipefd[0]);
-        switch_child(t, node, exe, file, pipefd[1]);
+        switch_child(t, node, exe, file, pipefd[1], extra);
     }
     close(pipefd[1]);
     bool ok = pid > 0 && wait_ready(pipefd[0]);
@@ -79,7 +88,7 @@ static bool start_one(const struct op_nstopo *t, int node, const char *exe, cons
     return ok;
 }
 
-int nstopo_start_switches(const struct op_nstopo *t, const char *file)
+int nstopo_start_switches(const struct op_nstopo *t, const char *file, char *const *extra)
 {
     char exe[4096], abs[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -93,7 +102,7 @@ int nstopo_start_switches(const struct op_nstopo *t, const char *file)
     for (int i = 0; i < t->n_nodes; i++) {
         if (t->nodes[i].role == OP_NSTOPO_HOST)
             continue;
-        if (!start_one(t, i, exe, abs))
+        if (!start_one(t, i, exe, abs, extra))
             return -1;
         started++;
     }

@@ -188,7 +188,7 @@ static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
     fprintf(u.state, "topo %s\n", t->name);
     bool ok = op_nstopo_plan(t, up_emit, &u);
     fclose(u.state);
-    int switches = ok && !cfg->no_switches ? nstopo_start_switches(t, cfg->file) : 0;
+    int switches = ok && !cfg->no_switches ? nstopo_start_switches(t, cfg->file, cfg->argv) : 0;
     if (!ok || switches < 0) {
         remove_all(t, state, true);
         return 1;

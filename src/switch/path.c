@@ -153,13 +153,12 @@ static bool is_multicast(const struct op_addr *a)
     return a->family == OP_AF_IPV6 ? a->v6[0] == 0xff : (a->v4 >> 28) == 0xe || a->v4 == ~0u;
 }
 
-static void to_engine(struct op_sw_path *p, const struct op_frame *f, uint64_t now)
+/* The payload in place: the engine reads it and copies what it keeps. */
+static void to_engine(struct op_sw_path *p, struct op_frame *f, uint64_t now)
 {
-    struct op_pkt *pkt = &p->in_mem.pkts[0];
-    memcpy(pkt->data, f->data + f->info.payload_off, f->info.payload_len);
-    pkt->len = f->info.payload_len;
-    pkt->flow = f->info.flow;
-    op_sw_input(p->sw, pkt, now, &p->incq);
+    const struct op_pkt pkt = {.flow = f->info.flow, .len = f->info.payload_len,
+                               .data = f->data + f->info.payload_off};
+    op_sw_input(p->sw, &pkt, now, &p->incq);
 }
 
 /* ARP, NDP and echo: answered on the port they came by when they are for
@@ -355,9 +354,7 @@ static op_status_t build(struct op_sw_path *p, const struct op_log *log, char *e
             snprintf(err, errlen, "route %d: a destination given twice", i);
             return OP_ERR_INVAL;
         }
-    op_status_t st = op_pktbuf_init(&p->in_mem, 1);
-    if (st == OP_OK)
-        st = op_pktbuf_init(&p->inc_mem, INC_QUEUE);
+    op_status_t st = op_pktbuf_init(&p->inc_mem, INC_QUEUE);
     if (st != OP_OK)
         return st;
     p->incq = (struct op_txq){.pkts = p->inc_mem.pkts, .cap = INC_QUEUE, .flush = drain_inc,
@@ -418,7 +415,6 @@ void op_sw_path_destroy(struct op_sw_path *p)
         else if (pt->cfg.io != NULL)
             op_io_close(pt->cfg.io); /* not reached by open_port: still ours */
     }
-    op_pktbuf_free(&p->in_mem);
     op_pktbuf_free(&p->inc_mem);
     free(p);
 }

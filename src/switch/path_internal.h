@@ -48,7 +48,7 @@ struct op_sw_path {
     struct sw_port port[OP_SW_MAX_PORTS];
     struct op_loop *loops[OP_SW_MAX_PORTS];
     struct op_sw *sw;
-    struct op_pktbuf in_mem, inc_mem; /* a frame's payload for the engine; its output */
+    struct op_pktbuf inc_mem; /* the engine's output */
     struct op_txq incq;
     struct op_rng rx_loss; /* the ports' rx_drop_rate */
 };
