@@ -174,6 +174,11 @@ static int use_net(struct it_run *r, struct op_inctest_config *cfg)
         return -1;
     }
     cfg->connect = r->topo_path;
+    /* the links are veths of Ethernet's MTU: a leader's chunk in one frame
+     * (1500 - IPv4, UDP, BTH, DETH, INC header and ICRC, to 8 bytes), as
+     * a fragment would not cross the switches on the path */
+    if (cfg->max_data == 0)
+        cfg->max_data = 1408;
     return 0;
 }
 

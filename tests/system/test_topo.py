@@ -201,7 +201,7 @@ def test_malformed_and_bad_parameters(topo, tmp_path):
         (["topo", "up"], "up expects one FILE"),
         (["topo", "hosts", str(tmp_path / "none.topo")], "cannot read"),
         (["topo", "exec", path, "h1"], "exec expects a COMMAND"),
-        (["topo", "hosts", path, "--", "ls"], "belong to exec only"),
+        (["topo", "hosts", path, "--", "ls"], "belong to exec, or to up"),
         (["topo", "up", path, "--bogus"], "bogus"),
     ]
     for args, why in cases:
