@@ -162,6 +162,19 @@ static bool record_member(struct op_sw *sw, const struct sw_key *key, uint32_t i
     return true;
 }
 
+/* Where the master of a query listens: it queried through this TOR too
+ * (every leader does, the master included), so its port is among the
+ * pending members; until its query came, the fabric's port. */
+static uint16_t master_port(struct op_sw *sw, const struct sw_key *key,
+                            const struct op_inc_ctrl *c)
+{
+    const struct sw_pending *p = sw_pending_find(sw, key);
+    for (uint16_t i = 0; p != NULL && i < p->n; i++)
+        if (p->m[i].ip == c->dst_ip && p->m[i].rank == c->dst_rank)
+            return p->m[i].port;
+    return sw->me->port;
+}
+
 static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct op_inc_hdr *h,
                             struct op_inc_ctrl *c, uint64_t now, struct op_txq *out)
 {
@@ -187,7 +200,7 @@ static void query_from_host(struct op_sw *sw, const struct op_pkt *pkt, struct o
             sw->c[OP_SW_C_drop_no_route]++;
             return;
         }
-        send_ctrl(sw, out, c->dst_ip, sw->me->port, h, c);
+        send_ctrl(sw, out, c->dst_ip, master_port(sw, &key, c), h, c);
         return;
     }
     for (int u = 0; u < sw->me->n_up; u++) {
@@ -231,7 +244,8 @@ static void query_from_spine(struct op_sw *sw, struct op_inc_hdr *h, struct op_i
     and_caps(sw, c);
     count_hop(c);
     c->tor2_ip = sw->me->ip;
-    send_ctrl(sw, out, c->dst_ip, sw->me->port, h, c);
+    struct sw_key key = ctrl_key(c);
+    send_ctrl(sw, out, c->dst_ip, master_port(sw, &key, c), h, c);
 }
 
 /* ---- notify */

@@ -116,8 +116,12 @@ enum sw_side sw_side_of(const struct op_sw *sw, uint32_t ip, uint16_t port)
 {
     const struct op_topo_switch *me = sw->me;
     if (!me->spine) {
-        if (ip >= me->host_lo && ip <= me->host_hi && port == me->port)
+        /* a host's leaders from any port: the processes of a node share its
+         * address, each leader on a port of its own (a RoCEv2 NIC would
+         * tell them apart by queue pair); a member is known by both */
+        if (ip >= me->host_lo && ip <= me->host_hi)
             return SIDE_BELOW;
+        (void)port;
         return sw_is_uplink(sw, ip) ? SIDE_ABOVE : SIDE_NONE;
     }
     for (int i = 0; i < sw->topo.n; i++) {

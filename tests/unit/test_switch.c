@@ -609,6 +609,43 @@ static void test_sw_payload_over_group_max(void **state)
     rig_free(&r);
 }
 
+/* A query sealed for src:port, as a leader on that port sends it. */
+static size_t ctrl_from_port(uint32_t src, uint16_t port, uint32_t rank, unsigned type,
+                             uint16_t members, uint8_t *pkt)
+{
+    size_t n = build_ctrl(src, rank, type, members, pkt);
+    struct op_flow f = {.src.v4 = src, .dst.v4 = TOR_IP, .src_port = port, .dst_port = PORT};
+    return op_icrc_seal(&f, pkt, n - OP_ICRC_LEN, OP_IO_BUF_SIZE);
+}
+
+/* The leaders of a node's second socket share its address on a port of
+ * their own: the queries reach the master on its port, the notify reaches
+ * each member on its own, and a leader on the fabric's port of the same
+ * host stays apart. */
+static void test_sw_leaders_off_the_fabric_port(void **state)
+{
+    (void)state;
+    struct rig r;
+    rig_init(&r, NULL);
+    uint8_t pkt[OP_IO_BUF_SIZE];
+    const uint16_t other = PORT + 3;
+    feed_at(&r, HOST(1), other, pkt, ctrl_from_port(HOST(1), other, 0, OP_INC_CTRL_QUERY, 2, pkt));
+    feed_at(&r, HOST(2), other, pkt, ctrl_from_port(HOST(2), other, 1, OP_INC_CTRL_QUERY, 2, pkt));
+    assert_int_equal(r.n_out, 2);
+    for (int i = 0; i < 2; i++) { /* both to the master, on its port */
+        assert_int_equal(r.out_flow[i].dst.v4, HOST(1));
+        assert_int_equal(r.out_flow[i].dst_port, other);
+    }
+    rig_clear(&r);
+    feed_at(&r, HOST(1), other, pkt, ctrl_from_port(HOST(1), other, 0, OP_INC_CTRL_NOTIFY, 2, pkt));
+    assert_int_equal(r.n_out, 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(r.out_flow[i].dst_port, other);
+    assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_groups_live], 1);
+    assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_drop_not_member], 0);
+    rig_free(&r);
+}
+
 static void test_sw_hostile_control(void **state)
 {
     (void)state;
@@ -616,14 +653,23 @@ static void test_sw_hostile_control(void **state)
     rig_init(&r, NULL);
     rig_join(&r, 2);
     uint8_t pkt[OP_IO_BUF_SIZE];
-    /* from under no TOR, or from a member's address but another port */
+    /* from under no TOR, or from a member's address but another port (a
+     * leader of another group on that host: no member of this one) */
     expect_drop(&r, STRANGER, pkt, build_ctrl(STRANGER, 0, OP_INC_CTRL_QUERY, 2, pkt),
                 OP_SW_C_drop_not_member);
+    struct op_inc_ctrl kc;
     size_t n = build_ctrl(HOST(1), 0, OP_INC_CTRL_KILL, 2, pkt);
+    assert_int_equal(op_inc_ctrl_decode(pkt + OP_INC_PREFIX_LEN, OP_INC_CTRL_LEN, &kc), OP_OK);
+    struct op_inc_hdr kh = {.version = OP_INC_VERSION, .kind = OP_INC_KIND_CTRL,
+                            .group_id = r.group, .token = r.token};
+    uint8_t kp[OP_INC_CTRL_LEN];
+    op_inc_ctrl_encode(&kc, kp);
+    n = build(HOST(1), &kh, kp, sizeof(kp), pkt);
     struct op_flow f = {.src.v4 = HOST(1), .dst.v4 = TOR_IP, .src_port = 9, .dst_port = PORT};
     n = op_icrc_seal(&f, pkt, n - OP_ICRC_LEN, sizeof(pkt));
     feed_at(&r, HOST(1), 9, pkt, n);
     assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_drop_not_member], 2);
+    assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_groups_freed], 0);
     /* a query naming someone else as its sender */
     n = build_ctrl(HOST(2), 0, OP_INC_CTRL_QUERY, 2, pkt);
     f = (struct op_flow){.src.v4 = HOST(3), .dst.v4 = TOR_IP, .src_port = PORT, .dst_port = PORT};
@@ -847,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_sw_hostile_data),
         cmocka_unit_test(test_sw_payload_over_group_max),
         cmocka_unit_test(test_sw_hostile_control),
+        cmocka_unit_test(test_sw_leaders_off_the_fabric_port),
         cmocka_unit_test(test_sw_lease),
         cmocka_unit_test(test_sw_create_rejects_bad_config),
         cmocka_unit_test(test_sw_counter_names_and_stats),
