@@ -18,6 +18,11 @@ struct op_fabric_opts {
     bool udp_batching;         /* the switches' ports (op_io_udp_batching) */
     struct op_pcap *pcap; /* each switch captures into a file of its own in
                            * workdir; op_fabric_stop merges them into this */
+    /* Called in switch sw's own process before it opens its port (NULL:
+     * none), e.g. to enter the switch's network namespace; a non-OK status
+     * (said on stderr by enter) ends that switch, and so its start. */
+    op_status_t (*enter)(int sw, void *ctx);
+    void *enter_ctx;
 };
 
 struct op_fabric;

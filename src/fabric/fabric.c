@@ -73,6 +73,8 @@ static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd,
         _exit(1);
     /* the switch's counters come back through their pipe, not its report */
     (void)!freopen("/dev/null", "w", stdout);
+    if (f->o.enter != NULL && f->o.enter(i, f->o.enter_ctx) != OP_OK)
+        _exit(1);
     switch_config(f, i, ready_fd, counters_fd, &rc);
     op_log_init(&log, "switch", OP_LOG_WARNING);
     rc.sw.log = &log;

@@ -21,7 +21,7 @@
 
 static uint16_t host_port_number(void)
 {
-    return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
+    return (uint16_t)(opm.port_base < UINT16_MAX ? opm.port_base + 1 : opm.port_base - 1);
 }
 
 static op_status_t ensure_port(void)
