@@ -14,6 +14,8 @@ struct op_fabric_opts {
     const char *workdir;   /* where their JSON counters go */
     double drop_rate, dup_rate;
     uint32_t delay_us;
+    const char *faulty;        /* the one switch (by name) that injects the faults
+                                * above, the rest none; NULL: every switch */
     uint16_t window, max_data; /* 0: the switch's default */
     bool udp_batching;         /* the switches' ports (op_io_udp_batching) */
     struct op_pcap *pcap; /* each switch captures into a file of its own in

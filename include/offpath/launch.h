@@ -22,6 +22,7 @@ struct op_launch_config {
     enum op_launch_mpi mpi;
     enum op_mode mode;
     double drop_rate, dup_rate;
+    const char *fault_switch; /* the one switch that drops/duplicates; NULL: all */
     uint16_t max_data, window; /* switch limits: data bytes per packet, slots per group */
     uint8_t net;
     uint16_t port;

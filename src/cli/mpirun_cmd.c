@@ -35,6 +35,8 @@ static void help(void)
            "                    probability P\n"
            "  --dup-rate P      switches (host mode: leaders) duplicate each sent packet\n"
            "                    with probability P\n"
+           "  --fault-switch S  only switch S (its name: t0.., s0.., or --topo's) drops and\n"
+           "                    duplicates; the others pass all (default: every switch)\n"
            "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
            "  --max-data B      switches' data bytes per packet, multiple of 8 (4096)\n"
            "  --window N        switches' slots per group (32)\n"
@@ -58,7 +60,7 @@ static void help(void)
 
 enum { O_NODES = 256, O_PPN, O_SOCKETS, O_TORS, O_SPINES, O_MODE, O_MPI, O_TCP, O_DROP, O_DUP,
        O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_DATA, O_WINDOW, O_TOPO,
-       O_HELP };
+       O_FAULT_SWITCH, O_HELP };
 
 static const struct option options[] = {
     {"nodes", 1, 0, O_NODES}, {"ppn", 1, 0, O_PPN}, {"sockets", 1, 0, O_SOCKETS},
@@ -67,7 +69,7 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"deadline-ms", 1, 0, O_DEADLINE}, {"net", 1, 0, O_NET},
     {"port", 1, 0, O_PORT}, {"connect", 1, 0, O_CONNECT}, {"lib", 1, 0, O_LIB},
     {"verbose", 0, 0, O_VERBOSE}, {"max-data", 1, 0, O_DATA}, {"window", 1, 0, O_WINDOW},
-    {"topo", 1, 0, O_TOPO},
+    {"topo", 1, 0, O_TOPO}, {"fault-switch", 1, 0, O_FAULT_SWITCH},
     {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_int(const char *flag, const char *val, uint64_t min, uint64_t max, int *out)
@@ -120,6 +122,7 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
         c->port = (uint16_t)u; return true;
     case O_CONNECT: c->connect = val; return true;
     case O_TOPO: c->topo = val; return true;
+    case O_FAULT_SWITCH: c->fault_switch = val; return true;
     case O_LIB: c->lib = val; return true;
     case O_VERBOSE: c->verbose++; return true;
     case O_DATA:

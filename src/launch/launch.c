@@ -323,8 +323,14 @@ static int start_switches(struct job *j)
     char err[300];
     if (cfg->mode == OP_MODE_OFF || cfg->mode == OP_MODE_HOST || !j->own_topo)
         return 0;
+    if (cfg->fault_switch != NULL && op_topo_find(&j->topo, cfg->fault_switch) < 0) {
+        fprintf(stderr, "offpath mpirun: --fault-switch %s: no such switch in the topology\n",
+                cfg->fault_switch);
+        return 2;
+    }
     struct op_fabric_opts o = {.workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
-                               .dup_rate = cfg->dup_rate, .max_data = cfg->max_data,
+                               .dup_rate = cfg->dup_rate, .faulty = cfg->fault_switch,
+                               .max_data = cfg->max_data,
                                .window = cfg->window, .udp_batching = cfg->udp_batching};
     op_status_t st = j->ns != NULL
                          ? launch_ns_switches(j->ns, &o, &j->topo, &j->fabric, err, sizeof(err))
