@@ -44,8 +44,8 @@ OP_API void op_launch_config_default(struct op_launch_config *cfg);
 /* Returns mpirun's exit status, or 2 when nothing could be started. */
 OP_API int op_launch_run(const struct op_launch_config *cfg);
 
-/* One MPI rank on a namespace topology: rank r (OMPI_COMM_WORLD_RANK,
- * PMI_RANK or PMIX_RANK) runs in the namespace of host r / ppn (file
+/* One MPI rank on a namespace topology: rank r (the CLI reads it from
+ * OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK) runs in the namespace of host r / ppn (file
  * order) with OFFPATH_IP set to the host's address. Open MPI's PMIx server
  * listens on 127.0.0.1 of the namespace mpirun runs in: a relay process of
  * the rank's own carries the connection out, and PMIX_SERVER_URI* name the
@@ -54,6 +54,7 @@ OP_API int op_launch_run(const struct op_launch_config *cfg);
 struct op_launch_rank_cfg {
     const char *file;
     int ppn;
+    int rank;            /* -1: none found */
     const char *preload; /* LD_PRELOAD of the program (not of this wrapper); NULL: none */
     char *const *argv;   /* the program, NULL-terminated */
 };

@@ -3,6 +3,7 @@
  * rank under, and what a user's own mpirun can run it under. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -49,9 +50,22 @@ static bool set(int opt, const char *val, void *arg)
     return true;
 }
 
+/* This process's rank in its job, from whichever launcher started it. */
+static int job_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        uint64_t r;
+        if (v != NULL && op_parse_u64(v, 0, 1u << 30, &r) == OP_OK)
+            return (int)r;
+    }
+    return -1;
+}
+
 int cli_topo_rank(int argc, char **argv)
 {
-    struct op_launch_rank_cfg cfg = {.ppn = 1};
+    struct op_launch_rank_cfg cfg = {.ppn = 1, .rank = job_rank()};
     int cut = argc; /* PROGRAM's flags are its own: getopt stops at "--" */
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--") == 0) {

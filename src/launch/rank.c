@@ -17,19 +17,6 @@ static void say(const char *what, const char *detail)
     fprintf(stderr, "offpath topo_rank: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
 }
 
-/* This process's rank in its job, from whichever launcher started it. */
-static int job_rank(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        uint64_t r;
-        if (v != NULL && op_parse_u64(v, 0, 1u << 30, &r) == OP_OK)
-            return (int)r;
-    }
-    return -1;
-}
-
 int launch_host_node(const struct op_nstopo *t, int k)
 {
     for (int i = 0; i < t->n_nodes; i++)
@@ -54,33 +41,40 @@ static uint16_t uri_port(const char *v)
  * version) names the relay's port instead of the server's. */
 static bool point_uris_at(uint16_t relay)
 {
-    char names[MAX_URIS][64], value[512];
+    char names[MAX_URIS][64], values[MAX_URIS][512];
     int n = 0;
     for (char **e = environ; *e != NULL && n < MAX_URIS; e++) {
         const char *eq = strchr(*e, '=');
-        if (strncmp(*e, "PMIX_SERVER_URI", 15) == 0 && eq != NULL && uri_port(eq + 1) != 0 &&
-            (size_t)(eq - *e) < sizeof(names[0]))
-            snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(eq - *e), *e);
+        uint16_t port = eq != NULL ? uri_port(eq + 1) : 0;
+        if (strncmp(*e, "PMIX_SERVER_URI", 15) != 0 || port == 0 ||
+            (size_t)(eq - *e) >= sizeof(names[0]))
+            continue;
+        const char *at = strstr(eq + 1, "tcp4://127.0.0.1:");
+        snprintf(names[n], sizeof(names[0]), "%.*s", (int)(eq - *e), *e);
+        snprintf(values[n++], sizeof(values[0]), "%.*stcp4://127.0.0.1:%u", (int)(at - (eq + 1)),
+                 eq + 1, relay);
     }
-    for (int i = 0; i < n; i++) {
-        const char *v = getenv(names[i]);
-        const char *at = strstr(v, "tcp4://127.0.0.1:");
-        snprintf(value, sizeof(value), "%.*stcp4://127.0.0.1:%u", (int)(at - v), v, relay);
-        if (setenv(names[i], value, 1) != 0)
+    for (int i = 0; i < n; i++)
+        if (setenv(names[i], values[i], 1) != 0)
             return false;
-    }
     return true;
+}
+
+/* The PMIx server's port (0: none, no relay needed). */
+static uint16_t pmix_server(void)
+{
+    for (char **e = environ; *e != NULL; e++)
+        if (strncmp(*e, "PMIX_SERVER_URI", 15) == 0 && strchr(*e, '=') != NULL &&
+            uri_port(strchr(*e, '=') + 1) != 0)
+            return uri_port(strchr(*e, '=') + 1);
+    return 0;
 }
 
 /* Open MPI: the relay, started from inside the host's namespace. */
 static bool relay_pmix(int outside)
 {
     char err[256];
-    uint16_t relay;
-    uint16_t server = 0;
-    for (char **e = environ; *e != NULL && server == 0; e++)
-        if (strncmp(*e, "PMIX_SERVER_URI", 15) == 0 && strchr(*e, '=') != NULL)
-            server = uri_port(strchr(*e, '=') + 1);
+    uint16_t relay, server = pmix_server();
     if (server == 0)
         return true; /* MPICH's hydra: the PMI socket is inherited, no relay */
     if (launch_relay_start(server, outside, &relay, err, sizeof(err)) != OP_OK) {
@@ -97,7 +91,7 @@ static bool relay_pmix(int outside)
 static int find_host(const struct op_launch_rank_cfg *cfg, const struct op_nstopo *t)
 {
     char msg[160];
-    int rank = job_rank();
+    int rank = cfg->rank;
     if (rank < 0) {
         say("no rank in the environment (OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK): run "
             "it under mpirun", NULL);

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "launch_internal.h"
+#include "offpath/io.h"
 
 #define RELAY_MAX_PAIRS 8 /* a PMIx client holds one connection; reconnects fit */
 
@@ -93,27 +93,31 @@ static void accept_one(int lfd, struct pair *pairs, uint16_t server_port)
     close(in);
 }
 
-/* Until the rank exits (its death signal ends this process). */
+/* Until the rank exits (its death signal ends this process). Slot 0 is
+ * the listener, then each pair's two ends. */
 static _Noreturn void serve(int lfd, uint16_t server_port)
 {
     struct pair pairs[RELAY_MAX_PAIRS];
+    struct op_io_waitset *w;
+    if (op_io_waitset_new(1 + 2 * RELAY_MAX_PAIRS, &w) != OP_OK)
+        _exit(1);
     for (int i = 0; i < RELAY_MAX_PAIRS; i++)
         pairs[i] = (struct pair){-1, -1};
     for (;;) {
-        struct pollfd p[1 + 2 * RELAY_MAX_PAIRS] = {{.fd = lfd, .events = POLLIN}};
+        op_io_waitset_set(w, 0, lfd, OP_IO_IN);
         for (int i = 0; i < RELAY_MAX_PAIRS; i++) {
-            p[1 + 2 * i] = (struct pollfd){.fd = pairs[i].in, .events = POLLIN};
-            p[2 + 2 * i] = (struct pollfd){.fd = pairs[i].out, .events = POLLIN};
+            op_io_waitset_set(w, 1 + 2 * (unsigned)i, pairs[i].in, OP_IO_IN);
+            op_io_waitset_set(w, 2 + 2 * (unsigned)i, pairs[i].out, OP_IO_IN);
         }
-        if (poll(p, 1 + 2 * RELAY_MAX_PAIRS, -1) < 0 && errno != EINTR)
+        if (op_io_waitset_wait(w, UINT64_MAX) < 0)
             _exit(1);
-        if (p[0].revents & POLLIN)
+        if (op_io_waitset_ready(w, 0) != 0)
             accept_one(lfd, pairs, server_port);
         for (int i = 0; i < RELAY_MAX_PAIRS; i++) {
             bool ok = true;
-            if (pairs[i].in >= 0 && p[1 + 2 * i].revents)
+            if (pairs[i].in >= 0 && op_io_waitset_ready(w, 1 + 2 * (unsigned)i) != 0)
                 ok = carry(pairs[i].in, pairs[i].out);
-            if (ok && pairs[i].in >= 0 && p[2 + 2 * i].revents)
+            if (ok && pairs[i].in >= 0 && op_io_waitset_ready(w, 2 + 2 * (unsigned)i) != 0)
                 ok = carry(pairs[i].out, pairs[i].in);
             if (!ok)
                 close_pair(&pairs[i]);
