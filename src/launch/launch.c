@@ -176,8 +176,11 @@ static void build_argv(const struct op_launch_config *cfg, const struct launch_n
         add(a, "%s", "none");
         if (cfg->tcp || ns != NULL)
             add_mca(a, "btl", "tcp,self");
-        if (ns != NULL)
+        if (ns != NULL) {
             add_mca(a, "btl_tcp_if_include", ns->hosts_cidr);
+            add(a, "%s", "-x");
+            add(a, "%s", "OFFPATH_MTU");
+        }
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
             add(a, "%s", "-x");
             add(a, "%s", forwarded[i]);
@@ -369,6 +372,10 @@ int op_launch_run(const struct op_launch_config *in)
         rc = start_switches(&j);
     if (rc == 0 && stop_signal == 0) {
         set_env(&j.cfg, j.topo_path);
+        char mtu[16];
+        snprintf(mtu, sizeof(mtu), "%d", LAUNCH_LINK_MTU);
+        if (j.ns != NULL) /* the leaders' packets fit the links */
+            setenv("OFFPATH_MTU", mtu, 1);
         rc = run_mpirun(&j.cfg, j.ns, j.cfg.mode == OP_MODE_OFF ? NULL : j.lib);
     }
     finish(&j);

@@ -7,6 +7,11 @@
 #include "offpath/launch.h"
 #include "offpath/nstopo.h"
 
+/* The links are veths at their default MTU (topo sets none); the leaders
+ * send with DF set, so a packet must fit whole (the switches' data size,
+ * the ranks' OFFPATH_MTU). */
+#define LAUNCH_LINK_MTU 1500
+
 /* A job's namespace topology (mpirun --topo). */
 struct launch_ns {
     struct op_nstopo t;

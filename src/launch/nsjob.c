@@ -10,14 +10,11 @@
 #include "launch_internal.h"
 #include "offpath/wire.h"
 
-/* The links are veths at their default MTU (topo sets none); the leaders
- * send with DF set, so a packet of the switches' data must fit whole. */
-#define LINK_MTU 1500
 #define IPV4_UDP_LEN 28
 
 static uint16_t data_that_fits(void)
 {
-    return (uint16_t)((LINK_MTU - IPV4_UDP_LEN - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u);
+    return (uint16_t)((LAUNCH_LINK_MTU - IPV4_UDP_LEN - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u);
 }
 
 static int count_hosts(const struct op_nstopo *t)
@@ -90,7 +87,7 @@ int launch_ns_open(struct launch_ns *ns, struct op_launch_config *cfg, const cha
     if (cfg->max_data > data_that_fits()) {
         if (cfg->verbose)
             fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %d-byte MTU\n",
-                    cfg->max_data, data_that_fits(), LINK_MTU);
+                    cfg->max_data, data_that_fits(), LAUNCH_LINK_MTU);
         cfg->max_data = data_that_fits();
     }
     if (!write_switches(&ns->t, fabric_path))

@@ -55,6 +55,7 @@ struct opm_config {
     uint16_t port;
     uint32_t switch_ip;   /* OFFPATH_SWITCH: one TOR for every rank */
     uint32_t ip;          /* OFFPATH_IP: the node's one address (0: emulated 127.x) */
+    uint32_t mtu;         /* OFFPATH_MTU: the links' (0: loopback's, no limit here) */
     char topology[1024];  /* OFFPATH_TOPOLOGY */
     uint64_t min_bytes, max_bytes;
     uint64_t socket_max_bytes; /* Socket mode: larger calls go by node */

@@ -61,6 +61,17 @@ static void share_master(const struct opm_comm *c, uint32_t info[2])
     PMPI_Bcast(info, 2, MPI_UINT32_T, 0, c->leaders);
 }
 
+/* Data bytes a packet of prefix bytes of headers (and an ICRC) carries
+ * whole over links of OFFPATH_MTU: the leaders send with DF set. */
+uint16_t opm_data_fits(size_t prefix, uint16_t max)
+{
+    const size_t ipv4_udp = 28;
+    if (opm.cfg.mtu == 0)
+        return 0;
+    size_t fit = (opm.cfg.mtu - ipv4_udp - prefix - OP_ICRC_LEN) & ~(size_t)7;
+    return (uint16_t)(fit < max ? fit : max);
+}
+
 uint16_t opm_rescue_port(void) { return (uint16_t)(opm.port_base + 2u); }
 
 /* Every leader opens its entry in the rescue service and learns the other
@@ -108,6 +119,7 @@ bool opm_leader_join(struct opm_comm *c)
     op_inc_config_default(&ic);
     ic.ip = opm.my_ip;
     ic.port = opm.port_base;
+    ic.want_data = opm_data_fits(OP_INC_PREFIX_LEN, OP_INC_MAX_DATA);
     ic.tor_ip = opm.tor_ip;
     ic.tor_port = opm.tor_port;
     ic.rank = (uint32_t)lrank;
