@@ -69,8 +69,15 @@ def assert_gone(name):
     assert not os.path.exists(f"/run/offpath/topo-{name}.state")
 
 
+SHARED_PORTS = ("leaders on a node's address but not the fabric's port (a communicator "
+                "without the node's local rank 0, Socket mode's second leader): today's "
+                "switches take hosts on the fabric's port only (notes/issue-24-d3.md)")
+
+
 def test_openmpi_16_ranks_node_mode(topo):
-    """8 hosts x 2 ranks on two racks, the topology built and removed by the job."""
+    """8 hosts x 2 ranks on two racks, the topology built and removed by the
+    job. The summary is rank 0's; the split's odd half has no local rank 0
+    on any node, so its leaders use ports of their own."""
     need("openmpi")
     path, name = topo
     r, res = mpirun(path, "--ppn", 2)
@@ -81,6 +88,10 @@ def test_openmpi_16_ranks_node_mode(topo):
     sw = switches(r.stderr)
     assert sw["created"] == sw["freed"] > 0 and sw["drops"] == 0
     assert_gone(name)
+    if "join failed" in r.stderr:
+        pytest.xfail(SHARED_PORTS)
+    # COMM_WORLD, its dup and both halves, each on 2 TORs and a SPINE
+    assert sw["created"] == 12
 
 
 def test_openmpi_socket_mode(topo):
@@ -102,7 +113,7 @@ def test_openmpi_socket_mode(topo):
     assert sw["created"] == sw["freed"] > 0
     assert_gone(name)
     if res["fell_back"] > 0:
-        pytest.xfail("socket leaders sharing an address: the switch refuses them")
+        pytest.xfail(SHARED_PORTS)
     assert res["offloaded"] == res["calls"]
 
 
@@ -147,15 +158,19 @@ def test_mode_off_on_a_standing_topology(topo):
 
 def test_one_percent_loss_at_one_spine(topo):
     """1% of what SPINE s1 sends is lost (the switch's injector; no netem on
-    this kernel): retransmissions recover every result."""
+    this kernel): retransmissions recover every result. 8 hosts, a rank each."""
     need("openmpi")
     path, name = topo
-    r, res = mpirun(path, "--ppn", 2, "--drop-rate", 0.01, "--fault-switch", "s1", iters=2)
+    r, res = mpirun(path, "--drop-rate", 0.01, "--fault-switch", "s1", iters=2)
     assert r.returncode == 0, r.stderr
-    assert res["ranks"] == 16 and res["mismatches"] == 0
+    assert res["ranks"] == 8 and res["mismatches"] == 0
     assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    assert "join failed" not in r.stderr  # one rank a node: every leader on the fabric's port
     sw = switches(r.stderr)
     assert sw["drops"] > 0 and sw["retx"] > 0
+    # COMM_WORLD and its dup on both TORs and a SPINE; the split's halves
+    # (even ranks: h1-h4, odd: h5-h8) each on its rack's TOR and a SPINE
+    assert sw["created"] == sw["freed"] == 3 + 3 + 2 + 2
     assert sw["created"] == sw["freed"] > 0
     assert_gone(name)
 
