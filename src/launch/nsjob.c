@@ -85,7 +85,7 @@ int launch_ns_open(struct launch_ns *ns, struct op_launch_config *cfg, const cha
         cfg->nodes = hosts;
     hosts_cidr(&ns->t, ns->hosts_cidr, sizeof(ns->hosts_cidr));
     if (cfg->max_data > data_that_fits()) {
-        if (cfg->verbose)
+        if (cfg->verbose && (cfg->mode == OP_MODE_NODE || cfg->mode == OP_MODE_SOCKET))
             fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %d-byte MTU\n",
                     cfg->max_data, data_that_fits(), LAUNCH_LINK_MTU);
         cfg->max_data = data_that_fits();
