@@ -32,6 +32,16 @@ op_status_t launch_ns_switches(struct launch_ns *ns, struct op_fabric_opts *o,
                                const struct op_topo *topo, struct op_fabric **out, char *err,
                                size_t errlen);
 
+/* The port of "...;tcp4://127.0.0.1:PORT" in a PMIx server URI; 0 if none. */
+uint16_t launch_uri_port(const char *v);
+/* The URI v with its loopback port replaced by port, into out; false when v
+ * names no loopback port or out is too short. */
+bool launch_uri_repoint(const char *v, uint16_t port, char *out, size_t len);
+/* The longest prefix all hosts' IPv4 addresses share, "a.b.c.d/len". */
+void launch_hosts_cidr(const struct op_nstopo *t, char *out, size_t len);
+/* Data bytes an INC packet carries whole over the links' MTU. */
+uint16_t launch_data_fits(void);
+
 /* The node index of host k (file order), -1 if there are fewer. */
 int launch_host_node(const struct op_nstopo *t, int k);
 

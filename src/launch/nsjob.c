@@ -12,7 +12,7 @@
 
 #define IPV4_UDP_LEN 28
 
-static uint16_t data_that_fits(void)
+uint16_t launch_data_fits(void)
 {
     return (uint16_t)((LAUNCH_LINK_MTU - IPV4_UDP_LEN - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u);
 }
@@ -26,7 +26,7 @@ static int count_hosts(const struct op_nstopo *t)
 }
 
 /* The longest prefix every host's IPv4 address shares, as a.b.c.d/len. */
-static void hosts_cidr(const struct op_nstopo *t, char *out, size_t len)
+void launch_hosts_cidr(const struct op_nstopo *t, char *out, size_t len)
 {
     uint32_t first = t->nodes[launch_host_node(t, 0)].ip, differ = 0;
     for (int k = 0, i; (i = launch_host_node(t, k)) >= 0; k++)
@@ -83,12 +83,12 @@ int launch_ns_open(struct launch_ns *ns, struct op_launch_config *cfg, const cha
     }
     if (cfg->nodes == 0)
         cfg->nodes = hosts;
-    hosts_cidr(&ns->t, ns->hosts_cidr, sizeof(ns->hosts_cidr));
-    if (cfg->max_data > data_that_fits()) {
+    launch_hosts_cidr(&ns->t, ns->hosts_cidr, sizeof(ns->hosts_cidr));
+    if (cfg->max_data > launch_data_fits()) {
         if (cfg->verbose && (cfg->mode == OP_MODE_NODE || cfg->mode == OP_MODE_SOCKET))
             fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %d-byte MTU\n",
-                    cfg->max_data, data_that_fits(), LAUNCH_LINK_MTU);
-        cfg->max_data = data_that_fits();
+                    cfg->max_data, launch_data_fits(), LAUNCH_LINK_MTU);
+        cfg->max_data = launch_data_fits();
     }
     if (!write_switches(&ns->t, fabric_path))
         return 2;

@@ -25,14 +25,24 @@ int launch_host_node(const struct op_nstopo *t, int k)
     return -1;
 }
 
-/* The port of "...;tcp4://127.0.0.1:PORT" in a PMIx server URI; 0 if none. */
-static uint16_t uri_port(const char *v)
+#define LOOPBACK_URI "tcp4://127.0.0.1:"
+
+uint16_t launch_uri_port(const char *v)
 {
-    const char *at = v != NULL ? strstr(v, "tcp4://127.0.0.1:") : NULL;
+    const char *at = v != NULL ? strstr(v, LOOPBACK_URI) : NULL;
     uint64_t port;
-    if (at == NULL || op_parse_u64(at + strlen("tcp4://127.0.0.1:"), 1, 65535, &port) != OP_OK)
+    if (at == NULL || op_parse_u64(at + strlen(LOOPBACK_URI), 1, 65535, &port) != OP_OK)
         return 0;
     return (uint16_t)port;
+}
+
+bool launch_uri_repoint(const char *v, uint16_t port, char *out, size_t len)
+{
+    if (launch_uri_port(v) == 0)
+        return false;
+    const char *at = strstr(v, LOOPBACK_URI);
+    int n = snprintf(out, len, "%.*s" LOOPBACK_URI "%u", (int)(at - v), v, port);
+    return n > 0 && (size_t)n < len;
 }
 
 #define MAX_URIS 16
@@ -45,14 +55,11 @@ static bool point_uris_at(uint16_t relay)
     int n = 0;
     for (char **e = environ; *e != NULL && n < MAX_URIS; e++) {
         const char *eq = strchr(*e, '=');
-        uint16_t port = eq != NULL ? uri_port(eq + 1) : 0;
-        if (strncmp(*e, "PMIX_SERVER_URI", 15) != 0 || port == 0 ||
-            (size_t)(eq - *e) >= sizeof(names[0]))
+        if (strncmp(*e, "PMIX_SERVER_URI", 15) != 0 || eq == NULL ||
+            (size_t)(eq - *e) >= sizeof(names[0]) ||
+            !launch_uri_repoint(eq + 1, relay, values[n], sizeof(values[0])))
             continue;
-        const char *at = strstr(eq + 1, "tcp4://127.0.0.1:");
-        snprintf(names[n], sizeof(names[0]), "%.*s", (int)(eq - *e), *e);
-        snprintf(values[n++], sizeof(values[0]), "%.*stcp4://127.0.0.1:%u", (int)(at - (eq + 1)),
-                 eq + 1, relay);
+        snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(eq - *e), *e);
     }
     for (int i = 0; i < n; i++)
         if (setenv(names[i], values[i], 1) != 0)
@@ -65,8 +72,8 @@ static uint16_t pmix_server(void)
 {
     for (char **e = environ; *e != NULL; e++)
         if (strncmp(*e, "PMIX_SERVER_URI", 15) == 0 && strchr(*e, '=') != NULL &&
-            uri_port(strchr(*e, '=') + 1) != 0)
-            return uri_port(strchr(*e, '=') + 1);
+            launch_uri_port(strchr(*e, '=') + 1) != 0)
+            return launch_uri_port(strchr(*e, '=') + 1);
     return 0;
 }
 
