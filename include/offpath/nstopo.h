@@ -101,6 +101,26 @@ struct op_nstopo_cfg {
                              * (NULL-terminated; NULL: none) */
 };
 
+/* The pieces of `up`, `down` and `exec` for a launcher that builds a
+ * topology for one job (offpath mpirun --topo). state NULL: the default
+ * /run/offpath/topo-<topo>.state. */
+OP_API void op_nstopo_state_path(const struct op_nstopo *t, const char *state, char *out,
+                                 size_t len);
+/* 0 built; 1 failed (said on stderr; what was built is removed). Quiet but
+ * for failures unless verbose (then every command). */
+OP_API int op_nstopo_up(const struct op_nstopo *t, const char *state, bool verbose);
+/* Removes every namespace of the topology and the state file; 0 done. */
+OP_API int op_nstopo_down(const struct op_nstopo *t, const char *state);
+/* Whether `offpath topo up` started switches on the path in the standing
+ * topology (its state file says so): a job then uses them. */
+OP_API bool op_nstopo_has_switches(const struct op_nstopo *t, const char *state);
+/* Moves the calling process into node's network namespace, as ip netns exec
+ * does: a mount namespace of its own with /sys remounted, so tools that read
+ * /sys/class/net (UCX, Open MPI's interface lists) see the node's
+ * interfaces. err says what failed. */
+OP_API op_status_t op_nstopo_enter(const struct op_nstopo *t, int node, char *err,
+                                   size_t errlen);
+
 /* Run one action; returns the process exit status (exec: the command's;
  * 2: a bad file or parameter, reported on stderr). */
 OP_API int op_nstopo_run(const struct op_nstopo_cfg *cfg);

@@ -95,8 +95,10 @@ OP_API atomic_bool *op_rsc_cancel_flag(struct op_rsc_entry *e);
  * address, so groups settling at once never read each other's answers. */
 struct op_rsc_ask {
     const uint32_t *ips; /* the peers */
+    const uint16_t *ports; /* each peer's service port (peers sharing an
+                            * address: a node's socket leaders); NULL: port */
     int n;
-    uint16_t port;   /* their services' */
+    uint16_t port;   /* their services' when ports is NULL */
     uint64_t wait_ns; /* how long a silent peer is waited for */
 };
 struct op_rsc_asker {

@@ -139,6 +139,7 @@ OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
     X(neigh_asked)                                                                                 \
     X(queue_drops)    /* the shaped egress queue was full */                                       \
     X(injected_drops) /* the port's loss injector, or the link taken down */                   \
+    X(injected_dups)  /* the port's duplication injector */                                      \
     X(rx_ring_lost)   /* af_xdp: lost before we read them (our ring full, the kernel) */
 
 enum op_sw_path_counter {

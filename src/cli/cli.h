@@ -35,6 +35,7 @@ int cli_dns(int argc, char **argv);
 int cli_gpu(int argc, char **argv);
 int cli_model(int argc, char **argv);
 int cli_topo(int argc, char **argv);
+int cli_topo_rank(int argc, char **argv);
 
 /* Flag value parsers: on a bad value they print an error naming the flag and
  * return false; the tool then exits with status 2. */

@@ -47,6 +47,7 @@ static const struct tool tools[] = {
     {"keygen", cli_keygen, "write an X25519 key pair for secure_channel (NAME.key, NAME.pub)"},
     {"dns", cli_dns, "authoritative DNS server for RFC 1035 zone files (sockets or DPDK)"},
     {"topo", cli_topo, "hosts, TORs and SPINEs as namespaces on rate-limited links (up|down|...)"},
+    {"topo_rank", cli_topo_rank, "run an MPI rank in its host's namespace of a topology (mpirun)"},
     {"model", cli_model, "in-network against host Allreduce at scale, on SimGrid (4..4096 nodes)"},
 };
 

@@ -35,12 +35,20 @@ static void help(void)
            "                    probability P\n"
            "  --dup-rate P      switches (host mode: leaders) duplicate each sent packet\n"
            "                    with probability P\n"
+           "  --fault-switch S  only switch S (its name: t0.., s0.., or --topo's) drops and\n"
+           "                    duplicates; the others pass all (default: every switch)\n"
            "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
            "  --max-data B      switches' data bytes per packet, multiple of 8 (4096)\n"
            "  --window N        switches' slots per group (32)\n"
            "  --net N           addresses 127.N.x.y (ranks), 127.N+1.0.t, 127.N+2.0.s (60)\n"
            "  --port N          UDP port of the fabric (4791)\n"
            "  --connect FILE    use the running switches of this topology file\n"
+           "  --topo FILE       run on a namespace topology (docs/topo.md), brought up\n"
+           "                    for the job unless it is up: node i is host i of the\n"
+           "                    file (--nodes: all hosts by default), its ranks run in\n"
+           "                    the host's namespace with its one address, the switches\n"
+           "                    in their TORs' and SPINEs' namespaces, and MPI's own\n"
+           "                    traffic goes over TCP across the same links\n"
            "  --lib PATH        the liboffpath_mpi to preload\n"
            "  --verbose         per-job summary of offloaded and fallen-back calls\n"
            "\n"
@@ -51,7 +59,8 @@ static void help(void)
 }
 
 enum { O_NODES = 256, O_PPN, O_SOCKETS, O_TORS, O_SPINES, O_MODE, O_MPI, O_TCP, O_DROP, O_DUP,
-       O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_DATA, O_WINDOW, O_HELP };
+       O_DEADLINE, O_NET, O_PORT, O_CONNECT, O_LIB, O_VERBOSE, O_DATA, O_WINDOW, O_TOPO,
+       O_FAULT_SWITCH, O_HELP };
 
 static const struct option options[] = {
     {"nodes", 1, 0, O_NODES}, {"ppn", 1, 0, O_PPN}, {"sockets", 1, 0, O_SOCKETS},
@@ -60,6 +69,7 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"deadline-ms", 1, 0, O_DEADLINE}, {"net", 1, 0, O_NET},
     {"port", 1, 0, O_PORT}, {"connect", 1, 0, O_CONNECT}, {"lib", 1, 0, O_LIB},
     {"verbose", 0, 0, O_VERBOSE}, {"max-data", 1, 0, O_DATA}, {"window", 1, 0, O_WINDOW},
+    {"topo", 1, 0, O_TOPO}, {"fault-switch", 1, 0, O_FAULT_SWITCH},
     {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
 
 static bool set_int(const char *flag, const char *val, uint64_t min, uint64_t max, int *out)
@@ -111,6 +121,8 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
         if (!cli_u64(tool, "--port", val, 1, 65535, &u)) return false;
         c->port = (uint16_t)u; return true;
     case O_CONNECT: c->connect = val; return true;
+    case O_TOPO: c->topo = val; return true;
+    case O_FAULT_SWITCH: c->fault_switch = val; return true;
     case O_LIB: c->lib = val; return true;
     case O_VERBOSE: c->verbose++; return true;
     case O_DATA:
@@ -127,8 +139,23 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
     }
 }
 
+/* The file lays the nodes out: the loopback layout's flags have no say. */
+static bool check_topo(const struct op_launch_config *c, const struct op_launch_config *dflt)
+{
+    const char *clash = c->tors != dflt->tors       ? "--tors"
+                        : c->spines != dflt->spines ? "--spines"
+                        : c->connect != NULL        ? "--connect"
+                                                    : NULL;
+    if (clash != NULL)
+        cli_bad(tool, "%s does not go with --topo (the file lays out the nodes)", clash);
+    return clash == NULL;
+}
+
 static bool check(const struct op_launch_config *c)
 {
+    if (c->topo != NULL)
+        return c->sockets <= c->ppn || (cli_bad(tool, "--sockets %d is more than --ppn %d",
+                                                c->sockets, c->ppn), false);
     if (c->tors > c->nodes) {
         cli_bad(tool, "--tors %d is more than --nodes %d", c->tors, c->nodes);
         return false;
@@ -196,6 +223,7 @@ int cli_mpirun(int argc, char **argv)
     int env_verbose = 0;
     if (!env_defaults(&cfg, &env_verbose))
         return 2;
+    cfg.nodes = 0; /* until --nodes: --topo's default is every host of its file */
     /* "+": flags end at the MPI command, whose own flags are its business */
     int rc = cli_flags(argc, argv, "+", options, O_HELP, help, set_any, &cfg);
     if (rc >= 0)
@@ -206,7 +234,12 @@ int cli_mpirun(int argc, char **argv)
     }
     if (cfg.verbose == 0)
         cfg.verbose = env_verbose;
-    if (!check(&cfg) || (cfg.self_exe = cli_self_exe(tool)) == NULL)
+    struct op_launch_config dflt;
+    op_launch_config_default(&dflt);
+    if (cfg.nodes == 0 && cfg.topo == NULL)
+        cfg.nodes = dflt.nodes;
+    if ((cfg.topo != NULL && !check_topo(&cfg, &dflt)) || !check(&cfg) ||
+        (cfg.self_exe = cli_self_exe(tool)) == NULL)
         return 2;
     cfg.udp_batching = cli_udp_batching();
     cfg.argv = argv + optind;

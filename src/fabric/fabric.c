@@ -46,8 +46,10 @@ static void switch_config(const struct op_fabric *f, int i, int ready_fd, int co
                           struct op_sw_run_config *rc)
 {
     const struct op_fabric_opts *o = &f->o;
-    *rc = (struct op_sw_run_config){.drop_rate = o->drop_rate, .dup_rate = o->dup_rate,
-                                    .delay_us = o->delay_us, .ready_fd = ready_fd,
+    bool faults = o->faulty == NULL || strcmp(o->faulty, f->topo.sw[i].name) == 0;
+    *rc = (struct op_sw_run_config){.drop_rate = faults ? o->drop_rate : 0,
+                                    .dup_rate = faults ? o->dup_rate : 0,
+                                    .delay_us = faults ? o->delay_us : 0, .ready_fd = ready_fd,
                                     .counters_fd = counters_fd, .udp_batching = o->udp_batching};
     op_sw_config_default(&rc->sw);
     rc->sw.topo = &f->topo;
@@ -73,7 +75,11 @@ static _Noreturn void run_switch(const struct op_fabric *f, int i, int ready_fd,
         _exit(1);
     /* the switch's counters come back through their pipe, not its report */
     (void)!freopen("/dev/null", "w", stdout);
+    if (f->o.enter != NULL && f->o.enter(i, f->o.enter_ctx) != OP_OK)
+        _exit(1);
     switch_config(f, i, ready_fd, counters_fd, &rc);
+    if (f->o.configure != NULL && f->o.configure(i, &rc, f->o.enter_ctx) != OP_OK)
+        _exit(1);
     op_log_init(&log, "switch", OP_LOG_WARNING);
     rc.sw.log = &log;
     switch_file(f, i, "pcap", pcap, sizeof(pcap));
@@ -131,6 +137,10 @@ static void stop(struct op_fabric *f, uint64_t totals[OP_SW_C_COUNT_], bool ran)
 op_status_t op_fabric_start(const struct op_fabric_opts *o, const struct op_topo *topo,
                             struct op_fabric **out, char *err, size_t errlen)
 {
+    if (o->faulty != NULL && op_topo_find(topo, o->faulty) < 0) {
+        snprintf(err, errlen, "no switch '%s' in the topology", o->faulty);
+        return OP_ERR_INVAL;
+    }
     struct op_fabric *f = calloc(1, sizeof(*f));
     if (f == NULL)
         return OP_ERR_NOMEM;

@@ -9,8 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "offpath/fabric.h"
-#include "offpath/launch.h"
+#include "launch_internal.h"
 
 #define LAUNCH_MAX_ARGS 256
 
@@ -131,11 +130,42 @@ static void add(struct argv_buf *a, const char *fmt, const char *s)
     a->n++;
 }
 
-static void build_argv(const struct op_launch_config *cfg, const char *lib, struct argv_buf *a)
+static void add_mca(struct argv_buf *a, const char *name, const char *value)
+{
+    add(a, "%s", "--mca");
+    add(a, "%s", name);
+    add(a, "%s", value);
+}
+
+/* On a namespace topology the program runs under `offpath topo_rank`, which
+ * enters the rank's host and preloads the library into the program only.
+ * MPI's own traffic goes over TCP between the hosts' addresses, across the
+ * links (Open MPI: the hosts' prefix; MPICH's UCX: TCP, not shared memory,
+ * which would reach the other namespaces directly). */
+static void add_topo_rank(const struct op_launch_config *cfg, const struct launch_ns *ns,
+                          const char *lib, struct argv_buf *a)
+{
+    char ppn[16];
+    snprintf(ppn, sizeof(ppn), "%d", cfg->ppn);
+    add(a, "%s", cfg->self_exe);
+    add(a, "%s", "topo_rank");
+    add(a, "%s", "--ppn");
+    add(a, "%s", ppn);
+    if (lib != NULL) {
+        add(a, "%s", "--preload");
+        add(a, "%s", lib);
+    }
+    add(a, "%s", ns->file);
+    add(a, "%s", "--");
+}
+
+static void build_argv(const struct op_launch_config *cfg, const struct launch_ns *ns,
+                       const char *lib, struct argv_buf *a)
 {
     char np[16];
     snprintf(np, sizeof(np), "%d", cfg->nodes * cfg->ppn);
     bool ompi = cfg->mpi == OP_LAUNCH_OPENMPI;
+    const char *preload = ns == NULL ? lib : NULL;
     add(a, "%s", ompi ? "mpirun.openmpi" : "mpirun.mpich");
     add(a, "%s", "-np");
     add(a, "%s", np);
@@ -144,35 +174,79 @@ static void build_argv(const struct op_launch_config *cfg, const char *lib, stru
         add(a, "%s", "--oversubscribe");
         add(a, "%s", "--bind-to");
         add(a, "%s", "none");
-        if (cfg->tcp) {
-            add(a, "%s", "--mca");
-            add(a, "%s", "btl");
-            add(a, "%s", "tcp,self");
+        if (cfg->tcp || ns != NULL)
+            add_mca(a, "btl", "tcp,self");
+        if (ns != NULL) {
+            add_mca(a, "btl_tcp_if_include", ns->hosts_cidr);
+            add(a, "%s", "-x");
+            add(a, "%s", "OFFPATH_MTU");
         }
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
             add(a, "%s", "-x");
             add(a, "%s", forwarded[i]);
         }
-        if (lib != NULL) {
+        if (preload != NULL) {
             add(a, "%s", "-x");
-            add(a, "LD_PRELOAD=%s", lib);
+            add(a, "LD_PRELOAD=%s", preload);
         }
-    } else if (lib != NULL) {
+    } else if (preload != NULL) {
         add(a, "%s", "-genv");
         add(a, "%s", "LD_PRELOAD");
-        add(a, "%s", lib);
+        add(a, "%s", preload);
     }
+    if (!ompi && ns != NULL) {
+        add(a, "%s", "-genv");
+        add(a, "%s", "UCX_TLS");
+        add(a, "%s", "tcp,self");
+    }
+    if (ns != NULL)
+        add_topo_rank(cfg, ns, lib, a);
     for (int i = 0; i < cfg->argc; i++)
         a->v[a->n++] = cfg->argv[i];
     a->v[a->n] = NULL;
 }
 
-static int run_mpirun(const struct op_launch_config *cfg, const char *lib)
+/* The signal that asked a launcher on a namespace topology to stop (0:
+ * none): the handler leaves the mark, the launcher forwards it to mpirun and
+ * takes down what it built. The one mutable static: signals need it. */
+static volatile sig_atomic_t stop_signal;
+
+static void note_signal(int sig) { stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    /* no SA_RESTART: the wait for mpirun returns to forward the signal */
+    struct sigaction sa = {.sa_handler = note_signal};
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        (void)sigaction(sigs[i], &sa, NULL);
+}
+
+static int wait_job(pid_t pid)
+{
+    int status = 0;
+    bool forwarded = false;
+    for (;;) {
+        if (stop_signal != 0 && !forwarded) {
+            (void)kill(pid, SIGTERM); /* mpirun stops its ranks */
+            forwarded = true;
+        }
+        if (waitpid(pid, &status, 0) == pid)
+            break;
+        if (errno != EINTR)
+            return 2;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int run_mpirun(const struct op_launch_config *cfg, const struct launch_ns *ns,
+                      const char *lib)
 {
     struct argv_buf *a = calloc(1, sizeof(*a));
     if (a == NULL)
         return 2;
-    build_argv(cfg, lib, a);
+    build_argv(cfg, ns, lib, a);
     if (cfg->verbose > 1) {
         for (int i = 0; i < a->n; i++)
             fprintf(stderr, "%s%s", i ? " " : "offpath mpirun: ", a->v[i]);
@@ -191,10 +265,7 @@ static int run_mpirun(const struct op_launch_config *cfg, const char *lib)
         _exit(127);
     }
     free(a);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0)
-        return 2;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return pid < 0 ? 2 : wait_job(pid);
 }
 
 static void report_switches(const uint64_t t[])
@@ -208,50 +279,112 @@ static void report_switches(const uint64_t t[])
         "{groups_freed}\n");
 }
 
-int op_launch_run(const struct op_launch_config *in)
+struct job {
+    struct op_launch_config cfg;
+    char topo_path[512], lib[4096];
+    bool own_topo; /* topo_path is this job's to remove */
+    struct launch_ns *ns;
+    struct op_topo topo;
+    struct op_fabric *fabric;
+};
+
+/* The switches' fabric file: written for loopback, derived from --topo
+ * (bringing the namespaces up), or --connect's. 0 or an exit status. */
+static int prepare_topology(struct job *j)
 {
-    struct op_launch_config cfg = *in;
-    int spines = cfg.spines >= 0 ? cfg.spines : cfg.tors >= 2;
-    char topo_path[512], lib[4096], err[300];
-    bool own_topo = cfg.connect == NULL;
-    if (own_topo)
-        snprintf(topo_path, sizeof(topo_path), "%s/offpath-mpirun-%d.topo", cfg.workdir,
+    struct op_launch_config *cfg = &j->cfg;
+    char err[300];
+    j->own_topo = cfg->connect == NULL;
+    if (j->own_topo)
+        snprintf(j->topo_path, sizeof(j->topo_path), "%s/offpath-mpirun-%d.topo", cfg->workdir,
                  (int)getpid());
     else
-        snprintf(topo_path, sizeof(topo_path), "%s", cfg.connect);
-    if (cfg.mode != OP_MODE_OFF && !find_lib(&cfg, lib, sizeof(lib))) {
-        fprintf(stderr, "offpath mpirun: cannot find %s (build it, or give --lib)\n", lib);
-        return 2;
-    }
-    struct op_topo topo;
-    struct op_fabric *fabric = NULL;
-    if (own_topo && write_topology(&cfg, spines, topo_path) != 0) {
-        fprintf(stderr, "offpath mpirun: cannot write %s: %s\n", topo_path, strerror(errno));
-        return 2;
-    }
-    if (op_topo_load(topo_path, &topo, err, sizeof(err)) != OP_OK) {
-        fprintf(stderr, "offpath mpirun: topology %s\n", err);
-        return 2;
-    }
-    if (cfg.mode != OP_MODE_OFF && cfg.mode != OP_MODE_HOST && own_topo) {
-        struct op_fabric_opts o = {.workdir = cfg.workdir, .drop_rate = cfg.drop_rate,
-                                   .dup_rate = cfg.dup_rate, .max_data = cfg.max_data,
-                                   .window = cfg.window, .udp_batching = cfg.udp_batching};
-        if (op_fabric_start(&o, &topo, &fabric, err, sizeof(err)) != OP_OK) {
-            fprintf(stderr, "offpath mpirun: %s\n", err);
-            unlink(topo_path);
+        snprintf(j->topo_path, sizeof(j->topo_path), "%s", cfg->connect);
+    if (cfg->topo != NULL) {
+        j->ns = calloc(1, sizeof(*j->ns));
+        int rc = j->ns == NULL ? 2 : launch_ns_open(j->ns, cfg, j->topo_path);
+        if (rc != 0)
+            return rc;
+    } else if (j->own_topo) {
+        int spines = cfg->spines >= 0 ? cfg->spines : cfg->tors >= 2;
+        if (write_topology(cfg, spines, j->topo_path) != 0) {
+            fprintf(stderr, "offpath mpirun: cannot write %s: %s\n", j->topo_path,
+                    strerror(errno));
             return 2;
         }
     }
-    set_env(&cfg, topo_path);
-    int rc = run_mpirun(&cfg, cfg.mode == OP_MODE_OFF ? NULL : lib);
+    if (op_topo_load(j->topo_path, &j->topo, err, sizeof(err)) != OP_OK) {
+        fprintf(stderr, "offpath mpirun: topology %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+static int start_switches(struct job *j)
+{
+    const struct op_launch_config *cfg = &j->cfg;
+    char err[300];
+    if (cfg->mode == OP_MODE_OFF || cfg->mode == OP_MODE_HOST || !j->own_topo)
+        return 0;
+    if (j->ns != NULL && !j->ns->brought_up && op_nstopo_has_switches(&j->ns->t, NULL)) {
+        if (cfg->verbose) /* `topo up`'s own: their counters are theirs */
+            fprintf(stderr, "offpath mpirun: the switches `offpath topo up` started on the "
+                            "path serve the job (counters: /run/offpath/topo-%s-*.log at down)\n",
+                    j->ns->t.name);
+        return 0;
+    }
+    if (cfg->fault_switch != NULL && op_topo_find(&j->topo, cfg->fault_switch) < 0) {
+        fprintf(stderr, "offpath mpirun: --fault-switch %s: no such switch in the topology\n",
+                cfg->fault_switch);
+        return 2;
+    }
+    struct op_fabric_opts o = {.workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
+                               .dup_rate = cfg->dup_rate, .faulty = cfg->fault_switch,
+                               .max_data = cfg->max_data,
+                               .window = cfg->window, .udp_batching = cfg->udp_batching};
+    op_status_t st = j->ns != NULL
+                         ? launch_ns_switches(j->ns, &o, &j->topo, &j->fabric, err, sizeof(err))
+                         : op_fabric_start(&o, &j->topo, &j->fabric, err, sizeof(err));
+    if (st != OP_OK)
+        fprintf(stderr, "offpath mpirun: %s\n", err);
+    return st == OP_OK ? 0 : 2;
+}
+
+static void finish(struct job *j)
+{
     uint64_t totals[OP_SW_C_COUNT_] = {0};
-    if (fabric != NULL) {
-        op_fabric_stop(fabric, totals);
-        if (cfg.verbose)
+    if (j->fabric != NULL) {
+        op_fabric_stop(j->fabric, totals);
+        if (j->cfg.verbose)
             report_switches(totals);
     }
-    if (own_topo)
-        unlink(topo_path);
-    return rc;
+    if (j->own_topo)
+        unlink(j->topo_path);
+    if (j->ns != NULL)
+        launch_ns_close(j->ns);
+    free(j->ns);
+}
+
+int op_launch_run(const struct op_launch_config *in)
+{
+    struct job j = {.cfg = *in};
+    if (j.cfg.mode != OP_MODE_OFF && !find_lib(&j.cfg, j.lib, sizeof(j.lib))) {
+        fprintf(stderr, "offpath mpirun: cannot find %s (build it, or give --lib)\n", j.lib);
+        return 2;
+    }
+    if (j.cfg.topo != NULL)
+        catch_stop_signals();
+    int rc = prepare_topology(&j);
+    if (rc == 0)
+        rc = start_switches(&j);
+    if (rc == 0 && stop_signal == 0) {
+        set_env(&j.cfg, j.topo_path);
+        char mtu[16];
+        snprintf(mtu, sizeof(mtu), "%d", LAUNCH_LINK_MTU);
+        if (j.ns != NULL) /* the leaders' packets fit the links */
+            setenv("OFFPATH_MTU", mtu, 1);
+        rc = run_mpirun(&j.cfg, j.ns, j.cfg.mode == OP_MODE_OFF ? NULL : j.lib);
+    }
+    finish(&j);
+    return stop_signal != 0 ? 128 + stop_signal : rc;
 }

@@ -141,6 +141,10 @@ void opm_config_load(struct opm_config *cfg)
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);
     env_u64("OFFPATH_RTO_US", 10, 10000000, &cfg->rto_us);
     env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
+    env_ip("OFFPATH_IP", &cfg->ip);
+    v = 0;
+    env_u64("OFFPATH_MTU", 576, 65535, &v); /* IPv4's minimum: a header still fits */
+    cfg->mtu = (uint32_t)v;
     cfg->udp_batching = env_batching();
     env_host(cfg);
     env_alltoall(cfg);

@@ -21,7 +21,7 @@
 
 static uint16_t host_port_number(void)
 {
-    return (uint16_t)(opm.cfg.port < UINT16_MAX ? opm.cfg.port + 1 : opm.cfg.port - 1);
+    return (uint16_t)(opm.port_base < UINT16_MAX ? opm.port_base + 1 : opm.port_base - 1);
 }
 
 static op_status_t ensure_port(void)
@@ -89,6 +89,8 @@ static bool host_attach(struct opm_comm *c, const struct op_har_peer *peers, uin
         hc.ack_delay_ns = hc.rto_min_ns / 2; /* an ack must beat the sender's timeout */
     hc.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
     hc.ring_bytes = opm.cfg.host_ring_bytes;
+    if (opm_data_fits(OP_HAR_PREFIX_LEN, OP_HAR_MAX_DATA) != 0)
+        hc.max_data = opm_data_fits(OP_HAR_PREFIX_LEN, OP_HAR_MAX_DATA);
     op_status_t st = ensure_port(); /* its failure's errno goes into the message */
     if (st == OP_OK)
         st = op_har_attach(opm.host_port, &hc, &c->host);

@@ -54,6 +54,8 @@ struct opm_config {
     uint32_t net;         /* emulated addresses 127.<net>.<node+1>.<local+1> */
     uint16_t port;
     uint32_t switch_ip;   /* OFFPATH_SWITCH: one TOR for every rank */
+    uint32_t ip;          /* OFFPATH_IP: the node's one address (0: emulated 127.x) */
+    uint32_t mtu;         /* OFFPATH_MTU: the links' (0: loopback's, no limit here) */
     char topology[1024];  /* OFFPATH_TOPOLOGY */
     uint64_t min_bytes, max_bytes;
     uint64_t socket_max_bytes; /* Socket mode: larger calls go by node */
@@ -104,6 +106,7 @@ struct opm_comm {
     uint64_t calls;      /* allreduces through the leaders so far: the call sequence */
     struct op_rsc_entry *rsc; /* where this leader stands, for the others (rescue.h) */
     uint32_t *peer_ips;       /* the other leaders' addresses */
+    uint16_t *peer_ports;     /* and their rescue services' ports */
     int lrank;                /* this leader's rank among them */
     int n_peers;
     uint64_t rejoin_at, backoff; /* dead: the call that tries the switch again */
@@ -136,6 +139,7 @@ struct opm_state {
     const char *node_from, *socket_from; /* how they were found */
     uint32_t my_ip, tor_ip;
     uint16_t tor_port;
+    uint16_t port_base; /* this process's INC port; host path +1, rescue +2 */
     uint64_t calls, offloaded, fallback[OPM_R_COUNT_];
     uint64_t host_path; /* Host mode: leaders reduced host to host, no switch */
     uint64_t by_node; /* Socket mode calls above OFFPATH_SOCKET_MAX_BYTES */

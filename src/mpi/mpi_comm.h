@@ -17,6 +17,7 @@ void opm_comm_parts_set(const struct opm_comm_parts *parts);
 void opm_comm_setup(MPI_Comm comm);
 bool opm_leader_join(struct opm_comm *c); /* collective over c->leaders */
 uint16_t opm_rescue_port(void);
+uint16_t opm_data_fits(size_t prefix, uint16_t max); /* 0: no limit */
 int opm_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra);
 struct opm_comm *opm_comm_get(MPI_Comm comm);
 void opm_comm_release_all(void); /* collective over COMM_WORLD, as MPI_Finalize */

@@ -24,7 +24,7 @@ void opm_settle_start(struct opm_settle *s, struct opm_comm *c, void *buf, int c
     *s = (struct opm_settle){.c = c, .buf = buf, .count = count, .dtype = dtype, .op = op,
                              .bytes = bytes, .seq = c->calls + 1, .began = began,
                              .req = MPI_REQUEST_NULL};
-    s->q = (struct op_rsc_ask){.ips = c->peer_ips, .n = c->n_peers, .port = opm_rescue_port(),
+    s->q = (struct op_rsc_ask){.ips = c->peer_ips, .ports = c->peer_ports, .n = c->n_peers,
                                .wait_ns = SETTLE_ASK_NS};
     s->peers = calloc((size_t)c->n_peers + 1, sizeof(*s->peers));
     s->have_asker = op_rsc_asker_open(opm.rsc, &s->asker) == OP_OK;
@@ -54,7 +54,7 @@ static enum opm_settle_ev decided(struct opm_settle *s)
     uint32_t patience = (uint32_t)opm.cfg.deadline_ms;
     switch (op_rsc_decide(s->peers, c->n_peers, s->seq, gave_up, patience, &from)) {
     case OP_RSC_FETCH:
-        op_rsc_fetch_start(opm.rsc, &s->asker, c->rsc, c->peer_ips[from], opm_rescue_port(),
+        op_rsc_fetch_start(opm.rsc, &s->asker, c->rsc, c->peer_ips[from], c->peer_ports[from],
                            s->seq, s->buf, s->bytes,
                            op_now_ns() + opm.cfg.deadline_ms * OP_NS_PER_MS);
         s->stage = SS_FETCH;

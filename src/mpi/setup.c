@@ -42,7 +42,7 @@ static bool ensure_port(void)
 {
     if (opm.port != NULL)
         return true;
-    op_status_t st = op_inc_port_open(opm.my_ip, opm.cfg.port, opm.cfg.udp_batching, &opm.port);
+    op_status_t st = op_inc_port_open(opm.my_ip, opm.port_base, opm.cfg.udp_batching, &opm.port);
     if (st != OP_OK && opm.cfg.verbose)
         fprintf(stderr, "offpath: rank %d cannot open its RoCEv2 port: %s\n", opm.world_rank,
                 op_status_str(st));
@@ -61,7 +61,18 @@ static void share_master(const struct opm_comm *c, uint32_t info[2])
     PMPI_Bcast(info, 2, MPI_UINT32_T, 0, c->leaders);
 }
 
-uint16_t opm_rescue_port(void) { return (uint16_t)(opm.cfg.port + 2u); }
+/* Data bytes a packet of prefix bytes of headers (and an ICRC) carries
+ * whole over links of OFFPATH_MTU: the leaders send with DF set. */
+uint16_t opm_data_fits(size_t prefix, uint16_t max)
+{
+    const size_t ipv4_udp = 28;
+    if (opm.cfg.mtu == 0)
+        return 0;
+    size_t fit = (opm.cfg.mtu - ipv4_udp - prefix - OP_ICRC_LEN) & ~(size_t)7;
+    return (uint16_t)(fit < max ? fit : max);
+}
+
+uint16_t opm_rescue_port(void) { return (uint16_t)(opm.port_base + 2u); }
 
 /* Every leader opens its entry in the rescue service and learns the other
  * leaders' addresses. Collective over the leaders; false if this one cannot
@@ -70,17 +81,20 @@ static bool rescue_setup(struct opm_comm *c)
 {
     uint32_t key = (uint32_t)(op_now_ns() ^ (uint64_t)opm.my_ip << 12 ^ opm.comms * 40503u);
     PMPI_Bcast(&key, 1, MPI_UINT32_T, 0, c->leaders);
-    uint32_t *all = malloc(sizeof(*all) * (size_t)c->n_leaders);
+    uint32_t *all = malloc(sizeof(*all) * 2 * (size_t)c->n_leaders);
     c->peer_ips = malloc(sizeof(*c->peer_ips) * (size_t)c->n_leaders);
-    int have = all != NULL && c->peer_ips != NULL, everyone = 0;
+    c->peer_ports = malloc(sizeof(*c->peer_ports) * (size_t)c->n_leaders);
+    int have = all != NULL && c->peer_ips != NULL && c->peer_ports != NULL, everyone = 0;
     PMPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, c->leaders);
     PMPI_Comm_rank(c->leaders, &c->lrank);
     if (everyone) { /* else nobody gathers: no collective left half-joined */
-        uint32_t mine = opm.my_ip;
-        PMPI_Allgather(&mine, 1, MPI_UINT32_T, all, 1, MPI_UINT32_T, c->leaders);
+        uint32_t mine[2] = {opm.my_ip, opm_rescue_port()};
+        PMPI_Allgather(mine, 2, MPI_UINT32_T, all, 2, MPI_UINT32_T, c->leaders);
         for (int i = 0; i < c->n_leaders; i++)
-            if (i != c->lrank)
-                c->peer_ips[c->n_peers++] = all[i];
+            if (i != c->lrank) {
+                c->peer_ips[c->n_peers] = all[2 * i];
+                c->peer_ports[c->n_peers++] = (uint16_t)all[2 * i + 1];
+            }
     }
     free(all);
     if (opm.rsc == NULL && op_rsc_svc_open(opm.my_ip, opm_rescue_port(), &opm.rsc) != OP_OK &&
@@ -89,7 +103,8 @@ static bool rescue_setup(struct opm_comm *c)
                 opm_rescue_port());
     c->rsc = opm.rsc != NULL ? op_rsc_entry_open(opm.rsc, opm.cfg.job_id, key) : NULL;
     c->backoff = 64;
-    return c->rsc != NULL && c->peer_ips != NULL && c->n_peers == c->n_leaders - 1;
+    return c->rsc != NULL && c->peer_ips != NULL && c->peer_ports != NULL &&
+           c->n_peers == c->n_leaders - 1;
 }
 
 bool opm_leader_join(struct opm_comm *c)
@@ -103,7 +118,8 @@ bool opm_leader_join(struct opm_comm *c)
     struct op_inc_config ic;
     op_inc_config_default(&ic);
     ic.ip = opm.my_ip;
-    ic.port = opm.cfg.port;
+    ic.port = opm.port_base;
+    ic.want_data = opm_data_fits(OP_INC_PREFIX_LEN, OP_INC_MAX_DATA);
     ic.tor_ip = opm.tor_ip;
     ic.tor_port = opm.tor_port;
     ic.rank = (uint32_t)lrank;
@@ -255,6 +271,7 @@ static void free_state(struct opm_comm *c)
         PMPI_Comm_free(&c->leaders);
     op_rsc_entry_close(opm.rsc, c->rsc);
     free(c->peer_ips);
+    free(c->peer_ports);
     free(c->input);
     free(c);
 }

@@ -9,12 +9,28 @@
 
 struct opm_state opm;
 
+/* Emulated on loopback, every rank has an address of its own; on a node
+ * with one address (OFFPATH_IP: a namespace topology, a real cluster) its
+ * ranks share it, and each process takes ports of its own, three apart
+ * (INC, host path, rescue): a node's socket leaders lead side by side. */
+static void my_address(void)
+{
+    const struct opm_config *cfg = &opm.cfg;
+    opm.port_base = cfg->port;
+    if (cfg->ip != 0) {
+        opm.my_ip = cfg->ip;
+        opm.port_base = (uint16_t)(cfg->port + 3u * (unsigned)opm.local);
+        return;
+    }
+    opm.my_ip = 127u << 24 | cfg->net << 16 | (uint32_t)(opm.node + 1) << 8 |
+                (uint32_t)(opm.local + 1);
+}
+
 static void find_tor(void)
 {
     char err[256];
     const struct opm_config *cfg = &opm.cfg;
-    opm.my_ip = 127u << 24 | cfg->net << 16 | (uint32_t)(opm.node + 1) << 8 |
-                (uint32_t)(opm.local + 1);
+    my_address();
     opm.tor_port = cfg->port;
     if (cfg->switch_ip != 0) {
         opm.tor_ip = cfg->switch_ip;

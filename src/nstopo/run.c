@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,9 +23,8 @@ extern char **environ;
 #define NETNS_DIR "/run/netns/"
 
 struct up_ctx {
-    const struct op_nstopo_cfg *cfg;
+    bool verbose;
     FILE *state;
-    int commands;
 };
 
 static void say(const char *fmt, ...) OP_PRINTF(1, 2);
@@ -72,11 +72,10 @@ static bool netns_exists(const char *ns)
     return access(path, F_OK) == 0;
 }
 
-static void state_path(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t, char *out,
-                       size_t len)
+void op_nstopo_state_path(const struct op_nstopo *t, const char *state, char *out, size_t len)
 {
-    if (cfg->state != NULL)
-        snprintf(out, len, "%s", cfg->state);
+    if (state != NULL)
+        snprintf(out, len, "%s", state);
     else
         snprintf(out, len, STATE_DIR "/topo-%s.state", t->name);
 }
@@ -99,10 +98,9 @@ static bool up_emit(int argc, const char *const *argv, void *ctx)
     if (argc == 4 && strcmp(argv[1], "netns") == 0 && strcmp(argv[2], "add") == 0 &&
         !record_netns(u, argv[3]))
         return false;
-    if (u->cfg->verbose)
+    if (u->verbose)
         print_cmd(stderr, argc, argv);
     int rc = spawn_wait(argv);
-    u->commands++;
     if (rc == 0)
         return true;
     fprintf(stderr, "offpath topo: failed (exit %d): ", rc);
@@ -166,21 +164,21 @@ static void print_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t,
     printf("]}\n");
 }
 
-static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+int op_nstopo_up(const struct op_nstopo *t, const char *state_arg, bool verbose)
 {
     char state[256], ns[128];
-    state_path(cfg, t, state, sizeof(state));
+    op_nstopo_state_path(t, state_arg, state, sizeof(state));
     for (int i = 0; i < t->n_nodes; i++) {
         op_nstopo_netns(t, i, ns, sizeof(ns));
         if (netns_exists(ns)) {
-            say("namespace %s exists: topology is up (offpath topo down %s first)", ns,
-                cfg->file);
+            say("namespace %s exists: topology %s is up (offpath topo down its file first)", ns,
+                t->name);
             return 1;
         }
     }
-    if (cfg->state == NULL)
+    if (state_arg == NULL)
         mkdir(STATE_DIR, 0755);
-    struct up_ctx u = {.cfg = cfg, .state = fopen(state, "a")};
+    struct up_ctx u = {.verbose = verbose, .state = fopen(state, "a")};
     if (u.state == NULL) {
         say("cannot write state file %s: %s", state, strerror(errno));
         return 1;
@@ -188,12 +186,72 @@ static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
     fprintf(u.state, "topo %s\n", t->name);
     bool ok = op_nstopo_plan(t, up_emit, &u);
     fclose(u.state);
-    int switches = ok && !cfg->no_switches ? nstopo_start_switches(t, cfg->file, cfg->argv) : 0;
-    if (!ok || switches < 0) {
+    if (!ok) {
         remove_all(t, state, true);
         return 1;
     }
-    print_up(cfg, t, u.commands, switches);
+    return 0;
+}
+
+int op_nstopo_down(const struct op_nstopo *t, const char *state_arg)
+{
+    char state[256];
+    op_nstopo_state_path(t, state_arg, state, sizeof(state));
+    return remove_all(t, state, true);
+}
+
+static bool count_cmd(int argc, const char *const *argv, void *ctx)
+{
+    (void)argc;
+    (void)argv;
+    ++*(int *)ctx;
+    return true;
+}
+
+/* The state file's last line: switches run on the path (a job uses them). */
+static void note_switches(const struct op_nstopo *t, const char *state_arg, int n)
+{
+    char state[256];
+    op_nstopo_state_path(t, state_arg, state, sizeof(state));
+    FILE *f = fopen(state, "a");
+    if (f != NULL) {
+        fprintf(f, "switches %d\n", n);
+        fclose(f);
+    }
+}
+
+bool op_nstopo_has_switches(const struct op_nstopo *t, const char *state_arg)
+{
+    char state[256], line[192];
+    int n = 0;
+    op_nstopo_state_path(t, state_arg, state, sizeof(state));
+    FILE *f = fopen(state, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "switches %d", &n) == 1 && n > 0)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return n > 0;
+}
+
+/* The namespaces and links, then the switches on the path (unless
+ * --no-switches); a switch that does not start takes it all down. */
+static int topo_up(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    int rc = op_nstopo_up(t, cfg->state, cfg->verbose), commands = 0;
+    if (rc != 0)
+        return rc;
+    int switches = cfg->no_switches ? 0 : nstopo_start_switches(t, cfg->file, cfg->argv);
+    if (switches < 0) {
+        char state[256];
+        op_nstopo_state_path(t, cfg->state, state, sizeof(state));
+        remove_all(t, state, true);
+        return 1;
+    }
+    if (switches > 0)
+        note_switches(t, cfg->state, switches);
+    (void)op_nstopo_plan(t, count_cmd, &commands);
+    print_up(cfg, t, commands, switches);
     return 0;
 }
 
@@ -247,27 +305,46 @@ static int topo_switches(const struct op_nstopo_cfg *cfg, const struct op_nstopo
     return 0;
 }
 
-static int topo_exec(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+op_status_t op_nstopo_enter(const struct op_nstopo *t, int node, char *err, size_t errlen)
 {
     char ns[128], path[192];
+    op_nstopo_netns(t, node, ns, sizeof(ns));
+    snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "topology %s is not up (no namespace %s)", t->name, ns);
+        return OP_ERR_STATE;
+    }
+    int rc = setns(fd, CLONE_NEWNET);
+    close(fd);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot enter %s: %s", ns, strerror(errno));
+        return op_status_errno(errno);
+    }
+    /* /sys shows the namespace that mounted it: a sysfs mounted from inside
+     * this one, private to this process's own mount namespace */
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 ||
+        (umount2("/sys", MNT_DETACH) != 0 && errno != EINVAL) ||
+        mount(ns, "/sys", "sysfs", 0, NULL) != 0) {
+        snprintf(err, errlen, "in %s, cannot remount /sys: %s", ns, strerror(errno));
+        return op_status_errno(errno);
+    }
+    return OP_OK;
+}
+
+static int topo_exec(const struct op_nstopo_cfg *cfg, const struct op_nstopo *t)
+{
+    char err[300];
     int node = op_nstopo_find(t, cfg->host);
     if (node < 0) {
         say("no node '%s' in %s (a name or an address of the file)", cfg->host, cfg->file);
         return 2;
     }
-    op_nstopo_netns(t, node, ns, sizeof(ns));
-    snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        say("topology is not up (no namespace %s): offpath topo up %s", ns, cfg->file);
+    op_status_t st = op_nstopo_enter(t, node, err, sizeof(err));
+    if (st != OP_OK) {
+        say("%s%s", err, st == OP_ERR_STATE ? ": offpath topo up first" : "");
         return 1;
     }
-    if (setns(fd, CLONE_NEWNET) != 0) {
-        say("cannot enter %s: %s", ns, strerror(errno));
-        close(fd);
-        return 1;
-    }
-    close(fd);
     fflush(NULL);
     execvp(cfg->argv[0], cfg->argv);
     say("cannot run '%s': %s", cfg->argv[0], strerror(errno));
@@ -291,7 +368,7 @@ int op_nstopo_run(const struct op_nstopo_cfg *cfg)
     } else if (cfg->action == OP_NSTOPO_UP) {
         rc = topo_up(cfg, t);
     } else if (cfg->action == OP_NSTOPO_DOWN) {
-        state_path(cfg, t, state, sizeof(state));
+        op_nstopo_state_path(t, cfg->state, state, sizeof(state));
         rc = remove_all(t, state, cfg->json);
         if (cfg->json)
             printf("{\"topo\":\"%s\",\"down\":%s}\n", t->name, rc == 0 ? "true" : "false");

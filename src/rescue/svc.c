@@ -350,7 +350,7 @@ void op_rsc_asker_close(struct op_rsc_asker *a)
 
 /* One datagram answering the current nonce, if one is there. */
 static bool answer_in(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rsc_msg *m,
-                      uint32_t *from)
+                      uint32_t *from, uint16_t *from_port)
 {
     struct sockaddr_in sa;
     socklen_t al = sizeof(sa);
@@ -364,9 +364,15 @@ static bool answer_in(struct op_rsc_svc *s, struct op_rsc_asker *a, struct op_rs
         }
         if (m->nonce == a->nonce) { /* else an answer to an earlier question */
             *from = ntohl(sa.sin_addr.s_addr);
+            *from_port = ntohs(sa.sin_port);
             return true;
         }
     }
+}
+
+static uint16_t peer_port(const struct op_rsc_ask *q, int i)
+{
+    return q->ports != NULL ? q->ports[i] : q->port;
 }
 
 static void send_status_reqs(struct op_rsc_svc *s, struct op_rsc_asker *a,
@@ -374,7 +380,7 @@ static void send_status_reqs(struct op_rsc_svc *s, struct op_rsc_asker *a,
 {
     for (int i = 0; i < q->n; i++)
         if (!out[i].answered)
-            send_to(a->fd, q->ips[i], q->port, &a->q);
+            send_to(a->fd, q->ips[i], peer_port(q, i), &a->q);
     a->sent_ns = op_now_ns();
     s->c[OP_RSC_C_resends] += a->rounds++ > 0;
 }
@@ -400,9 +406,11 @@ bool op_rsc_ask_step(struct op_rsc_svc *s, struct op_rsc_asker *a, const struct 
 {
     struct op_rsc_msg m;
     uint32_t from;
-    while (a->missing > 0 && answer_in(s, a, &m, &from))
+    uint16_t from_port;
+    while (a->missing > 0 && answer_in(s, a, &m, &from, &from_port))
         for (int i = 0; i < q->n; i++)
-            if (q->ips[i] == from && !out[i].answered && m.type == OP_RSC_STATUS) {
+            if (q->ips[i] == from && peer_port(q, i) == from_port && !out[i].answered &&
+                m.type == OP_RSC_STATUS) {
                 out[i] = (struct op_rsc_peer){.answered = true, .state = m.state, .seq = m.seq,
                                               .completed = m.completed, .total = m.total,
                                               .in_call_ms = m.offset};
@@ -443,8 +451,9 @@ op_status_t op_rsc_fetch_step(struct op_rsc_svc *s, struct op_rsc_asker *a)
 {
     struct op_rsc_msg m;
     uint32_t from;
-    while (a->got < a->bytes && answer_in(s, a, &m, &from)) {
-        if (from != a->ip || m.type != OP_RSC_DATA)
+    uint16_t from_port;
+    while (a->got < a->bytes && answer_in(s, a, &m, &from, &from_port)) {
+        if (from != a->ip || from_port != a->port || m.type != OP_RSC_DATA)
             continue;
         /* not held, or a result of another size than this call's */
         if (m.total != a->bytes || m.offset != a->got || m.len == 0)

@@ -148,7 +148,7 @@ static bool record_member(struct op_sw *sw, const struct sw_key *key, uint32_t i
                           uint32_t rank, struct op_inc_ctrl *c, uint64_t now, struct op_txq *out)
 {
     struct sw_pending *p = sw_pending_get(sw, key, now);
-    if (p == NULL || sw_pending_add(p, ip, port, rank) < 0) {
+    if (p == NULL || sw_pending_add(p, ip, port, rank, !sw->me->spine) < 0) {
         sw->c[OP_SW_C_drop_mismatch]++;
         return false;
     }

@@ -218,13 +218,13 @@ void sw_pending_free(struct sw_pending *p)
 
 /* Returns 0 added or already there, -1 conflict (rank claimed by another
  * address), -2 no memory. */
-int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t rank)
+int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t rank, bool by_port)
 {
     for (uint16_t i = 0; i < p->n; i++) {
         bool same_host = p->m[i].ip == ip && p->m[i].port == port;
         if (p->m[i].rank == rank)
             return same_host ? 0 : -1;
-        if (same_host) /* one host is one member: it cannot fill a group alone */
+        if (same_host && by_port) /* one leader is one member: it cannot fill a group alone */
             return -1;
     }
     if (p->n == p->cap) {

@@ -440,6 +440,7 @@ void op_sw_path_counters(const struct op_sw_path *p, int port, uint64_t out[OP_S
     uint64_t fc[OP_FAULT_C_COUNT_], xc[OP_IO_XDP_C_COUNT_];
     op_io_fault_counters(pt->io, fc);
     out[OP_SW_PATH_C_injected_drops] += fc[OP_FAULT_C_dropped];
+    out[OP_SW_PATH_C_injected_dups] = fc[OP_FAULT_C_duplicated];
     if (pt->base != NULL) {
         op_io_xdp_counters(pt->base, xc);
         out[OP_SW_PATH_C_rx_ring_lost] = xc[OP_IO_XDP_C_rx_ring_full] + xc[OP_IO_XDP_C_rx_kernel_dropped];

@@ -66,13 +66,30 @@ static void flush(void *ctx, struct op_io *io, struct op_txq *q)
     op_io_send(io, q->pkts, q->n);
 }
 
+/* On the path the ports' sums (each port's own: op_sw_path_print): what
+ * the injectors did, on the way in and out, and what left or was lost. */
+static void path_totals(const struct sw_driver *d, uint64_t port[OP_SW_PORT_C_COUNT_])
+{
+    memset(port, 0, OP_SW_PORT_C_COUNT_ * sizeof *port);
+    for (int i = 0; d->path != NULL && i < op_sw_path_ports(d->path); i++) {
+        uint64_t v[OP_SW_PATH_C_COUNT_];
+        op_sw_path_counters(d->path, i, v);
+        port[OP_SW_C_injected_drops - OP_SW_C_ENGINE_COUNT_] +=
+            v[OP_SW_PATH_C_injected_drops] + v[OP_SW_PATH_C_drop_injected];
+        port[OP_SW_C_injected_dups - OP_SW_C_ENGINE_COUNT_] += v[OP_SW_PATH_C_injected_dups];
+        port[OP_SW_C_tx_io_datagrams - OP_SW_C_ENGINE_COUNT_] += v[OP_SW_PATH_C_tx_frames];
+        port[OP_SW_C_tx_io_drops - OP_SW_C_ENGINE_COUNT_] +=
+            v[OP_SW_PATH_C_tx_drops] + v[OP_SW_PATH_C_queue_drops];
+    }
+}
+
 /* The port's counts (fault layer, io, capture) go beside the engine's in
  * every report: they are the driver's, taken when a report is due. */
 static void port_counters(const struct sw_driver *d, uint64_t port[OP_SW_PORT_C_COUNT_])
 {
     uint64_t fs[OP_FAULT_C_COUNT_], io[OP_IO_C_COUNT_];
-    if (d->io == NULL) { /* on the path: each port's own (op_sw_path_print) */
-        memset(port, 0, OP_SW_PORT_C_COUNT_ * sizeof *port);
+    if (d->io == NULL) {
+        path_totals(d, port);
         return;
     }
     op_io_fault_counters(d->io, fs);

@@ -130,7 +130,10 @@ int sw_alloc_id(struct op_sw *sw);
 struct sw_pending *sw_pending_find(struct op_sw *sw, const struct sw_key *key);
 struct sw_pending *sw_pending_get(struct op_sw *sw, const struct sw_key *key, uint64_t now);
 void sw_pending_free(struct sw_pending *p);
-int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t rank);
+/* by_port: members known by address and port (a TOR's hosts' leaders);
+ * else by rank (a SPINE sees a leader's address through its TOR's port,
+ * and a node's leaders share the address). */
+int sw_pending_add(struct sw_pending *p, uint32_t ip, uint16_t port, uint32_t rank, bool by_port);
 void sw_sweep(struct op_sw *sw, uint64_t now);
 
 /* ctrl.c */

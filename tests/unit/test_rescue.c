@@ -232,6 +232,54 @@ static void test_services_status_cancel_fetch(void **state)
     close_two(&t);
 }
 
+/* A node's socket leaders share its one address (a namespace topology, a
+ * real cluster) and differ by port: each answer is taken as its sender's,
+ * by address and port, and a fetch reads the peer it names. */
+static void test_peers_sharing_an_address(void **state)
+{
+    (void)state;
+    struct op_rsc_svc *a, *b0, *b1;
+    assert_int_equal(op_rsc_svc_open(IP_A, PORT, &a), OP_OK);
+    assert_int_equal(op_rsc_svc_open(IP_B, PORT, &b0), OP_OK);
+    assert_int_equal(op_rsc_svc_open(IP_B, PORT + 3, &b1), OP_OK);
+    struct op_rsc_entry *ea = op_rsc_entry_open(a, 1, 9), *e0 = op_rsc_entry_open(b0, 1, 9),
+                        *e1 = op_rsc_entry_open(b1, 1, 9);
+    uint64_t r0 = 0x1111, r1 = 0x2222, got = 0;
+    op_rsc_call_begin(b0, e0, 1);
+    assert_int_equal(op_rsc_call_done(b0, e0, 1, &r0, sizeof(r0), false), OP_OK);
+    op_rsc_call_begin(b1, e1, 1);
+    assert_int_equal(op_rsc_call_done(b1, e1, 1, &r1, sizeof(r1), false), OP_OK);
+    op_rsc_call_begin(b1, e1, 2); /* b1 went on to call 2, b0 did not */
+    op_rsc_call_begin(a, ea, 1);
+    const uint32_t ips[] = {IP_B, IP_B};
+    const uint16_t ports[] = {PORT + 3, PORT};
+    /* ends when both answered: the bound only matters on a loaded machine */
+    const struct op_rsc_ask q = {.ips = ips, .ports = ports, .n = 2, .wait_ns = 5 * OP_NS_PER_S};
+    struct op_rsc_asker k;
+    struct op_rsc_peer p[2];
+    assert_int_equal(op_rsc_asker_open(a, &k), OP_OK);
+    op_rsc_ask_start(a, &k, ea, &q, p);
+    while (!op_rsc_ask_step(a, &k, &q, p))
+        usleep(1000);
+    op_rsc_asker_close(&k);
+    assert_true(p[0].answered && p[1].answered);
+    assert_int_equal(p[0].seq, 2); /* b1's */
+    assert_int_equal(p[0].state, OP_RSC_IN_CALL);
+    assert_int_equal(p[1].seq, 1); /* b0's */
+    assert_int_equal(op_rsc_fetch(a, ea, IP_B, PORT + 3, 1, &got, sizeof(got),
+                                  op_now_ns() + OP_NS_PER_S), OP_OK);
+    assert_int_equal(got, r1);
+    assert_int_equal(op_rsc_fetch(a, ea, IP_B, PORT, 1, &got, sizeof(got),
+                                  op_now_ns() + OP_NS_PER_S), OP_OK);
+    assert_int_equal(got, r0);
+    op_rsc_entry_close(a, ea);
+    op_rsc_entry_close(b0, e0);
+    op_rsc_entry_close(b1, e1);
+    op_rsc_svc_close(a);
+    op_rsc_svc_close(b0);
+    op_rsc_svc_close(b1);
+}
+
 static void test_silent_and_unknown_peers(void **state)
 {
     (void)state;
@@ -283,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_decide),
         cmocka_unit_test(test_services_status_cancel_fetch),
         cmocka_unit_test(test_silent_and_unknown_peers),
+        cmocka_unit_test(test_peers_sharing_an_address),
     };
     return cmocka_run_group_tests_name("rescue", tests, NULL, NULL);
 }

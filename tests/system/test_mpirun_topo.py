@@ -1,0 +1,246 @@
+"""`offpath mpirun --topo`: MPI jobs on a namespace topology (needs root).
+
+Each rank runs in its host's namespace with the host's one address, the
+switches in their TORs' and SPINEs' namespaces, MPI's own traffic over TCP
+across the same rate-limited links. Every test runs on a topology of its own
+name (opt-<name>-*) and checks that none of its namespaces is left."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, offpath
+from test_mpi import CHECK, children_of, need, parse
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "two-racks.topo")
+_count = [0]
+
+
+def our_netns(name):
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return sorted(l.split()[0] for l in out.splitlines() if l.startswith(f"opt-{name}-"))
+
+
+def interleaved(text):
+    """two-racks with its hosts listed rack by rack in turn (h1 h5 h2 h6 ...):
+    node i is host i of the file, so consecutive nodes sit under different
+    TORs and every pair of nodes talks across a SPINE."""
+    hosts = [l for l in text.splitlines() if l.startswith("host ")]
+    order = [h for pair in zip(hosts[:4], hosts[4:]) for h in pair]
+    rest = [l for l in text.splitlines() if not l.startswith("host ")]
+    at = next(i for i, l in enumerate(rest) if l.startswith("link "))
+    return "\n".join(rest[:at] + order + rest[at:]) + "\n"
+
+
+@pytest.fixture
+def topo(tmp_path):
+    """The example under a fresh name; whatever a test leaves is removed by
+    that name (and the test checks it had nothing to remove)."""
+    _count[0] += 1
+    name = f"mt{os.getpid() % 100000}x{_count[0]}"
+    path = tmp_path / f"{name}.topo"
+    path.write_text(re.sub(r"(?m)^topo \S+", f"topo {name}", interleaved(open(EXAMPLE).read())))
+    yield str(path), name
+    offpath("topo", "down", path, timeout=60)
+    for ns in our_netns(name):
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+def mpirun(path, *args, mpi="openmpi", iters=1, max_count=1000, timeout=240, env=None):
+    r = offpath("mpirun", "--topo", path, "--mpi", mpi, "--verbose", *args, "--", CHECK[mpi],
+                iters, max_count, timeout=timeout, env=env)
+    return r, parse(r)
+
+
+def switches(err):
+    m = re.search(r"(\d+) retransmissions, (\d+) duplicates, (\d+) injected drops; groups "
+                  r"created (\d+), freed (\d+)", err)
+    assert m, err
+    return dict(zip(("retx", "dups", "drops", "created", "freed"), map(int, m.groups())))
+
+
+def assert_gone(name):
+    assert our_netns(name) == [], "namespaces left"
+    assert not os.path.exists(f"/run/offpath/topo-{name}.state")
+
+
+def test_openmpi_16_ranks_node_mode(topo):
+    """8 hosts x 2 ranks on two racks, the topology built and removed by the
+    job, the switches on the path. The split's odd half has no local rank 0
+    on any node, so its leaders use ports of their own: every call goes
+    through the switches all the same."""
+    need("openmpi")
+    path, name = topo
+    r, res = mpirun(path, "--ppn", 2)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 16 and res["mismatches"] == 0
+    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    assert res["shm"] and res["shm"][0] == res["shm"][1] > 0
+    sw = switches(r.stderr)
+    assert sw["created"] == sw["freed"] > 0 and sw["drops"] == 0
+    assert_gone(name)
+    assert "join failed" not in r.stderr
+    # COMM_WORLD, its dup and both halves, each on 2 TORs and a SPINE
+    assert sw["created"] == 12
+
+
+def test_openmpi_socket_mode(topo):
+    """Socket mode: a node's two socket leaders share its one address, each
+    on ports of its own, in one group (a SPINE counts its members by rank);
+    above 1 KiB calls go by node. Every call through the switches."""
+    need("openmpi")
+    path, name = topo
+    env = dict(os.environ, OFFPATH_SOCKET_MAX_BYTES="1024")
+    r, res = mpirun(path, "--ppn", 2, "--sockets", 2, "--mode", "socket", "--deadline-ms", 500,
+                    env=env)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 16 and res["mismatches"] == 0
+    wide = re.search(r"socket mode: (\d+) calls above 1024 bytes went by node", r.stderr)
+    assert wide and int(wide[1]) > 0 and res["offloaded"] >= int(wide[1])
+    sw = switches(r.stderr)
+    assert sw["created"] == sw["freed"] > 0
+    assert_gone(name)
+    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+
+
+def test_mpich_2_ranks_across_racks(topo):
+    """MPICH busy-polls: 2 ranks, on hosts under different TORs."""
+    need("mpich")
+    path, name = topo
+    r, res = mpirun(path, "--nodes", 2, mpi="mpich")
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 2 and res["mismatches"] == 0
+    # the split leaves one node in each half: those calls are the MPI's own
+    assert res["offloaded"] == res["calls"] * 2 // 3
+    assert "one node" in res["why"]
+    assert_gone(name)
+
+
+def sent_bytes(name, node, dev):
+    out = subprocess.run(["tc", "-n", f"opt-{name}-{node}", "-s", "qdisc", "show", "dev", dev],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"Sent (\d+) bytes", out)
+    assert m, out
+    return int(m[1])
+
+
+def test_mode_off_on_a_standing_topology(topo):
+    """The host baseline: Open MPI's own allreduce over TCP through the same
+    links. A topology that is up is used as it is and left standing."""
+    need("openmpi")
+    path, name = topo
+    assert offpath("topo", "up", path, timeout=60).returncode == 0
+    before = sent_bytes(name, "h8", "t2")
+    r, res = mpirun(path, "--ppn", 2, "--mode", "off")
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 16 and res["mismatches"] == 0
+    assert res["offloaded"] is None  # no library, no summary
+    # MPI's TCP left h8 over its link (tbf counts what leaves the interface)
+    assert sent_bytes(name, "h8", "t2") - before > 100_000
+    assert len(our_netns(name)) == 12  # not this job's to take down
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    assert_gone(name)
+
+
+def test_one_percent_loss_on_one_link(topo):
+    """1% loss on the link between t1 and s1 (`loss 1%` in the file: its two
+    switch ends inject it; no netem on this kernel): retransmissions recover
+    every result. 8 hosts, a rank each."""
+    need("openmpi")
+    path, name = topo
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("link t1 s1 rate 2gbit queue 512kb",
+                             "link t1 s1 rate 2gbit queue 512kb loss 1%"))
+    r, res = mpirun(path, iters=2)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 8 and res["mismatches"] == 0
+    assert res["offloaded"] == res["calls"] and res["fell_back"] == 0
+    assert "join failed" not in r.stderr
+    sw = switches(r.stderr)
+    assert sw["drops"] > 0 and sw["retx"] > 0
+    # COMM_WORLD and its dup on both TORs and a SPINE; the split's halves
+    # (even ranks: h1-h4, odd: h5-h8) each on its rack's TOR and a SPINE
+    assert sw["created"] == sw["freed"] == 3 + 3 + 2 + 2
+    assert_gone(name)
+
+
+def test_fault_switch_only_one_injects(topo):
+    """--drop-rate with --fault-switch s1: 1% of what s1 sends, on every
+    port of it, the other switches clean."""
+    need("openmpi")
+    path, name = topo
+    r, res = mpirun(path, "--drop-rate", 0.01, "--fault-switch", "s1", iters=2)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 8 and res["mismatches"] == 0 and res["fell_back"] == 0
+    sw = switches(r.stderr)
+    assert sw["drops"] > 0 and sw["created"] == sw["freed"] > 0
+    assert_gone(name)
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def test_sigterm_takes_the_topology_down(topo):
+    """The job stopped by SIGTERM: mpirun stops its ranks, and the
+    topology the job built goes down with it."""
+    need("openmpi")
+    path, name = topo
+    p = subprocess.Popen([BIN, "mpirun", "--topo", path, "--mode", "off", "--", "sleep", "60"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                comm(c).startswith("mpirun") for c in children_of(p.pid)):
+            time.sleep(0.1)
+        assert len(our_netns(name)) == 12, "topology not up with mpirun running"
+        time.sleep(1)  # its ranks are up
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 128 + signal.SIGTERM, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert_gone(name)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--nodes", "9"], "--nodes 9 is more than the 8 hosts"),
+    (["--tors", "2"], "--tors"),
+    (["--fault-switch", "s9"], "--fault-switch s9"),
+])
+def test_bad_parameters(topo, args, needle):
+    need("openmpi")  # the library is found before the file is read
+    path, name = topo
+    r = offpath("mpirun", "--topo", path, *args, "--", "true", timeout=60)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
+    assert_gone(name)
+
+
+def test_malformed_topology_named(tmp_path):
+    bad = tmp_path / "bad.topo"
+    bad.write_text("topo mtbad\nhost h1 10.0.0.1\nlink h1 t9 rate 1gbit queue 64kb\n")
+    r = offpath("mpirun", "--topo", bad, "--", "true")
+    assert r.returncode == 2 and "line 3" in r.stderr and "malformed" in r.stderr, r.stderr
+
+
+def test_topo_rank_outside_mpirun_refused(topo):
+    path, _ = topo
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")}
+    r = offpath("topo_rank", path, "--", "true", env=env)
+    assert r.returncode == 2 and "no rank" in r.stderr
+    r = offpath("topo_rank", path, "--", "true", env=dict(env, PMI_RANK="3"))
+    assert r.returncode == 1 and "not up" in r.stderr
