@@ -1,6 +1,9 @@
 /* The PMPI interposition layer: the MPI functions this library replaces.
  * Loaded with LD_PRELOAD (or linked before the MPI library) into an
  * unmodified MPI program. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,15 +13,36 @@
 struct opm_state opm;
 
 /* Emulated on loopback, every rank has an address of its own; on a node
- * with one address (OFFPATH_IP: a namespace topology, a real cluster) its
+ * with one address (OFFPATH_IP, or the host's own in a TOR's range of
+ * OFFPATH_TOPOLOGY: a namespace topology, a real cluster) its
  * ranks share it, and each process takes ports of its own, three apart
  * (INC, host path, rescue): a node's socket leaders lead side by side. */
-static void my_address(void)
+/* A real cluster: of this host's IPv4 addresses, the one a TOR of the
+ * topology serves (0: none, as on loopback, where 127.0.0.1 is in no TOR's
+ * range and the emulation's addresses are the ranks' own). */
+static uint32_t address_served(const struct op_topo *topo)
+{
+    struct ifaddrs *ifs = NULL;
+    uint32_t found = 0;
+    if (topo == NULL || getifaddrs(&ifs) != 0)
+        return 0;
+    for (const struct ifaddrs *i = ifs; i != NULL && found == 0; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        uint32_t ip = ntohl(((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr);
+        found = op_topo_tor_of(topo, ip) >= 0 ? ip : 0;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+static void my_address(const struct op_topo *topo)
 {
     const struct opm_config *cfg = &opm.cfg;
+    uint32_t ip = cfg->ip != 0 ? cfg->ip : address_served(topo);
     opm.port_base = cfg->port;
-    if (cfg->ip != 0) {
-        opm.my_ip = cfg->ip;
+    if (ip != 0) {
+        opm.my_ip = ip;
         opm.port_base = (uint16_t)(cfg->port + 3u * (unsigned)opm.local);
         return;
     }
@@ -30,14 +54,15 @@ static void find_tor(void)
 {
     char err[256];
     const struct opm_config *cfg = &opm.cfg;
-    my_address();
+    bool have_topo = cfg->topology[0] != '\0' &&
+                     op_topo_load(cfg->topology, &opm.topo, err, sizeof(err)) == OP_OK;
+    my_address(have_topo ? &opm.topo : NULL);
     opm.tor_port = cfg->port;
     if (cfg->switch_ip != 0) {
         opm.tor_ip = cfg->switch_ip;
         return;
     }
-    if (cfg->topology[0] != '\0' &&
-        op_topo_load(cfg->topology, &opm.topo, err, sizeof(err)) == OP_OK) {
+    if (have_topo) {
         int t = op_topo_tor_of(&opm.topo, opm.my_ip);
         if (t >= 0) {
             opm.tor_ip = opm.topo.sw[t].ip;
