@@ -39,6 +39,7 @@ struct op_nstopo_link {
      * per frame each way, delay_us each way */
     double loss;
     uint32_t delay_us;
+    uint32_t down_after_ms, down_for_ms; /* down both ways for a while; 0 for: never */
 };
 
 struct op_nstopo {

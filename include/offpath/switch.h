@@ -131,7 +131,7 @@ OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
     X(drop_ttl)                                                                                    \
     X(drop_local)     /* to our address, neither INC nor control */                                \
     X(drop_other)     /* not IP or ARP, multicast, malformed */                                    \
-    X(drop_injected)  /* the link's loss on what comes in (rx_drop_rate) */                       \
+    X(drop_injected)  /* the link's loss on what comes in (rx_drop_rate), or it down */           \
     X(tx_frames)                                                                                   \
     X(tx_inc)         /* of tx_frames: the engine's packets */                                     \
     X(tx_drops)       /* the backend refused */                                                    \
@@ -162,8 +162,8 @@ struct op_sw_port_config {
     double drop_rate, dup_rate;  /* each frame sent lost, or sent twice */
     double rx_drop_rate;         /* each frame received lost (a host's end cannot) */
     uint32_t delay_us;           /* each frame sent held this long */
-    /* the link down (everything sent lost) from down_after_ms after start
-     * for down_for_ms; 0: never */
+    /* the link down (everything sent and received lost) from down_after_ms
+     * after start for down_for_ms; 0: never */
     uint32_t down_after_ms, down_for_ms;
 };
 

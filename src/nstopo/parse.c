@@ -130,14 +130,35 @@ static bool parse_delay(const char *s, uint32_t *us)
     return true;
 }
 
-/* What follows a link's queue: loss P% and delay D, each once. The
- * switches on the path inject them (netem does not exist here). */
+/* "AFTER+FOR" in milliseconds: the link down for a while. */
+static bool parse_down(const char *s, uint32_t *after, uint32_t *span)
+{
+    char *end, *end2;
+    errno = 0;
+    unsigned long a = strtoul(s, &end, 10), f = *end == '+' ? strtoul(end + 1, &end2, 10) : 0;
+    if (errno != 0 || end == s || s[0] < '0' || s[0] > '9' || *end != '+' || end[1] < '0' ||
+        end[1] > '9' || *end2 != '\0' || a > 86400000 || f < 1 || f > 86400000)
+        return false;
+    *after = (uint32_t)a;
+    *span = (uint32_t)f;
+    return true;
+}
+
+/* What follows a link's queue: loss P%, delay D and down T+D, each once.
+ * The switches on the path inject them (netem does not exist here). */
 static bool parse_link_faults(struct parse *p, char **w, int n, struct op_nstopo_link *l)
 {
-    bool loss = false, delay = false;
+    bool loss = false, delay = false, down = false;
     for (int i = 7; i < n; i += 2) {
         if (i + 1 >= n)
             return FAIL(p, "'%s' wants a value", w[i]);
+        if (strcmp(w[i], "down") == 0 && !down) {
+            if (!parse_down(w[i + 1], &l->down_after_ms, &l->down_for_ms))
+                return FAIL(p, "bad down '%s' (AFTER_MS+FOR_MS from the switches' start)",
+                            w[i + 1]);
+            down = true;
+            continue;
+        }
         if (strcmp(w[i], "loss") == 0 && !loss) {
             if (!parse_loss(w[i + 1], &l->loss))
                 return FAIL(p, "bad loss '%s' (a percentage: e.g. 1%%, 0.5%%)", w[i + 1]);
@@ -147,7 +168,8 @@ static bool parse_link_faults(struct parse *p, char **w, int n, struct op_nstopo
                 return FAIL(p, "bad delay '%s' (e.g. 100us, 2ms; at most 1000ms)", w[i + 1]);
             delay = true;
         } else {
-            return FAIL(p, "'%s' after the queue: loss P%% or delay D, once each", w[i]);
+            return FAIL(p, "'%s' after the queue: loss P%%, delay D or down T+D, once each",
+                        w[i]);
         }
     }
     return true;
@@ -233,7 +255,7 @@ static bool parse_link(struct parse *p, char **w, int n)
     struct op_nstopo *t = p->t;
     struct op_nstopo_link l = {0};
     if (n < 7 || strcmp(w[3], "rate") != 0 || strcmp(w[5], "queue") != 0)
-        return FAIL(p, "link wants: link A B rate RATE queue SIZE [loss P%%] [delay D]");
+        return FAIL(p, "link wants: link A B rate RATE queue SIZE [loss P%%] [delay D] [down T+D]");
     int a = op_nstopo_find(t, w[1]), b = op_nstopo_find(t, w[2]);
     if (a < 0 || b < 0)
         return FAIL(p, "link to undeclared node '%s'", a < 0 ? w[1] : w[2]);

@@ -231,8 +231,10 @@ static void port_input(void *eng, struct op_frame *frames, int n, uint64_t now,
     struct sw_port *pt = eng;
     struct op_sw_path *p = pt->path;
     pt->c[OP_SW_PATH_C_rx_frames] += (uint64_t)n;
+    bool down = now >= pt->sh.down_from && now < pt->sh.down_until; /* both ways */
     for (int i = 0; i < n; i++) {
-        bool lost = pt->cfg.rx_drop_rate > 0 && op_rng_unit(&p->rx_loss) < pt->cfg.rx_drop_rate;
+        bool lost = down || (pt->cfg.rx_drop_rate > 0 &&
+                             op_rng_unit(&p->rx_loss) < pt->cfg.rx_drop_rate);
         pt->c[lost ? OP_SW_PATH_C_drop_injected : classify(p, pt, &frames[i], now)]++;
     }
     drain_inc(p, &p->incq);

@@ -52,6 +52,8 @@ static op_status_t add_port(const struct op_nstopo *t, int self, const char *ifn
      * peer is a host, which has no injector */
     pc->drop_rate = l->loss;
     pc->delay_us = l->delay_us;
+    pc->down_after_ms = l->down_after_ms;
+    pc->down_for_ms = l->down_for_ms;
     if (t->nodes[peer].role == OP_NSTOPO_HOST)
         pc->rx_drop_rate = l->loss;
     peer_of[c->n_ports++] = peer;

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import BIN, offpath
-from test_mpi import CHECK, children_of, need, parse
+from test_mpi import CHECK, children_of, need, parse, recovery
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
 
@@ -244,3 +244,72 @@ def test_topo_rank_outside_mpirun_refused(topo):
     assert r.returncode == 2 and "no rank" in r.stderr
     r = offpath("topo_rank", path, "--", "true", env=dict(env, PMI_RANK="3"))
     assert r.returncode == 1 and "not up" in r.stderr
+
+
+def in_netns(ns):
+    """PIDs of the processes in network namespace ns."""
+    ino = os.stat(f"/run/netns/{ns}").st_ino
+    pids = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and os.stat(f"/proc/{p}/ns/net").st_ino == ino:
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def test_link_down_for_a_second_mid_job(topo):
+    """h3's link (node 4's) down both ways for a second mid-job (`down
+    2500+1000` in the file, the switches' per-port injector): the leaders
+    wait it out or settle the calls among themselves, every result exact,
+    the summary naming what they did."""
+    need("openmpi")
+    path, name = topo
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("link h3 t1 rate 1gbit queue 256kb",
+                             "link h3 t1 rate 1gbit queue 256kb down 5000+1000"))
+    r = offpath("mpirun", "--topo", path, "--deadline-ms", 300, "--verbose", "--",
+                CHECK["openmpi"], 30, 1000, timeout=300)
+    res = parse(r)
+    assert r.returncode == 0, r.stderr
+    assert res["ranks"] == 8 and res["mismatches"] == 0
+    k = recovery(r.stderr)
+    assert k["late"] + k["fetched"] + k["redone"] > 0, r.stderr  # named in the summary
+    assert switches(r.stderr)["drops"] > 0
+    assert_gone(name)
+
+
+def test_spine_switches_killed_mid_job(topo):
+    """Both SPINEs' switches killed mid-job: their XDP programs go with them,
+    so the SPINEs' kernels forward again (MPI's TCP goes on), and the calls
+    they aggregated are redone without the switch: every result exact, the
+    summary naming it (switch unreachable)."""
+    need("openmpi")
+    path, name = topo
+    job = subprocess.Popen([BIN, "mpirun", "--topo", path, "--deadline-ms", "500", "--verbose",
+                            "--", CHECK["openmpi"], "20", "1000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not os.path.exists(f"/run/netns/opt-{name}-s2"):
+            time.sleep(0.1)
+        time.sleep(4)
+        assert job.poll() is None, "the job ended before the switches were killed"
+        killed = [p for s in ("s1", "s2") for p in in_netns(f"opt-{name}-{s}")]
+        assert killed
+        for p in killed:
+            os.kill(p, signal.SIGKILL)
+        out, err = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    res = parse(subprocess.CompletedProcess([], job.returncode, out, err))
+    assert job.returncode == 0, err
+    assert res["mismatches"] == 0 and res["offloaded"] > 0
+    assert "switch unreachable" in res["why"], err
+    assert recovery(err)["redone"] > 0, err
+    assert_gone(name)

@@ -78,6 +78,11 @@ static void test_link_faults(void **state)
                      OP_OK);
     assert_int_equal(topo.links[0].delay_us, 2000);
     assert_true(topo.links[0].loss == 1.0);
+    assert_int_equal(op_nstopo_parse(HEAD "link h1 t1 rate 1gbit queue 64kb down 2000+1500\n",
+                                     &topo, &st, err, sizeof(err)),
+                     OP_OK);
+    assert_int_equal(topo.links[0].down_after_ms, 2000);
+    assert_int_equal(topo.links[0].down_for_ms, 1500);
     assert_int_equal(op_nstopo_parse(HEAD LINK, &topo, &st, err, sizeof(err)), OP_OK);
     assert_int_equal(topo.links[0].delay_us, 0);
     assert_true(topo.links[0].loss == 0);
@@ -111,6 +116,10 @@ static void test_malformed(void **state)
                "line 4: 'loss' after the queue", 1);
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb jitter 1ms\n",
                "line 4: 'jitter' after the queue", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down 100\n", "line 4: bad down '100'", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down 100+0\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down +5\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down 1+5x\n", "line 4: bad down", 1);
     expect_bad(HEAD "link h1 t9 rate 1gbit queue 64kb\n", "line 4: link to undeclared node 't9'",
                1);
     expect_bad(HEAD LINK "link t1 h1 rate 1gbit queue 64kb\n", "line 5: link t1-h1 given twice",

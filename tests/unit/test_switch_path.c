@@ -330,18 +330,26 @@ static void test_a_link_taken_down_loses_what_is_sent(void **state)
     struct op_sw_path_config c;
     struct rig r;
     rig_config(&c, 2);
-    c.ports[1].down_after_ms = 0;
+    c.ports[1].down_after_ms = 50; /* up while the neighbour is learnt */
     c.ports[1].down_for_ms = 100000;
     rig_open(&r, &c, NULL);
     learn_peer(&r, 1);
-    uint64_t before = ctr(&r, 1, OP_SW_PATH_C_injected_drops); /* question, answer */
-    assert_int_equal(before, 2);
+    usleep(60000);
+    uint64_t before = ctr(&r, 1, OP_SW_PATH_C_injected_drops);
+    assert_int_equal(before, 0);
     for (int i = 0; i < 5; i++)
         inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, "lost");
     run(&r);
     assert_int_equal(r.m[1]->n_out, 0);
     assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_injected_drops) - before, 5);
     assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 5);
+    /* down both ways: what the far end sends is lost too */
+    for (int i = 0; i < 3; i++)
+        inject_udp(r.m[1], 1, PEER(1), PEER(0), 1, 2, 64, "back");
+    run(&r);
+    assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_drop_injected), 3);
+    assert_int_equal(r.m[0]->n_out, 0);
+    assert_balanced(&r, 2);
     op_sw_path_destroy(r.p);
 }
 
