@@ -52,6 +52,20 @@ static void start(struct cmd *c, const char *tool, const struct op_nstopo *t, in
     word(c, "%s", ns);
 }
 
+/* A program that has no -n of its own, run in node's namespace. */
+static void start_exec(struct cmd *c, const char *program, const struct op_nstopo *t, int node)
+{
+    char ns[64];
+    c->argc = 0;
+    c->used = 0;
+    op_nstopo_netns(t, node, ns, sizeof(ns));
+    word(c, "ip");
+    word(c, "netns");
+    word(c, "exec");
+    word(c, "%s", ns);
+    word(c, "%s", program);
+}
+
 void op_nstopo_ip4(uint32_t ip, char out[16])
 {
     snprintf(out, 16, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
@@ -126,13 +140,7 @@ static bool emit_nodes(const struct op_nstopo *t, op_nstopo_emit_fn emit, void *
             return false;
         /* Routed ends with ECMP: strict reverse-path filtering would drop
          * replies that come back over the other spine. */
-        c.argc = 0;
-        c.used = 0;
-        word(&c, "ip");
-        word(&c, "netns");
-        word(&c, "exec");
-        word(&c, "%s", ns);
-        word(&c, "sysctl");
+        start_exec(&c, "sysctl", t, i);
         word(&c, "-q");
         word(&c, "-w");
         word(&c, "net.ipv4.conf.all.rp_filter=0");
@@ -158,15 +166,7 @@ static bool emit_csum_off(const struct op_nstopo *t, int self, int peer, op_nsto
                           void *ctx)
 {
     struct cmd c;
-    char ns[64];
-    op_nstopo_netns(t, self, ns, sizeof(ns));
-    c.argc = 0;
-    c.used = 0;
-    word(&c, "ip");
-    word(&c, "netns");
-    word(&c, "exec");
-    word(&c, "%s", ns);
-    word(&c, "ethtool");
+    start_exec(&c, "ethtool", t, self);
     word(&c, "-K");
     word(&c, "%s", t->nodes[peer].name);
     word(&c, "tx");

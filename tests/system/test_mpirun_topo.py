@@ -13,18 +13,10 @@ import time
 import pytest
 
 from conftest import BIN, offpath
+from nstopo_util import EXAMPLE, Topologies, edit, in_netns, our_netns
 from test_mpi import CHECK, children_of, need, parse, recovery
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "two-racks.topo")
-_count = [0]
-
-
-def our_netns(name):
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return sorted(l.split()[0] for l in out.splitlines() if l.startswith(f"opt-{name}-"))
-
 
 def interleaved(text):
     """two-racks with its hosts listed rack by rack in turn (h1 h5 h2 h6 ...):
@@ -41,14 +33,9 @@ def interleaved(text):
 def topo(tmp_path):
     """The example under a fresh name; whatever a test leaves is removed by
     that name (and the test checks it had nothing to remove)."""
-    _count[0] += 1
-    name = f"mt{os.getpid() % 100000}x{_count[0]}"
-    path = tmp_path / f"{name}.topo"
-    path.write_text(re.sub(r"(?m)^topo \S+", f"topo {name}", interleaved(open(EXAMPLE).read())))
-    yield str(path), name
-    offpath("topo", "down", path, timeout=60)
-    for ns in our_netns(name):
-        subprocess.run(["ip", "netns", "del", ns])
+    made = Topologies(tmp_path, "mt")
+    yield made.write(interleaved(open(EXAMPLE).read()))
+    made.remove()
 
 
 def mpirun(path, *args, mpi="openmpi", iters=1, max_count=1000, timeout=240, env=None):
@@ -153,11 +140,7 @@ def test_one_percent_loss_on_one_link(topo):
     every result. 8 hosts, a rank each."""
     need("openmpi")
     path, name = topo
-    with open(path) as f:
-        text = f.read()
-    with open(path, "w") as f:
-        f.write(text.replace("link t1 s1 rate 2gbit queue 512kb",
-                             "link t1 s1 rate 2gbit queue 512kb loss 1%"))
+    edit(path, "link t1 s1 rate 2gbit queue 512kb", "link t1 s1 rate 2gbit queue 512kb loss 1%")
     r, res = mpirun(path, iters=2)
     assert r.returncode == 0, r.stderr
     assert res["ranks"] == 8 and res["mismatches"] == 0
@@ -246,19 +229,6 @@ def test_topo_rank_outside_mpirun_refused(topo):
     assert r.returncode == 1 and "not up" in r.stderr
 
 
-def in_netns(ns):
-    """PIDs of the processes in network namespace ns."""
-    ino = os.stat(f"/run/netns/{ns}").st_ino
-    pids = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and os.stat(f"/proc/{p}/ns/net").st_ino == ino:
-                pids.append(int(p))
-        except OSError:
-            pass
-    return pids
-
-
 def test_link_down_for_a_second_mid_job(topo):
     """h3's link (node 4's) down both ways for a second mid-job (`down
     2500+1000` in the file, the switches' per-port injector): the leaders
@@ -266,11 +236,7 @@ def test_link_down_for_a_second_mid_job(topo):
     the summary naming what they did."""
     need("openmpi")
     path, name = topo
-    with open(path) as f:
-        text = f.read()
-    with open(path, "w") as f:
-        f.write(text.replace("link h3 t1 rate 1gbit queue 256kb",
-                             "link h3 t1 rate 1gbit queue 256kb down 5000+1000"))
+    edit(path, "link h3 t1 rate 1gbit queue 256kb", "link h3 t1 rate 1gbit queue 256kb down 5000+1000")
     r = offpath("mpirun", "--topo", path, "--deadline-ms", 300, "--verbose", "--",
                 CHECK["openmpi"], 30, 1000, timeout=300)
     res = parse(r)

@@ -12,17 +12,9 @@ import time
 import pytest
 
 from conftest import BIN, offpath
+from nstopo_util import EXAMPLE, Topologies, our_netns
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "two-racks.topo")
-_count = [0]
-
-
-def our_netns(name):
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return sorted(l.split()[0] for l in out.splitlines() if l.startswith(f"opt-{name}-"))
-
 
 def root_veths():
     out = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
@@ -33,21 +25,9 @@ def root_veths():
 @pytest.fixture
 def topo(tmp_path):
     """Writes a topology under a fresh name; `down` on the way out."""
-    made = []
-
-    def write(text):
-        _count[0] += 1
-        name = f"t{os.getpid() % 100000}x{_count[0]}"
-        path = tmp_path / f"{name}.topo"
-        path.write_text(re.sub(r"(?m)^topo \S+", f"topo {name}", text))
-        made.append((str(path), name))
-        return str(path), name
-
-    yield write
-    for path, name in made:
-        offpath("topo", "down", path, timeout=60)
-        for ns in our_netns(name):  # by our own names only, should down have failed
-            subprocess.run(["ip", "netns", "del", ns])
+    made = Topologies(tmp_path, "t")
+    yield made.write
+    made.remove()
 
 
 def test_two_racks_ping_exec_down(topo):
