@@ -4,6 +4,7 @@ Each rank runs in its host's namespace with the host's one address, the
 switches in their TORs' and SPINEs' namespaces, MPI's own traffic over TCP
 across the same rate-limited links. Every test runs on a topology of its own
 name (opt-<name>-*) and checks that none of its namespaces is left."""
+import json
 import os
 import re
 import signal
@@ -278,4 +279,36 @@ def test_spine_switches_killed_mid_job(topo):
     assert res["mismatches"] == 0 and res["offloaded"] > 0
     assert "switch unreachable" in res["why"], err
     assert recovery(err)["redone"] > 0, err
+    assert_gone(name)
+
+
+def test_two_jobs_share_the_switches_slot_memory(topo):
+    """Two jobs at once on one standing topology whose switches hold 2 MiB
+    of slots (`topo up -- --slot-memory-mb 2`): groups that do not fit are
+    refused and their calls fall back, every result exact, and each job
+    gets some of the switches (neither starves). The second job's leaders
+    take ports of their own (--port)."""
+    need("openmpi")
+    path, name = topo
+    up = offpath("topo", "up", path, "--", "--slot-memory-mb", "2", timeout=120)
+    assert up.returncode == 0, up.stderr
+    jobs = [subprocess.Popen([BIN, "mpirun", "--topo", path, *extra, "--verbose", "--",
+                              CHECK["openmpi"], "2", "1000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for extra in ([], ["--port", "5791"])]
+    results = []
+    for job in jobs:
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err
+        results.append(parse(subprocess.CompletedProcess([], 0, out, err)))
+    for res in results:
+        assert res["ranks"] == 8 and res["mismatches"] == 0
+        assert res["offloaded"] > 0, res
+    assert sum(res["fell_back"] for res in results) > 0
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    refused = 0
+    for sw in ("t1", "t2", "s1", "s2"):
+        with open(f"/run/offpath/topo-{name}-{sw}.log") as f:
+            refused += json.loads(f.read().strip().splitlines()[-1])["refusals"]
+    assert refused > 0
     assert_gone(name)
