@@ -20,6 +20,8 @@
 #define OP_NSTOPO_NAME_MAX 16 /* node names name interfaces: IFNAMSIZ */
 #define OP_NSTOPO_TOPO_MAX 24
 #define OP_NSTOPO_MAX_PATHS 8 /* equal-cost next hops a route keeps */
+#define OP_NSTOPO_MTU_DEFAULT 1500
+#define OP_NSTOPO_MTU_MAX 3800 /* a frame an AF_XDP switch port reads whole */
 
 enum op_nstopo_role { OP_NSTOPO_HOST, OP_NSTOPO_TOR, OP_NSTOPO_SPINE };
 
@@ -48,6 +50,7 @@ struct op_nstopo {
     struct op_nstopo_link links[OP_NSTOPO_MAX_LINKS];
     int n_nodes, n_links;
     bool ip6; /* every node has an IPv6 address too (all or none do) */
+    uint32_t mtu; /* every link's (`mtu N`); 0: the veths' default, 1500 */
 };
 
 struct op_nstopo_stats {
@@ -77,6 +80,8 @@ OP_API bool op_nstopo_plan(const struct op_nstopo *t, op_nstopo_emit_fn emit, vo
  * host): count, indices into out. */
 OP_API int op_nstopo_next_hops(const struct op_nstopo *t, int u, int v,
                                uint16_t out[OP_NSTOPO_MAX_PATHS]);
+/* The links' MTU: `mtu N`, or the veths' default. */
+OP_API uint32_t op_nstopo_mtu(const struct op_nstopo *t);
 /* tbf's burst for a rate: a millisecond's bytes, at least 16 KiB. */
 OP_API uint32_t op_nstopo_burst(uint64_t rate_bps);
 

@@ -174,11 +174,12 @@ static int use_net(struct it_run *r, struct op_inctest_config *cfg)
         return -1;
     }
     cfg->connect = r->topo_path;
-    /* the links are veths of Ethernet's MTU: a leader's chunk in one frame
-     * (1500 - IPv4, UDP, BTH, DETH, INC header and ICRC, to 8 bytes), as
-     * a fragment would not cross the switches on the path */
+    /* a leader's chunk in one frame of the links' MTU (less IPv4, UDP,
+     * BTH, DETH, INC header and ICRC, to 8 bytes), as a fragment would not
+     * cross the switches on the path */
+    uint32_t fits = (op_nstopo_mtu(r->net) - 28 - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u;
     if (cfg->max_data == 0)
-        cfg->max_data = 1408;
+        cfg->max_data = (uint16_t)(fits < OP_INC_MAX_DATA ? fits : OP_INC_MAX_DATA);
     return 0;
 }
 

@@ -380,7 +380,7 @@ int op_launch_run(const struct op_launch_config *in)
     if (rc == 0 && stop_signal == 0) {
         set_env(&j.cfg, j.topo_path);
         char mtu[16];
-        snprintf(mtu, sizeof(mtu), "%d", LAUNCH_LINK_MTU);
+        snprintf(mtu, sizeof(mtu), "%u", j.ns != NULL ? op_nstopo_mtu(&j.ns->t) : 0u);
         if (j.ns != NULL) /* the leaders' packets fit the links */
             setenv("OFFPATH_MTU", mtu, 1);
         rc = run_mpirun(&j.cfg, j.ns, j.cfg.mode == OP_MODE_OFF ? NULL : j.lib);

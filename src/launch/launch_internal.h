@@ -7,10 +7,7 @@
 #include "offpath/launch.h"
 #include "offpath/nstopo.h"
 
-/* The links are veths at their default MTU (topo sets none); the leaders
- * send with DF set, so a packet must fit whole (the switches' data size,
- * the ranks' OFFPATH_MTU). */
-#define LAUNCH_LINK_MTU 1500
+
 
 /* A job's namespace topology (mpirun --topo). */
 struct launch_ns {
@@ -39,8 +36,10 @@ uint16_t launch_uri_port(const char *v);
 bool launch_uri_repoint(const char *v, uint16_t port, char *out, size_t len);
 /* The longest prefix all hosts' IPv4 addresses share, "a.b.c.d/len". */
 void launch_hosts_cidr(const struct op_nstopo *t, char *out, size_t len);
-/* Data bytes an INC packet carries whole over the links' MTU. */
-uint16_t launch_data_fits(void);
+/* Data bytes an INC packet carries whole over an MTU: the leaders send
+ * with DF set, so a packet must fit whole (the switches' data size, the
+ * ranks' OFFPATH_MTU). */
+uint16_t launch_data_fits(uint32_t mtu);
 
 /* The node index of host k (file order), -1 if there are fewer. */
 int launch_host_node(const struct op_nstopo *t, int k);

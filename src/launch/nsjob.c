@@ -12,9 +12,10 @@
 
 #define IPV4_UDP_LEN 28
 
-uint16_t launch_data_fits(void)
+uint16_t launch_data_fits(uint32_t mtu)
 {
-    return (uint16_t)((LAUNCH_LINK_MTU - IPV4_UDP_LEN - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u);
+    uint32_t data = (mtu - IPV4_UDP_LEN - OP_INC_PREFIX_LEN - OP_ICRC_LEN) & ~7u;
+    return (uint16_t)(data < OP_INC_MAX_DATA ? data : OP_INC_MAX_DATA);
 }
 
 static int count_hosts(const struct op_nstopo *t)
@@ -84,11 +85,12 @@ int launch_ns_open(struct launch_ns *ns, struct op_launch_config *cfg, const cha
     if (cfg->nodes == 0)
         cfg->nodes = hosts;
     launch_hosts_cidr(&ns->t, ns->hosts_cidr, sizeof(ns->hosts_cidr));
-    if (cfg->max_data > launch_data_fits()) {
+    uint32_t mtu = op_nstopo_mtu(&ns->t);
+    if (cfg->max_data > launch_data_fits(mtu)) {
         if (cfg->verbose && (cfg->mode == OP_MODE_NODE || cfg->mode == OP_MODE_SOCKET))
-            fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %d-byte MTU\n",
-                    cfg->max_data, launch_data_fits(), LAUNCH_LINK_MTU);
-        cfg->max_data = launch_data_fits();
+            fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %u-byte MTU\n",
+                    cfg->max_data, launch_data_fits(mtu), mtu);
+        cfg->max_data = launch_data_fits(mtu);
     }
     if (!write_switches(&ns->t, fabric_path))
         return 2;

@@ -39,14 +39,13 @@ static void switch_child(const struct op_nstopo *t, int node, const char *exe, c
     if (nsfd < 0 || out < 0 || setns(nsfd, CLONE_NEWNET) != 0 || setsid() < 0 ||
         dup2(out, 1) < 0 || dup2(out, 2) < 0 || fcntl(ready, F_SETFD, 0) != 0)
         _exit(127);
-    /* Leaders size their chunks to their links' MTU and ask for a window
-     * that fills a rate-limited link: the switches take what they ask, up
-     * to INC's largest packet and 128 slots (extra options come after and
-     * override) */
+    /* Leaders size their chunks to their links' MTU: the switches take
+     * what they ask, up to INC's largest packet (extra options come after
+     * and override) */
     const char *argv[64] = {exe, "switch", "--topology", file, "--name", t->nodes[node].name,
                             "--ports", "all", "--json", "--stats-json", stats, "--ready-fd", fd,
-                            "--max-data", "4096", "--window", "128"};
-    int n = 17;
+                            "--max-data", "4096"};
+    int n = 15;
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;

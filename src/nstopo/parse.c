@@ -175,6 +175,19 @@ static bool parse_link_faults(struct parse *p, char **w, int n, struct op_nstopo
     return true;
 }
 
+/* `mtu N`: every link's MTU; at most what a switch on the path reads
+ * whole through AF_XDP (a 4 KiB frame less the kernel's headroom). */
+static bool parse_mtu(struct parse *p, char **w, int n)
+{
+    uint64_t v;
+    if (n != 2 || op_parse_u64(w[1], 1280, OP_NSTOPO_MTU_MAX, &v) != OP_OK)
+        return FAIL(p, "mtu wants one number, 1280..%d", OP_NSTOPO_MTU_MAX);
+    if (p->t->mtu != 0)
+        return FAIL(p, "a second mtu line");
+    p->t->mtu = (uint32_t)v;
+    return true;
+}
+
 static bool parse_topo_name(struct parse *p, char **w, int n)
 {
     if (n != 2)
@@ -303,6 +316,8 @@ static void parse_line(struct parse *p, char *line)
         FAIL(p, "more than %d words", WORDS_MAX);
     else if (strcmp(w[0], "topo") == 0)
         parse_topo_name(p, w, n);
+    else if (strcmp(w[0], "mtu") == 0)
+        parse_mtu(p, w, n);
     else if (strcmp(w[0], "host") == 0)
         parse_node(p, OP_NSTOPO_HOST, w, n);
     else if (strcmp(w[0], "tor") == 0)
@@ -312,7 +327,7 @@ static void parse_line(struct parse *p, char *line)
     else if (strcmp(w[0], "link") == 0)
         parse_link(p, w, n);
     else
-        FAIL(p, "unknown keyword '%.32s' (topo, host, tor, spine, link)", w[0]);
+        FAIL(p, "unknown keyword '%.32s' (topo, mtu, host, tor, spine, link)", w[0]);
 }
 
 static int degree(const struct op_nstopo *t, int node)

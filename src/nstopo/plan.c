@@ -52,6 +52,11 @@ static void start(struct cmd *c, const char *tool, const struct op_nstopo *t, in
     word(c, "%s", ns);
 }
 
+uint32_t op_nstopo_mtu(const struct op_nstopo *t)
+{
+    return t->mtu != 0 ? t->mtu : OP_NSTOPO_MTU_DEFAULT;
+}
+
 /* A program that has no -n of its own, run in node's namespace. */
 static void start_exec(struct cmd *c, const char *program, const struct op_nstopo *t, int node)
 {
@@ -207,6 +212,10 @@ static bool emit_end(const struct op_nstopo *t, const struct op_nstopo_link *l, 
     word(&c, "link");
     word(&c, "set");
     word(&c, "%s", t->nodes[peer].name);
+    if (t->mtu != 0) {
+        word(&c, "mtu");
+        word(&c, "%u", t->mtu);
+    }
     word(&c, "up");
     if (!emit(c.argc, c.argv, ctx) || !emit_csum_off(t, self, peer, emit, ctx))
         return false;

@@ -60,7 +60,9 @@ static void test_data_fits_1500(void **state)
 {
     (void)state;
     /* 1500 - IPv4 20 - UDP 8 - BTH 12 - DETH 8 - INC 36 - ICRC 4 = 1412, to 8s */
-    assert_int_equal(launch_data_fits(), 1408);
+    assert_int_equal(launch_data_fits(1500), 1408);
+    assert_int_equal(launch_data_fits(3800), 3712);
+    assert_int_equal(launch_data_fits(9000), OP_INC_MAX_DATA);
 }
 
 static void test_pmix_uris(void **state)

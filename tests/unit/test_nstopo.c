@@ -199,6 +199,28 @@ static bool has(const struct capture *c, const char *line)
     return false;
 }
 
+static void test_mtu(void **state)
+{
+    (void)state;
+    static struct capture c;
+    memset(&c, 0, sizeof(c));
+    struct op_nstopo_stats st;
+    char err[256];
+    assert_int_equal(op_nstopo_parse(HEAD LINK, &topo, &st, err, sizeof(err)), OP_OK);
+    assert_int_equal(op_nstopo_mtu(&topo), 1500);
+    assert_int_equal(op_nstopo_parse("topo x\nmtu 3800\nhost h1 10.0.0.1\ntor t1 10.0.0.254\n" LINK,
+                                     &topo, &st, err, sizeof(err)),
+                     OP_OK);
+    assert_int_equal(op_nstopo_mtu(&topo), 3800);
+    assert_true(op_nstopo_plan(&topo, capture, &c));
+    assert_true(has(&c, "ip -n opt-x-h1 link set t1 mtu 3800 up"));
+    assert_true(has(&c, "ip -n opt-x-t1 link set h1 mtu 3800 up"));
+    expect_bad(HEAD LINK "mtu 9000\n", "line 5: mtu wants one number, 1280..3800", 1);
+    expect_bad(HEAD LINK "mtu 1000\n", "line 5: mtu wants one number", 1);
+    expect_bad(HEAD LINK "mtu 1500 1500\n", "line 5: mtu wants one number", 1);
+    expect_bad(HEAD LINK "mtu 1500\nmtu 1600\n", "line 6: a second mtu line", 1);
+}
+
 static void test_plan(void **state)
 {
     (void)state;
@@ -326,7 +348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_example), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_link_faults),
+        cmocka_unit_test(test_link_faults), cmocka_unit_test(test_mtu),
         cmocka_unit_test(test_next_hops),     cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_ipv6),     cmocka_unit_test(test_burst),
         cmocka_unit_test(test_switches_file), cmocka_unit_test(test_switches_file_refused),
