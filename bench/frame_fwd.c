@@ -44,13 +44,13 @@ static bool open_side(struct side *s, const char *ifname, const char *peer)
         fprintf(stderr, "frame_fwd: cannot open %s (peer MAC %s)\n", ifname, peer);
         return false;
     }
+    op_pktbuf_frames(&s->mem, s->f); /* once: frames are received into and sent from these */
     return true;
 }
 
 /* One burst from `in` out of `out`: how many came. */
 static int move(struct side *in, struct side *out)
 {
-    op_pktbuf_frames(&in->mem, in->f);
     int n = op_io_recv_frames(in->io, in->f, OP_IO_BURST);
     if (n <= 0)
         return 0;
