@@ -26,6 +26,9 @@ static void help(void)
            "                       interfaces (af_xdp), INC to our address to the engine;\n"
            "                       --topology is then a namespace topology (docs/topo.md)\n"
            "                       giving routes, link rates and queues; all: every link\n"
+           "  --dpdk \"EAL ARGS\"    on the path: the ports are DPDK's (a --vdev or -a each:\n"
+           "                       a vdev's iface=IF is port IF, else in --ports' order)\n"
+           "  --no-shape           on the path: send at the ports' own pace, not the links'\n"
            "  --port-loss IF=P     on the path: drop each frame sent on IF with chance P\n"
            "  --role tor|spine     describe the switch with flags instead of a file\n"
            "  --listen IP          its address (port: --port)\n"
@@ -130,7 +133,7 @@ static bool load_topology(const struct sw_flags *f, struct op_topo *topo, int *s
 
 enum { O_TOPO = 256, O_NAME, O_ROLE, O_LISTEN, O_HOSTS, O_UPLINK, O_TOR, O_PORT, O_GROUPS,
        O_WINDOW, O_DATA, O_CHILDREN, O_LEASE, O_MEM, O_DROP, O_DUP, O_DELAY, O_STATS, O_JSON,
-       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_PORTS, O_PORT_LOSS, O_HELP };
+       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_PORTS, O_PORT_LOSS, O_DPDK, O_NO_SHAPE, O_HELP };
 
 static const struct option options[] = {
     {"topology", 1, 0, O_TOPO}, {"name", 1, 0, O_NAME}, {"role", 1, 0, O_ROLE},
@@ -141,7 +144,8 @@ static const struct option options[] = {
     {"dup-rate", 1, 0, O_DUP}, {"delay-us", 1, 0, O_DELAY}, {"link-down", 1, 0, O_LINK_DOWN}, {"stats-json", 1, 0, O_STATS},
     {"json", 0, 0, O_JSON}, {"busy-poll", 0, 0, O_BUSY}, {"seed", 1, 0, O_SEED},
     {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"pcap", 1, 0, O_PCAP},
-    {"ports", 1, 0, O_PORTS}, {"port-loss", 1, 0, O_PORT_LOSS}, {"help", 0, 0, O_HELP},
+    {"ports", 1, 0, O_PORTS}, {"port-loss", 1, 0, O_PORT_LOSS}, {"dpdk", 1, 0, O_DPDK},
+    {"no-shape", 0, 0, O_NO_SHAPE}, {"help", 0, 0, O_HELP},
     {0, 0, 0, 0}};
 
 static bool set_u64(int opt, const char *val, struct sw_flags *f, struct op_sw_run_config *rc)
@@ -205,6 +209,8 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == O_PCAP) f->pcap = optarg;
         else if (opt == O_LINK_DOWN) f->link_down = optarg;
         else if (opt == O_PORTS) f->ports = optarg;
+        else if (opt == O_DPDK) f->dpdk = optarg;
+        else if (opt == O_NO_SHAPE) f->no_shape = true;
         else if (opt == O_PORT_LOSS) {
             ok = f->n_loss < OP_SW_MAX_PORTS && strlen(optarg) < sizeof(f->losses[0]);
             if (ok) strcpy(f->losses[f->n_loss++], optarg);
@@ -219,6 +225,11 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == '?') ok = false;
         else ok = set_u64(opt, optarg, f, rc);
         if (!ok) { *exit_code = 2; return false; }
+    }
+    if (f->dpdk != NULL && f->ports == NULL) {
+        cli_bad(tool, "--dpdk wants --ports");
+        *exit_code = 2;
+        return false;
     }
     if (optind < argc) {
         cli_bad(tool, "unexpected argument '%s'", argv[optind]);
@@ -243,12 +254,14 @@ int cli_switch(int argc, char **argv)
                   (f.ports != NULL ? switch_load_path(&f, &rc, topo, path)
                                    : load_topology(&f, topo, &rc.sw.self) &&
                                          (f.link_down == NULL || switch_link_down(f.link_down, &rc, NULL)));
-    if (!loaded) {
+    if (!loaded || !switch_dpdk_open(&f, path)) {
+        switch_dpdk_close(&f);
         free(topo);
         free(path);
         return 2;
     }
     if (!cli_pcap_open(tool, f.pcap, &rc.pcap)) {
+        switch_dpdk_close(&f);
         free(topo);
         free(path);
         return 2;
@@ -259,6 +272,7 @@ int cli_switch(int argc, char **argv)
     rc.sw.log = &log;
     rc.json_exit = f.json;
     op_status_t st = op_sw_run(&rc);
+    switch_dpdk_close(&f); /* the path closed the ports' queues */
     free(topo);
     free(path);
     bool captured = cli_pcap_close(tool, f.pcap, rc.pcap);

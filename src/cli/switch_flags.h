@@ -7,6 +7,9 @@
 
 struct sw_flags {
     const char *topology, *name, *role, *listen, *hosts, *pcap, *ports, *link_down;
+    const char *dpdk;             /* --dpdk: EAL arguments, the ports DPDK's */
+    struct sw_dpdk *dpdk_ports;   /* what switch_dpdk_open opened */
+    bool no_shape;
     char losses[OP_SW_MAX_PORTS][32];
     int n_loss;
     char uplinks[OP_TOPO_MAX_UPLINKS][64];
@@ -24,5 +27,12 @@ bool switch_link_down(const char *val, struct op_sw_run_config *rc,
 /* --ports: the path from --topology NET --name NAME, faults on its ports. */
 bool switch_load_path(const struct sw_flags *f, struct op_sw_run_config *rc,
                       struct op_topo *topo, struct op_sw_path_config *path);
+
+/* --dpdk: the EAL from f->dpdk and each port of path a DPDK port's queue
+ * (path->ports[i].io); false with the reason printed. Nothing without
+ * --dpdk. */
+bool switch_dpdk_open(struct sw_flags *f, struct op_sw_path_config *path);
+/* After the path is gone (it closed the queues): the ports and the EAL. */
+void switch_dpdk_close(struct sw_flags *f);
 
 #endif

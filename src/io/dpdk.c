@@ -1,5 +1,5 @@
 /* DPDK under offpath: the EAL from a config struct (vdevs amended with an
- * XDP program), the first port with its queues (RSS across them) and an
+ * XDP program), a port with its queues (RSS across them) and an
  * mbuf pool packed as the AF_XDP PMD needs it, the port's drops. Built
  * only where libdpdk is found, into a library the `offpath` binary links
  * (liboffpath and the MPI library never carry DPDK). The DNS models run
@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -124,11 +126,11 @@ static op_status_t port_setup(struct op_io_dpdk *p, const struct op_io_dpdk_conf
  * cycles the whole pool, every fill entry is lost within a second, and RX
  * stops for good (the PMD refills only for frames it receives). So for
  * that PMD the pool is packed: no page constraint (it does no DMA by IOVA). */
-static struct rte_mempool *pool_packed(const struct op_io_dpdk_config *c)
+static struct rte_mempool *pool_packed(const struct op_io_dpdk_config *c, const char *name)
 {
     struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE};
     struct rte_mempool *mp = rte_mempool_create_empty(
-        "ofio_mbufs", c->mbufs, sizeof(struct rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
+        name, c->mbufs, sizeof(struct rte_mbuf) + RTE_MBUF_DEFAULT_BUF_SIZE,
         c->mbuf_cache, sizeof(priv), (int)rte_socket_id(), RTE_MEMPOOL_F_NO_IOVA_CONTIG);
     if (mp == NULL)
         return NULL;
@@ -182,8 +184,10 @@ static op_status_t pool_setup(struct op_io_dpdk *p, const struct op_io_dpdk_conf
                               size_t errlen)
 {
     bool af_xdp = port_is_af_xdp(p->port);
-    p->pool = af_xdp ? pool_packed(c)
-                     : rte_pktmbuf_pool_create("ofio_mbufs", c->mbufs, c->mbuf_cache, 0,
+    char name[RTE_MEMPOOL_NAMESIZE]; /* a pool a port: names are the EAL's keys */
+    snprintf(name, sizeof name, "ofio_mbufs%u", p->port);
+    p->pool = af_xdp ? pool_packed(c, name)
+                     : rte_pktmbuf_pool_create(name, c->mbufs, c->mbuf_cache, 0,
                                                RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
     FAIL_IF(p->pool == NULL, "mbuf pool of %u: %s", c->mbufs, rte_strerror(rte_errno));
     FAIL_IF(af_xdp && !pool_is_packed(p->pool),
@@ -197,18 +201,47 @@ op_status_t op_io_dpdk_port_open(const struct op_io_dpdk_config *c, struct op_io
 {
     struct op_io_dpdk *p = calloc(1, sizeof(*p));
     FAIL_IF(p == NULL, "out of memory");
+    *out = p; /* op_io_dpdk_close undoes what was set up, whatever failed */
     uint16_t pid;
+    unsigned k = 0;
+    bool found = false;
     RTE_ETH_FOREACH_DEV(pid)
     {
-        p->port = pid;
-        break;
+        if ((found = k++ == c->port)) {
+            p->port = pid;
+            break;
+        }
     }
-    *out = p; /* op_io_dpdk_close undoes what was set up, whatever failed */
+    FAIL_IF(!found, "no DPDK port %u: the EAL found %u (give each a --vdev or an -a)", c->port, k);
     op_status_t st = pool_setup(p, c, err, errlen);
     return st == OP_OK ? port_setup(p, c, err, errlen) : st;
 }
 
 uint16_t op_io_dpdk_port_id(const struct op_io_dpdk *p) { return p->port; }
+
+/* iface=IF among a device's comma-separated arguments */
+static void iface_arg(const char *args, char *iface, size_t cap)
+{
+    for (const char *a = args; a != NULL; a = strchr(a, ',')) {
+        a += *a == ',';
+        if (strncmp(a, "iface=", 6) == 0) {
+            snprintf(iface, cap, "%.*s", (int)strcspn(a + 6, ","), a + 6);
+            return;
+        }
+    }
+}
+
+void op_io_dpdk_port_names(const struct op_io_dpdk *p, char *dev, char *iface, size_t cap)
+{
+    struct rte_eth_dev_info info;
+    dev[0] = iface[0] = '\0';
+    if (rte_eth_dev_info_get(p->port, &info) != 0 || info.device == NULL)
+        return;
+    snprintf(dev, cap, "%s", rte_dev_name(info.device));
+    const struct rte_devargs *da = rte_dev_devargs(info.device);
+    if (da != NULL)
+        iface_arg(da->args, iface, cap);
+}
 
 unsigned op_io_dpdk_rx(const struct op_io_dpdk *p, uint16_t q, struct rte_mbuf **m, unsigned n)
 {

@@ -19,8 +19,9 @@ struct op_io_dpdk_config {
     const char *xdp_prog; /* an AF_XDP vdev without xdp_prog= gets it; NULL: none */
     unsigned queues;      /* RX/TX queue pairs, RSS over IP and UDP across them */
     unsigned mbufs, mbuf_cache, rx_desc, tx_desc;
+    unsigned port; /* which of the EAL's ports, in the order it found them: 0 the first */
 };
-struct op_io_dpdk; /* the first port, started, and its mbuf pool */
+struct op_io_dpdk; /* a port, started, and its mbuf pool */
 struct rte_mempool;
 struct op_io_dpdk_drops {
     uint64_t imissed, rx_nombuf, oerrors;
@@ -32,12 +33,16 @@ OP_API void op_io_dpdk_eal_cleanup(void);
 OP_API unsigned op_io_dpdk_ports(void); /* ports the EAL found */
 /* Does another worker lcore run on one of lcore's CPUs? */
 OP_API bool op_io_dpdk_lcore_shares_cpu(unsigned lcore);
-/* The first port with c->queues queues on a pool of c->mbufs (packed for
- * the AF_XDP PMD, which loses mbufs past a gap); *out is set even on a
- * failure, for op_io_dpdk_close. */
+/* Port c->port with c->queues queues on a pool of its own of c->mbufs
+ * (packed for the AF_XDP PMD, which loses mbufs past a gap); *out is set
+ * even on a failure, for op_io_dpdk_close. An mbuf of one port's pool may
+ * be sent on another port: the copying PMDs (af_packet, af_xdp) copy it. */
 OP_API op_status_t op_io_dpdk_port_open(const struct op_io_dpdk_config *c, struct op_io_dpdk **out,
                                         char *err, size_t errlen);
 OP_API uint16_t op_io_dpdk_port_id(const struct op_io_dpdk *p);
+/* The device's own name (its vdev's: net_af_xdp0) and the interface its
+ * arguments name (iface=IF; "" if none), each up to cap bytes. */
+OP_API void op_io_dpdk_port_names(const struct op_io_dpdk *p, char *dev, char *iface, size_t cap);
 OP_API void op_io_dpdk_mac(const struct op_io_dpdk *p, uint8_t mac[6]);
 OP_API struct rte_mempool *op_io_dpdk_pool(const struct op_io_dpdk *p);
 /* A burst of frames from queue q (at most n mbufs), and one to it (how
