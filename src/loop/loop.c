@@ -412,8 +412,9 @@ static void watch_fds(struct op_loop *l, struct pollfd *pfd)
 }
 
 /* watches: the poll results of the watched fds (NULL: none looked at);
- * ready: whether to read the backend. */
-static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
+ * ready: whether to read the backend. The round's after_round is the
+ * caller's (one for all the loops of a wait). */
+static int round_body(struct op_loop *l, const struct pollfd *watches, bool ready)
 {
     lock(l);
     l->stats.rounds++;
@@ -423,6 +424,12 @@ static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
     fire_timers(l, op_now_ns());
     flush_all(l);
     unlock(l);
+    return n;
+}
+
+static int round_of(struct op_loop *l, const struct pollfd *watches, bool ready)
+{
+    int n = round_body(l, watches, ready);
     after_round(l, n, spins(l));
     return n;
 }
@@ -521,11 +528,15 @@ int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
          * would each cost an empty receive call */
         bool ready = n == 1 || loops[i]->backlog || (pfd[at[i]].revents & POLLIN) ||
                      pfd[at[i]].fd < 0;
-        int got = round_of(loops[i], pfd + at[i] + 1, ready);
+        int got = round_body(loops[i], pfd + at[i] + 1, ready);
         if (got < 0)
             return got;
         total += got;
     }
+    /* a spinning thread yields when the wait brought nothing anywhere: an
+     * idle port beside a loaded one is no reason to give the core away */
+    if (err == 0)
+        after_round(loops[0], total, spins(loops[0]));
     return err != 0 ? err : total;
 }
 
