@@ -39,8 +39,8 @@ static void add_from(struct rank_step *o, unsigned r)
 
 #define KNOMIAL_K 4u /* SMPI's mvapich2 intra-node k-nomial broadcast */
 
-/* A pipelined tree of S segments: its depth's steps, plus one a segment
- * after the first. */
+/* A tree of S segments: a pipelined broadcast takes its depth's steps plus
+ * one a segment after the first; the reduce its depth's a segment. */
 static unsigned phase_steps(const struct sched *s, unsigned i)
 {
     unsigned kind = s->plan.ph[i].kind, extra = (unsigned)(s->segs[i] - 1);
@@ -52,7 +52,7 @@ static unsigned phase_steps(const struct sched *s, unsigned i)
     case MDL_PH_RING:
         return 2 * (s->P - 1);
     case MDL_PH_REDUCE_BINOMIAL:
-        return s->clg + extra;
+        return s->clg * (extra + 1);
     case MDL_PH_BCAST_BINOMIAL:
         return s->clg;
     case MDL_PH_BCAST_KNOMIAL:
@@ -143,21 +143,23 @@ static unsigned floor_log2(unsigned x)
     return l;
 }
 
-/* A binomial reduce to rank 0 (SMPI's ompi_binomial, in S segments): a
- * rank of height l (its lowest set bit; rank 0: every level) takes child
- * r + 2^i's segment t - i in step t and passes its own segment t - l up;
- * S = 1 is the unpipelined tree, one level a step. */
-static void reduce_binomial(const struct sched *s, uint64_t S, unsigned r, unsigned t,
-                            struct rank_step *o)
+/* A binomial reduce to rank 0 (SMPI's ompi_binomial, in S segments). A
+ * rank of height l (its lowest set bit; rank 0: every level) takes each
+ * segment from its children in turn, r + 1, r + 2, r + 4 ..., then passes
+ * it up: SMPI starts a transfer when the receiver posts it and its generic
+ * reduce posts a child's segment after the last one arrived, so a node's
+ * receives do not overlap. Step s x levels + i is segment s's from child i
+ * (height i), which sends it then; S = 1 is the unpipelined tree, one level
+ * a step. */
+static void reduce_binomial(const struct sched *s, unsigned r, unsigned t, struct rank_step *o)
 {
-    unsigned l = 0;
+    unsigned l = 0, i = t % s->clg;
     while (l < s->clg && !(r & (1u << l)))
         l++;
-    if (r != 0 && in_pipe(t, l, S))
+    if (r != 0 && i == l)
         send_to(o, r - (1u << l), 1, 1);
-    for (unsigned i = 0; i < l && r + (1u << i) < s->P; i++)
-        if (in_pipe(t, i, S))
-            add_from(o, r + (1u << i));
+    if (i < l && r + (1u << i) < s->P)
+        add_from(o, r + (1u << i));
     o->reduce = o->from_n > 0;
 }
 
@@ -183,7 +185,7 @@ static void tree(const struct sched *s, unsigned ph, unsigned r, unsigned j, str
     unsigned P = s->P, mask, kind = s->plan.ph[ph].kind;
     switch (kind) {
     case MDL_PH_REDUCE_BINOMIAL:
-        reduce_binomial(s, s->segs[ph], r, j, o);
+        reduce_binomial(s, r, j, o);
         return;
     case MDL_PH_BCAST_BINOMIAL:
         mask = 1u << (s->clg - 1 - j);
@@ -211,15 +213,21 @@ static void tree(const struct sched *s, unsigned ph, unsigned r, unsigned j, str
     }
 }
 
+static unsigned phase_of(const struct sched *s, unsigned k)
+{
+    unsigned i = 0;
+    while (i + 1 < s->plan.n && k >= s->first[i + 1])
+        i++;
+    return i;
+}
+
 static void step_of(const struct sched *s, unsigned r, unsigned k, struct rank_step *o)
 {
     o->to = -1;
     o->to_n = o->stride = o->from_n = 0;
     o->reduce = false;
     o->msg = 0;
-    unsigned i = 0;
-    while (i + 1 < s->plan.n && k >= s->first[i + 1])
-        i++;
+    unsigned i = phase_of(s, k);
     const struct mdl_phase *ph = &s->plan.ph[i];
     unsigned j = k - s->first[i];
     if (ph->kind == MDL_PH_RING) {
@@ -264,6 +272,8 @@ struct hnode {
     struct hostrun *h;
     unsigned node;
     sg_mailbox_t mb;
+    sg_host_t host;
+    double gate[2]; /* when its last two gated receives ended (gated()) */
     unsigned *stash; /* bundles received per simulated step */
     struct mdl_outq out;
     char name[40];
@@ -370,6 +380,33 @@ static double crowding(const struct mdl_run *r)
     return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->crowd_f : 1;
 }
 
+/* SMPI starts a transfer when its receive is posted (smpi/async-small-thresh
+ * 0, its default: no message is pushed ahead), which the eager actors here
+ * do not: where that orders a node's receives one after another (the
+ * segmented binomial reduce: each child's segment in turn; Open MPI's
+ * generic reduce posts the next receive, then waits for the one before, so
+ * a receive is posted when the one two back ended), a receive takes the
+ * route's latency and the message's time from its post. Everywhere else
+ * both ends reach the step together or the data depends on the previous
+ * receive anyway. */
+static bool gated(const struct sched *s, unsigned k)
+{
+    unsigned i = phase_of(s, k);
+    return s->plan.ph[i].kind == MDL_PH_REDUCE_BINOMIAL && s->segs[i] > 1;
+}
+
+static void transfer_from_post(struct hnode *n, unsigned src, uint64_t msg)
+{
+    sg_host_t from = n->h->nodes[src].host;
+    double bw = sg_host_get_route_bandwidth(from, n->host);
+    double done = n->gate[1] + sg_host_get_route_latency(from, n->host) +
+                  (bw > 0 ? (double)(msg + MDL_HDR_BYTES) / bw : 0);
+    if (done > simgrid_get_clock())
+        sg_actor_sleep_until(done);
+    n->gate[1] = n->gate[0];
+    n->gate[0] = simgrid_get_clock();
+}
+
 static void node_step(struct hnode *n, unsigned k, struct node_io *io)
 {
     struct hostrun *h = n->h;
@@ -389,6 +426,8 @@ static void node_step(struct hnode *n, unsigned k, struct node_io *io)
                      (long)(io->cnt[i] * (io->msg + MDL_HDR_BYTES)));
     }
     wait_bundles(n, k, io->nsrc);
+    if (io->nsrc == 1 && gated(&h->s, plan_k))
+        transfer_from_post(n, io->src[0], io->msg);
     if (io->nsrc > 0)
         mdl_cpu(h->r, crowd * (io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
                                   io->reduced * (double)io->msg * p->host_byte_s));
@@ -592,9 +631,10 @@ void mdl_host_simulate(struct mdl_run *r)
     }
     h.t0 = simgrid_get_clock();
     for (unsigned i = 0; i < r->nodes; i++) {
+        h.nodes[i].gate[0] = h.nodes[i].gate[1] = h.t0;
         char host[24];
-        sg_actor_t a = sg_actor_init(h.nodes[i].name,
-                                     sg_host_by_name(mdl_host_of(p, 'n', (int)i, host, sizeof(host))));
+        h.nodes[i].host = sg_host_by_name(mdl_host_of(p, 'n', (int)i, host, sizeof(host)));
+        sg_actor_t a = sg_actor_init(h.nodes[i].name, h.nodes[i].host);
         sg_actor_set_data(a, &h.nodes[i]);
         sg_actor_start_(a, node_main, 0, NULL);
     }
