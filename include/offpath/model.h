@@ -56,6 +56,8 @@ struct op_model_platform {
                               wrapper, the node's ranks meeting; on this machine also
                               the waiting ranks' share of the cores): fitted here */
     double mpi_byte_s;     /* and per byte (copies in and out of the user's buffers) */
+    double mpi_node_s;     /* and when a node's ranks meet for the call (Node mode, or
+                              Socket mode's node groups above socket_max_bytes) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */

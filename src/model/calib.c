@@ -55,10 +55,16 @@ static bool predict(const struct op_model_platform *p, unsigned mode, unsigned n
 }
 
 /* What offpath's MPI layer adds to the in-network path under it (mpirun's
- * rows; inc_test calls the library directly). */
-static double mpi_layer_us(const struct op_model_platform *p, uint64_t bytes)
+ * rows; inc_test calls the library directly): a call, its bytes, and where
+ * the node's ranks meet (Node mode; Socket mode above socket_max_bytes,
+ * where it takes the node's group: src/mpi/allreduce.c), their meeting. */
+static double mpi_layer_us(const struct op_model_platform *p, unsigned mode, unsigned ppn,
+                           uint64_t bytes)
 {
-    return (p->mpi_call_s + (double)bytes * p->mpi_byte_s) * 1e6;
+    bool by_socket = mode == OP_MODEL_SOCKET && p->sockets > 1 && ppn >= p->sockets &&
+                     (p->socket_max_bytes == 0 || bytes <= p->socket_max_bytes);
+    bool meet = ppn > 1 && !(by_socket && ppn <= p->sockets);
+    return (p->mpi_call_s + (double)bytes * p->mpi_byte_s + (meet ? p->mpi_node_s : 0)) * 1e6;
 }
 
 /* A validation row's prediction, each size. */
@@ -69,7 +75,7 @@ static bool predict_row(const struct op_model_platform *p, const struct vrow *r,
     if (!predict_ppn(p, k->mode, r->nodes, k->ppn, sizes, n, us))
         return false;
     for (size_t i = 0; i < n && k->mpirun_mode != NULL && k->mode != OP_MODEL_HOST; i++)
-        us[i] += mpi_layer_us(p, sizes[i]);
+        us[i] += mpi_layer_us(p, k->mode, k->ppn, sizes[i]);
     return true;
 }
 
@@ -169,14 +175,19 @@ static double host_misfit(const struct op_model_platform *p, const struct calib 
     return sum + sum_sq_log_measured(pred4, c->host4, N_SIZES);
 }
 
-/* The MPI layer's two costs on the node-mode row of 2 nodes x 2 ranks,
- * over its simulation without them (c->mpi_sim, which they do not change). */
+/* The MPI layer's costs on the rows of 2 nodes x 2 ranks in Node and in
+ * Socket mode, over their simulations without them (which they do not
+ * change). */
 static double mpi_misfit(const struct op_model_platform *p, const struct calib *c)
 {
-    double pred[N_SIZES];
-    for (size_t i = 0; i < N_SIZES; i++)
-        pred[i] = c->mpi_sim[i] + mpi_layer_us(p, val_sizes[i]);
-    return sum_sq_log_measured(pred, c->mpi, N_SIZES);
+    unsigned ppn = mdl_row_kinds[ROW_MPI_NODE].ppn;
+    double pred[N_SIZES], pred_sock[N_SIZES];
+    for (size_t i = 0; i < N_SIZES; i++) {
+        pred[i] = c->mpi_sim[i] + mpi_layer_us(p, OP_MODEL_NODE, ppn, val_sizes[i]);
+        pred_sock[i] = c->mpi_sock_sim[i] + mpi_layer_us(p, OP_MODEL_SOCKET, ppn, val_sizes[i]);
+    }
+    return sum_sq_log_measured(pred, c->mpi, N_SIZES) +
+           sum_sq_log_measured(pred_sock, c->mpi_sock, N_SIZES);
 }
 
 static double shm_misfit(const struct op_model_platform *p, const struct calib *c)
@@ -225,13 +236,15 @@ static void fit(struct op_model_platform *p, const struct calib *c)
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
     search(p, c, host, 3, host_misfit, 6);
-    if (c->mpi[0] <= 0)
+    if (c->mpi[0] <= 0 && c->mpi_sock[0] <= 0)
         return;
-    double *mpi[] = {&p->mpi_call_s, &p->mpi_byte_s};
-    struct calib with_sim = *c;
-    if (predict_ppn(p, OP_MODEL_NODE, 2, mdl_row_kinds[ROW_MPI_NODE].ppn, val_sizes, N_SIZES,
-                    with_sim.mpi_sim))
-        search(p, &with_sim, mpi, 2, mpi_misfit, 12);
+    double *mpi[] = {&p->mpi_call_s, &p->mpi_byte_s, &p->mpi_node_s};
+    static struct calib with_sim;
+    unsigned ppn = mdl_row_kinds[ROW_MPI_NODE].ppn;
+    with_sim = *c;
+    if (predict_ppn(p, OP_MODEL_NODE, 2, ppn, val_sizes, N_SIZES, with_sim.mpi_sim) &&
+        predict_ppn(p, OP_MODEL_SOCKET, 2, ppn, val_sizes, N_SIZES, with_sim.mpi_sock_sim))
+        search(p, &with_sim, mpi, 3, mpi_misfit, 12);
 }
 
 static void say(const char *what, const uint64_t *sizes, const double *us, size_t n)
@@ -243,7 +256,8 @@ static void say(const char *what, const uint64_t *sizes, const double *us, size_
 }
 
 static const struct mdl_job shm_job = {1, 2, 1, "host"}, host2_job = {2, 1, 1, "host"},
-                            host4_job = {4, 1, 1, "host"}, mpi_job = {2, 2, 2, "node"};
+                            host4_job = {4, 1, 1, "host"}, mpi_job = {2, 2, 2, "node"},
+                            sock_job = {2, 2, 2, "socket"};
 
 /* calibrate's figures; validate measures the host path and the MPI layer's
  * rows among its own (host false). */
@@ -272,6 +286,7 @@ static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool ho
     memset(c->host, 0, sizeof(c->host));
     memset(c->host4, 0, sizeof(c->host4));
     memset(c->mpi, 0, sizeof(c->mpi));
+    memset(c->mpi_sock, 0, sizeof(c->mpi_sock));
     if (!host)
         return true;
     if (!mdl_measure_osu(cfg, &host2_job, val_sizes, N_SIZES, c->host, NULL, NULL))
@@ -283,6 +298,9 @@ static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool ho
     if (!mdl_measure_osu(cfg, &mpi_job, val_sizes, N_SIZES, c->mpi, NULL, NULL))
         return false;
     say("mpirun --mode node, 2 nodes x 2 ranks", val_sizes, c->mpi, N_SIZES);
+    if (!mdl_measure_osu(cfg, &sock_job, val_sizes, N_SIZES, c->mpi_sock, NULL, NULL))
+        return false;
+    say("mpirun --mode socket, 2 nodes x 2 ranks", val_sizes, c->mpi_sock, N_SIZES);
     return true;
 }
 
@@ -309,8 +327,9 @@ static void print_calib(const struct calib *c, FILE *f)
                 c->inc_cpu[i], c->sw_cpu[i]);
     for (size_t i = 0; i < N_SIZES; i++)
         fprintf(f, "# osu_allreduce %8llu B: host 2 nodes %10.1f, 4 nodes %10.1f, shm 2 ranks "
-                   "%10.2f, mpirun --mode node 2x2 %10.1f\n", (unsigned long long)val_sizes[i],
-                c->host[i], c->host4[i], c->shm[i], c->mpi[i]);
+                   "%10.2f, mpirun 2x2 node %10.1f, socket %10.1f\n",
+                (unsigned long long)val_sizes[i], c->host[i], c->host4[i], c->shm[i], c->mpi[i],
+                c->mpi_sock[i]);
     fprintf(f, "# one UDP hop (ib_send_lat -e -c UD -s 64): %.1f\npreset here\n", c->hop);
 }
 
@@ -437,13 +456,15 @@ static void share_cells(struct calib *c, const struct vmeas *v)
                 if (inc_points[p].leaders == row->nodes && inc_points[p].bytes == v->sizes[i])
                     c->inc[p] = row->us[i];
             bool calib_row = (row->kind == ROW_HOST && (row->nodes == 2 || row->nodes == 4)) ||
-                             (row->kind == ROW_MPI_NODE && row->nodes == 2);
+                             (row->kind >= ROW_MPI_NODE && row->nodes == 2);
             if (s < 0 || !calib_row)
                 continue;
             if (row->kind == ROW_HOST)
                 (row->nodes == 2 ? c->host : c->host4)[s] = row->us[i];
             else if (row->kind == ROW_MPI_NODE)
                 c->mpi[s] = row->us[i];
+            else if (row->kind == ROW_MPI_SOCKET)
+                c->mpi_sock[s] = row->us[i];
         }
     }
 }

@@ -28,7 +28,8 @@ struct calib {
     double host4[N_SIZES]; /* and 4 (4 ranks crowd 2 cores; 0: a size not measured) */
     double shm[N_SIZES];   /* osu_allreduce, 1 node of 2 ranks (shared memory only) */
     double mpi[N_SIZES];   /* osu_allreduce, mpirun --mode node, 2 nodes of 2 ranks (0: none) */
-    double mpi_sim[N_SIZES]; /* the simulation of that row, without the MPI layer */
+    double mpi_sock[N_SIZES]; /* the same in Socket mode */
+    double mpi_sim[N_SIZES], mpi_sock_sim[N_SIZES]; /* their simulations without the MPI layer */
 };
 
 /* A validation row: one tool and mode at one node count, every size. */

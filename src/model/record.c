@@ -1,6 +1,6 @@
 /* A validate run's measurements, written and read back: calibration lines
  *   hop US | inc LEADERS BYTES US CPU SWITCH_CPU | shm BYTES US |
- *   host NODES BYTES US (2 or 4 nodes) | mpi BYTES US
+ *   host NODES BYTES US (2 or 4 nodes) | mpi BYTES US | mpisocket BYTES US
  * and validation rows
  *   row KIND NODES BYTES US LO HI
  * in us (printed exactly: a replay fits the same numbers), '#' comments. A
@@ -29,6 +29,8 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
             fprintf(f, "host 4 %llu %.17g\n", b, c->host4[i]);
         if (c->mpi[i] > 0)
             fprintf(f, "mpi %llu %.17g\n", b, c->mpi[i]);
+        if (c->mpi_sock[i] > 0)
+            fprintf(f, "mpisocket %llu %.17g\n", b, c->mpi_sock[i]);
     }
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t i = 0; i < v->ns; i++)
@@ -72,11 +74,13 @@ static const char *calib_line(const char *key, const char *rest, struct calib *c
             }
         return "inc: not a calibration point";
     }
-    if (strcmp(key, "shm") == 0 || strcmp(key, "mpi") == 0) {
+    double *per_size = strcmp(key, "shm") == 0 ? c->shm : strcmp(key, "mpi") == 0 ? c->mpi
+                       : strcmp(key, "mpisocket") == 0 ? c->mpi_sock : NULL;
+    if (per_size != NULL) {
         if (sscanf(rest, "%llu %lf", &b, &x[0]) != 2 || !positive(x, 1) ||
             (i = size_index(mdl_val_sizes, N_SIZES, b)) < 0)
             return "BYTES US expected, BYTES a calibration size";
-        (key[0] == 's' ? c->shm : c->mpi)[i] = x[0];
+        per_size[i] = x[0];
         return NULL;
     }
     if (strcmp(key, "host") == 0) {
