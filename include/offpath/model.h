@@ -52,6 +52,12 @@ struct op_model_platform {
     double host_wake_s;    /* shared_cores: a host-path rank blocked for its messages runs
                               this long after they arrive (the scheduler's wake-up, not
                               CPU; the rank's CPU is host_msg_s and per-packet costs) */
+    double mpi_call_s;     /* an MPI_Allreduce's own cost in offpath's MPI layer (the
+                              wrapper, the node's ranks meeting; on this machine also
+                              the waiting ranks' share of the cores): fitted here */
+    double mpi_byte_s;     /* and per byte (copies in and out of the user's buffers) */
+    double mpi_node_s;     /* and when a node's ranks meet for the call (Node mode, or
+                              Socket mode's node groups above socket_max_bytes) */
     double shm_level_s;    /* one level of a node's shared-memory tree in one socket */
     double shm_xsock_s;    /* the level that crosses sockets */
     double shm_byte_s;     /* per byte per level */
@@ -166,7 +172,9 @@ struct op_model_cfg {
     const char *script_dir;       /* where model_plot.py lives */
     const char *tables;           /* seed: CSV of the seed's tables 4-6 */
     const char *bin;              /* calibrate/validate: the offpath binary */
-    const char *out_path;         /* calibrate: platform file to write */
+    const char *out_path;         /* calibrate: platform file to write; validate: its
+                                     measurements */
+    const char *replay_path;      /* validate: a recorded run's measurements, not new ones */
     double tolerance;             /* validate: largest relative error allowed */
     unsigned iters;               /* calibrate/validate: iterations a measurement */
     int nice;                     /* calibrate/validate: the measured processes' nice value

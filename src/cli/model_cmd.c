@@ -49,7 +49,10 @@ static void help(void)
            "  --tables FILE      seed: the tables (default data/seed_tables.csv)\n"
            "  --tolerance X      validate: largest relative error (default 0.25)\n"
            "  --iters N          calibrate/validate: allreduces a measurement (200)\n"
-           "  --out FILE         calibrate: platform file to write\n"
+           "  --out FILE         calibrate: platform file to write; validate: the run's\n"
+           "                     measurements (what --replay reads)\n"
+           "  --replay FILE      validate: fit and predict a recorded run's measurements\n"
+           "                     instead of measuring (deterministic)\n"
            "  --net N, --port P  calibrate/validate: 127.N..N+2 addresses, ports P..P+2\n"
            "  --nice N           calibrate/validate: run the measured processes at this\n"
            "                     nice value (-20..19; below 0 needs root: on a shared\n"
@@ -62,7 +65,7 @@ static void help(void)
 }
 
 enum { O_NODES = 256, O_PPN, O_BYTES, O_MIN, O_MAX, O_MODE, O_ALG, O_LINK, O_PLATFORM, O_LOSS,
-       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_NICE, O_NO_SPIN, O_HELP };
+       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_NICE, O_NO_SPIN, O_REPLAY, O_HELP };
 
 static const struct option opts[] = {
     {"nodes", 1, 0, O_NODES},       {"ppn", 1, 0, O_PPN},       {"bytes", 1, 0, O_BYTES},
@@ -72,7 +75,7 @@ static const struct option opts[] = {
     {"tables", 1, 0, O_TABLES},     {"tolerance", 1, 0, O_TOL}, {"iters", 1, 0, O_ITERS},
     {"out", 1, 0, O_OUT},           {"json", 0, 0, O_JSON},     {"help", 0, 0, O_HELP},
     {"trace", 0, 0, O_TRACE},       {"net", 1, 0, O_NET},       {"port", 1, 0, O_PORT},
-    {"nice", 1, 0, O_NICE},         {"no-spin", 0, 0, O_NO_SPIN},
+    {"nice", 1, 0, O_NICE},         {"no-spin", 0, 0, O_NO_SPIN}, {"replay", 1, 0, O_REPLAY},
     {0, 0, 0, 0},
 };
 
@@ -168,6 +171,9 @@ static bool set(int opt, const char *v, void *arg)
         return cli_u64("model", "--iters", v, 10, 100000, &u) && (c->iters = (unsigned)u, true);
     case O_OUT:
         c->out_path = v;
+        return true;
+    case O_REPLAY:
+        c->replay_path = v;
         return true;
     case O_JSON:
         c->json = true;

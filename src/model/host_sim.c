@@ -14,24 +14,36 @@
 #include "model_internal.h"
 
 /* What one rank does in one step: messages to `to_n` ranks (to, to +
- * stride, ...), one from `from`. */
+ * stride, ...), one from each of from[0..from_n) (a pipelined reduce tree's
+ * node takes several children's segments in one step). */
+#define FROM_MAX 32
 struct rank_step {
-    int to, from;
-    unsigned to_n, stride;
+    int to, from[FROM_MAX];
+    unsigned to_n, stride, from_n;
     bool reduce;
     uint64_t msg;
 };
 
 struct sched {
-    unsigned P, pof2, rem, lg, clg, klev, ppn, steps;
+    unsigned P, pof2, rem, lg, clg, klev, bdepth, ppn, steps;
     struct mdl_plan plan;
     unsigned first[MDL_PHASES_MAX]; /* each phase's first step */
+    uint64_t segs[MDL_PHASES_MAX];  /* each phase's segments (1: not pipelined) */
 };
+
+static void add_from(struct rank_step *o, unsigned r)
+{
+    if (o->from_n < FROM_MAX)
+        o->from[o->from_n++] = (int)r;
+}
 
 #define KNOMIAL_K 4u /* SMPI's mvapich2 intra-node k-nomial broadcast */
 
-static unsigned phase_steps(const struct sched *s, unsigned kind)
+/* A tree of S segments: a pipelined broadcast takes its depth's steps plus
+ * one a segment after the first; the reduce its depth's a segment. */
+static unsigned phase_steps(const struct sched *s, unsigned i)
 {
+    unsigned kind = s->plan.ph[i].kind, extra = (unsigned)(s->segs[i] - 1);
     switch (kind) {
     case MDL_PH_RD:
         return 2 + s->lg; /* fold in, the doubling, fold out */
@@ -40,12 +52,15 @@ static unsigned phase_steps(const struct sched *s, unsigned kind)
     case MDL_PH_RING:
         return 2 * (s->P - 1);
     case MDL_PH_REDUCE_BINOMIAL:
+        return s->clg * (extra + 1);
     case MDL_PH_BCAST_BINOMIAL:
         return s->clg;
     case MDL_PH_BCAST_KNOMIAL:
         return s->klev;
-    default: /* MDL_PH_BCAST_LINEAR */
-        return 1;
+    case MDL_PH_BCAST_BINARY:
+        return s->bdepth + extra;
+    default: /* MDL_PH_BCAST_CHAIN */
+        return s->P - 1 + extra;
     }
 }
 
@@ -78,16 +93,16 @@ static void fold(const struct sched *s, unsigned r, bool in, uint64_t bytes, str
     if (in == !odd)
         send_to(o, odd ? r - 1 : r + 1, 1, 1);
     else
-        o->from = odd ? (int)r - 1 : (int)r + 1;
+        add_from(o, odd ? r - 1 : r + 1);
     o->reduce = in;
 }
 
 /* Recursive doubling, or Rabenseifner (reduce-scatter by recursive halving,
  * allgather by recursive doubling), between the power of two. */
-static void doubling(const struct sched *s, unsigned kind, uint64_t bytes, unsigned r, unsigned j,
+static void doubling(const struct sched *s, unsigned ph, uint64_t bytes, unsigned r, unsigned j,
                      struct rank_step *o)
 {
-    unsigned last = phase_steps(s, kind) - 1, mask;
+    unsigned kind = s->plan.ph[ph].kind, last = phase_steps(s, ph) - 1, mask;
     if (j == 0 || j == last) {
         fold(s, r, j == 0, bytes, o);
         return;
@@ -110,28 +125,74 @@ static void doubling(const struct sched *s, unsigned kind, uint64_t bytes, unsig
         o->msg = bytes >> (s->lg - i);
     }
     send_to(o, (unsigned)realrank(s, (unsigned)nr ^ mask), 1, 1);
-    o->from = o->to;
+    add_from(o, (unsigned)o->to);
+}
+
+/* Whether segment t - level of S is one a node at that level handles in
+ * step t of a pipelined tree. */
+static bool in_pipe(unsigned t, unsigned level, uint64_t S)
+{
+    return t >= level && t - level < S;
+}
+
+static unsigned floor_log2(unsigned x)
+{
+    unsigned l = 0;
+    while (x >>= 1)
+        l++;
+    return l;
+}
+
+/* A binomial reduce to rank 0 (SMPI's ompi_binomial, in S segments). A
+ * rank of height l (its lowest set bit; rank 0: every level) takes each
+ * segment from its children in turn, r + 1, r + 2, r + 4 ..., then passes
+ * it up: SMPI starts a transfer when the receiver posts it and its generic
+ * reduce posts a child's segment after the last one arrived, so a node's
+ * receives do not overlap. Step s x levels + i is segment s's from child i
+ * (height i), which sends it then; S = 1 is the unpipelined tree, one level
+ * a step. */
+static void reduce_binomial(const struct sched *s, unsigned r, unsigned t, struct rank_step *o)
+{
+    unsigned l = 0, i = t % s->clg;
+    while (l < s->clg && !(r & (1u << l)))
+        l++;
+    if (r != 0 && i == l)
+        send_to(o, r - (1u << l), 1, 1);
+    if (i < l && r + (1u << i) < s->P)
+        add_from(o, r + (1u << i));
+    o->reduce = o->from_n > 0;
+}
+
+/* Pipelined broadcasts from rank 0 whose node at depth d sends segment
+ * t - d to its children in step t: SMPI's binary tree (NTSB: children 2r+1,
+ * 2r+2) and its "linear" one (NTSL: a chain r -> r+1), 8 KiB segments. */
+static void bcast_pipe(const struct sched *s, unsigned kind, uint64_t S, unsigned r, unsigned t,
+                       struct rank_step *o)
+{
+    bool binary = kind == MDL_PH_BCAST_BINARY;
+    unsigned d = binary ? floor_log2(r + 1) : r;
+    unsigned child = binary ? 2 * r + 1 : r + 1;
+    if (child < s->P && in_pipe(t, d, S))
+        send_to(o, child, binary && child + 1 < s->P ? 2 : 1, 1);
+    if (r != 0 && in_pipe(t + 1, d, S))
+        add_from(o, binary ? (r - 1) / 2 : r - 1);
 }
 
 /* Trees rooted at rank 0: a binomial reduce gathers up the lowest set bit;
  * the broadcasts hand down from the highest level. */
-static void tree(const struct sched *s, unsigned kind, unsigned r, unsigned j, struct rank_step *o)
+static void tree(const struct sched *s, unsigned ph, unsigned r, unsigned j, struct rank_step *o)
 {
-    unsigned P = s->P, mask;
+    unsigned P = s->P, mask, kind = s->plan.ph[ph].kind;
     switch (kind) {
     case MDL_PH_REDUCE_BINOMIAL:
-        mask = 1u << j;
-        if ((r & mask) && !(r & (mask - 1)))
-            send_to(o, r - mask, 1, 1);
-        else if (!(r & (2 * mask - 1)) && r + mask < P)
-            o->from = (int)(r + mask), o->reduce = true;
+        reduce_binomial(s, r, j, o);
         return;
     case MDL_PH_BCAST_BINOMIAL:
         mask = 1u << (s->clg - 1 - j);
         if (r % (2 * mask) == 0 && r + mask < P)
             send_to(o, r + mask, 1, 1);
         else if (r % (2 * mask) == mask)
-            o->from = (int)(r - mask);
+            add_from(o, r - mask);
         return;
     case MDL_PH_BCAST_KNOMIAL:
         mask = 1;
@@ -144,35 +205,41 @@ static void tree(const struct sched *s, unsigned kind, unsigned r, unsigned j, s
             if (n > 0)
                 send_to(o, r + mask, n, mask);
         } else if (r % mask == 0) {
-            o->from = (int)(r - r % (KNOMIAL_K * mask));
+            add_from(o, r - r % (KNOMIAL_K * mask));
         }
         return;
-    default: /* MDL_PH_BCAST_LINEAR */
-        if (r == 0)
-            send_to(o, 1, P - 1, 1);
-        else
-            o->from = 0;
+    default: /* MDL_PH_BCAST_BINARY, MDL_PH_BCAST_CHAIN */
+        bcast_pipe(s, kind, s->segs[ph], r, j, o);
     }
+}
+
+static unsigned phase_of(const struct sched *s, unsigned k)
+{
+    unsigned i = 0;
+    while (i + 1 < s->plan.n && k >= s->first[i + 1])
+        i++;
+    return i;
 }
 
 static void step_of(const struct sched *s, unsigned r, unsigned k, struct rank_step *o)
 {
-    *o = (struct rank_step){.to = -1, .from = -1};
-    unsigned i = 0;
-    while (i + 1 < s->plan.n && k >= s->first[i + 1])
-        i++;
+    o->to = -1;
+    o->to_n = o->stride = o->from_n = 0;
+    o->reduce = false;
+    o->msg = 0;
+    unsigned i = phase_of(s, k);
     const struct mdl_phase *ph = &s->plan.ph[i];
     unsigned j = k - s->first[i];
     if (ph->kind == MDL_PH_RING) {
         send_to(o, (r + 1) % s->P, 1, 1);
-        o->from = (int)((r + s->P - 1) % s->P);
+        add_from(o, (r + s->P - 1) % s->P);
         o->msg = (ph->bytes + s->P - 1) / s->P;
         o->reduce = j < s->P - 1;
     } else if (ph->kind == MDL_PH_RD || ph->kind == MDL_PH_RAB) {
-        doubling(s, ph->kind, ph->bytes, r, j, o);
+        doubling(s, i, ph->bytes, r, j, o);
     } else {
-        tree(s, ph->kind, r, j, o);
-        o->msg = ph->bytes;
+        tree(s, i, r, j, o);
+        o->msg = ph->seg > 0 && ph->seg < ph->bytes ? ph->seg : ph->bytes;
     }
     if (o->msg == 0)
         o->msg = 4;
@@ -190,10 +257,13 @@ static void sched_init(struct sched *s, unsigned alg, unsigned P, unsigned ppn, 
     for (unsigned span = 1; span < P; span *= KNOMIAL_K)
         s->klev++;
     s->rem = P - s->pof2;
+    s->bdepth = floor_log2(P);
     mdl_host_plan(alg, P, bytes, &s->plan);
     for (unsigned i = 0; i < s->plan.n; i++) {
+        const struct mdl_phase *ph = &s->plan.ph[i];
+        s->segs[i] = ph->seg > 0 && ph->seg < ph->bytes ? (ph->bytes + ph->seg - 1) / ph->seg : 1;
         s->first[i] = s->steps;
-        s->steps += phase_steps(s, s->plan.ph[i].kind);
+        s->steps += phase_steps(s, i);
     }
 }
 
@@ -202,6 +272,8 @@ struct hnode {
     struct hostrun *h;
     unsigned node;
     sg_mailbox_t mb;
+    sg_host_t host;
+    double gate[2]; /* when its last two gated receives ended (gated()) */
     unsigned *stash; /* bundles received per simulated step */
     struct mdl_outq out;
     char name[40];
@@ -250,8 +322,7 @@ static double host_pkts(const struct op_model_platform *p, uint64_t msg)
  * a destination node), what they exchange inside it, what they wait for. */
 struct node_io {
     unsigned *dest, *cnt, *src;
-    unsigned ndest, nsrc, sends;
-    bool reduce;
+    unsigned ndest, nsrc, sends, reduced; /* reduced: messages one rank reduces */
     uint64_t msg;
     double intra;
 };
@@ -271,11 +342,17 @@ static void rank_io(const struct hostrun *h, unsigned node, unsigned r, const st
             io->intra = c > io->intra ? c : io->intra;
         }
     }
-    if (o->from >= 0 && (unsigned)o->from / ppn != node) {
-        add_unique(io->src, &io->nsrc, (unsigned)o->from / ppn);
-        io->reduce |= o->reduce;
+    unsigned remote = 0;
+    for (unsigned f = 0; f < o->from_n; f++) {
+        if ((unsigned)o->from[f] / ppn == node)
+            continue;
+        add_unique(io->src, &io->nsrc, (unsigned)o->from[f] / ppn);
+        remote++;
         io->msg = o->msg;
     }
+    /* the node's ranks reduce side by side; one rank its children in turn */
+    if (o->reduce && remote > io->reduced)
+        io->reduced = remote;
 }
 
 /* On shared cores a rank that blocks for its messages is woken by them: it
@@ -303,6 +380,33 @@ static double crowding(const struct mdl_run *r)
     return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->crowd_f : 1;
 }
 
+/* SMPI starts a transfer when its receive is posted (smpi/async-small-thresh
+ * 0, its default: no message is pushed ahead), which the eager actors here
+ * do not: where that orders a node's receives one after another (the
+ * segmented binomial reduce: each child's segment in turn; Open MPI's
+ * generic reduce posts the next receive, then waits for the one before, so
+ * a receive is posted when the one two back ended), a receive takes the
+ * route's latency and the message's time from its post. Everywhere else
+ * both ends reach the step together or the data depends on the previous
+ * receive anyway. */
+static bool gated(const struct sched *s, unsigned k)
+{
+    unsigned i = phase_of(s, k);
+    return s->plan.ph[i].kind == MDL_PH_REDUCE_BINOMIAL && s->segs[i] > 1;
+}
+
+static void transfer_from_post(struct hnode *n, unsigned src, uint64_t msg)
+{
+    sg_host_t from = n->h->nodes[src].host;
+    double bw = sg_host_get_route_bandwidth(from, n->host);
+    double done = n->gate[1] + sg_host_get_route_latency(from, n->host) +
+                  (bw > 0 ? (double)(msg + MDL_HDR_BYTES) / bw : 0);
+    if (done > simgrid_get_clock())
+        sg_actor_sleep_until(done);
+    n->gate[1] = n->gate[0];
+    n->gate[0] = simgrid_get_clock();
+}
+
 static void node_step(struct hnode *n, unsigned k, struct node_io *io)
 {
     struct hostrun *h = n->h;
@@ -322,9 +426,11 @@ static void node_step(struct hnode *n, unsigned k, struct node_io *io)
                      (long)(io->cnt[i] * (io->msg + MDL_HDR_BYTES)));
     }
     wait_bundles(n, k, io->nsrc);
+    if (io->nsrc == 1 && gated(&h->s, plan_k))
+        transfer_from_post(n, io->src[0], io->msg);
     if (io->nsrc > 0)
         mdl_cpu(h->r, crowd * (io->nsrc * host_pkts(p, io->msg) * p->leader_pkt_s +
-                                  (io->reduce ? (double)io->msg * p->host_byte_s : 0)));
+                                  io->reduced * (double)io->msg * p->host_byte_s));
     double spent = simgrid_get_clock() - t0;
     if (io->intra > spent)
         sg_actor_sleep_for(io->intra - spent);
@@ -338,7 +444,7 @@ static void node_main(int argc, char **argv)
     (void)argc, (void)argv;
     struct hnode *n = sg_actor_self_get_data();
     unsigned ppn = n->h->s.ppn, maxd = (KNOMIAL_K - 1) * ppn + n->h->r->nodes;
-    unsigned *buf = calloc(2 * (size_t)maxd + ppn, sizeof(unsigned));
+    unsigned *buf = calloc(2 * (size_t)maxd + n->h->r->nodes, sizeof(unsigned));
     sg_mailbox_set_receiver(n->name);
     for (unsigned k = 0; k < n->h->steps; k++) {
         struct node_io io = {.dest = buf, .cnt = buf + maxd, .src = buf + 2 * maxd};
@@ -392,13 +498,30 @@ static unsigned ompi_alg(unsigned P, uint64_t b)
 }
 
 /* The broadcast half of reduce + broadcast (SMPI's ompi bcast rules where
- * allreduce takes that path, 128 ranks up): binary trees as binomial ones
- * (the same depth), the rest k-nomial. */
+ * allreduce takes that path, 128 ranks up): at 128-255 ranks a binomial
+ * tree below 2 B, SMPI's binary tree (NTSB) below 16 KiB and at 32-64 KiB,
+ * its "basic linear" (NTSL: a pipelined chain) at 16-32 KiB, k-nomial
+ * above; k-nomial from 256 ranks. */
 static unsigned ompi_bcast(unsigned P, uint64_t b)
 {
     if (P >= 256 || b >= 65536)
         return MDL_PH_BCAST_KNOMIAL;
-    return b >= 16384 && b < 32768 ? MDL_PH_BCAST_LINEAR : MDL_PH_BCAST_BINOMIAL;
+    if (b < 2)
+        return MDL_PH_BCAST_BINOMIAL;
+    return b >= 16384 && b < 32768 ? MDL_PH_BCAST_CHAIN : MDL_PH_BCAST_BINARY;
+}
+
+#define NTS_SEG 8192u /* SimGrid's NTSB and NTSL broadcasts' segment */
+
+/* SMPI's ompi_binomial reduce pipelines 1 KiB segments from 2 KiB up where
+ * the communicator is large for the message (Open MPI's fitted line:
+ * ranks > 0.6016 x KiB + 1.3496), and not on fewer than 8 ranks below
+ * 20 KiB. */
+static uint64_t binomial_seg(unsigned P, uint64_t b)
+{
+    if ((P < 8 && b < 20480) || b < 2048 || b / 4 <= 1)
+        return 0;
+    return (double)P > 0.6016 * (double)b / 1024.0 + 1.3496 ? 1024 : 0;
 }
 
 static void ompi_plan(unsigned P, uint64_t b, struct mdl_plan *pl)
@@ -410,8 +533,11 @@ static void ompi_plan(unsigned P, uint64_t b, struct mdl_plan *pl)
     } else if (alg == 6) {
         add_phase(pl, MDL_PH_RAB, b);
     } else if (alg <= 2) {
+        unsigned bc = ompi_bcast(P, b);
         add_phase(pl, MDL_PH_REDUCE_BINOMIAL, b); /* (in-order binary trees too) */
-        add_phase(pl, ompi_bcast(P, b), b);
+        pl->ph[pl->n - 1].seg = binomial_seg(P, b);
+        add_phase(pl, bc, b);
+        pl->ph[pl->n - 1].seg = bc == MDL_PH_BCAST_BINARY || bc == MDL_PH_BCAST_CHAIN ? NTS_SEG : 0;
     } else if (count < P) {
         /* fewer elements than ranks: Open MPI's ring falls back to recursive
          * doubling; SimGrid's `lr` to its naive default (a linear reduce to
@@ -473,7 +599,7 @@ static double extrapolate(const struct hostrun *h)
 static void plan_skip(struct hostrun *h)
 {
     for (unsigned i = 0; i < h->s.plan.n; i++) {
-        unsigned n = phase_steps(&h->s, h->s.plan.ph[i].kind);
+        unsigned n = phase_steps(&h->s, i);
         if (h->s.plan.ph[i].kind == MDL_PH_RING && n > 8) {
             h->ring = i;
             h->skip_from = h->s.first[i] + 8;
@@ -505,9 +631,10 @@ void mdl_host_simulate(struct mdl_run *r)
     }
     h.t0 = simgrid_get_clock();
     for (unsigned i = 0; i < r->nodes; i++) {
+        h.nodes[i].gate[0] = h.nodes[i].gate[1] = h.t0;
         char host[24];
-        sg_actor_t a = sg_actor_init(h.nodes[i].name,
-                                     sg_host_by_name(mdl_host_of(p, 'n', (int)i, host, sizeof(host))));
+        h.nodes[i].host = sg_host_by_name(mdl_host_of(p, 'n', (int)i, host, sizeof(host)));
+        sg_actor_t a = sg_actor_init(h.nodes[i].name, h.nodes[i].host);
         sg_actor_set_data(a, &h.nodes[i]);
         sg_actor_start_(a, node_main, 0, NULL);
     }

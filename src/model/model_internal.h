@@ -46,12 +46,13 @@ void mdl_host_simulate(struct mdl_run *r);
  * selector of `alg` picks them for `ranks` ranks and `bytes` (host_sim.c). */
 enum {
     MDL_PH_RD, MDL_PH_RING, MDL_PH_RAB, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINOMIAL,
-    MDL_PH_BCAST_KNOMIAL, MDL_PH_BCAST_LINEAR
+    MDL_PH_BCAST_KNOMIAL, MDL_PH_BCAST_BINARY, MDL_PH_BCAST_CHAIN
 };
 #define MDL_PHASES_MAX 4
 struct mdl_phase {
     unsigned kind;
     uint64_t bytes; /* the part of the message this phase reduces */
+    uint64_t seg;   /* trees: pipelined in segments of this many bytes (0: whole) */
 };
 struct mdl_plan {
     unsigned n;
@@ -65,11 +66,18 @@ void mdl_host_plan(unsigned alg, unsigned ranks, uint64_t bytes, struct mdl_plan
 bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
                      size_t n, double *us, double *cpu_us, double *sw_cpu_us);
 #define MDL_CELLS_MAX 96 /* (leaders, bytes) cells one round measures */
+/* lo and hi (may be NULL): the lowest and highest of the runs averaged */
 bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
-                           const uint64_t *sizes, size_t n, double *us);
+                           const uint64_t *sizes, size_t n, double *us, double *lo, double *hi);
 double mdl_measure_hop(const struct op_model_cfg *cfg);
-bool mdl_measure_osu(const struct op_model_cfg *cfg, unsigned nodes, unsigned ppn,
-                     const uint64_t *sizes, size_t n, double *us);
+/* An `offpath mpirun` job: nodes of ppn ranks in `sockets` sockets, a mode
+ * ("host", "node", "socket"). */
+struct mdl_job {
+    unsigned nodes, ppn, sockets;
+    const char *mode;
+};
+bool mdl_measure_osu(const struct op_model_cfg *cfg, const struct mdl_job *job,
+                     const uint64_t *sizes, size_t n, double *us, double *lo, double *hi);
 
 /* SCHED_IDLE spinners that keep every core awake while calibrate and
  * validate measure (measure.c says why); stop kills and reaps them. */

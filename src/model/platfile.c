@@ -20,7 +20,7 @@ static const struct field {
     D(link_bw), D(wire_lat), D(switch_lat), D(spine_bw), D(sw_chunk_s), D(sw_byte_s),
     D(host_msg_s), D(nic_msg_s), D(host_byte_s), D(leader_pkt_s), D(leader_byte_s),
     D(wake_s), D(sw_wake_s), D(ctx_s), D(crowd_f), D(runq_s), D(check_byte_s), D(host_wake_s),
-    D(shm_level_s),
+    D(mpi_call_s), D(mpi_byte_s), D(mpi_node_s), D(shm_level_s),
     D(shm_xsock_s), D(shm_byte_s), D(rto_min_s),
 #undef D
     {"sockets", offsetof(struct op_model_platform, sockets), F_UNSIGNED},

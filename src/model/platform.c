@@ -73,6 +73,9 @@ static void here(struct op_model_platform *p)
     p->crowd_f = 0.1;
     p->host_wake_s = US(10);
     p->check_byte_s = NS(2);
+    p->mpi_call_s = US(10);
+    p->mpi_byte_s = NS(0.5);
+    p->mpi_node_s = US(10);
     p->shm_level_s = US(2);
     p->shm_xsock_s = US(2);
     p->shm_byte_s = NS(0.5);

@@ -222,11 +222,27 @@ static void test_ompi_selector_plans(void **state)
     PLAN1(O, 64, 64, MDL_PH_RD);
     PLAN1(O, 4096, 8192, MDL_PH_RD);
     /* 128 ranks up, small: reduce + broadcast by the bcast rules */
-    PLAN2(O, 128, 4, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINOMIAL);
-    PLAN2(O, 128, 20000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_LINEAR);
+    PLAN2(O, 128, 1, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINOMIAL);
+    PLAN2(O, 128, 4, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINARY);
+    PLAN2(O, 128, 20000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_CHAIN);
+    PLAN2(O, 128, 40000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_BINARY);
     PLAN2(O, 128, 100000, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
     PLAN2(O, 512, 1024, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
     PLAN2(O, 32768, 4, MDL_PH_REDUCE_BINOMIAL, MDL_PH_BCAST_KNOMIAL);
+    /* SMPI's segments: the binomial reduce's 1 KiB from 2 KiB up while the
+     * ranks outnumber 0.6016 x KiB + 1.35, the NTS broadcasts' 8 KiB */
+    static const struct {
+        unsigned P;
+        uint64_t b, reduce_seg, bcast_seg;
+    } segs[] = {{128, 1024, 0, 8192},   {128, 2048, 1024, 8192},  {128, 20000, 1024, 8192},
+                {128, 65536, 1024, 0},  {256, 2048, 1024, 0},     {512, 1024, 0, 0}};
+    for (size_t i = 0; i < sizeof(segs) / sizeof(segs[0]); i++) {
+        struct mdl_plan pl;
+        mdl_host_plan(O, segs[i].P, segs[i].b, &pl);
+        assert_int_equal(pl.n, 2);
+        assert_int_equal(pl.ph[0].seg, segs[i].reduce_seg);
+        assert_int_equal(pl.ph[1].seg, segs[i].bcast_seg);
+    }
     /* the ring on whole elements a rank, the remainder by the selector */
     plan_is(O, 3, 65540, 2, (const unsigned[]){MDL_PH_RING, MDL_PH_RD},
             (const uint64_t[]){65532, 8}, __LINE__);
@@ -243,8 +259,9 @@ static void test_ompi_selector_plans(void **state)
 }
 
 /* SMPI's `ompi` at 128 and 256 ranks, 4 B: a binomial reduce to rank 0
- * (each step reducing one message), then a binomial (128) or 4-nomial (256)
- * broadcast; one rack. */
+ * (each step reducing one message), then a binary tree (128: 7 levels, a
+ * parent sending to two children at once through its link but for the last
+ * level's one) or 4-nomial (256) broadcast; one rack. */
 static void test_ompi_reduce_then_broadcast(void **state)
 {
     (void)state;
@@ -257,7 +274,9 @@ static void test_ompi_reduce_then_broadcast(void **state)
     double step = p.host_msg_s + p.nic_msg_s + 2 * mdl_host_link_lat(&p) +
                   (double)(b + MDL_HDR_BYTES) / p.link_bw;
     struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OMPI, .bytes = b};
-    NEAR(sim1(&p, 128, 1, sc, NULL), 14 * step + 7 * (double)b * p.host_byte_s);
+    double wire1 = (double)(b + MDL_HDR_BYTES) / p.link_bw;
+    NEAR(sim1(&p, 128, 1, sc, NULL),
+         14 * step + 7 * (double)b * p.host_byte_s + 6 * (p.nic_msg_s + wire1));
     /* 256 ranks: 8 reduce steps, then a 4-nomial broadcast of 4 levels, a
      * parent sending to 3 children at once through its link */
     p.rack_nodes = 256;
