@@ -189,8 +189,9 @@ struct op_nstopo;
  * addresses, a port a link named in list ("all": every link of the node,
  * each interface named after its peer as `offpath topo up` names them;
  * else IF or IF=PEER, comma separated), each with the link's rate and
- * queue, and a route to every other node over the ports of its shortest
- * paths. OP_ERR_INVAL and err naming the fault (an unknown peer, a peer
+ * queue, a route to every other node over the ports of its shortest
+ * paths, and RoCEv2's port for INC (a fabric on another port sets its own).
+ * OP_ERR_INVAL and err naming the fault (an unknown peer, a peer
  * not linked, a route with no port given). */
 OP_API op_status_t op_sw_path_from_net(const struct op_nstopo *t, int self, const char *list,
                                        struct op_sw_path_config *c, char *err, size_t errlen);

@@ -128,6 +128,7 @@ op_status_t op_sw_path_from_net(const struct op_nstopo *t, int self, const char 
         return OP_ERR_INVAL;
     }
     c->own4 = op_addr_ipv4(t->nodes[self].ip);
+    c->inc_port = OP_ROCE_UDP_PORT; /* the fabric's, unless a caller's topology says another */
     c->own6 = t->ip6 ? op_addr_ipv6(t->nodes[self].ip6) : (struct op_addr){0};
     c->n_ports = c->n_routes = 0;
     op_status_t st = add_ports(t, self, list, c, peer_of, err, errlen);

@@ -416,6 +416,7 @@ static void test_path_from_a_namespace_topology(void **state)
     assert_int_equal(op_sw_path_from_net(&t, t1, "all", &c, err, sizeof err), OP_OK);
     assert_int_equal(c.n_ports, 4);
     assert_int_equal(c.own4.v4, 0x0a0100feu);
+    assert_int_equal(c.inc_port, OP_ROCE_UDP_PORT);
     int h1 = op_sw_path_port_find(&c, "h1"), s1 = op_sw_path_port_find(&c, "s1"),
         s2 = op_sw_path_port_find(&c, "s2");
     assert_true(h1 >= 0 && s1 >= 0 && s2 >= 0);
