@@ -38,6 +38,10 @@ struct op_inc_config {
     uint64_t rto_max_ns;  /* backoff cap */
     uint64_t deadline_ns; /* bound on each join, allreduce and leave */
     bool udp_batching;    /* op_inc_join's own port (default on) */
+    /* narrow the window of chunks in flight when results come back marked
+     * congested (OP_INC_F_CONGESTED), DCTCP's way; off: always the whole
+     * window the switches granted (default on) */
+    bool ecn_react;
 };
 
 OP_API void op_inc_config_default(struct op_inc_config *cfg);
@@ -52,7 +56,9 @@ OP_API void op_inc_config_default(struct op_inc_config *cfg);
     X(duplicate_results)                                                                           \
     X(dropped)                                                                                     \
     X(allreduces)                                                                                  \
-    X(stalls)
+    X(stalls)                                                                                      \
+    X(congested_results) /* results a queue on the way marked */                                  \
+    X(window_cuts)       /* the chunks in flight narrowed for them */
 
 enum op_inc_counter {
 #define OP_INC_ENUM_(n) OP_INC_C_##n,
@@ -109,6 +115,9 @@ OP_API op_status_t op_inc_eng_status(const struct op_inc_eng *e);
 OP_API uint8_t op_inc_eng_reason(const struct op_inc_eng *e); /* refusal reason */
 OP_API const struct op_inc_caps *op_inc_eng_caps(const struct op_inc_eng *e);
 OP_API const uint64_t *op_inc_eng_counters(const struct op_inc_eng *e);
+/* Chunks the engine keeps in flight now: the granted window, or less after
+ * congested results (ecn_react). */
+OP_API uint32_t op_inc_eng_cwnd(const struct op_inc_eng *e);
 
 /* ---- blocking client over UDP */
 struct op_inc_client;

@@ -49,6 +49,7 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(contributions)                                                                               \
     X(duplicates)                                                                                  \
     X(retransmissions)                                                                             \
+    X(congestion_seen) /* contributions and results that came marked (FECN or the flag) */       \
     X(chunks_aggregated)                                                                           \
     X(partials_up)                                                                                 \
     X(partials_resent)                                                                             \
@@ -138,6 +139,8 @@ OP_API void op_sw_print_stats(const struct op_sw *sw, FILE *out, bool json);
     X(tx_no_neigh)    /* engine packets for a next hop not known */                                \
     X(neigh_asked)                                                                                 \
     X(queue_drops)    /* the shaped egress queue was full */                                       \
+    X(ecn_marked)     /* CE set on the way into the shaped queue (ecn_bytes) */                     \
+    X(ecn_seen)       /* INC to our address that came with CE */                                   \
     X(injected_drops) /* the port's loss injector, or the link taken down */                   \
     X(injected_dups)  /* the port's duplication injector */                                      \
     X(rx_ring_lost)   /* af_xdp: lost before we read them (our ring full, the kernel) */
@@ -159,6 +162,9 @@ struct op_sw_port_config {
     uint64_t rate_bps;
     uint32_t queue_bytes;
     uint32_t burst_bytes;        /* sent at once; 0: tbf's as topo up sets it */
+    /* an ECN-capable frame that finds ecn_bytes queued leaves with CE
+     * (DCTCP's step marking at K); 0: none */
+    uint32_t ecn_bytes;
     double drop_rate, dup_rate;  /* each frame sent lost, or sent twice */
     double rx_drop_rate;         /* each frame received lost (a host's end cannot) */
     uint32_t delay_us;           /* each frame sent held this long */

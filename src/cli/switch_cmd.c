@@ -30,6 +30,8 @@ static void help(void)
            "                       a vdev's iface=IF is port IF, else in --ports' order)\n"
            "  --no-shape           on the path: send at the ports' own pace, not the links'\n"
            "  --port-loss IF=P     on the path: drop each frame sent on IF with chance P\n"
+           "  --ecn BYTES|off      on the path: mark CE on ECN-capable frames that find\n"
+           "                       BYTES queued at a port (default: an eighth of its queue)\n"
            "  --role tor|spine     describe the switch with flags instead of a file\n"
            "  --listen IP          its address (port: --port)\n"
            "  --hosts FIRST-LAST   tor: the hosts under it\n"
@@ -133,7 +135,7 @@ static bool load_topology(const struct sw_flags *f, struct op_topo *topo, int *s
 
 enum { O_TOPO = 256, O_NAME, O_ROLE, O_LISTEN, O_HOSTS, O_UPLINK, O_TOR, O_PORT, O_GROUPS,
        O_WINDOW, O_DATA, O_CHILDREN, O_LEASE, O_MEM, O_DROP, O_DUP, O_DELAY, O_STATS, O_JSON,
-       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_PORTS, O_PORT_LOSS, O_DPDK, O_NO_SHAPE, O_HELP };
+       O_BUSY, O_SEED, O_LOG, O_READY, O_PCAP, O_LINK_DOWN, O_PORTS, O_PORT_LOSS, O_DPDK, O_NO_SHAPE, O_ECN, O_HELP };
 
 static const struct option options[] = {
     {"topology", 1, 0, O_TOPO}, {"name", 1, 0, O_NAME}, {"role", 1, 0, O_ROLE},
@@ -145,7 +147,7 @@ static const struct option options[] = {
     {"json", 0, 0, O_JSON}, {"busy-poll", 0, 0, O_BUSY}, {"seed", 1, 0, O_SEED},
     {"log-level", 1, 0, O_LOG}, {"ready-fd", 1, 0, O_READY}, {"pcap", 1, 0, O_PCAP},
     {"ports", 1, 0, O_PORTS}, {"port-loss", 1, 0, O_PORT_LOSS}, {"dpdk", 1, 0, O_DPDK},
-    {"no-shape", 0, 0, O_NO_SHAPE}, {"help", 0, 0, O_HELP},
+    {"no-shape", 0, 0, O_NO_SHAPE}, {"ecn", 1, 0, O_ECN}, {"help", 0, 0, O_HELP},
     {0, 0, 0, 0}};
 
 static bool set_u64(int opt, const char *val, struct sw_flags *f, struct op_sw_run_config *rc)
@@ -211,6 +213,7 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else if (opt == O_PORTS) f->ports = optarg;
         else if (opt == O_DPDK) f->dpdk = optarg;
         else if (opt == O_NO_SHAPE) f->no_shape = true;
+        else if (opt == O_ECN) f->ecn = optarg;
         else if (opt == O_PORT_LOSS) {
             ok = f->n_loss < OP_SW_MAX_PORTS && strlen(optarg) < sizeof(f->losses[0]);
             if (ok) strcpy(f->losses[f->n_loss++], optarg);
@@ -226,8 +229,8 @@ static bool parse(int argc, char **argv, struct sw_flags *f, struct op_sw_run_co
         else ok = set_u64(opt, optarg, f, rc);
         if (!ok) { *exit_code = 2; return false; }
     }
-    if (f->dpdk != NULL && f->ports == NULL) {
-        cli_bad(tool, "--dpdk wants --ports");
+    if ((f->dpdk != NULL || f->ecn != NULL) && f->ports == NULL) {
+        cli_bad(tool, "%s wants --ports", f->dpdk != NULL ? "--dpdk" : "--ecn");
         *exit_code = 2;
         return false;
     }

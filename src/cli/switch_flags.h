@@ -10,6 +10,7 @@ struct sw_flags {
     const char *dpdk;             /* --dpdk: EAL arguments, the ports DPDK's */
     struct sw_dpdk *dpdk_ports;   /* what switch_dpdk_open opened */
     bool no_shape;
+    const char *ecn;              /* --ecn: BYTES or off; NULL: the ports' default */
     char losses[OP_SW_MAX_PORTS][32];
     int n_loss;
     char uplinks[OP_TOPO_MAX_UPLINKS][64];

@@ -101,6 +101,12 @@ bool switch_load_path(const struct sw_flags *f, struct op_sw_run_config *rc,
     path->seed = rc->sw.seed;
     for (int i = 0; f->no_shape && i < path->n_ports; i++)
         path->ports[i].rate_bps = 0;
+    uint64_t ecn = 0;
+    if (f->ecn != NULL && strcmp(f->ecn, "off") != 0 &&
+        !cli_u64(tool, "--ecn", f->ecn, 1, UINT32_MAX, &ecn))
+        return false;
+    for (int i = 0; f->ecn != NULL && i < path->n_ports; i++)
+        path->ports[i].ecn_bytes = (uint32_t)ecn;
     rc->path = path;
     return port_faults(f, rc, path);
 }

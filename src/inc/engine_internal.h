@@ -57,6 +57,10 @@ struct op_inc_eng {
     unsigned type, op;
     uint32_t next_seq, base_seq, n_chunks, lo, hi;
     struct chunk *ring;
+    /* the window's reaction to congestion (reduce.c): chunks in flight, the
+     * marked fraction's moving average (ECN_ONE = all), the results seen
+     * and marked since the window was last judged */
+    uint32_t cwnd, alpha, seen, marked;
     bool leaving;         /* the current allreduce is leave's barrier */
     int32_t barrier[2];
     uint64_t c[OP_INC_C_COUNT_];
@@ -73,6 +77,8 @@ void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result);
 void eng_backoff(struct op_inc_eng *e, uint64_t now);
 uint64_t eng_base_rto(const struct op_inc_eng *e);
 void eng_rtt_sample(struct op_inc_eng *e, uint64_t rtt);
+
+void eng_window_reset(struct op_inc_eng *e);
 
 /* join.c */
 void eng_ctrl_input(struct op_inc_eng *e, const struct op_inc_hdr *h, const struct op_inc_ctrl *c,

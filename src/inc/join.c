@@ -227,6 +227,7 @@ static void joined(struct op_inc_eng *e, const struct op_inc_hdr *h, const struc
                                    .lease_ms = c->lease_ms,
                                    .spine_ip = c->spine_ip};
     e->token = h->token;
+    eng_window_reset(e);
     eng_finish(e, ST_READY, OP_OK);
     if (e->caps.window == 0 || e->caps.max_data < 8)
         eng_finish(e, ST_BROKEN, OP_ERR_UNSUPPORTED);

@@ -36,10 +36,50 @@ static void send_chunk(struct op_inc_eng *e, uint32_t i, uint8_t flags, uint64_t
     e->c[flags & OP_INC_F_RETX ? OP_INC_C_retransmissions : OP_INC_C_chunks_sent]++;
 }
 
-/* Keep window chunks in flight: chunk hi may go once lo + window > hi. */
+/* ---- the window's reaction to congestion: DCTCP's (RFC 8257) with the
+ * results as its ACKs. Every leader of the group sees the same results with
+ * the same marks, so all narrow alike and none holds the slots longer than
+ * the others. Once per window of results, alpha (the moving average of the
+ * marked fraction, gain 1/16) cuts the window by alpha/2 if any was marked,
+ * else the window grows by one chunk, up to what the switches granted. */
+#define ECN_ONE 1024u
+#define ECN_GAIN_SHIFT 4
+
+void eng_window_reset(struct op_inc_eng *e)
+{
+    e->cwnd = e->caps.window;
+    e->alpha = ECN_ONE; /* DCTCP's start: the first marked window halves */
+    e->seen = e->marked = 0;
+}
+
+uint32_t op_inc_eng_cwnd(const struct op_inc_eng *e) { return e->cwnd; }
+
+static void judge_window(struct op_inc_eng *e, bool congested)
+{
+    e->seen++;
+    if (congested) {
+        e->marked++;
+        e->c[OP_INC_C_congested_results]++;
+    }
+    if (!e->cfg.ecn_react || e->seen < e->cwnd)
+        return;
+    uint32_t frac = e->marked * ECN_ONE / e->seen;
+    e->alpha = e->alpha - (e->alpha >> ECN_GAIN_SHIFT) + (frac >> ECN_GAIN_SHIFT);
+    if (e->marked > 0) {
+        uint32_t cut = (uint32_t)((uint64_t)e->cwnd * e->alpha / (2 * ECN_ONE));
+        e->cwnd = e->cwnd > cut + 1 ? e->cwnd - (cut > 0 ? cut : 1) : 1;
+        e->c[OP_INC_C_window_cuts]++;
+    } else if (e->cwnd < e->caps.window) {
+        e->cwnd++;
+    }
+    e->seen = e->marked = 0;
+}
+
+/* Keep cwnd chunks in flight: chunk hi may go once lo + cwnd > hi (cwnd is
+ * at most the window, which is what the slots allow). */
 static void fill_window(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
 {
-    while (e->hi < e->n_chunks && e->hi - e->lo < e->caps.window)
+    while (e->hi < e->n_chunks && e->hi - e->lo < e->cwnd)
         send_chunk(e, e->hi++, 0, now, out);
 }
 
@@ -124,6 +164,7 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
     c->done = true;
     e->c[OP_INC_C_results]++;
+    judge_window(e, (h->flags & OP_INC_F_CONGESTED) != 0);
     /* Karn's rule for a group: no sample from a round anyone retransmitted in
      * (the switch flags its result), as that round waited for a timeout */
     if (!c->resent && !(h->flags & OP_INC_F_RETX))

@@ -25,6 +25,7 @@ struct it_leader {
     uint64_t hash;
     uint64_t elapsed_ns;
     uint64_t retransmissions, timeouts, dup_results;
+    uint64_t congested_results, window_cuts;
     double lat_us[IT_MAX_SAMPLES];
 };
 

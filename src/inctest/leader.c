@@ -187,6 +187,8 @@ void it_leader_main(const struct op_inctest_config *cfg, const struct it_layout 
     res->retransmissions = cnt[OP_INC_C_retransmissions];
     res->timeouts = cnt[OP_INC_C_timeouts];
     res->dup_results = cnt[OP_INC_C_duplicate_results];
+    res->congested_results = cnt[OP_INC_C_congested_results];
+    res->window_cuts = cnt[OP_INC_C_window_cuts];
     if (res->status == OP_OK)
         res->status = op_inc_leave(c);
     op_inc_client_free(c);

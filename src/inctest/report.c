@@ -10,7 +10,7 @@
 
 struct it_summary {
     int failed, joined;
-    uint64_t mismatches, retx, timeouts, dups, done;
+    uint64_t mismatches, retx, timeouts, dups, done, congested, cuts;
     bool identical;
     double p50, p90, p99, max, mean, ops_per_s, mb_per_s;
 };
@@ -31,6 +31,8 @@ static void summarize(const struct op_inctest_config *cfg, const struct it_leade
         s->retx += r->retransmissions;
         s->timeouts += r->timeouts;
         s->dups += r->dup_results;
+        s->congested += r->congested_results;
+        s->cuts += r->window_cuts;
         s->done += r->done_iters;
         if (r->hash != res[0].hash)
             s->identical = false;
@@ -79,14 +81,16 @@ static void print_json(const struct op_inctest_config *cfg, const struct it_summ
            "\"allreduces_done\": %llu, \"latency_us\": {\"mean\": %.2f, \"p50\": %.2f, "
            "\"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"ops_per_s\": %.1f, "
            "\"mb_per_s\": %.3f, \"wall_s\": %.3f, \"leader_retransmissions\": %llu, "
-           "\"leader_timeouts\": %llu, \"leader_duplicate_results\": %llu, \"switch\": {",
+           "\"leader_timeouts\": %llu, \"leader_duplicate_results\": %llu, "
+           "\"leader_congested_results\": %llu, \"leader_window_cuts\": %llu, \"switch\": {",
            cfg->leaders, cfg->tors, cfg->spines, (unsigned long long)cfg->count,
            op_red_type_name(cfg->type), op_red_op_name(cfg->op), (unsigned long long)cfg->iters,
            cfg->drop_rate, cfg->dup_rate, pass ? "true" : "false", s->failed,
            (unsigned long long)s->mismatches, s->identical ? "true" : "false",
            (unsigned long long)s->done, s->mean, s->p50, s->p90, s->p99, s->max, s->ops_per_s,
            s->mb_per_s, wall, (unsigned long long)s->retx, (unsigned long long)s->timeouts,
-           (unsigned long long)s->dups);
+           (unsigned long long)s->dups, (unsigned long long)s->congested,
+           (unsigned long long)s->cuts);
     op_counters_print(stdout, op_sw_counter_names(), sw, OP_SW_C_COUNT_, OP_COUNTERS_JSON);
     printf("}}\n");
 }
@@ -108,9 +112,11 @@ static void print_text(const struct op_inctest_config *cfg, const struct it_summ
            s->p90, s->p99, s->max);
     printf("  throughput  : %.1f allreduces/s, %.3f MB/s of vector per leader (wall %.2f s)\n",
            s->ops_per_s, s->mb_per_s, wall);
-    printf("  leaders     : retransmissions %llu, timeouts %llu, duplicate results %llu\n",
+    printf("  leaders     : retransmissions %llu, timeouts %llu, duplicate results %llu, "
+           "congested results %llu, window cuts %llu\n",
            (unsigned long long)s->retx, (unsigned long long)s->timeouts,
-           (unsigned long long)s->dups);
+           (unsigned long long)s->dups, (unsigned long long)s->congested,
+           (unsigned long long)s->cuts);
     if (cfg->connect != NULL) {
         printf("  switches    : not started by inc_test (--connect): see their own counters\n");
         return;

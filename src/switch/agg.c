@@ -27,12 +27,19 @@ static void data_hdr(const struct sw_group *g, const struct sw_slot *s, uint32_t
 
 static size_t result_len(const struct sw_slot *s) { return s->count * op_red_type_size(s->dtype); }
 
+/* What a round's packets say of it: a retransmission took part, a queue
+ * marked it. */
+static uint8_t round_flags(const struct sw_slot *s)
+{
+    return (uint8_t)((s->retx_seen ? OP_INC_F_RETX : 0) | (s->congested ? OP_INC_F_CONGESTED : 0));
+}
+
 static void send_result(struct op_sw *sw, const struct sw_group *g, const struct sw_slot *s,
                         int child, struct op_txq *out)
 {
     struct op_inc_hdr h;
     const struct sw_member *m = &g->children[child];
-    data_hdr(g, s, s->seq, m->rank, OP_INC_F_RESULT | (s->retx_seen ? OP_INC_F_RETX : 0), &h);
+    data_hdr(g, s, s->seq, m->rank, OP_INC_F_RESULT | round_flags(s), &h);
     sw_emit(sw, out, m->ip, m->port, &h, s->result, result_len(s));
 }
 
@@ -42,7 +49,8 @@ static void send_prev_result(struct op_sw *sw, const struct sw_group *g, const s
     struct sw_slot prev = {.op = s->prev_op, .dtype = s->prev_dtype, .count = s->prev_count};
     struct op_inc_hdr h;
     const struct sw_member *m = &g->children[child];
-    data_hdr(g, &prev, s->prev_seq, m->rank, OP_INC_F_RESULT | OP_INC_F_RETX, &h);
+    data_hdr(g, &prev, s->prev_seq, m->rank,
+             OP_INC_F_RESULT | OP_INC_F_RETX | (s->prev_congested ? OP_INC_F_CONGESTED : 0), &h);
     sw_emit(sw, out, m->ip, m->port, &h, s->prev_result, result_len(&prev));
 }
 
@@ -50,7 +58,7 @@ static void send_partial_up(struct op_sw *sw, const struct sw_group *g, struct s
                             uint8_t flags, uint64_t now, struct op_txq *out)
 {
     struct op_inc_hdr h;
-    data_hdr(g, s, s->seq, g->index_at_parent, flags | (s->retx_seen ? OP_INC_F_RETX : 0), &h);
+    data_hdr(g, s, s->seq, g->index_at_parent, flags | round_flags(s), &h);
     sw_emit(sw, out, g->parent_ip, g->parent_port, &h, s->result, result_len(s));
     s->up_sent_ns = now;
 }
@@ -74,6 +82,7 @@ static void start_round(const struct sw_group *g, struct sw_slot *s, const struc
         s->prev_op = s->op;
         s->prev_dtype = s->dtype;
         s->prev_count = s->count;
+        s->prev_congested = s->congested;
     }
     s->seq = h->seq;
     s->state = SLOT_AGG;
@@ -82,6 +91,7 @@ static void start_round(const struct sw_group *g, struct sw_slot *s, const struc
     s->count = h->count;
     s->n_contrib = 0;
     s->retx_seen = false;
+    s->congested = false;
     memset(s->bitmap, 0, (size_t)g->words * 8);
 }
 
@@ -161,6 +171,16 @@ static bool enter_round(struct op_sw *sw, struct sw_group *g, struct sw_slot *s,
     return false;
 }
 
+/* A queue marked the packet on its way here (FECN), or one below us marked
+ * the round (the flag): the round's result tells the leaders. */
+static void note_congestion(struct op_sw *sw, struct sw_slot *s, const struct op_inc_pkt *ip)
+{
+    if (!ip->bth.fecn && !(ip->hdr.flags & OP_INC_F_CONGESTED))
+        return;
+    s->congested = true;
+    sw->c[OP_SW_C_congestion_seen]++;
+}
+
 static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_inc_pkt *ip,
                          int child, uint64_t now, struct op_txq *out)
 {
@@ -176,6 +196,7 @@ static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_i
     }
     if (h->flags & OP_INC_F_RETX)
         s->retx_seen = true;
+    note_congestion(sw, s, ip);
     uint64_t bit = 1ull << (child % 64);
     if (s->bitmap[child / 64] & bit) {
         duplicate(sw, g, s, child, now, out);
@@ -208,6 +229,7 @@ static void result_from_parent(struct op_sw *sw, struct sw_group *g, const struc
     }
     memcpy(s->result, ip->payload, ip->payload_len);
     s->retx_seen |= (h->flags & OP_INC_F_RETX) != 0;
+    note_congestion(sw, s, ip);
     s->state = SLOT_DONE;
     multicast_result(sw, g, s, out);
 }

@@ -121,7 +121,8 @@ static void send_inc(struct op_sw_path *p, const struct op_pkt *pkt, uint64_t no
         return;
     }
     struct op_frame *t = op_frameq_next(out->fq);
-    struct op_frame_l2 l2;
+    /* ECN-capable: the leaders narrow their windows on what it brings back */
+    struct op_frame_l2 l2 = {.tos = OP_ECN_ECT0};
     memcpy(l2.src_mac, out->mac, 6);
     memcpy(l2.dst_mac, out->peer_mac, 6);
     memcpy(t->data + op_udp_frame_hdr_len(f.dst.family), pkt->data, pkt->len);
@@ -153,9 +154,16 @@ static bool is_multicast(const struct op_addr *a)
     return a->family == OP_AF_IPV6 ? a->v6[0] == 0xff : (a->v4 >> 28) == 0xe || a->v4 == ~0u;
 }
 
-/* The payload in place: the engine reads it and copies what it keeps. */
-static void to_engine(struct op_sw_path *p, struct op_frame *f, uint64_t now)
+/* The payload in place: the engine reads it and copies what it keeps. A
+ * queue's CE on the way becomes the BTH's FECN, as an InfiniBand switch
+ * marks forward congestion (the ICRC masks both): the engine sees it in the
+ * packet it decodes. */
+static void to_engine(struct op_sw_path *p, struct sw_port *pt, struct op_frame *f, uint64_t now)
 {
+    if (f->info.ecn == OP_ECN_CE && f->info.payload_len >= OP_BTH_LEN) {
+        f->data[f->info.payload_off + OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
+        pt->c[OP_SW_PATH_C_ecn_seen]++;
+    }
     const struct op_pkt pkt = {.flow = f->info.flow, .len = f->info.payload_len,
                                .data = f->data + f->info.payload_off};
     op_sw_input(p->sw, &pkt, now, &p->incq);
@@ -216,7 +224,7 @@ static enum op_sw_path_counter classify(struct op_sw_path *p, struct sw_port *pt
         if (p->sw == NULL || in->udp != OP_FRAME_OK || in->flow.dst_port != p->cfg.inc_port ||
             in->kind != OP_FRAME_KIND_IPV4)
             return OP_SW_PATH_C_drop_local;
-        to_engine(p, f, now);
+        to_engine(p, pt, f, now);
         return OP_SW_PATH_C_to_inc;
     }
     if (is_multicast(&in->flow.dst) || (in->dst_mac[0] & 1))

@@ -48,6 +48,7 @@ static op_status_t add_port(const struct op_nstopo *t, int self, const char *ifn
     pc->rate_bps = l->rate_bps;
     pc->queue_bytes = l->queue;
     pc->burst_bytes = op_nstopo_burst(l->rate_bps);
+    pc->ecn_bytes = l->queue / 8; /* 32 KiB of the default 256: 0.26 ms at 1 Gbit/s */
     /* the link's faults each way: the peer's direction here too when the
      * peer is a host, which has no injector */
     pc->drop_rate = l->loss;

@@ -4,7 +4,10 @@
  * serialises at line rate. A frame leaves when the virtual link clock
  * (free_at, advanced by each frame's bits at the rate) is within a burst
  * of now; a frame that finds queue_bytes held is dropped (tail drop, as
- * tbf's limit). The link taken down drops everything it is given. */
+ * tbf's limit). A frame that finds ecn_bytes or more held is marked CE when
+ * its sender reacts to it (ECT), as a DCTCP/DCQCN switch marks: the INC
+ * leaders narrow their windows on it, a TCP halves its window, before the
+ * queue drops. The link taken down drops everything it is given. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +99,8 @@ static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
             op_io_release_frames(pt->io, f, 1);
         return;
     }
+    if (pt->cfg.ecn_bytes > 0 && sh->bytes >= pt->cfg.ecn_bytes && op_frame_mark_ce(f->data, f->len))
+        pt->c[OP_SW_PATH_C_ecn_marked]++;
     uint32_t s = (sh->head + sh->n++) % sh->cap;
     sh->ring[s] = *f;
     sh->held_at[s] = now;

@@ -36,6 +36,7 @@ struct sw_slot {
     uint16_t count; /* elements */
     uint16_t n_contrib;
     bool retx_seen; /* a retransmission was part of this round: its timing says nothing */
+    bool congested; /* a queue on this round's way marked it: the result says so */
     uint64_t up_sent_ns;
     uint64_t *bitmap;
     uint8_t *acc;     /* host order accumulator */
@@ -47,6 +48,7 @@ struct sw_slot {
     uint32_t prev_seq;
     uint8_t prev_op, prev_dtype;
     uint16_t prev_count;
+    bool prev_congested;
     uint8_t *prev_result;
 };
 

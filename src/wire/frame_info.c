@@ -30,6 +30,7 @@ static void parse_ipv4(const uint8_t *ip, size_t room, struct op_frame_info *inf
         return;
     info->kind = OP_FRAME_KIND_IPV4;
     info->ttl = ip[8];
+    info->ecn = ip[1] & 3u;
     info->ip_proto = ip[9];
     info->flow.src = op_addr_ipv4(ld_be32(ip + 12));
     info->flow.dst = op_addr_ipv4(ld_be32(ip + 16));
@@ -41,6 +42,7 @@ static void parse_ipv6(const uint8_t *ip, struct op_frame_info *info)
     if (ip[0] >> 4 != 6)
         return;
     info->kind = OP_FRAME_KIND_IPV6;
+    info->ecn = (ip[1] >> 4) & 3u;
     info->ip_proto = ip[6];
     info->ttl = ip[7];
     info->flow.src = op_addr_ipv6(ip + 8);
@@ -78,6 +80,38 @@ unsigned op_frame_parse(const uint8_t *frame, size_t len, struct op_frame_info *
     return info->udp;
 }
 
+/* RFC 1624 eqn. 3 for one 16-bit word of an IPv4 header that changed. */
+static void ipv4_csum_update(uint8_t *ip, uint16_t old, uint16_t now)
+{
+    uint32_t sum = (~ld_be16(ip + 10) & 0xffffu) + (~(uint32_t)old & 0xffffu) + now;
+    sum = (sum & 0xffffu) + (sum >> 16);
+    sum = (sum & 0xffffu) + (sum >> 16);
+    wp_u16(ip + 10, (uint16_t)~sum);
+}
+
+bool op_frame_mark_ce(uint8_t *frame, size_t len)
+{
+    if (len < OP_ETH_HDR_LEN + IPV4_HDR)
+        return false;
+    uint16_t type = (uint16_t)ld_be16(frame + 12);
+    uint8_t *ip = frame + OP_ETH_HDR_LEN;
+    if (type == ETH_IPV4 && ip[0] >> 4 == 4) {
+        if ((ip[1] & 3u) == OP_ECN_NOT_ECT)
+            return false;
+        uint16_t old = (uint16_t)ld_be16(ip);
+        ip[1] |= OP_ECN_CE;
+        ipv4_csum_update(ip, old, (uint16_t)ld_be16(ip));
+        return true;
+    }
+    if (type == ETH_IPV6 && len >= OP_ETH_HDR_LEN + IPV6_HDR && ip[0] >> 4 == 6) {
+        if (((ip[1] >> 4) & 3u) == OP_ECN_NOT_ECT)
+            return false;
+        ip[1] |= OP_ECN_CE << 4;
+        return true;
+    }
+    return false;
+}
+
 size_t op_frame_control_reply(uint8_t *frame, size_t len, size_t cap, const struct op_addr *ours,
                               const uint8_t mac[6])
 {
@@ -110,13 +144,9 @@ bool op_frame_route(uint8_t *frame, size_t len, const struct op_frame_info *info
         return false;
     uint8_t *ip = frame + OP_ETH_HDR_LEN;
     if (v4) {
-        /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the TTL/protocol word */
-        uint32_t old = ld_be16(ip + 8), now = old - 0x100;
-        uint32_t sum = (~ld_be16(ip + 10) & 0xffffu) + (~old & 0xffffu) + now;
-        sum = (sum & 0xffffu) + (sum >> 16);
-        sum = (sum & 0xffffu) + (sum >> 16);
+        uint16_t old = (uint16_t)ld_be16(ip + 8); /* the TTL/protocol word */
         ip[8]--;
-        wp_u16(ip + 10, (uint16_t)~sum);
+        ipv4_csum_update(ip, old, (uint16_t)ld_be16(ip + 8));
     } else {
         ip[7]--;
     }

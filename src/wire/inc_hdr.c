@@ -5,7 +5,7 @@
 
 #define INC_HDR_RESERVED 3
 #define INC_CTRL_RESERVED_END 4
-#define INC_FLAGS_KNOWN (OP_INC_F_RESULT | OP_INC_F_RETX)
+#define INC_FLAGS_KNOWN (OP_INC_F_RESULT | OP_INC_F_RETX | OP_INC_F_CONGESTED)
 #define CTRL_TYPE_MASK 0x0fu
 
 void op_inc_hdr_encode(const struct op_inc_hdr *h, uint8_t out[OP_INC_HDR_LEN])

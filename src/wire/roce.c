@@ -7,8 +7,8 @@
 #define BTH_SE 0x80u
 #define BTH_MIGREQ 0x40u
 #define BTH_PAD_SHIFT 4
-#define BTH_FECN 0x80u
-#define BTH_BECN 0x40u
+#define BTH_FECN OP_BTH_FECN_BIT
+#define BTH_BECN OP_BTH_BECN_BIT
 #define BTH_ACKREQ 0x80u
 
 static uint8_t bit(bool on, unsigned mask)

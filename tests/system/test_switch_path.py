@@ -255,3 +255,34 @@ def test_two_jobs_share_a_spine(topo):
     s1 = exit_counters(name, "s1")
     assert s1["groups_created"] == 4 and s1["groups_freed"] == 4 and s1["refusals"] == 0
     assert_ports_balance(s1)
+
+
+def test_ecn_narrows_both_jobs_windows(topo):
+    """Two jobs through one slow fabric link (rack 1 to the spine at 300
+    Mbit/s, both jobs' partials on it) with CE marking at 8 KB queued: the
+    spine's engine sees the marks, every leader gets congested results and
+    narrows its window; both jobs exact, nothing dropped by the queue."""
+    slow = lambda text: one_spine(text).replace("link t1 s1 rate 2gbit", "link t1 s1 rate 300mbit")
+    path, name = topo(open(EXAMPLE).read(), slow)
+    r = offpath("topo", "up", path, "--", "--ecn", "8000", timeout=120)
+    assert r.returncode == 0 and "3 switches" in r.stdout, r.stdout + r.stderr
+    big = ("--count", "65536", "--iters", "20")
+    a, b = inc_job(path, *big), inc_job(path, "--first-host", "2", "--seed", "7", *big)
+    reps = [job_report(a), job_report(b)]
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    t1, t2, s1 = (exit_counters(name, n) for n in ("t1", "t2", "s1"))
+    up = t1["ports"]["s1"]
+    print("t1 to s1:", {k: up[k] for k in ("tx_frames", "ecn_marked", "queue_drops")},
+          "congestion_seen s1", s1["congestion_seen"],
+          [(x["leader_congested_results"], x["leader_window_cuts"]) for x in reps])
+    assert up["ecn_marked"] > 0 and up["queue_drops"] == 0
+    # every mark is seen at the far end's engine, and counted there once
+    for tor in ("t1", "t2"):
+        tr = exit_counters(name, tor)
+        assert s1["ports"][tor]["ecn_seen"] == tr["ports"]["s1"]["ecn_marked"]
+        assert tr["ports"]["s1"]["ecn_seen"] == s1["ports"][tor]["ecn_marked"]
+    assert s1["congestion_seen"] == sum(p["ecn_seen"] for p in s1["ports"].values())
+    for rep in reps:
+        assert rep["leader_congested_results"] > 0 and rep["leader_window_cuts"] > 0
+    for report in (t1, t2, s1):
+        assert_ports_balance(report)

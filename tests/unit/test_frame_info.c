@@ -262,6 +262,53 @@ static void test_route_hop(void **state)
     assert_memory_equal(f, before, n);
 }
 
+/* CE marking: every TOS's ECN field over IPv4 headers of many contents (the
+ * checksum stays right, the DSCP kept, only ECT becomes CE, CE stays CE);
+ * IPv6's traffic class the same; ARP, not-ECT and short frames untouched. */
+static void test_mark_ce(void **state)
+{
+    (void)state;
+    uint8_t f[128], before[128];
+    uint32_t seed = 11;
+    for (unsigned tos = 0; tos < 256; tos++) {
+        seed = seed * 1103515245u + 12345u;
+        struct op_frame_l2 l2 = {.tos = (uint8_t)tos};
+        struct op_flow fl = {.src = op_addr_ipv4(seed), .dst = op_addr_ipv4(~seed),
+                             .src_port = (uint16_t)seed, .dst_port = 4791};
+        size_t n = op_udp_frame_build(f, sizeof f, &fl, &l2, 20 + tos % 40);
+        memcpy(before, f, n);
+        struct op_frame_info info;
+        (void)op_frame_parse(f, n, &info);
+        assert_int_equal(info.ecn, tos & 3);
+        bool marked = op_frame_mark_ce(f, n);
+        assert_int_equal(marked, (tos & 3) != OP_ECN_NOT_ECT);
+        assert_int_equal(f[ETH + 1], marked ? (tos | 3) : tos);
+        assert_int_equal(ipv4_sum(f + ETH), 0xffff);
+        assert_memory_equal(f + ETH + 12, before + ETH + 12, n - ETH - 12);
+        assert_int_equal(op_frame_parse(f, n, &info), OP_FRAME_OK);
+        assert_int_equal(info.ecn, marked ? OP_ECN_CE : OP_ECN_NOT_ECT);
+        assert_false(op_frame_mark_ce(f, ETH + 19)); /* no whole header */
+    }
+    struct op_flow fl6 = {.src = op_addr_ipv6(ip6_a), .dst = op_addr_ipv6(ip6_b), 1, 2};
+    struct op_frame_l2 l2 = {.tos = 0xb9}; /* DSCP 46, ECT(1) */
+    size_t n = op_udp_frame_build(f, sizeof f, &fl6, &l2, 10);
+    struct op_frame_info info;
+    assert_int_equal(op_frame_parse(f, n, &info), OP_FRAME_OK);
+    assert_int_equal(info.ecn, OP_ECN_ECT1);
+    assert_true(op_frame_mark_ce(f, n));
+    assert_int_equal(op_frame_parse(f, n, &info), OP_FRAME_OK); /* the class is not in the UDP sum */
+    assert_int_equal(info.ecn, OP_ECN_CE);
+    assert_int_equal((f[ETH] & 0xf) << 4 | f[ETH + 1] >> 4, 0xbb);
+    l2.tos = 0xb8; /* not ECT */
+    n = op_udp_frame_build(f, sizeof f, &fl6, &l2, 10);
+    assert_false(op_frame_mark_ce(f, n));
+    struct op_addr a = op_addr_ipv4(1), b = op_addr_ipv4(2);
+    n = op_neigh_solicit_build(f, sizeof f, &a, mac_a, &b);
+    memcpy(before, f, n);
+    assert_false(op_frame_mark_ce(f, n));
+    assert_memory_equal(f, before, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_parse_udp_both_families),
         cmocka_unit_test(test_parse_partial_frames),
         cmocka_unit_test(test_route_hop),
+        cmocka_unit_test(test_mark_ce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,58 @@ static void test_loss_dup_reorder_exact(void **state)
     sim_free(&s);
 }
 
+/* A queue on the way up marks (FECN, as the switch on the path hands a CE
+ * frame to its engine) every contribution of one leader while `marking`. */
+struct marker {
+    bool marking;
+    uint32_t from;
+};
+
+static bool mark_contributions(struct sim *s, const struct op_pkt *p)
+{
+    const struct marker *m = s->lose_ctx;
+    struct op_inc_pkt ip;
+    if (m->marking && p->flow.src.v4 == m->from && op_inc_decode(p->data, p->len, &ip) == OP_OK &&
+        ip.hdr.kind == OP_INC_KIND_DATA && !(ip.hdr.flags & OP_INC_F_RESULT))
+        p->data[OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
+    return false;
+}
+
+/* Marked rounds come back congested to every leader, which all narrow
+ * their windows alike (DCTCP's cut), results exact; unmarked rounds grow
+ * the windows back to what the switches granted. */
+static void test_congestion_narrows_every_window_alike(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .window = 16, .seed = 9};
+    sim_init(&s, &spec);
+    struct marker m = {.marking = true, .from = sim_leader_ip(1)};
+    s.lose = mark_contributions;
+    s.lose_ctx = &m;
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    for (int l = 0; l < s.n_leaders; l++)
+        assert_int_equal(op_inc_eng_cwnd(s.leader[l]), 16);
+    check_allreduce(&s, OP_RED_INT32, OP_RED_SUM, 100000, false);
+    uint32_t narrowed = op_inc_eng_cwnd(s.leader[0]);
+    assert_true(narrowed < 16 && narrowed >= 1);
+    for (int l = 0; l < s.n_leaders; l++) {
+        const uint64_t *c = op_inc_eng_counters(s.leader[l]);
+        assert_int_equal(op_inc_eng_cwnd(s.leader[l]), narrowed);
+        assert_int_equal(c[OP_INC_C_congested_results], c[OP_INC_C_results]);
+        assert_true(c[OP_INC_C_window_cuts] > 0);
+    }
+    assert_true(sim_sw_total(&s, OP_SW_C_congestion_seen) > 0);
+    m.marking = false;
+    uint64_t cuts = op_inc_eng_counters(s.leader[0])[OP_INC_C_window_cuts];
+    check_allreduce(&s, OP_RED_FLOAT64, OP_RED_SUM, 200000, false);
+    for (int l = 0; l < s.n_leaders; l++) {
+        assert_int_equal(op_inc_eng_cwnd(s.leader[l]), 16);
+        assert_int_equal(op_inc_eng_counters(s.leader[l])[OP_INC_C_window_cuts], cuts);
+    }
+    sim_free(&s);
+}
+
 static void test_heavy_loss_control_and_data(void **state)
 {
     (void)state;
@@ -492,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_two_level_million_sum),
         cmocka_unit_test(test_loss_dup_reorder_exact),
         cmocka_unit_test(test_heavy_loss_control_and_data),
+        cmocka_unit_test(test_congestion_narrows_every_window_alike),
         cmocka_unit_test(test_many_leaders_one_tor),
         cmocka_unit_test(test_refused_when_no_group_free),
         cmocka_unit_test(test_master_picks_spine_with_most_free_groups),

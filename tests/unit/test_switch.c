@@ -594,6 +594,57 @@ static void test_sw_hostile_data(void **state)
     rig_free(&r);
 }
 
+/* Round `seq` from HOST(1..3), `how` marking HOST(2)'s: 0 not, 1 FECN in
+ * place (a queue's CE as the path hands it on), 2 the INC flag (a switch
+ * below). Returns whether the results say CONGESTED (all three alike). */
+static bool round_congested(struct rig *r, uint32_t seq, int how)
+{
+    uint8_t pkt[OP_IO_BUF_SIZE];
+    for (uint32_t i = 1; i <= 3; i++) {
+        size_t n = build_data(r, HOST(i), i - 1, seq, 4, (int32_t)(seq + i), pkt);
+        if (i == 2 && how == 1)
+            pkt[OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT; /* ICRC-masked: still valid */
+        if (i == 2 && how == 2) {
+            struct op_inc_pkt ip;
+            assert_int_equal(op_inc_decode(pkt, n, &ip), OP_OK);
+            ip.hdr.flags |= OP_INC_F_CONGESTED;
+            n = build(HOST(i), &ip.hdr, ip.payload, ip.payload_len, pkt);
+        }
+        feed(r, HOST(i), pkt, n);
+    }
+    assert_int_equal(r->n_out, 3);
+    bool congested = false;
+    for (int k = 0; k < 3; k++) {
+        struct op_inc_pkt ip;
+        assert_int_equal(op_inc_decode(r->out[k], r->out_len[k], &ip), OP_OK);
+        assert_true(ip.hdr.flags & OP_INC_F_RESULT);
+        assert_int_equal(ip.hdr.seq, seq);
+        assert_int_equal(ip.payload[3], (uint8_t)(3 * seq + 6)); /* the sum, exact */
+        if (k > 0)
+            assert_int_equal(congested, (ip.hdr.flags & OP_INC_F_CONGESTED) != 0);
+        congested = (ip.hdr.flags & OP_INC_F_CONGESTED) != 0;
+    }
+    rig_clear(r);
+    return congested;
+}
+
+/* A round that a queue marked on its way, as FECN or as the flag, comes
+ * back CONGESTED to every member; the next unmarked round does not. */
+static void test_sw_congestion_echoed_in_results(void **state)
+{
+    (void)state;
+    struct rig r;
+    rig_init(&r, NULL);
+    rig_join(&r, 3);
+    assert_false(round_congested(&r, 0, 0));
+    assert_true(round_congested(&r, 1, 1));
+    assert_false(round_congested(&r, 2, 0));
+    assert_true(round_congested(&r, 3, 2));
+    assert_false(round_congested(&r, 4, 0));
+    assert_int_equal(op_sw_counters(r.sw)[OP_SW_C_congestion_seen], 2);
+    rig_free(&r);
+}
+
 static void small_packets(struct op_sw_config *cfg) { cfg->max_data = 16; }
 
 static void test_sw_payload_over_group_max(void **state)
@@ -895,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_sw_hostile_control),
         cmocka_unit_test(test_sw_leaders_off_the_fabric_port),
         cmocka_unit_test(test_sw_lease),
+        cmocka_unit_test(test_sw_congestion_echoed_in_results),
         cmocka_unit_test(test_sw_create_rejects_bad_config),
         cmocka_unit_test(test_sw_counter_names_and_stats),
         cmocka_unit_test(test_fabric_rejoin_after_leave),

@@ -103,13 +103,13 @@ static void assert_balanced(const struct rig *r, int ports)
     }
 }
 
-/* A UDP frame as the neighbour on port `from` sends it. */
-static void inject_udp(struct mock *m, int from, uint32_t src, uint32_t dst, uint16_t sport,
-                       uint16_t dport, uint8_t ttl, const char *payload)
+/* A UDP frame as the neighbour on port `from` sends it, with this TOS. */
+static void inject_udp_tos(struct mock *m, int from, uint32_t src, uint32_t dst, uint16_t sport,
+                           uint16_t dport, uint8_t ttl, uint8_t tos, const char *payload)
 {
     struct op_flow f = {.src = op_addr_ipv4(src), .dst = op_addr_ipv4(dst), .src_port = sport,
                         .dst_port = dport};
-    struct op_frame_l2 l2 = {.tos = 0};
+    struct op_frame_l2 l2 = {.tos = tos};
     memcpy(l2.src_mac, mac_peer[from], 6);
     memcpy(l2.dst_mac, mac_sw[from], 6);
     uint8_t *fr = m->in[m->n_in];
@@ -126,6 +126,12 @@ static void inject_udp(struct mock *m, int from, uint32_t src, uint32_t dst, uin
     fr[ETH + 10] = (uint8_t)(~sum >> 8);
     fr[ETH + 11] = (uint8_t)~sum;
     m->n_in++;
+}
+
+static void inject_udp(struct mock *m, int from, uint32_t src, uint32_t dst, uint16_t sport,
+                       uint16_t dport, uint8_t ttl, const char *payload)
+{
+    inject_udp_tos(m, from, src, dst, sport, dport, ttl, 0, payload);
 }
 
 /* The neighbour on port `from` asks for target (ARP, or NDP for IPv6). */
@@ -277,13 +283,15 @@ static void test_inc_to_our_address_reaches_the_engine(void **state)
     rig_open(&r, &c, sw);
     inject_udp(r.m[0], 0, PEER(0), OWN, 49152, 4791, 64, "not an INC packet");
     inject_udp(r.m[0], 0, PEER(0), OWN, 49152, 4792, 64, "another port");
+    inject_udp_tos(r.m[0], 0, PEER(0), OWN, 49152, 4791, 64, OP_ECN_CE, "a marked non-INC one");
     run(&r);
-    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_to_inc), 1);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_to_inc), 2);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_ecn_seen), 1);
     assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_drop_local), 1);
-    assert_int_equal(op_sw_counters(sw)[OP_SW_C_rx_pkts], 1);
+    assert_int_equal(op_sw_counters(sw)[OP_SW_C_rx_pkts], 2);
     assert_int_equal(op_sw_counters(sw)[OP_SW_C_drop_malformed] +
                          op_sw_counters(sw)[OP_SW_C_drop_foreign],
-                     1);
+                     2);
     assert_balanced(&r, 2);
     op_sw_path_destroy(r.p);
     op_sw_destroy(sw);
@@ -320,6 +328,50 @@ static void test_egress_shaped_to_the_link_rate(void **state)
     run(&r);
     assert_int_equal(r.m[1]->n_out, 4);
     assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 6);
+    assert_balanced(&r, 2);
+    op_sw_path_destroy(r.p);
+}
+
+/* ECN at the shaped queue: a frame that finds ecn_bytes or more held leaves
+ * with CE if its sender set ECT, untouched if not; the first, into an empty
+ * queue, is not marked. Checksums stay right; the counter counts the marks. */
+static void test_ecn_marks_what_finds_the_queue_long(void **state)
+{
+    (void)state;
+    struct op_sw_path_config c;
+    struct rig r;
+    rig_config(&c, 2);
+    c.ports[1].rate_bps = 8000000;
+    c.ports[1].queue_bytes = 6000;
+    c.ports[1].burst_bytes = 1500;
+    c.ports[1].ecn_bytes = 1000;
+    rig_open(&r, &c, NULL);
+    learn_peer(&r, 1);
+    usleep(5000);
+    r.m[1]->n_out = 0;
+    char big[1000];
+    memset(big, 'e', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    const uint8_t tos[5] = {OP_ECN_ECT0, OP_ECN_ECT0, 0x28 /* not ECT */, 0x28 | OP_ECN_ECT1,
+                            OP_ECN_ECT0};
+    for (int i = 0; i < 5; i++) /* 1041-byte frames: 0, 1041, 2082, 3123, 4164 B find held */
+        inject_udp_tos(r.m[0], 0, PEER(0), PEER(1), 1, (uint16_t)(10 + i), 64, tos[i], big);
+    run(&r);
+    for (int k = 0; k < 100 && r.m[1]->n_out < 5; k++) {
+        usleep(1000);
+        run(&r);
+    }
+    assert_int_equal(r.m[1]->n_out, 5);
+    const uint8_t want[5] = {OP_ECN_ECT0, OP_ECN_CE, 0x28, 0x28 | OP_ECN_CE, OP_ECN_CE};
+    for (int i = 0; i < 5; i++) {
+        struct op_frame_info info;
+        assert_int_equal(op_frame_parse(r.m[1]->out[i], r.m[1]->out_len[i], &info), OP_FRAME_OK);
+        assert_int_equal(info.flow.dst_port, 10 + i); /* in order */
+        assert_int_equal(r.m[1]->out[i][ETH + 1], want[i]);
+        assert_true(ipv4_checksum_ok(r.m[1]->out[i] + ETH));
+    }
+    assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_ecn_marked), 3);
+    assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_queue_drops), 0);
     assert_balanced(&r, 2);
     op_sw_path_destroy(r.p);
 }
@@ -465,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_ecmp_keeps_a_flow_on_one_port),
         cmocka_unit_test(test_inc_to_our_address_reaches_the_engine),
         cmocka_unit_test(test_egress_shaped_to_the_link_rate),
+        cmocka_unit_test(test_ecn_marks_what_finds_the_queue_long),
         cmocka_unit_test(test_a_link_taken_down_loses_what_is_sent),
         cmocka_unit_test(test_loss_on_what_a_port_receives),
         cmocka_unit_test(test_refuses_bad_configurations),

@@ -821,7 +821,7 @@ static void test_inc_hdr_malformed(void **state)
         {4, 2},                     /* version */
         {5, 0},                     /* kind */
         {5, 3},                     /* kind */
-        {6, 0x04},                  /* unknown flag */
+        {6, 0x08},                  /* unknown flag */
         {6, 0x80},                  /* unknown flag */
         {7, OP_INC_R_COUNT_},       /* reason */
         {7, 0xff},                  /* reason */

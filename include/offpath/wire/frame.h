@@ -91,6 +91,7 @@ struct op_frame_info {
     uint8_t kind;       /* enum op_frame_kind */
     uint8_t ip_proto;   /* IP kinds: IPv4 protocol, IPv6 next header */
     uint8_t ttl;        /* IP kinds: TTL, hop limit */
+    uint8_t ecn;        /* IP kinds: the ECN field (enum op_ecn) */
     uint8_t udp;        /* enum op_frame_verdict: OP_FRAME_OK when it is UDP we take */
     uint16_t arp_op;    /* ARP: 1 request, 2 reply */
     uint16_t l3_off, l4_off; /* l4_off: after IPv4 options or the IPv6 header */
@@ -111,6 +112,20 @@ OP_API unsigned op_frame_parse(const uint8_t *frame, size_t len, struct op_frame
  * masks the TTL, stays valid. */
 OP_API bool op_frame_route(uint8_t *frame, size_t len, const struct op_frame_info *info,
                            const uint8_t src_mac[6], const uint8_t next_mac[6]);
+/* The IP header's ECN field (RFC 3168). */
+enum op_ecn {
+    OP_ECN_NOT_ECT = 0,
+    OP_ECN_ECT1 = 1,
+    OP_ECN_ECT0 = 2,
+    OP_ECN_CE = 3,
+};
+/* A queue's congestion mark (RFC 3168 5): an IPv4 or IPv6 frame whose
+ * sender said it reacts (ECT(0) or ECT(1)) leaves with CE, the IPv4 header
+ * checksum updated for it (RFC 1624). True when the frame carries CE now;
+ * false, the frame untouched, when it is not ECN-capable IP (such a frame is
+ * dropped instead, when it is dropped at all). The ICRC masks the field. */
+OP_API bool op_frame_mark_ce(uint8_t *frame, size_t len);
+
 /* A request for ours (ARP or ICMP echo for IPv4, a neighbour solicitation
  * or ICMPv6 echo for IPv6) rewritten in place into its reply, sent from
  * mac: the reply's length, or 0 and the frame untouched. cap: the buffer's

@@ -35,6 +35,10 @@ enum op_inc_kind {
 enum op_inc_flag {
     OP_INC_F_RESULT = 0x01, /* data travelling down: the finished result */
     OP_INC_F_RETX = 0x02,   /* sender retransmits after a timeout */
+    /* a queue on the round's way marked it (CE, then FECN at the switch):
+     * set on the partial going up and on the result coming down, which
+     * tells the leaders to narrow their windows (docs/inc.md) */
+    OP_INC_F_CONGESTED = 0x04,
 };
 
 /* Reasons a switch gives when it refuses or drops (fail_cause, reason). */

@@ -47,6 +47,12 @@ enum op_roce_opcode {
 };
 
 /* Base Transport Header, fields in host order. */
+/* Where the BTH's congestion bits sit, for those who mark a packet in
+ * place (an ICRC-masked byte: marking keeps it valid). */
+#define OP_BTH_FECN_BYTE 4
+#define OP_BTH_FECN_BIT 0x80u
+#define OP_BTH_BECN_BIT 0x40u
+
 struct op_bth {
     uint8_t opcode;
     bool se, migreq;
