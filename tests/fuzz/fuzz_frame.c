@@ -59,6 +59,15 @@ static void fuzz_view(const uint8_t *data, size_t size)
     static const uint8_t hop_mac[6] = {2, 0, 0, 0, 0, 9};
     if (size > sizeof copy)
         return;
+    /* a queue's CE mark: refused untouched, or the frame parses alike with CE */
+    memcpy(copy, data, size);
+    if (op_frame_mark_ce(copy, size)) {
+        struct op_frame_info marked;
+        require(op_frame_parse(copy, size, &marked) == v || info.kind == OP_FRAME_KIND_OTHER);
+        require(info.kind == OP_FRAME_KIND_OTHER || marked.ecn == OP_ECN_CE);
+    } else {
+        require(memcmp(copy, data, size) == 0);
+    }
     memcpy(copy, data, size);
     if (!op_frame_route(copy, size, &info, hop_mac, hop_mac)) {
         require(memcmp(copy, data, size) == 0);
