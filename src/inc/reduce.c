@@ -164,7 +164,8 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
     c->done = true;
     e->c[OP_INC_C_results]++;
-    judge_window(e, (h->flags & OP_INC_F_CONGESTED) != 0);
+    /* marked on the way up (the flag) or in the queue to us (FECN) */
+    judge_window(e, (h->flags & OP_INC_F_CONGESTED) != 0 || ip->bth.fecn);
     /* Karn's rule for a group: no sample from a round anyone retransmitted in
      * (the switch flags its result), as that round waited for a timeout */
     if (!c->resent && !(h->flags & OP_INC_F_RETX))

@@ -85,6 +85,23 @@ static void send_now(struct sw_port *pt, struct op_io *io, struct op_frame *f, i
     pt->c[OP_SW_PATH_C_tx_drops] += (uint64_t)(n - sent);
 }
 
+/* Our own INC packet (a result to a leader, a partial to a SPINE) marked CE
+ * also carries FECN in its BTH: a leader's UDP socket does not read the IP
+ * header's ECN, the BTH it decodes anyway (ICRC-masked: still valid). The
+ * engine builds them with a 20-byte IPv4 header, no options. */
+static void fecn_if_ours(const struct sw_port *pt, struct op_frame *f)
+{
+    const struct op_sw_path_config *c = &pt->path->cfg;
+    const uint8_t *ip = f->data + OP_ETH_HDR_LEN;
+    if (f->len < OP_UDP_FRAME_HDR_LEN + OP_BTH_LEN || f->data[12] != 0x08 || f->data[13] != 0 ||
+        ip[0] != 0x45 || ip[9] != 17)
+        return;
+    uint32_t src = (uint32_t)ip[12] << 24 | (uint32_t)ip[13] << 16 | (uint32_t)ip[14] << 8 | ip[15];
+    uint16_t sport = (uint16_t)(ip[20] << 8 | ip[21]);
+    if (c->own4.family == OP_AF_IPV4 && src == c->own4.v4 && sport == c->inc_port)
+        f->data[OP_UDP_FRAME_HDR_LEN + OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
+}
+
 /* Frame j of q into the FIFO: the slot takes its buffer, q's slot gets the
  * slot's spare one (a lent frame leaves the spare where it is). */
 static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
@@ -99,8 +116,10 @@ static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
             op_io_release_frames(pt->io, f, 1);
         return;
     }
-    if (pt->cfg.ecn_bytes > 0 && sh->bytes >= pt->cfg.ecn_bytes && op_frame_mark_ce(f->data, f->len))
+    if (pt->cfg.ecn_bytes > 0 && sh->bytes >= pt->cfg.ecn_bytes && op_frame_mark_ce(f->data, f->len)) {
         pt->c[OP_SW_PATH_C_ecn_marked]++;
+        fecn_if_ours(pt, f);
+    }
     uint32_t s = (sh->head + sh->n++) % sh->cap;
     sh->ring[s] = *f;
     sh->held_at[s] = now;

@@ -223,6 +223,43 @@ static void test_congestion_narrows_every_window_alike(void **state)
     sim_free(&s);
 }
 
+/* The queue down to one leader marks its results (FECN, as the TOR's shaper
+ * marks its own INC packets): that leader narrows its window, the others
+ * see nothing; results exact. */
+struct down_marker {
+    uint32_t to;
+};
+
+static bool mark_results_to(struct sim *s, const struct op_pkt *p)
+{
+    const struct down_marker *m = s->lose_ctx;
+    struct op_inc_pkt ip;
+    if (p->flow.dst.v4 == m->to && op_inc_decode(p->data, p->len, &ip) == OP_OK &&
+        ip.hdr.kind == OP_INC_KIND_DATA && (ip.hdr.flags & OP_INC_F_RESULT))
+        p->data[OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
+    return false;
+}
+
+static void test_congestion_down_to_one_leader(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .window = 16, .seed = 10};
+    sim_init(&s, &spec);
+    struct down_marker m = {.to = sim_leader_ip(2)};
+    s.lose = mark_results_to;
+    s.lose_ctx = &m;
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    check_allreduce(&s, OP_RED_INT64, OP_RED_BOR, 50000, true);
+    for (int l = 0; l < s.n_leaders; l++) {
+        const uint64_t *c = op_inc_eng_counters(s.leader[l]);
+        assert_int_equal(c[OP_INC_C_congested_results], l == 2 ? c[OP_INC_C_results] : 0);
+        assert_int_equal(c[OP_INC_C_window_cuts] > 0, l == 2);
+        assert_int_equal(op_inc_eng_cwnd(s.leader[l]) < 16, l == 2);
+    }
+    sim_free(&s);
+}
+
 static void test_heavy_loss_control_and_data(void **state)
 {
     (void)state;
@@ -545,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_loss_dup_reorder_exact),
         cmocka_unit_test(test_heavy_loss_control_and_data),
         cmocka_unit_test(test_congestion_narrows_every_window_alike),
+        cmocka_unit_test(test_congestion_down_to_one_leader),
         cmocka_unit_test(test_many_leaders_one_tor),
         cmocka_unit_test(test_refused_when_no_group_free),
         cmocka_unit_test(test_master_picks_spine_with_most_free_groups),

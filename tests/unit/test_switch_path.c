@@ -354,8 +354,11 @@ static void test_ecn_marks_what_finds_the_queue_long(void **state)
     big[sizeof big - 1] = '\0';
     const uint8_t tos[5] = {OP_ECN_ECT0, OP_ECN_ECT0, 0x28 /* not ECT */, 0x28 | OP_ECN_ECT1,
                             OP_ECN_ECT0};
+    /* the last as the engine's own INC packets leave (our address, the
+     * fabric's port): marked, it also gets the BTH's FECN */
     for (int i = 0; i < 5; i++) /* 1041-byte frames: 0, 1041, 2082, 3123, 4164 B find held */
-        inject_udp_tos(r.m[0], 0, PEER(0), PEER(1), 1, (uint16_t)(10 + i), 64, tos[i], big);
+        inject_udp_tos(r.m[0], 0, i == 4 ? OWN : PEER(0), PEER(1), i == 4 ? 4791 : 1,
+                       (uint16_t)(10 + i), 64, tos[i], big);
     run(&r);
     for (int k = 0; k < 100 && r.m[1]->n_out < 5; k++) {
         usleep(1000);
@@ -369,6 +372,8 @@ static void test_ecn_marks_what_finds_the_queue_long(void **state)
         assert_int_equal(info.flow.dst_port, 10 + i); /* in order */
         assert_int_equal(r.m[1]->out[i][ETH + 1], want[i]);
         assert_true(ipv4_checksum_ok(r.m[1]->out[i] + ETH));
+        uint8_t bth4 = r.m[1]->out[i][info.payload_off + OP_BTH_FECN_BYTE];
+        assert_int_equal(bth4, i == 4 ? ('e' | OP_BTH_FECN_BIT) : 'e');
     }
     assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_ecn_marked), 3);
     assert_int_equal(ctr(&r, 1, OP_SW_PATH_C_queue_drops), 0);
