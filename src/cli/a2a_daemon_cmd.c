@@ -28,7 +28,8 @@ static void usage(void)
            "      --ip ADDR         this daemon's address (default 127.0.0.1)\n"
            "      --key FILE        the daemons' secret key; --peer FILE the ranks' public key\n"
            "      --timeout S       longest wait for a peer, seconds (default 30)\n"
-           "      --sessions N      exit after N sessions (each -m and -t of a run is one;\n"
+           "      --sessions N      exit after N sessions (a run opens one for its first\n"
+           "                        size's matrices, then one for each -m and -t pair;\n"
            "                        default: serve until killed)\n"
            "  -l, --log-level L     10..70 (default 50)\n");
 }
