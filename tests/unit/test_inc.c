@@ -171,19 +171,21 @@ static void test_loss_dup_reorder_exact(void **state)
     sim_free(&s);
 }
 
-/* A queue on the way up marks (FECN, as the switch on the path hands a CE
- * frame to its engine) every contribution of one leader while `marking`. */
+/* A queue marks (FECN, as the switch on the path hands a CE frame to its
+ * engine, or marks its own INC packet) while `marking`: every contribution
+ * one leader sends up, or (down) every result sent to it. */
 struct marker {
-    bool marking;
-    uint32_t from;
+    bool marking, down;
+    uint32_t leader;
 };
 
-static bool mark_contributions(struct sim *s, const struct op_pkt *p)
+static bool mark_fecn(struct sim *s, const struct op_pkt *p)
 {
     const struct marker *m = s->lose_ctx;
     struct op_inc_pkt ip;
-    if (m->marking && p->flow.src.v4 == m->from && op_inc_decode(p->data, p->len, &ip) == OP_OK &&
-        ip.hdr.kind == OP_INC_KIND_DATA && !(ip.hdr.flags & OP_INC_F_RESULT))
+    uint32_t end = m->down ? p->flow.dst.v4 : p->flow.src.v4;
+    if (m->marking && end == m->leader && op_inc_decode(p->data, p->len, &ip) == OP_OK &&
+        ip.hdr.kind == OP_INC_KIND_DATA && ((ip.hdr.flags & OP_INC_F_RESULT) != 0) == m->down)
         p->data[OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
     return false;
 }
@@ -197,8 +199,8 @@ static void test_congestion_narrows_every_window_alike(void **state)
     struct sim s;
     struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .window = 16, .seed = 9};
     sim_init(&s, &spec);
-    struct marker m = {.marking = true, .from = sim_leader_ip(1)};
-    s.lose = mark_contributions;
+    struct marker m = {.marking = true, .leader = sim_leader_ip(1)};
+    s.lose = mark_fecn;
     s.lose_ctx = &m;
     assert_int_equal(sim_join(&s, 1), OP_OK);
     for (int l = 0; l < s.n_leaders; l++)
@@ -223,31 +225,17 @@ static void test_congestion_narrows_every_window_alike(void **state)
     sim_free(&s);
 }
 
-/* The queue down to one leader marks its results (FECN, as the TOR's shaper
+/* The queue down to one leader marks its results (as the TOR's shaper
  * marks its own INC packets): that leader narrows its window, the others
  * see nothing; results exact. */
-struct down_marker {
-    uint32_t to;
-};
-
-static bool mark_results_to(struct sim *s, const struct op_pkt *p)
-{
-    const struct down_marker *m = s->lose_ctx;
-    struct op_inc_pkt ip;
-    if (p->flow.dst.v4 == m->to && op_inc_decode(p->data, p->len, &ip) == OP_OK &&
-        ip.hdr.kind == OP_INC_KIND_DATA && (ip.hdr.flags & OP_INC_F_RESULT))
-        p->data[OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
-    return false;
-}
-
 static void test_congestion_down_to_one_leader(void **state)
 {
     (void)state;
     struct sim s;
     struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .window = 16, .seed = 10};
     sim_init(&s, &spec);
-    struct down_marker m = {.to = sim_leader_ip(2)};
-    s.lose = mark_results_to;
+    struct marker m = {.marking = true, .down = true, .leader = sim_leader_ip(2)};
+    s.lose = mark_fecn;
     s.lose_ctx = &m;
     assert_int_equal(sim_join(&s, 1), OP_OK);
     check_allreduce(&s, OP_RED_INT64, OP_RED_BOR, 50000, true);

@@ -297,23 +297,31 @@ static void test_inc_to_our_address_reaches_the_engine(void **state)
     op_sw_destroy(sw);
 }
 
-/* 8 Mbit/s: a byte a microsecond; a millisecond's burst. */
+/* Port 1 at 8 Mbit/s (a byte a microsecond) with a 1500-byte burst, this
+ * queue and ECN threshold, its peer known and the questions' time on the
+ * wire passed; big: a 999-byte payload of c (1041-byte frames). */
+static void shaped_rig(struct rig *r, uint32_t queue, uint32_t ecn, char c, char big[1000])
+{
+    static struct op_sw_path_config cfg;
+    rig_config(&cfg, 2);
+    cfg.ports[1].rate_bps = 8000000;
+    cfg.ports[1].queue_bytes = queue;
+    cfg.ports[1].burst_bytes = 1500;
+    cfg.ports[1].ecn_bytes = ecn;
+    rig_open(r, &cfg, NULL);
+    learn_peer(r, 1);
+    usleep(5000);
+    r->m[1]->n_out = 0;
+    memset(big, c, 999);
+    big[999] = '\0';
+}
+
 static void test_egress_shaped_to_the_link_rate(void **state)
 {
     (void)state;
-    struct op_sw_path_config c;
     struct rig r;
-    rig_config(&c, 2);
-    c.ports[1].rate_bps = 8000000;
-    c.ports[1].queue_bytes = 3000;
-    c.ports[1].burst_bytes = 1500;
-    rig_open(&r, &c, NULL);
-    learn_peer(&r, 1);
-    usleep(5000); /* the questions' and answer's time on the wire passes */
-    r.m[1]->n_out = 0;
     char big[1000];
-    memset(big, 'z', sizeof big - 1);
-    big[sizeof big - 1] = '\0';
+    shaped_rig(&r, 3000, 0, 'z', big);
     for (int i = 0; i < 6; i++) /* 1041-byte frames */
         inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, big);
     run(&r);
@@ -338,20 +346,9 @@ static void test_egress_shaped_to_the_link_rate(void **state)
 static void test_ecn_marks_what_finds_the_queue_long(void **state)
 {
     (void)state;
-    struct op_sw_path_config c;
     struct rig r;
-    rig_config(&c, 2);
-    c.ports[1].rate_bps = 8000000;
-    c.ports[1].queue_bytes = 6000;
-    c.ports[1].burst_bytes = 1500;
-    c.ports[1].ecn_bytes = 1000;
-    rig_open(&r, &c, NULL);
-    learn_peer(&r, 1);
-    usleep(5000);
-    r.m[1]->n_out = 0;
     char big[1000];
-    memset(big, 'e', sizeof big - 1);
-    big[sizeof big - 1] = '\0';
+    shaped_rig(&r, 6000, 1000, 'e', big);
     const uint8_t tos[5] = {OP_ECN_ECT0, OP_ECN_ECT0, 0x28 /* not ECT */, 0x28 | OP_ECN_ECT1,
                             OP_ECN_ECT0};
     /* the last as the engine's own INC packets leave (our address, the
