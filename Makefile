@@ -43,7 +43,7 @@ PREFIX ?= /usr/local
 INSTALL_BUILD ?= build-install
 install: bootstrap
 	@[ -f $(INSTALL_BUILD)/build.ninja ] || meson setup $(INSTALL_BUILD) -Dtests=false --prefix=$(abspath $(PREFIX)) >/dev/null
-	@meson configure $(INSTALL_BUILD) --prefix=$(abspath $(PREFIX))
+	@meson configure $(INSTALL_BUILD) --prefix=$(abspath $(PREFIX)) >/dev/null
 	@ninja -C $(INSTALL_BUILD)
 	@meson install -C $(INSTALL_BUILD) --no-rebuild --quiet $(if $(DESTDIR),--destdir $(DESTDIR))
 	@echo "installed in $(abspath $(PREFIX)): bin/offpath; links named after the original tools in libexec/offpath/bin (put it on PATH only if you want those names)"

@@ -141,8 +141,9 @@ def test_layout_links_and_manual_pages(inst):
     for page in pages:
         text = (inst.man1 / page).read_text()
         assert text.count(".TH ") == 1 and ".SH NAME" in text, page
-    name = (inst.man1 / "offpath-ib_write_bw.1").read_text().split(".SH NAME", 1)[1]
-    assert "perftest RDMA WRITE bandwidth over software RoCEv2" in name
+    page = (inst.man1 / "offpath-ib_write_bw.1").read_text()
+    assert '.TH OFFPATH-IB_WRITE_BW "1"' in page
+    assert "offpath-ib_write_bw \\- perftest RDMA WRITE bandwidth over software RoCEv2" in page
 
 
 def test_paths_all_in_the_prefix(inst):
