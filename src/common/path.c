@@ -16,11 +16,14 @@ static bool fits(int n, size_t len)
 bool op_path_find(const char *exe, const char *const *dirs, size_t n_dirs, const char *name,
                   int amode, char *out, size_t len)
 {
+    /* without the binary's path (no /proc) only the absolute dirs can be tried */
     char copy[4096];
-    if (exe == NULL || !fits(snprintf(copy, sizeof(copy), "%s", exe), sizeof(copy)))
-        return false;
-    const char *here = dirname(copy);
+    const char *here = NULL;
+    if (exe != NULL && fits(snprintf(copy, sizeof(copy), "%s", exe), sizeof(copy)))
+        here = dirname(copy);
     for (size_t i = 0; i < n_dirs; i++) {
+        if (dirs[i][0] != '/' && here == NULL)
+            continue;
         int n = dirs[i][0] == '/' ? snprintf(out, len, "%s/%s", dirs[i], name)
                                   : snprintf(out, len, "%s/%s/%s", here, dirs[i], name);
         if (fits(n, len) && access(out, amode) == 0)

@@ -52,7 +52,9 @@ def clone():
 @pytest.mark.parametrize("i", range(len(runnable_blocks(README.read_text()))))
 def test_runnable_block(clone, i):
     block = runnable_blocks(README.read_text())[i]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFPATH_")}
+    # a newcomer's shell: no test settings, not inside make test's make
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OFFPATH_") and k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     env["PWD"] = str(clone)
     r = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=clone, env=env,
                        capture_output=True, text=True, timeout=120)

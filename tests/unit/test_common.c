@@ -442,6 +442,7 @@ static void test_path_find(void **state)
     assert_false(op_path_find(exe, libs, 2, "liboffpath_mpich.so", R_OK, out, sizeof(out)));
     assert_false(op_path_find(exe, libs, 0, "liboffpath_mpi.so", R_OK, out, sizeof(out)));
     assert_false(op_path_find(NULL, libs, 2, "liboffpath_mpi.so", R_OK, out, sizeof(out)));
+    assert_true(op_path_find(NULL, both, 2, "prog", R_OK, out, sizeof(out)));
     assert_false(op_path_find(exe, libs, 2, "liboffpath_mpi.so", R_OK, out, 20));
     assert_string_equal(out, "");
 
