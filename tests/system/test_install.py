@@ -56,6 +56,7 @@ class Prefix:
         self.libdir = self.root / opts["libdir"]
         self.links = self.root / opts["libexecdir"] / "offpath" / "bin"
         self.man1 = self.root / opts["mandir"] / "man1"
+        self.share = self.root / opts["datadir"] / "offpath"
         self.offpath = self.bindir / "offpath"
         self.work = Path(tmp) / "work"  # the user's folder: the tools run here
         self.work.mkdir()
@@ -134,6 +135,8 @@ def test_layout_links_and_manual_pages(inst):
     for t in LINKED:
         assert (inst.links / t).is_symlink()
         assert (inst.links / t).resolve() == inst.offpath.resolve(), t
+    assert (inst.share / "examples" / "two-racks.topo").read_text() == \
+        (SRC / "examples" / "two-racks.topo").read_text()
     tools = tools_of(inst.run("help", inst.offpath, "--help").stdout)
     assert len(tools) >= 25 and set(LINKED) <= set(tools)
     pages = ["offpath.1"] + [f"offpath-{t}.1" for t in tools]
