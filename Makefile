@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN ?= build-asan
 PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
-.PHONY: all build asan test unit system demo inc-demo bootstrap fuzz clean
+.PHONY: all build asan test unit system demo inc-demo bootstrap fuzz install clean
 
 all: build
 
@@ -33,6 +33,21 @@ inc-demo: build
 	./$(BUILD)/offpath inc_test --leaders 8 --tors 2 --count 4096 --type float32 \
 		--op sum --iters 200 --drop-rate 0.02 --dup-rate 0.01
 
+# make install PREFIX=/opt/offpath [DESTDIR=/stage]: meson install from a
+# build folder of its own (build-install), so build/ keeps its prefix and is
+# never reconfigured or rebuilt by an install; a later install to another
+# PREFIX reconfigures build-install alone and rebuilds nothing (the binary
+# finds its files relative to itself, no prefix is compiled in). The tests
+# are not built there. Afterwards PREFIX/bin/offpath runs from anywhere.
+PREFIX ?= /usr/local
+INSTALL_BUILD ?= build-install
+install: bootstrap
+	@[ -f $(INSTALL_BUILD)/build.ninja ] || meson setup $(INSTALL_BUILD) -Dtests=false --prefix=$(abspath $(PREFIX)) >/dev/null
+	@meson configure $(INSTALL_BUILD) --prefix=$(abspath $(PREFIX)) >/dev/null
+	@ninja -C $(INSTALL_BUILD)
+	@meson install -C $(INSTALL_BUILD) --no-rebuild --quiet $(if $(DESTDIR),--destdir $(DESTDIR))
+	@echo "installed in $(abspath $(PREFIX)): bin/offpath; links named after the original tools in libexec/offpath/bin (put it on PATH only if you want those names)"
+
 fuzz: bootstrap
 	@[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false >/dev/null
 	@ninja -C build-fuzz
@@ -43,4 +58,4 @@ fuzz: bootstrap
 		$$f -max_total_time=$${FUZZ_SECONDS:-60} build-fuzz/corpus-$$t || exit 1; done
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-fuzz
+	rm -rf $(BUILD) $(ASAN) build-fuzz $(INSTALL_BUILD)

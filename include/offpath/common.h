@@ -190,4 +190,13 @@ OP_API bool op_counter_set_render(FILE *out, const struct op_counter_set *s, con
 OP_API op_status_t op_counter_set_write(int fd, const struct op_counter_set *s);
 OP_API op_status_t op_counter_set_read(int fd, uint64_t *vals, unsigned cap);
 
+/* name in the first of dirs[0..n_dirs) where access(2) grants amode: a dir
+ * starting with '/' as it is, any other relative to the folder of exe (the
+ * running binary), so an installed offpath finds ../lib, ../libexec/offpath
+ * and ../share/offpath of its own prefix (exe NULL: the absolute dirs
+ * alone). The path goes to out; false (and out empty) when no dir has it
+ * or a path does not fit. */
+OP_API bool op_path_find(const char *exe, const char *const *dirs, size_t n_dirs, const char *name,
+                         int amode, char *out, size_t len);
+
 #endif

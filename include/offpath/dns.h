@@ -315,6 +315,7 @@ struct op_dns_dpdk_config {
      * xdp_prog= gets offpath's program, so TCP and ARP reach the kernel */
     int n_eal_args;
     char *const *eal_args;
+    const char *xdp_prog; /* that program (the CLI finds it installed); NULL: the build's */
 };
 OP_API void op_dns_dpdk_config_default(struct op_dns_dpdk_config *dc);
 /* Initialises the EAL, the port (the first one), the pool and rings, and

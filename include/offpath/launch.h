@@ -43,6 +43,10 @@ struct op_launch_config {
 OP_API void op_launch_config_default(struct op_launch_config *cfg);
 /* Returns mpirun's exit status, or 2 when nothing could be started. */
 OP_API int op_launch_run(const struct op_launch_config *cfg);
+/* The MPI library that op_launch_run preloads when cfg->lib is NULL: found
+ * beside self_exe in a build tree, in the prefix's libdir when installed. */
+OP_API bool op_launch_lib_path(const char *self_exe, enum op_launch_mpi mpi, char *out,
+                               size_t len);
 
 /* One MPI rank on a namespace topology: rank r (the CLI reads it from
  * OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK) runs in the namespace of host r / ppn (file

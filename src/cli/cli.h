@@ -112,5 +112,14 @@ bool cli_pcap_close(const char *tool, const char *path, struct op_pcap *w);
 bool cli_udp_batching(void);
 /* This binary's path, to start switches (or NULL after reporting why). */
 const char *cli_self_exe(const char *tool);
+/* Files beside the binary (src/cli/paths.c): an MPI program such as
+ * osu_allreduce_openmpi, a data file such as "data/seed_tables.csv" (under
+ * share/offpath when installed, the source tree otherwise), the DNS XDP
+ * object (NULL: none in this build or not found). False: not found. */
+bool cli_mpiapp_path(const char *self, const char *program, char *out, size_t len);
+bool cli_data_path(const char *self, const char *name, char *out, size_t len);
+const char *cli_dns_xdp_prog(const char *self, char *out, size_t len);
+/* `offpath --paths`: each of them and where it was found (or not). */
+int cli_paths(void);
 
 #endif

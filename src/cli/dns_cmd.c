@@ -271,6 +271,8 @@ static bool start(struct dns_flags *f, int nrest, char **rest, struct op_dns_zon
     f->dc.n_eal_args = nrest;
     f->dc.eal_args = rest;
     f->dc.pipeline = strcmp(f->model, "pipeline") == 0;
+    char xdp[4096];
+    f->dc.xdp_prog = cli_dns_xdp_prog(cli_self_exe(tool), xdp, sizeof(xdp));
     char err[256];
     op_status_t st = op_dns_dpdk_start(&f->cfg, &f->dc, z, s, err, sizeof(err));
     if (st != OP_OK)

@@ -53,7 +53,8 @@ static const struct tool tools[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: offpath <tool> [flags]   (offpath <tool> --help for its flags)\n\ntools:\n");
+    fprintf(out, "usage: offpath <tool> [flags]   (offpath <tool> --help for its flags)\n"
+                 "       offpath --paths           (the files it finds beside itself)\n\ntools:\n");
     for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
         fprintf(out, "  %-12s %s\n", tools[i].name, tools[i].summary);
 }
@@ -183,6 +184,8 @@ int main(int argc, char **argv)
     const struct tool *t = find(basename(argv[0]));
     if (t != NULL)
         return t->main(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "--paths") == 0)
+        return cli_paths();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -2,6 +2,7 @@
  * seed, calibrate, validate; flags into struct op_model_cfg, then the
  * module's run function. */
 #include <getopt.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +10,12 @@
 #include "cli.h"
 #include "offpath/model.h"
 
-#ifndef OFFPATH_SOURCE_DIR
-#define OFFPATH_SOURCE_DIR "."
-#endif
+/* Not found: the installed place, so the error on opening it names the file. */
+static void data_file(const char *self, const char *name, char *out, size_t len)
+{
+    if (!cli_data_path(self, name, out, len))
+        snprintf(out, len, "%s/%s", OP_REL_DATADIR, name);
+}
 
 static void help(void)
 {
@@ -221,9 +225,12 @@ int cli_model(int argc, char **argv)
     }
     struct flags f = {0};
     op_model_cfg_default(&f.cfg);
-    f.cfg.script_dir = OFFPATH_SOURCE_DIR "/scripts";
-    f.cfg.tables = OFFPATH_SOURCE_DIR "/data/seed_tables.csv";
+    char plot[4096], tables[4096];
     f.cfg.bin = cli_self_exe("model");
+    data_file(f.cfg.bin, "scripts/model_plot.py", plot, sizeof(plot));
+    data_file(f.cfg.bin, "data/seed_tables.csv", tables, sizeof(tables));
+    f.cfg.script_dir = dirname(plot);
+    f.cfg.tables = tables;
     int rc = cli_flags(argc - 1, argv + 1, "", opts, O_HELP, help, set, &f);
     if (rc >= 0)
         return rc;

@@ -2,7 +2,6 @@
  * dpa_all_to_all`: run the MPI build of the program that matches the MPI
  * this rank was started by (it is an MPI program; offpath is not). */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,23 +23,18 @@ static const char *flavour(void)
 
 static int run_bench(const char *name, char **argv)
 {
-    char exe[4096], path[4300];
+    char prog[128], path[4300];
     const char *self = cli_self_exe(name);
     if (self == NULL)
         return 2;
-    snprintf(exe, sizeof(exe), "%s", self);
-    const char *dir = dirname(exe);
-    const char *rel[] = {"../mpiapps", "../src/mpiapps", "../libexec/offpath", "../lib/offpath"};
-    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s/%s_%s", dir, rel[i], name, flavour());
-        if (access(path, X_OK) == 0) {
-            argv[0] = path;
-            execv(path, argv);
-            cli_bad(name, "cannot run %s: %s", path, strerror(errno));
-            return 2;
-        }
+    snprintf(prog, sizeof(prog), "%s_%s", name, flavour());
+    if (!cli_mpiapp_path(self, prog, path, sizeof(path))) {
+        cli_bad(name, "%s is not built (is %s's MPI installed?)", prog, flavour());
+        return 2;
     }
-    cli_bad(name, "%s_%s is not built (is %s's MPI installed?)", name, flavour(), flavour());
+    argv[0] = path;
+    execv(path, argv);
+    cli_bad(name, "cannot run %s: %s", path, strerror(errno));
     return 2;
 }
 

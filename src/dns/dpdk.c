@@ -574,7 +574,8 @@ op_status_t op_dns_dpdk_start(const struct op_dns_server_config *cfg,
     /* the AF_XDP vdev gets dns_xdp.bpf.c: TCP and ARP replies to the
      * kernel, so TCP is served by the kernel socket beside the models */
     const struct op_io_dpdk_config ec = {.name = "offpath-dns", .n_eal_args = dc->n_eal_args,
-                                         .eal_args = dc->eal_args, .xdp_prog = XDP_PROG};
+                                         .eal_args = dc->eal_args,
+                                         .xdp_prog = dc->xdp_prog ? dc->xdp_prog : XDP_PROG};
     op_status_t est = op_io_dpdk_eal_init(&ec, err, errlen);
     if (est != OP_OK)
         return est;

@@ -1,6 +1,5 @@
 /* offpath mpirun: topology, switches, mpirun with the library preloaded. */
 #include <errno.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,24 +58,22 @@ static int write_topology(const struct op_launch_config *cfg, int spines, const 
 }
 
 /* liboffpath_mpi.so (Open MPI) or liboffpath_mpich.so, looked for next to
- * the binary: build/src/cli/../mpi in a build tree, ../lib* when installed. */
+ * the binary: build/src/cli/../mpi in a build tree, the prefix's libdir when
+ * installed (the multiarch one or plain ../lib if the prefix was moved). */
+bool op_launch_lib_path(const char *self_exe, enum op_launch_mpi mpi, char *out, size_t len)
+{
+    const char *name = mpi == OP_LAUNCH_MPICH ? "liboffpath_mpich.so" : "liboffpath_mpi.so";
+    const char *const rel[] = {"../mpi", "../src/mpi", OP_REL_LIBDIR, "../lib", "."};
+    return op_path_find(self_exe, rel, sizeof(rel) / sizeof(rel[0]), name, R_OK, out, len);
+}
+
 static bool find_lib(const struct op_launch_config *cfg, char *out, size_t len)
 {
-    const char *name = cfg->mpi == OP_LAUNCH_MPICH ? "liboffpath_mpich.so" : "liboffpath_mpi.so";
     if (cfg->lib != NULL) {
         snprintf(out, len, "%s", cfg->lib);
         return access(out, R_OK) == 0;
     }
-    char exe[4096];
-    snprintf(exe, sizeof(exe), "%s", cfg->self_exe);
-    const char *dir = dirname(exe);
-    const char *rel[] = {"../mpi", "../src/mpi", "../lib/x86_64-linux-gnu", "../lib", "."};
-    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(out, len, "%s/%s/%s", dir, rel[i], name);
-        if (access(out, R_OK) == 0)
-            return true;
-    }
-    return false;
+    return op_launch_lib_path(cfg->self_exe, cfg->mpi, out, len);
 }
 
 static void set_env(const struct op_launch_config *cfg, const char *topo)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -407,6 +408,52 @@ static void test_counter_set(void **state)
     close(p[0]);
 }
 
+/* A prefix in a temporary folder: bin/offpath (never run, only its folder
+ * counts), lib/liboffpath_mpi.so, libexec/offpath/prog (executable). */
+static void test_path_find(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/offpath-path-XXXXXX", p[4096], out[4096];
+    assert_non_null(mkdtemp(root));
+    const char *const made[] = {"bin", "lib", "libexec", "libexec/offpath"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, made[i]);
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+    snprintf(p, sizeof(p), "%s/lib/liboffpath_mpi.so", root);
+    fclose(fopen(p, "w"));
+    snprintf(p, sizeof(p), "%s/libexec/offpath/prog", root);
+    fclose(fopen(p, "w")); /* readable, not executable yet */
+    char exe[4096];
+    snprintf(exe, sizeof(exe), "%s/bin/offpath", root);
+
+    const char *const libs[] = {"../mpi", "../lib"};
+    assert_true(op_path_find(exe, libs, 2, "liboffpath_mpi.so", R_OK, out, sizeof(out)));
+    snprintf(p, sizeof(p), "%s/bin/../lib/liboffpath_mpi.so", root);
+    assert_string_equal(out, p);
+    /* the first dir that has it wins; an absolute dir is taken as it is */
+    snprintf(p, sizeof(p), "%s/libexec/offpath", root);
+    const char *const both[] = {p, "../lib"};
+    assert_false(op_path_find(exe, both, 2, "prog", X_OK, out, sizeof(out)));
+    assert_string_equal(out, "");
+    assert_true(op_path_find(exe, both, 2, "prog", R_OK, out, sizeof(out)));
+    assert_memory_equal(out, p, strlen(p));
+    /* not there, no dirs, no binary, a path that does not fit */
+    assert_false(op_path_find(exe, libs, 2, "liboffpath_mpich.so", R_OK, out, sizeof(out)));
+    assert_false(op_path_find(exe, libs, 0, "liboffpath_mpi.so", R_OK, out, sizeof(out)));
+    assert_false(op_path_find(NULL, libs, 2, "liboffpath_mpi.so", R_OK, out, sizeof(out)));
+    assert_true(op_path_find(NULL, both, 2, "prog", R_OK, out, sizeof(out)));
+    assert_false(op_path_find(exe, libs, 2, "liboffpath_mpi.so", R_OK, out, 20));
+    assert_string_equal(out, "");
+
+    const char *const rm[] = {"lib/liboffpath_mpi.so", "libexec/offpath/prog", "libexec/offpath",
+                              "libexec", "lib", "bin", ""};
+    for (size_t i = 0; i < 7; i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, rm[i]);
+        assert_int_equal(remove(p), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_parse_double),   cmocka_unit_test(test_parse_ipv4),
         cmocka_unit_test(test_rng),            cmocka_unit_test(test_samples),
         cmocka_unit_test(test_now_ns),         cmocka_unit_test(test_counter_set),
+        cmocka_unit_test(test_path_find),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
