@@ -52,11 +52,12 @@ static void qp_side(const struct perf_run *r, uint32_t k, struct op_rdma_cm_side
     const struct perf_ep *ep = &r->ep;
     const struct perf_qp *q = &ep->qps[k - 1];
     const struct op_perf_config *c = r->cfg;
-    uint8_t rd = perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    bool uc = c->type == OP_RDMA_QPT_UC; /* no READs, atomics or retries: those fields are 0 */
+    uint8_t rd = uc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
     *s = (struct op_rdma_cm_side){.qpn = op_rdma_qp_num(q->qp), .psn = q->psn, .mtu = ep->mtu,
-                                  .responder_resources = 16, .initiator_depth = rd,
-                                  .retry_count = c->retry_cnt, .rnr_retry = 7,
-                                  .timeout = c->qp_timeout};
+                                  .responder_resources = uc ? 0 : 16, .initiator_depth = rd,
+                                  .retry_count = uc ? 0 : c->retry_cnt, .rnr_retry = uc ? 0 : 7,
+                                  .timeout = c->qp_timeout, .transport = uc};
     put_be(s->private_data, op_rdma_mr_rkey(q->mr), 4);
     put_be(s->private_data + 4, (uint64_t)(uintptr_t)q->buf, 8);
     put_be(s->private_data + 12, k - 1, 4);

@@ -236,7 +236,47 @@ def test_rdma_cm_port_taken_is_named():
 def test_rdma_cm_refused_with_ud():
     r = subprocess.run([BIN, "ib_send_bw", "-R", "-c", "UD"], capture_output=True, text=True,
                        timeout=10)
-    assert r.returncode == 2 and "-R (--rdma_cm): RC QPs" in r.stderr, r.stderr
+    assert r.returncode == 2 and "-R (--rdma_cm): RC or UC QPs" in r.stderr, r.stderr
+
+
+def result_row(out, size):
+    """The row of perftest's table for size (#bytes first)."""
+    return next(l.split() for l in out.splitlines() if l.split()[:1] == [str(size)])
+
+
+@pytest.mark.parametrize("tool,args,lat", [("ib_write_bw", ["-q", 2, "-s", 4096, "-n", 300], False),
+                                           ("ib_send_lat", ["-s", 64, "-n", 500], True),
+                                           ("ib_write_lat", ["-s", 2, "-n", 500], True)])
+def test_rdma_cm_with_uc(tool, args, lat, tmp_path):
+    """-R -c UC: the test QPs are UC, connected by REQs whose transport
+    service type is UC (tshark reads it: 1), the control QP RC (0); the rows
+    are perftest's and the data checks out."""
+    pcap = tmp_path / "uc.pcap"
+    server, client = run_pair(tool, ["-R", "-c", "UC", *args], client_args=["--pcap", str(pcap)])
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert " Connection type : UC" in side[1], side[1]
+        assert " rdma_cm QPs\t : ON\n" in side[1]
+    c_loc, c_rem = addresses(client[1])
+    s_loc, s_rem = addresses(server[1])
+    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    size, iters = args[args.index("-s") + 1], args[args.index("-n") + 1]
+    row = result_row(client[1], size)
+    assert len(row) == (9 if lat else 5) and int(row[1]) == iters, row
+    assert float(row[4 if lat else 3]) > 0
+    if not lat:  # UC: what the server counted arrived, none of it twice
+        assert counters(server[1])["duplicates"] == 0
+    if TSHARK is None:
+        return
+    r = subprocess.run([TSHARK, "-r", str(pcap), "-d", "udp.port==4791,infiniband", "-Y",
+                        "infiniband.cm.req.transpsvctype", "-T", "fields", "-e",
+                        "infiniband.cm.req.localqpn", "-e", "infiniband.cm.req.transpsvctype"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    types = {int(q, 16): int(t, 0) for q, t in (l.split("\t") for l in r.stdout.splitlines())}
+    assert {types[q] for q, _ in c_loc} == {1}, types  # the test QPs: UC
+    assert sorted(t for q, t in types.items() if q not in dict(c_loc)) == [0], types
 
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark not installed (scripts/bootstrap installs it)")
