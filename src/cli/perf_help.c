@@ -53,7 +53,7 @@ void perf_help(const struct perf_cli *p)
            "  -c, --connection=<type>    RC, UC or UD (default RC)\n"
            "  -R, --rdma_cm              connect the QPs with CM REQ/REP/RTU on UDP 4791\n"
            "                             (the server's address must own that port; RC or\n"
-           "                             UC QPs)\n"
+           "                             UC QPs, UDP sockets or --xdp)\n"
            "  -u, --qp-timeout=<n>       4.096 us * 2^n per try, 0..31 (default 14)\n"
            "      --retry_count=<n>      retries before RETRY_EXC_ERR, 0..7 (7 = forever,\n"
            "                             the default)\n"

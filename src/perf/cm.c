@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -74,7 +75,16 @@ static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
     const struct op_rdma_cm_config cc = {.nconn = r->cfg->qps + 1, .retry_ns = CM_RETRY_NS,
                                          .max_retries = CM_RETRIES,
                                          .service_port = r->cfg->tcp_port};
-    op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, NULL, max_size, r->why, sizeof r->why);
+    /* --xdp: the interface that has the address, CM MADs and all (its UDP
+     * 4791 is steered to the AF_XDP socket) */
+    char ifname[IF_NAMESIZE + 1];
+    if (r->cfg->xdp && !op_io_ifname_of(ip, ifname, sizeof ifname)) {
+        char a[16];
+        op_format_ipv4(ip, a);
+        return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has %s", a);
+    }
+    op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, r->cfg->xdp ? ifname : NULL, max_size,
+                                  r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
     if (r->is_server && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {

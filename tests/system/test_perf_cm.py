@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import BIN, check_ok, counters, run_server_client
+from test_raweth import IP, made_pair, needs_root
 
 _port = [24200]
 TSHARK = shutil.which("tshark")
@@ -236,7 +237,7 @@ def test_rdma_cm_port_taken_is_named():
 def test_rdma_cm_refused_with_ud():
     r = subprocess.run([BIN, "ib_send_bw", "-R", "-c", "UD"], capture_output=True, text=True,
                        timeout=10)
-    assert r.returncode == 2 and "-R (--rdma_cm): RC or UC QPs" in r.stderr, r.stderr
+    assert r.returncode == 2 and "-R (--rdma_cm): RC or UC QPs, one client" in r.stderr, r.stderr
 
 
 def result_row(out, size):
@@ -353,3 +354,40 @@ def test_rdma_cm_killed_client_ends_the_server():
     assert server.returncode == 1
     assert "the peer closed the side channel (Connection timed out)" in err, err
     assert 4 < waited < 12, waited
+
+
+@pytest.fixture
+def veth():
+    p = made_pair(tag=7000)
+    yield p
+    p.down()
+
+
+@needs_root
+@pytest.mark.parametrize("tool,args", [("ib_write_bw", ["-q", 2, "-s", 65536, "-n", 400]),
+                                       ("ib_write_bw", ["-c", "UC", "-s", 65536, "-n", 400]),
+                                       ("ib_write_lat", ["-s", 2, "-n", 300])])
+def test_rdma_cm_over_xdp(veth, tool, args):
+    """-R --xdp across a veth pair: the CM MADs, the control QP and the test
+    QPs all on the AF_XDP endpoint of -d's interface; rows and data check."""
+    p = _port[0] = _port[0] + 1
+    base = [BIN, tool, "-R", "--xdp", "-p", p, *args]
+    server, client = run_server_client(
+        [IP, "netns", "exec", veth.b] + base + ["-d", veth.vb],
+        [IP, "netns", "exec", veth.a] + base + ["-d", veth.va, veth.ipb], timeout=120)
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert " rdma_cm QPs\t : ON\n" in side[1] and " Data ex. method : rdma_cm\n" in side[1]
+        assert counters(side[1])["xdp_native"] in (0, 1)  # the AF_XDP path reported
+    c_loc, c_rem = addresses(client[1])
+    s_loc, s_rem = addresses(server[1])
+    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    size, iters = args[args.index("-s") + 1], args[args.index("-n") + 1]
+    row = result_row(client[1], size)
+    assert len(row) == (9 if tool.endswith("lat") else 5) and int(row[1]) == iters, row
+    got = counters(server[1])
+    # through the AF_XDP ring but for REQs that came before its program was attached
+    assert got["xdp_rx_via_kernel"] <= 3, got
+    # at least a packet per message (UC may lose some), none the client did not send
+    assert iters * (0 if "UC" in args else 1) < got["pkts_in"] <= counters(client[1])["pkts_out"]
