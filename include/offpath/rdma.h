@@ -285,6 +285,7 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(retransmissions)  /* packets sent again */                                                   \
     X(timeouts)                                                                                    \
     X(probes)           /* early go-backs by the measured round trip (no retry used) */            \
+    X(probes_undone)    /* probes an ACK proved needless: window restored, next probe later */  \
     X(acks_sent)                                                                                   \
     X(acks_recv)                                                                                   \
     X(nak_seq_sent)                                                                                \

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -52,11 +53,12 @@ static void qp_side(const struct perf_run *r, uint32_t k, struct op_rdma_cm_side
     const struct perf_ep *ep = &r->ep;
     const struct perf_qp *q = &ep->qps[k - 1];
     const struct op_perf_config *c = r->cfg;
-    uint8_t rd = perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    bool uc = c->type == OP_RDMA_QPT_UC; /* no READs, atomics or retries: those fields are 0 */
+    uint8_t rd = uc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
     *s = (struct op_rdma_cm_side){.qpn = op_rdma_qp_num(q->qp), .psn = q->psn, .mtu = ep->mtu,
-                                  .responder_resources = 16, .initiator_depth = rd,
-                                  .retry_count = c->retry_cnt, .rnr_retry = 7,
-                                  .timeout = c->qp_timeout};
+                                  .responder_resources = uc ? 0 : 16, .initiator_depth = rd,
+                                  .retry_count = uc ? 0 : c->retry_cnt, .rnr_retry = uc ? 0 : 7,
+                                  .timeout = c->qp_timeout, .transport = uc};
     put_be(s->private_data, op_rdma_mr_rkey(q->mr), 4);
     put_be(s->private_data + 4, (uint64_t)(uintptr_t)q->buf, 8);
     put_be(s->private_data + 12, k - 1, 4);
@@ -73,7 +75,16 @@ static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
     const struct op_rdma_cm_config cc = {.nconn = r->cfg->qps + 1, .retry_ns = CM_RETRY_NS,
                                          .max_retries = CM_RETRIES,
                                          .service_port = r->cfg->tcp_port};
-    op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, NULL, max_size, r->why, sizeof r->why);
+    /* --xdp: the interface that has the address, CM MADs and all (its UDP
+     * 4791 is steered to the AF_XDP socket) */
+    char ifname[IF_NAMESIZE + 1];
+    if (r->cfg->xdp && !op_io_ifname_of(ip, ifname, sizeof ifname)) {
+        char a[16];
+        op_format_ipv4(ip, a);
+        return perf_refuse(r->why, sizeof r->why, "--xdp: no interface has %s", a);
+    }
+    op_status_t st = perf_ep_open(&r->ep, r->cfg, ip, r->cfg->xdp ? ifname : NULL, max_size,
+                                  r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
     if (r->is_server && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {

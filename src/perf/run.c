@@ -283,7 +283,8 @@ static uint64_t run_sizes(const struct op_perf_config *c, uint32_t mtu, uint64_t
 
 static const unsigned shown_counters[] = {
     OP_RDMA_QP_C_pkts_out,     OP_RDMA_QP_C_pkts_in,      OP_RDMA_QP_C_retransmissions,
-    OP_RDMA_QP_C_timeouts,     OP_RDMA_QP_C_probes,       OP_RDMA_QP_C_nak_seq_sent,
+    OP_RDMA_QP_C_timeouts,     OP_RDMA_QP_C_probes,       OP_RDMA_QP_C_probes_undone,
+    OP_RDMA_QP_C_nak_seq_sent,
     OP_RDMA_QP_C_nak_seq_recv, OP_RDMA_QP_C_nak_rnr_sent, OP_RDMA_QP_C_nak_rnr_recv,
     OP_RDMA_QP_C_duplicates,   OP_RDMA_QP_C_out_of_seq,   OP_RDMA_QP_C_drop_icrc,
     OP_RDMA_QP_C_uc_lost_msgs,

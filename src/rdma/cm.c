@@ -15,6 +15,7 @@
 
 #define CM_REJ_NO_QP 1          /* IBTA's REJ reasons: no QP available */
 #define CM_REJ_BAD_SERVICE_ID 8 /* invalid service ID */
+#define CM_REJ_BAD_TRANSPORT 9  /* invalid transport service type */
 
 struct cm_conn {
     enum op_rdma_cm_state state;
@@ -147,6 +148,7 @@ static void send_req(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_t
                           .initiator_depth = k->mine.initiator_depth, .cm_resp_timeout = 20,
                           .retry_count = k->mine.retry_count, .rnr_retry = k->mine.rnr_retry,
                           .pkey = 0xffff, .path_mtu = mtu_code(k->mine.mtu),
+                          .transport = k->mine.transport,
                           .max_cm_retries = (uint8_t)(cm->cfg.max_retries > 15 ? 15 : cm->cfg.max_retries),
                           .hop_limit = 64, .ack_timeout = k->mine.timeout};
     gid_of(cm->dev->cfg.ip, m.local_gid);
@@ -236,8 +238,9 @@ static bool side_of(const struct op_cm_msg *m, struct op_rdma_cm_side *s)
     s->retry_count = m->retry_count;
     s->rnr_retry = m->rnr_retry;
     s->timeout = m->ack_timeout;
+    s->transport = m->attr == OP_CM_REQ ? m->transport : 0;
     memcpy(s->private_data, m->private_data, OP_RDMA_CM_PRIVATE_MAX);
-    return m->qpn > OP_CM_GSI_QPN && (m->attr != OP_CM_REQ || (s->mtu != 0 && m->transport == 0));
+    return m->qpn > OP_CM_GSI_QPN && (m->attr != OP_CM_REQ || s->mtu != 0);
 }
 
 static void on_req(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struct op_flow *f,
@@ -253,12 +256,14 @@ static void on_req(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struc
     uint32_t i = cm->next_passive;
     bool ours = m->service_id == service_id(cm);
     k = ours && i < cm->cfg.nconn && cm->conns[i].listening ? &cm->conns[i] : NULL;
-    if (k == NULL || !side_of(m, &peer)) {
+    bool sane = k != NULL && side_of(m, &peer);
+    if (!sane || peer.transport != k->mine.transport) {
         struct cm_conn tmp = {.tid = m->tid, .remote_id = m->local_comm_id,
                               .peer_ip = f->src.v4, .peer_port = f->src_port};
-        cm->c[k == NULL ? OP_RDMA_CM_C_cm_unknown : OP_RDMA_CM_C_cm_malformed]++;
+        cm->c[k == NULL || sane ? OP_RDMA_CM_C_cm_unknown : OP_RDMA_CM_C_cm_malformed]++;
         cm->c[OP_RDMA_CM_C_cm_rej_sent]++;
-        send_short(cm, &tmp, OP_CM_REJ, ours ? CM_REJ_NO_QP : CM_REJ_BAD_SERVICE_ID, out);
+        send_short(cm, &tmp, OP_CM_REJ,
+                   !ours ? CM_REJ_BAD_SERVICE_ID : sane ? CM_REJ_BAD_TRANSPORT : CM_REJ_NO_QP, out);
         return;
     }
     cm->next_passive++;
@@ -315,7 +320,9 @@ static void on_rtu_or_rej(struct op_rdma_cm *cm, const struct op_cm_msg *m)
                  m->reason == CM_REJ_NO_QP           ? ": no QP available"
                  : m->reason == CM_REJ_BAD_SERVICE_ID ? ": invalid service ID, no one listens "
                                                         "on that port"
-                                                      : "");
+                 : m->reason == CM_REJ_BAD_TRANSPORT ? ": invalid transport service type, the "
+                                                       "peer's QP is not of this type"
+                                                     : "");
     }
 }
 

@@ -9,6 +9,7 @@
 #define PROBE_MIN_NS (1 * OP_NS_PER_MS)   /* this machine stalls for ms at times */
 #define PROBE_FIRST_NS (4 * OP_NS_PER_MS) /* before any round trip was measured */
 #define PROBE_MAX_DOUBLINGS 16
+#define PROBE_FLOOR_MAX_NS (32 * OP_NS_PER_MS) /* a needless probe raises the floor to this at most */
 
 /* Karn: only a PSN sent once and answered at once (it asks for an ACK, or
  * it is a READ request: the response is its ACK) is timed. */
@@ -39,11 +40,17 @@ void rdma_probe_acked(struct rdma_req *r, uint64_t now)
     r->srtt_ns = (7 * r->srtt_ns + rtt) / 8;
 }
 
-uint64_t rdma_probe_timeout(const struct rdma_req *r)
+/* The timeout before any doubling. */
+static uint64_t probe_base(const struct rdma_req *r)
 {
     uint64_t base = r->srtt_ns ? r->srtt_ns + 4 * r->rttvar_ns : PROBE_FIRST_NS;
-    if (base < PROBE_MIN_NS)
-        base = PROBE_MIN_NS;
+    uint64_t floor = r->probe_floor_ns > PROBE_MIN_NS ? r->probe_floor_ns : PROBE_MIN_NS;
+    return base > floor ? base : floor;
+}
+
+uint64_t rdma_probe_timeout(const struct rdma_req *r)
+{
+    uint64_t base = probe_base(r);
     unsigned d = r->probes_in_row < PROBE_MAX_DOUBLINGS ? r->probes_in_row : PROBE_MAX_DOUBLINGS;
     return base << d;
 }
@@ -69,10 +76,25 @@ uint64_t rdma_probe_defer(const struct rdma_req *r, uint64_t dev_last_response_a
     return quiet_until;
 }
 
-/* The caller goes back to una, which also stops any sample (Karn). */
+/* The caller goes back to una (which also stops any sample: Karn) with
+ * the oldest packet alone in flight; the window it had is kept until an
+ * ACK or a NAK settles whether the probe was needed (req.c). */
 void rdma_probe_fired(struct rdma_req *r)
 {
     r->probe_at = UINT64_MAX;
     if (r->probes_in_row < PROBE_MAX_DOUBLINGS)
         r->probes_in_row++;
+    if (!r->undo_armed)
+        r->undo_window = r->window;
+    r->undo_armed = true;
+}
+
+/* A probe proved needless: the peer was late, not lossy (on a loaded
+ * machine its process waits milliseconds for a core, longer than the
+ * measured round trip). No probe comes sooner than twice this one's base
+ * again, up to PROBE_FLOOR_MAX_NS. */
+void rdma_probe_needless(struct rdma_req *r)
+{
+    uint64_t floor = 2 * probe_base(r);
+    r->probe_floor_ns = floor < PROBE_FLOOR_MAX_NS ? floor : PROBE_FLOOR_MAX_NS;
 }

@@ -99,6 +99,10 @@ struct rdma_req {
     uint64_t sample_at, probe_at;
     uint64_t last_response_at;   /* this QP's last ACK, NAK or READ response */
     unsigned probes_in_row;      /* probes since una last moved: each doubles the next */
+    uint64_t probe_floor_ns;     /* no probe sooner: doubled by each needless one */
+    uint32_t undo_window;        /* before the probe: the window, and where sending was */
+    uint32_t undo_cur, undo_cur_pkt, undo_next_psn;
+    bool undo_armed;             /* a probe's go-back is not settled yet */
     uint8_t retries, rnr_retries; /* tries left; 7 = forever */
     bool rewound; /* went back to una once already: ignore further NAKs for it */
 };
@@ -270,6 +274,7 @@ uint64_t rdma_probe_timeout(const struct rdma_req *r);
 void rdma_probe_arm(struct rdma_req *r, bool outstanding, uint64_t now);
 uint64_t rdma_probe_defer(const struct rdma_req *r, uint64_t dev_last_response_at, uint64_t now);
 void rdma_probe_fired(struct rdma_req *r);
+void rdma_probe_needless(struct rdma_req *r);
 
 /* req.c */
 void rdma_req_init(struct op_rdma_qp *qp);

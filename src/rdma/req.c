@@ -29,6 +29,8 @@ void rdma_req_init(struct op_rdma_qp *qp)
     r->srtt_ns = r->rttvar_ns = r->last_response_at = 0;
     r->sampling = false;
     r->probes_in_row = 0;
+    r->probe_floor_ns = 0;
+    r->undo_armed = false;
     r->retries = qp->attr.retry_cnt;
     r->rnr_retries = qp->attr.rnr_retry;
     r->rewound = false;
@@ -300,6 +302,41 @@ static void grow_window(struct rdma_req *r)
     }
 }
 
+/* A probe resends the oldest packet alone. The first ACK after it settles
+ * it: one for PSNs not sent again yet (una past next_psn) proves their
+ * first copies arrived, in order, so nothing was lost and the window comes
+ * back whole (Eifel's response, RFC 4015, with go-back-N's order as the
+ * proof instead of timestamps), and sending resumes where the probe found
+ * it; otherwise it was a loss and the window is halved, as for a NAK. */
+static void settle_probe(struct op_rdma_qp *qp)
+{
+    struct rdma_req *r = &qp->req;
+    if (!r->undo_armed)
+        return;
+    r->undo_armed = false;
+    r->window = r->undo_window;
+    if (psn_diff(r->una, r->next_psn) > 0) {
+        qp->c[OP_RDMA_QP_C_probes_undone]++;
+        rdma_probe_needless(r);
+        if (psn_diff(r->undo_next_psn, r->una) > 0) { /* the rest is on its way too */
+            r->cur = r->undo_cur;
+            r->cur_pkt = r->undo_cur_pkt;
+            r->next_psn = r->undo_next_psn;
+        }
+    } else {
+        shrink_window(r);
+    }
+}
+
+/* A NAK or a timeout after a probe: the loss is certain, the window the
+ * probe left is restored before it is halved once. */
+static void unsettle_probe(struct rdma_req *r)
+{
+    if (r->undo_armed)
+        r->window = r->undo_window;
+    r->undo_armed = false;
+}
+
 /* A sequence NAK or lost READ data: go back once per una (duplicated NAKs
  * and the rest of a burst would each restart the window otherwise). */
 static void go_back(struct op_rdma_qp *qp, uint64_t now)
@@ -312,6 +349,7 @@ static void go_back(struct op_rdma_qp *qp, uint64_t now)
         return;
     }
     r->rewound = true;
+    unsettle_probe(r);
     shrink_window(r);
     rewind_to_una(r);
 }
@@ -319,6 +357,7 @@ static void go_back(struct op_rdma_qp *qp, uint64_t now)
 static void made_progress(struct op_rdma_qp *qp, uint64_t now)
 {
     struct rdma_req *r = &qp->req;
+    settle_probe(qp);
     r->retries = qp->attr.retry_cnt;
     r->rnr_retries = qp->attr.rnr_retry;
     r->rewound = false;
@@ -522,8 +561,13 @@ static void probe(struct op_rdma_qp *qp, uint64_t now)
         return;
     }
     qp->c[OP_RDMA_QP_C_probes]++;
+    if (!r->undo_armed) {
+        r->undo_cur = r->cur;
+        r->undo_cur_pkt = r->cur_pkt;
+        r->undo_next_psn = r->next_psn;
+    }
     rdma_probe_fired(r);
-    shrink_window(r);
+    r->window = 1; /* see settle_probe */
     rewind_to_una(r);
     r->rewound = true;
 }
@@ -546,6 +590,7 @@ void rdma_req_timer(struct op_rdma_qp *qp, uint64_t now, struct op_txq *out)
             return;
         }
         r->probe_at = UINT64_MAX;
+        unsettle_probe(r);
         shrink_window(r);
         rewind_to_una(r);
         r->rewound = true;

@@ -213,6 +213,45 @@ def test_multi_qp_bidirectional():
     assert c["pkts_out"] >= 4 * 300 * 8
 
 
+def test_late_receiver_probes_undone():
+    """The server stopped (SIGSTOP, by PID) for 20 ms mid-run, as a process
+    waiting for a core: the client's probes each resend the oldest packet
+    alone, the ACK that comes after SIGCONT covers what was not resent, so
+    the probes are undone; nothing was lost and no window went back (every
+    resent packet is one duplicate at the server)."""
+    port = next_port()
+    base = [str(a) for a in [BIN, "ib_write_bw", "-s", 1 << 20, "-n", 3000, "-p", port]]
+    server = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.Popen(base + ["127.0.0.1"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        head = ""
+        while not head.endswith("MsgRate[Mpps]\n"):  # the table's header: the run starts
+            line = client.stdout.readline()
+            assert line, "the client ended before its table"
+            head += line
+        time.sleep(0.1)  # under way (3000 MiB take 0.5 s or more here)
+        os.kill(server.pid, 19)  # SIGSTOP
+        time.sleep(0.02)
+        os.kill(server.pid, 18)  # SIGCONT
+        client.wait(timeout=120)  # its report is small: the pipes never fill
+        cout, cerr = head + client.stdout.read(), client.stderr.read()
+        sout, serr = server.communicate(timeout=30)
+    finally:
+        for p in (server, client):
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    check_ok((client.returncode, cout, cerr), "client")
+    check_ok((server.returncode, sout, serr), "server")
+    c, s = counters(cout), counters(sout)
+    assert c["probes"] >= 1 and c["probes_undone"] >= 1, c
+    # a probe resends the oldest packet alone; only a timeout (the machine
+    # may stall us past the 67-ms timer too) goes back over the window
+    assert c["retransmissions"] <= c["probes"] + 128 * c["timeouts"], c
+    assert s["duplicates"] == c["retransmissions"], (s, c)
+
+
 @pytest.mark.parametrize("tool,args", [("ib_send_bw", ["-c", "UD", "-s", 1024]),
                                        ("ib_send_lat", ["-c", "UD"]),
                                        ("ib_write_bw", ["-c", "UC"]),

@@ -659,8 +659,96 @@ static void test_tail_loss_recovered_by_probe(void **state)
     uint64_t took = lose_one_after_warm_up(&f, 0);
     assert_true(took >= OP_NS_PER_MS && took < 2 * OP_NS_PER_MS); /* the 1 ms floor */
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes_undone), 0); /* a real loss */
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
     assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1);
+    fx_free(&f);
+}
+
+/* ---- a needless probe: the peer was late (its process off the CPU), not lossy */
+struct held_acks {
+    bool holding;
+    int n;
+    struct op_pkt p[8];
+    uint8_t data[8][256];
+};
+
+/* Holds back what side b sends (its ACKs) while holding: delivered later. */
+static bool hold_acks(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct held_acks *h = s->hook_ctx;
+    if (from != 1 || !h->holding || h->n == 8 || p->len > sizeof h->data[0])
+        return false;
+    memcpy(h->data[h->n], p->data, p->len);
+    h->p[h->n] = *p;
+    h->p[h->n].data = h->data[h->n];
+    h->n++;
+    return true;
+}
+
+struct probe_wait {
+    struct rsim_ep *e;
+    uint64_t before;
+};
+
+static bool probed(void *arg)
+{
+    struct probe_wait *w = arg;
+    return qc(w->e, OP_RDMA_QP_C_probes) > w->before;
+}
+
+/* An 8-packet write whose ACKs are held until a probe fired; returns how
+ * long after the post it fired. */
+static uint64_t write_until_probe(struct fx *f, struct held_acks *h, uint64_t wr_id)
+{
+    *h = (struct held_acks){.holding = true};
+    uint64_t t0 = f->s.now;
+    struct probe_wait w = {&f->a, qc(&f->a, OP_RDMA_QP_C_probes)};
+    fill(f->src.p, 8192, (uint8_t)wr_id);
+    assert_int_equal(post(&f->s, &f->a, OP_RDMA_WR_RDMA_WRITE, &f->src, 0, 8192, &f->rem, 0, wr_id,
+                          0),
+                     OP_OK);
+    assert_true(rsim_run(&f->s, probed, &w, LIMIT_NS));
+    return f->s.now - t0;
+}
+
+/* The ACKs of a write come late (held past the probe), then arrive: the
+ * probe resent one packet only, the ACK covers PSNs not sent again, so the
+ * probe is undone (window whole again, nothing more resent) and the next
+ * probe waits twice as long (2 ms instead of the 1 ms floor). */
+static void test_needless_probe_undone(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct held_acks h;
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .timeout = 14, .retry_cnt = 7};
+    fx_init(&f, 271, &o, 8192, ALL_ACCESS);
+    warm_up(&f, 4);
+    f.s.hook = hold_acks;
+    f.s.hook_ctx = &h;
+    uint64_t first = write_until_probe(&f, &h, 9);
+    assert_true(first >= OP_NS_PER_MS && first < 2 * OP_NS_PER_MS);
+    h.holding = false;
+    for (int i = 0; i < h.n; i++) /* the late ACKs, the first one first */
+        rsim_deliver(&f.s, &h.p[i]);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 9);
+    coll_free(f.c);
+    assert_memory_equal(f.rem.p, f.src.p, 8192);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes_undone), 1);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 1); /* the oldest packet alone */
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_timeouts), 0);
+    uint64_t second = write_until_probe(&f, &h, 10);
+    assert_true(second >= 2 * OP_NS_PER_MS && second < 3 * OP_NS_PER_MS);
+    h.holding = false;
+    for (int i = 0; i < h.n; i++)
+        rsim_deliver(&f.s, &h.p[i]);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 10);
+    coll_free(f.c);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_probes_undone), 2);
+    assert_int_equal(qc(&f.a, OP_RDMA_QP_C_retransmissions), 2);
     fx_free(&f);
 }
 
@@ -1457,6 +1545,7 @@ int main(void)
         cmocka_unit_test(test_protection_errors),
         cmocka_unit_test(test_retry_exhausted_dead_peer),
         cmocka_unit_test(test_tail_loss_recovered_by_probe),
+        cmocka_unit_test(test_needless_probe_undone),
         cmocka_unit_test(test_probe_uses_no_retry),
         cmocka_unit_test(test_read_loss_recovered_by_probe),
         cmocka_unit_test(test_probe_waits_while_peer_answers_other_qps),

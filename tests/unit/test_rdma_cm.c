@@ -328,6 +328,65 @@ static void test_other_service_is_rejected(void **state)
     rsim_free(&f.s);
 }
 
+/* A UC REQ (transport 1) is served by a UC listener, which sees the type;
+ * an RC listener REJects it with reason 9 and keeps listening, and the RC
+ * REQ that follows on the same connection slot is served. */
+static void test_transport_type_is_matched(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    rsim_init(&f.s, 8);
+    const struct op_rdma_cm_config cc = {.nconn = 2, .retry_ns = OP_NS_PER_MS, .max_retries = 30};
+    assert_int_equal(op_rdma_cm_create(f.s.dev[0], &cc, &f.cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[1], &cc, &f.cm[1]), OP_OK);
+    struct op_rdma_cm_side s = side(0x40, 0x80);
+    assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK); /* RC */
+    s = side(0x20, 0);
+    s.transport = 1;
+    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
+                                        &f.s.q),
+                     OP_OK);
+    struct settled w = {&f, {1, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
+    assert_non_null(
+        strstr(op_rdma_cm_error(f.cm[0], 0), "REJ reason 9: invalid transport service type"));
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    s = side(0x21, 0); /* RC, as the listener */
+    assert_int_equal(op_rdma_cm_connect(f.cm[0], 1, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
+                                        &f.s.q),
+                     OP_OK);
+    struct settled w2 = {&f, {2, 1}};
+    assert_true(rsim_run(&f.s, all_settled, &w2, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 1), OP_RDMA_CM_ESTABLISHED);
+    struct op_rdma_cm_side peer;
+    uint32_t ip;
+    uint16_t port;
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &peer, &ip, &port), OP_OK);
+    assert_int_equal(peer.qpn, 0x21);
+    assert_int_equal(peer.transport, 0);
+    rsim_free(&f.s);
+    /* UC to UC: connected, the listener sees transport 1 */
+    rsim_init(&f.s, 9);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[0], &cc, &f.cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[1], &cc, &f.cm[1]), OP_OK);
+    s = side(0x40, 0x80);
+    s.transport = 1;
+    assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK);
+    s = side(0x22, 0);
+    s.transport = 1;
+    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
+                                        &f.s.q),
+                     OP_OK);
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_ESTABLISHED);
+    assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &peer, &ip, &port), OP_OK);
+    assert_int_equal(peer.qpn, 0x22);
+    assert_int_equal(peer.transport, 1);
+    rsim_free(&f.s);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -364,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_dead_peer_gives_a_cause),
         cmocka_unit_test(test_peer_known_from_the_req),
         cmocka_unit_test(test_other_service_is_rejected),
+        cmocka_unit_test(test_transport_type_is_matched),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

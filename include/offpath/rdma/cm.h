@@ -20,6 +20,10 @@ struct op_rdma_cm_side {
     uint32_t mtu; /* bytes: 256 .. 4096 */
     uint8_t responder_resources, initiator_depth; /* verbs' max_dest_rd_atomic, max_rd_atomic */
     uint8_t retry_count, rnr_retry, timeout;      /* REQ only (the active side's) */
+    /* REQ: the transport service type, 0 RC or 1 UC (the REQ's 2 bits); a
+     * passive side REJects a REQ for another type than it listens with
+     * (reason 9, invalid transport service type), taking no slot */
+    uint8_t transport;
     uint8_t private_data[OP_RDMA_CM_PRIVATE_MAX]; /* as rdma_cm's conn_param (zero padded) */
 };
 enum op_rdma_cm_state {
