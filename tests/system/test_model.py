@@ -130,7 +130,7 @@ def test_validate_here_2_to_4_leaders():
         assert bad.returncode == 3 and "line" in bad.stderr, bad.stderr
 
 TOPO_RECORD = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "model_runs",
-                           "2026-11-27-2141-topo.txt")
+                           "2026-11-27-2217-topo.txt")
 TOPO_TABLE = TOPO_RECORD[:-len(".txt")] + ".table"
 
 
