@@ -72,6 +72,14 @@ struct op_model_platform {
      * wire_lat, bandwidth link_bw) and each per-packet cost is CPU work
      * that shares the cores. 0: a real cluster. */
     unsigned shared_cores;
+    /* With shared_cores: a namespace topology (`offpath topo`): nodes, TORs
+     * and SPINEs are namespaces whose frames cross rate-limited links
+     * (link_bw a node's, spine_bw a TOR's to the SPINEs) through a switch
+     * process in every TOR and SPINE, which spends this CPU on each frame it
+     * takes (in, forwarded or aggregated, paced out), on the shared cores.
+     * 0: one loopback, no switch on the path. */
+    double fwd_frame_s;
+    uint16_t frame_data; /* with fwd_frame_s: TCP payload a frame (the links' MTU) */
 };
 
 /* Presets: "25G", "100G", "400G" (Ethernet, RoCE NICs, a Tofino-like switch
@@ -180,6 +188,8 @@ struct op_model_cfg {
     int nice;                     /* calibrate/validate: the measured processes' nice value
                                      (below 0 needs root; other users' load then yields) */
     bool no_spin;                 /* calibrate/validate: let idle cores halt (no spinners) */
+    bool topo;                    /* validate: the namespace topology's rows too (root,
+                                     ~4 minutes) */
     unsigned net, port;           /* calibrate/validate: inc_test's 127.N network, UDP port */
 };
 OP_API void op_model_cfg_default(struct op_model_cfg *cfg);

@@ -63,13 +63,17 @@ static void help(void)
            "                     machine other users' load then yields to them)\n"
            "  --no-spin          calibrate/validate: no SCHED_IDLE spinner keeping each\n"
            "                     core awake (idle vCPUs then halt: slower wake-ups)\n"
+           "  --topo             validate: also the namespace topology (8 hosts, 2 TORs,\n"
+           "                     2 SPINEs, 1 Gbit/s links, switches on the path): INC\n"
+           "                     and Open MPI over TCP, 3 jobs of ~60 s (root)\n"
            "  --json             machine-readable output\n"
            "  --trace            simulate: SimGrid's messages and each step's time\n",
            op_model_preset_names());
 }
 
 enum { O_NODES = 256, O_PPN, O_BYTES, O_MIN, O_MAX, O_MODE, O_ALG, O_LINK, O_PLATFORM, O_LOSS,
-       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_NICE, O_NO_SPIN, O_REPLAY, O_HELP };
+       O_SEED, O_PLOT, O_TABLES, O_TOL, O_ITERS, O_OUT, O_JSON, O_TRACE, O_NET, O_PORT, O_NICE, O_NO_SPIN, O_REPLAY, O_TOPO,
+       O_HELP };
 
 static const struct option opts[] = {
     {"nodes", 1, 0, O_NODES},       {"ppn", 1, 0, O_PPN},       {"bytes", 1, 0, O_BYTES},
@@ -80,6 +84,7 @@ static const struct option opts[] = {
     {"out", 1, 0, O_OUT},           {"json", 0, 0, O_JSON},     {"help", 0, 0, O_HELP},
     {"trace", 0, 0, O_TRACE},       {"net", 1, 0, O_NET},       {"port", 1, 0, O_PORT},
     {"nice", 1, 0, O_NICE},         {"no-spin", 0, 0, O_NO_SPIN}, {"replay", 1, 0, O_REPLAY},
+    {"topo", 0, 0, O_TOPO},
     {0, 0, 0, 0},
 };
 
@@ -193,6 +198,9 @@ static bool set(int opt, const char *v, void *arg)
         return cli_u64("model", "--port", v, 1024, 65000, &u) && (c->port = (unsigned)u, true);
     case O_NO_SPIN:
         c->no_spin = true;
+        return true;
+    case O_TOPO:
+        c->topo = true;
         return true;
     case O_TRACE:
         c->trace = true;

@@ -19,16 +19,26 @@ const struct mdl_row_kind_info mdl_row_kinds[ROW_KINDS] = {
     [ROW_HOST] = {"host", "host", OP_MODEL_HOST, 1},
     [ROW_MPI_NODE] = {"mpi-node", "node", OP_MODEL_NODE, 2},
     [ROW_MPI_SOCKET] = {"socket", "socket", OP_MODEL_SOCKET, 2},
+    [ROW_TOPO_NODE] = {"topo-node", "node", OP_MODEL_NODE, 1},
+    [ROW_TOPO_HOST] = {"topo-host", "off", OP_MODEL_HOST, 1},
 };
+
+/* The host rows are offpath's host path (src/hostar's rule) but on the
+ * namespace topology, where they are the MPI's own allreduce (Open MPI). */
+static bool simulate_alg(const struct op_model_platform *p, unsigned mode, unsigned alg,
+                         unsigned nodes, unsigned ppn, const uint64_t *sizes, size_t n,
+                         struct op_model_result *r)
+{
+    struct op_model_scenario sc[N_SIZES] = {{0}};
+    for (size_t i = 0; i < n; i++)
+        sc[i] = (struct op_model_scenario){.mode = mode, .alg = alg, .bytes = sizes[i]};
+    return op_model_simulate(p, nodes, ppn, sc, n, r) == OP_OK;
+}
 
 static bool simulate_ppn(const struct op_model_platform *p, unsigned mode, unsigned nodes,
                          unsigned ppn, const uint64_t *sizes, size_t n, struct op_model_result *r)
 {
-    struct op_model_scenario sc[N_SIZES] = {{0}};
-    for (size_t i = 0; i < n; i++)
-        sc[i] = (struct op_model_scenario){.mode = mode, .alg = OP_MODEL_ALG_OFFPATH,
-                                           .bytes = sizes[i]};
-    return op_model_simulate(p, nodes, ppn, sc, n, r) == OP_OK;
+    return simulate_alg(p, mode, OP_MODEL_ALG_OFFPATH, nodes, ppn, sizes, n, r);
 }
 
 static bool simulate(const struct op_model_platform *p, unsigned mode, unsigned nodes,
@@ -87,12 +97,25 @@ static double mpi_layer_us(const struct op_model_platform *p, unsigned mode, uns
     return (p->mpi_call_s + (double)bytes * p->mpi_byte_s + (meet ? p->mpi_node_s : 0)) * 1e6;
 }
 
+static bool predict_topo_host(const struct op_model_platform *p, const uint64_t *sizes, size_t n,
+                              double *us)
+{
+    struct op_model_result r[N_SIZES];
+    if (!simulate_alg(p, OP_MODEL_HOST, OP_MODEL_ALG_OMPI, TOPO_NODES, 1, sizes, n, r))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        us[i] = r[i].latency_s * 1e6;
+    return true;
+}
+
 /* A validation row's prediction, each size. */
 static bool predict_row(const struct op_model_platform *p, const struct vrow *r,
                         const uint64_t *sizes, size_t n, double *us)
 {
     const struct mdl_row_kind_info *k = &mdl_row_kinds[r->kind];
     bool mpi_row = r->kind == ROW_MPI_NODE || r->kind == ROW_MPI_SOCKET;
+    if (r->kind == ROW_TOPO_HOST)
+        return predict_topo_host(p, sizes, n, us);
     if (!(mpi_row ? predict_mpi_network(p, k->mode, r->nodes, sizes, n, us)
                   : predict_ppn(p, k->mode, r->nodes, k->ppn, sizes, n, us)))
         return false;
@@ -101,10 +124,11 @@ static bool predict_row(const struct op_model_platform *p, const struct vrow *r,
     return true;
 }
 
-static double sq_log(double pred, double meas)
+double mdl_sq_log(double pred, double meas)
 {
     return pow(log(pred / meas), 2);
 }
+#define sq_log mdl_sq_log
 
 static double sum_sq_log(const double *pred, const double *meas, size_t n)
 {
@@ -163,13 +187,15 @@ static double inc_error(const struct op_model_platform *p, const struct calib *c
     return sum;
 }
 
-static double cpu_misfit(const struct op_model_platform *p, const struct calib *c)
+static double cpu_misfit(const struct op_model_platform *p, const void *data)
 {
+    const struct calib *c = data;
     return inc_error(p, c, 0, 1);
 }
 
-static double inc_misfit(const struct op_model_platform *p, const struct calib *c)
+static double inc_misfit(const struct op_model_platform *p, const void *data)
 {
+    const struct calib *c = data;
     return inc_error(p, c, 1, 1);
 }
 
@@ -184,8 +210,9 @@ static double sum_sq_log_measured(const double *pred, const double *meas, size_t
 
 /* 2 nodes alone would fit the host path on one row whose cells move by 2x
  * between runs; 4 nodes add the crowded case every larger row is. */
-static double host_misfit(const struct op_model_platform *p, const struct calib *c)
+static double host_misfit(const struct op_model_platform *p, const void *data)
 {
+    const struct calib *c = data;
     double pred[N_SIZES], pred4[N_SIZES];
     if (!predict(p, OP_MODEL_HOST, 2, val_sizes, N_SIZES, pred))
         return INFINITY;
@@ -200,8 +227,9 @@ static double host_misfit(const struct op_model_platform *p, const struct calib 
 /* The MPI layer's costs on the rows of 2 nodes x 2 ranks in Node and in
  * Socket mode, over their simulations without them (which they do not
  * change). */
-static double mpi_misfit(const struct op_model_platform *p, const struct calib *c)
+static double mpi_misfit(const struct op_model_platform *p, const void *data)
 {
+    const struct calib *c = data;
     unsigned ppn = mdl_row_kinds[ROW_MPI_NODE].ppn;
     double pred[N_SIZES], pred_sock[N_SIZES];
     for (size_t i = 0; i < N_SIZES; i++) {
@@ -212,35 +240,35 @@ static double mpi_misfit(const struct op_model_platform *p, const struct calib *
            sum_sq_log_measured(pred_sock, c->mpi_sock, N_SIZES);
 }
 
-static double shm_misfit(const struct op_model_platform *p, const struct calib *c)
+static double shm_misfit(const struct op_model_platform *p, const void *data)
 {
+    const struct calib *c = data;
     double pred[N_SIZES];
     for (size_t i = 0; i < N_SIZES; i++)
         pred[i] = op_model_intra(p, 2, false, val_sizes[i]) * 1e6;
     return sum_sq_log(pred, c->shm, N_SIZES);
 }
 
-typedef double (*misfit_fn)(const struct op_model_platform *p, const struct calib *c);
-
 /* Coordinate search in log steps: each knob in turn takes the step that
  * lowers the misfit, if one does. */
-static void search(struct op_model_platform *p, const struct calib *c, double *const *knobs,
-                   size_t n, misfit_fn f, int rounds)
+void mdl_search(struct op_model_platform *p, const void *data, double *const *knobs, size_t n,
+                mdl_misfit_fn f, int rounds)
 {
     static const double steps[] = {0.5, 0.8, 1.25, 2.0};
-    double best = f(p, c);
+    double best = f(p, data);
     for (int round = 0; round < rounds; round++)
         for (size_t k = 0; k < n; k++)
             for (size_t s = 0; s < 4; s++) {
                 double old = *knobs[k];
                 *knobs[k] = old * steps[s];
-                double m = f(p, c);
+                double m = f(p, data);
                 if (m < best)
                     best = m;
                 else
                     *knobs[k] = old;
             }
 }
+#define search mdl_search
 
 /* Each group of costs from the measurements that show it: the INC path's
  * (the loopback stays a memory copy, never the limit here), then the
@@ -523,17 +551,46 @@ static void report(const struct op_model_cfg *cfg, struct tally *t, const struct
     fflush(out);
 }
 
-static bool report_all(const struct op_model_cfg *cfg, const struct vmeas *v, struct tally *t,
-                       FILE *out)
+static bool report_rows(const struct op_model_cfg *cfg, const struct op_model_platform *p,
+                        const struct vrow *rows, size_t nrows, const uint64_t *sizes, size_t ns,
+                        struct tally *t, FILE *out)
 {
     double pred[N_SIZES];
-    for (size_t r = 0; r < v->nrows; r++) {
-        if (!predict_row(&cfg->platform, &v->rows[r], v->sizes, v->ns, pred))
+    for (size_t r = 0; r < nrows; r++) {
+        if (!predict_row(p, &rows[r], sizes, ns, pred))
             return false;
-        for (size_t i = 0; i < v->ns; i++)
-            report(cfg, t, &v->rows[r], i, v->sizes[i], pred[i], out);
+        for (size_t i = 0; i < ns; i++)
+            report(cfg, t, &rows[r], i, sizes[i], pred[i], out);
     }
     return true;
+}
+
+/* The namespace topology's rows (validate --topo) on its own platform:
+ * this machine's, with the topology's links, its switches' measured cost a
+ * frame and the MPI's TCP costs (topo.c). */
+static bool report_topo(const struct op_model_cfg *cfg, const struct mdl_topo *topo,
+                        struct tally *t, FILE *out)
+{
+    struct op_model_platform p;
+    struct vrow rows[2];
+    uint64_t sizes[N_SIZES];
+    size_t ns;
+    if (topo->n == 0)
+        return true;
+    if (!mdl_topo_platform(&cfg->platform, topo, &p))
+        return false;
+    fprintf(stderr, "# the namespace topology's platform (switches %.2f us a frame)\n",
+            topo->frame_us);
+    op_model_platform_print(&p, stderr);
+    mdl_topo_rows(topo, &rows[0], &rows[1], sizes, &ns);
+    return report_rows(cfg, &p, rows, 2, sizes, ns, t, out);
+}
+
+static bool report_all(const struct op_model_cfg *cfg, const struct calib *c,
+                       const struct vmeas *v, struct tally *t, FILE *out)
+{
+    return report_rows(cfg, &cfg->platform, v->rows, v->nrows, v->sizes, v->ns, t, out) &&
+           report_topo(cfg, &c->topo, t, out);
 }
 
 static int validate(const struct op_model_cfg *cfg_in, FILE *out);
@@ -576,6 +633,10 @@ static bool gather(const struct op_model_cfg *cfg, bool fit_here, struct calib *
         fprintf(stderr, "offpath model: a measurement failed (inc_test or mpirun osu_allreduce)\n");
         return false;
     }
+    if (cfg->topo && !mdl_topo_measure(cfg, &c->topo)) {
+        fprintf(stderr, "offpath model: --topo: measuring the namespace topology failed\n");
+        return false;
+    }
     FILE *f = cfg->out_path != NULL ? fopen(cfg->out_path, "w") : NULL;
     if (f != NULL) {
         mdl_record_write(c, v, f);
@@ -616,7 +677,7 @@ static int validate(const struct op_model_cfg *cfg_in, FILE *out)
                      "%8s %5s %8s %12s %12s %8s %13s\n",
                 cfg->platform.name, "row", "nodes", "bytes", "measured us", "model us", "error",
                 "runs");
-    if (!report_all(cfg, &v, &t, out))
+    if (!report_all(cfg, &c, &v, &t, out))
         return 3;
     fprintf(cfg->json ? stderr : out,
             "# %zu of %zu sizes within %.0f%% (largest error %.1f%%): %s; %zu of the %zu off "

@@ -18,6 +18,23 @@ struct mdl_inc_point {
 };
 extern const struct mdl_inc_point mdl_inc_points[N_INC];
 
+/* `validate --topo`: the namespace topology of `offpath topo`
+ * (examples/two-racks.topo: 8 hosts under 2 TORs and 2 SPINEs, host links
+ * 1 Gbit/s, fabric links 2 Gbit/s, a switch process in every TOR and
+ * SPINE), one job a round of osu_allreduce --compare under `offpath mpirun
+ * --topo` with a rank a host: the MPI's own allreduce (Open MPI over TCP
+ * through the switches) and INC Node mode, every power of two 4 B..1 MiB. */
+#define TOPO_NODES 8u
+#define TOPO_SIZES_MAX 24
+struct mdl_topo {
+    size_t n;                        /* sizes measured (0: none) */
+    uint64_t sizes[TOPO_SIZES_MAX];
+    double host[TOPO_SIZES_MAX], node[TOPO_SIZES_MAX]; /* us, median of the rounds */
+    double host_lo[TOPO_SIZES_MAX], host_hi[TOPO_SIZES_MAX]; /* the rounds' lowest, highest */
+    double node_lo[TOPO_SIZES_MAX], node_hi[TOPO_SIZES_MAX];
+    double frame_us; /* the switches' CPU a frame they took, over the jobs */
+};
+
 /* What the fit reads. */
 struct calib {
     double inc[N_INC];     /* inc_test p50 */
@@ -30,6 +47,7 @@ struct calib {
     double mpi[N_SIZES];   /* osu_allreduce, mpirun --mode node, 2 nodes of 2 ranks (0: none) */
     double mpi_sock[N_SIZES]; /* the same in Socket mode */
     double mpi_sim[N_SIZES], mpi_sock_sim[N_SIZES]; /* their simulations without the MPI layer */
+    struct mdl_topo topo;
 };
 
 /* A validation row: one tool and mode at one node count, every size. */
@@ -38,6 +56,8 @@ enum mdl_row_kind {
     ROW_HOST,       /* osu_allreduce, mpirun --mode host, a rank a node */
     ROW_MPI_NODE,   /* osu_allreduce, mpirun --mode node, 2 ranks a node in 2 sockets */
     ROW_MPI_SOCKET, /* the same in Socket mode: a leader a socket */
+    ROW_TOPO_NODE,  /* validate --topo: INC Node mode on the namespace topology */
+    ROW_TOPO_HOST,  /* and the MPI's own allreduce (Open MPI over TCP) there */
     ROW_KINDS
 };
 struct mdl_row_kind_info {
@@ -63,6 +83,28 @@ struct vmeas {
  * run can be redone without the machine's noise. false and why on a
  * malformed line. */
 void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f);
+/* "topo BYTES HOST NODE HOST_LO HOST_HI NODE_LO NODE_HI" and "topoframe US"
+ * (topo.c); key is the line's first word: NULL when the line is fine, else
+ * why not; not_mine when the key is another's. */
+void mdl_topo_write(const struct mdl_topo *t, FILE *f);
+const char *mdl_topo_line(const char *key, const char *rest, struct mdl_topo *t, bool *not_mine);
+
+/* The fit's coordinate search (calib.c), for the topology's costs too. */
+typedef double (*mdl_misfit_fn)(const struct op_model_platform *p, const void *data);
+void mdl_search(struct op_model_platform *p, const void *data, double *const *knobs, size_t n,
+                mdl_misfit_fn f, int rounds);
+double mdl_sq_log(double pred, double meas);
+
+/* validate --topo (topo.c): measures the topology (false and why on a
+ * failure: it needs root and network namespaces), derives its platform
+ * from this machine's fitted one (the switches' measured cost a frame, the
+ * links' rates; the MPI's TCP costs fitted on the sizes between the
+ * validated ones), and the two rows at the validated sizes. */
+bool mdl_topo_measure(const struct op_model_cfg *cfg, struct mdl_topo *t);
+bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_topo *t,
+                       struct op_model_platform *out);
+void mdl_topo_rows(const struct mdl_topo *t, struct vrow *node, struct vrow *host, uint64_t *sizes,
+                   size_t *ns);
 bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_t why_len);
 
 #endif

@@ -229,8 +229,22 @@ static void switch_packet(struct sw *s, unsigned kind, unsigned from, uint32_t s
     }
 }
 
+/* A switch on a namespace topology's path takes every frame from its
+ * ports (AF_XDP) and spends fwd_frame_s of CPU on each, whatever it holds:
+ * the measured average over the frames it forwards, aggregates and sends. */
+static void frame_cpu(struct sw *s, unsigned frames)
+{
+    struct mdl_run *r = s->m->r;
+    if (r->p->fwd_frame_s <= 0)
+        return;
+    double before = r->cpu;
+    pkt_cpu(r, frames * r->p->fwd_frame_s);
+    r->switch_cpu += r->cpu - before;
+}
+
 static void switch_datagram(struct sw *s, void *msg)
 {
+    frame_cpu(s, mdl_count(msg) * s->m->train);
     for (unsigned i = 0; i < mdl_count(msg); i++)
         switch_packet(s, mdl_kind(msg), mdl_from(msg), mdl_seq(msg) + i);
 }
@@ -549,8 +563,10 @@ void mdl_inc_simulate(struct mdl_run *r)
         .r = r, .window = window, .chunks = (uint32_t)sim, .loss = sc->loss, .train = train,
         .pkt_bytes = (long)(train * (chunk + MDL_HDR_BYTES)), .chunk_bytes = chunk,
         .sw_cost = train * (p->sw_chunk_s + chunk * p->sw_byte_s),
-        /* a lost packet is one packet: under loss every packet travels alone */
-        .batch = p->shared_cores > 0 && sc->loss == 0,
+        /* a lost packet is one packet: under loss every packet travels alone; on
+         * a namespace topology's links a datagram is frames a switch takes
+         * one by one */
+        .batch = p->shared_cores > 0 && sc->loss == 0 && p->fwd_frame_s <= 0,
     };
     m.check_f = check_share(p, leaders);
     m.done_at = calloc(sim, sizeof(double));

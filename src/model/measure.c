@@ -66,7 +66,7 @@ static void summarise(double *v, size_t n, double *us, double *lo, double *hi)
 
 /* Runs a shell command and keeps up to len-1 bytes of its output; false
  * when it cannot start or exits non-zero. */
-static bool run(const char *cmd, char *buf, size_t len)
+bool mdl_run_cmd(const char *cmd, char *buf, size_t len)
 {
     FILE *p = popen(cmd, "r");
     if (p == NULL)
@@ -81,7 +81,7 @@ static bool run(const char *cmd, char *buf, size_t len)
     return pclose(p) == 0;
 }
 
-static const char *nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t len)
+const char *mdl_nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t len)
 {
     if (cfg->nice == 0)
         return "";
@@ -194,12 +194,12 @@ static bool inc_run(const struct op_model_cfg *cfg, unsigned leaders, uint64_t b
     snprintf(cmd, sizeof(cmd),
              "%s'%s' inc_test --leaders %u --count %llu --type int32 --iters %u --warmup %u "
              "--json --quiet --net %u --port %u%s 2>/dev/null",
-             nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, leaders,
+             mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, leaders,
              (unsigned long long)(bytes / 4 ? bytes / 4 : 1), iters, warmup, cfg->net, cfg->port,
              topo);
     double before = children_cpu_s(), sw_before = sw != NULL ? run_time_s(sw->pid) : 0;
     const char *at;
-    if (!run(cmd, buf, sizeof(buf)) || (at = strstr(buf, "\"p50\": ")) == NULL)
+    if (!mdl_run_cmd(cmd, buf, sizeof(buf)) || (at = strstr(buf, "\"p50\": ")) == NULL)
         return false;
     *cpu = children_cpu_s() - before;
     *sw_cpu = sw != NULL ? run_time_s(sw->pid) - sw_before : 0;
@@ -282,7 +282,7 @@ double mdl_measure_hop(const struct op_model_cfg *cfg)
 {
     double v[INC_RUNS];
     char nice[32], cmd[2048], buf[4096];
-    const char *pre = nice_prefix(cfg, nice, sizeof(nice));
+    const char *pre = mdl_nice_prefix(cfg, nice, sizeof(nice));
     for (int k = 0; k < INC_RUNS; k++) {
         snprintf(cmd, sizeof(cmd),
                  "%stimeout 30 '%s' ib_send_lat -p %u -d 127.%u.0.201 -e -c UD -s 64 -n 2000 "
@@ -291,7 +291,7 @@ double mdl_measure_hop(const struct op_model_cfg *cfg)
                  "--output=latency 127.%u.0.201 2>/dev/null; r=$?; wait $s; exit $r",
                  pre, cfg->bin, cfg->port + 1, cfg->net + 2, pre, cfg->bin, cfg->port + 1,
                  cfg->net + 2, cfg->net + 2);
-        if (!run(cmd, buf, sizeof(buf)))
+        if (!mdl_run_cmd(cmd, buf, sizeof(buf)))
             return -1;
         char *end;
         v[k] = strtod(buf, &end);
@@ -359,11 +359,11 @@ bool mdl_measure_osu(const struct op_model_cfg *cfg, const struct mdl_job *job,
         snprintf(cmd, sizeof(cmd),
                  "%s'%s' mpirun --nodes %u %s --net %u --port %u -- "
                  "'%s' osu_allreduce -m %llu:%llu%s 2>/dev/null",
-                 nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, job->nodes, flags, cfg->net,
+                 mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, job->nodes, flags, cfg->net,
                  cfg->port + 2, cfg->bin, (unsigned long long)sizes[0],
                  (unsigned long long)sizes[n - 1], iters);
         /* a job that failed to start (Open MPI's own start-up) gets one more try */
-        if (!run(cmd, buf, sizeof(buf)) && !run(cmd, buf, sizeof(buf)))
+        if (!mdl_run_cmd(cmd, buf, sizeof(buf)) && !mdl_run_cmd(cmd, buf, sizeof(buf)))
             return false;
         if (!osu_parse(buf, sizes, n, v[k]))
             return false;

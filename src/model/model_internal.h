@@ -2,6 +2,7 @@
 #ifndef OFFPATH_MODEL_INTERNAL_H
 #define OFFPATH_MODEL_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -11,6 +12,9 @@
 #define MDL_HDR_BYTES 92u
 
 op_status_t mdl_platform_check(const struct op_model_platform *p);
+/* Whether nodes, TORs and SPINEs are SimGrid hosts joined by links (a
+ * cluster, or a namespace topology), not all one loopback host. */
+bool mdl_on_links(const struct op_model_platform *p);
 void mdl_platform_write(const struct op_model_platform *p, unsigned nodes, FILE *f);
 double mdl_host_link_lat(const struct op_model_platform *p);
 unsigned mdl_racks(const struct op_model_platform *p, unsigned nodes);
@@ -36,6 +40,7 @@ struct mdl_run {
     unsigned runnable; /* INC on shared cores: leaders and switches not blocked in a receive */
     double cpu;        /* seconds of CPU spent so far (mdl_cpu) */
     double switch_cpu; /* of which by the switches */
+    void *cpu_host;    /* sg_host_t: a namespace topology's shared cores (NULL: none) */
 };
 
 /* Run inside an initialised SimGrid engine whose platform is loaded. */
@@ -62,6 +67,11 @@ void mdl_host_plan(unsigned alg, unsigned ranks, uint64_t bytes, struct mdl_plan
 
 /* Measurements of this machine with offpath's own tools (measure.c): -1 or
  * false when a run failed. */
+/* Runs a shell command, keeps up to len-1 bytes of its output; false when
+ * it cannot start or exits non-zero. */
+bool mdl_run_cmd(const char *cmd, char *buf, size_t len);
+/* "nice -n N " for the measured processes ("" at 0). */
+const char *mdl_nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t len);
 #define MDL_MEASURE_MAX 16 /* sizes one call measures */
 bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
                      size_t n, double *us, double *cpu_us, double *sw_cpu_us);

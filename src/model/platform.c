@@ -148,9 +148,14 @@ static void write_shared(const struct op_model_platform *p, FILE *f)
             p->shared_cores, p->link_bw, p->wire_lat);
 }
 
+bool mdl_on_links(const struct op_model_platform *p)
+{
+    return p->shared_cores == 0 || p->fwd_frame_s > 0;
+}
+
 void mdl_platform_write(const struct op_model_platform *p, unsigned nodes, FILE *f)
 {
-    if (p->shared_cores > 0) {
+    if (!mdl_on_links(p)) {
         write_shared(p, f);
         return;
     }
@@ -164,6 +169,9 @@ void mdl_platform_write(const struct op_model_platform *p, unsigned nodes, FILE 
         fprintf(f, "<zone id=\"rack%u\" routing=\"Floyd\">\n<host id=\"tor%u\" speed=\"1Gf\"/>\n", r, r);
         for (unsigned n = first; n < end; n++)
             fprintf(f, "<host id=\"n%u\" speed=\"1Gf\"/>\n", n);
+        /* a namespace topology's processes all run on one machine's cores */
+        if (r == 0 && p->shared_cores > 0)
+            fprintf(f, "<host id=\"cpu\" speed=\"1Gf\" core=\"%u\"/>\n", p->shared_cores);
         for (unsigned n = first; n < end; n++)
             fprintf(f, "<link id=\"l%u\" bandwidth=\"%.9gBps\" latency=\"%.9gs\" sharing_policy=\"SPLITDUPLEX\"/>\n",
                     n, p->link_bw, mdl_host_link_lat(p));

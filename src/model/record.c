@@ -32,6 +32,7 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
         if (c->mpi_sock[i] > 0)
             fprintf(f, "mpisocket %llu %.17g\n", b, c->mpi_sock[i]);
     }
+    mdl_topo_write(&c->topo, f);
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t i = 0; i < v->ns; i++)
             fprintf(f, "row %s %u %llu %.17g %.17g %.17g\n", mdl_row_kinds[v->rows[r].kind].name,
@@ -136,9 +137,13 @@ bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_
         n++;
         if (line[0] == '#' || line[0] == '\n')
             continue;
+        bool other = false;
         const char *bad = sscanf(line, "%15s %n", key, &at) != 1 ? "no key"
                           : strcmp(key, "row") == 0     ? row_line(line + at, v)
-                                                        : calib_line(key, line + at, c);
+                                                        : mdl_topo_line(key, line + at, &c->topo,
+                                                                        &other);
+        if (other)
+            bad = calib_line(key, line + at, c);
         if (bad != NULL) {
             snprintf(why, why_len, "line %u: %s", n, bad);
             return false;

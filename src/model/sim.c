@@ -6,6 +6,8 @@
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
 #include <simgrid/mailbox.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,7 @@ bool op_model_available(void)
 const char *mdl_host_of(const struct op_model_platform *p, char kind, int idx, char *buf,
                         size_t len)
 {
-    if (p->shared_cores > 0)
+    if (!mdl_on_links(p))
         snprintf(buf, len, "here");
     else if (kind == 'n')
         snprintf(buf, len, "n%d", idx);
@@ -42,10 +44,16 @@ void mdl_cpu(struct mdl_run *r, double seconds)
     if (seconds <= 0)
         return;
     r->cpu += seconds;
-    if (p->shared_cores > 0)
+    if (r->cpu_host != NULL) { /* the actor's host is its namespace; its CPU the machine's */
+        sg_exec_t e = sg_actor_exec_init(seconds * 1e9);
+        sg_exec_set_host(e, r->cpu_host);
+        sg_exec_start(e);
+        sg_exec_wait(e);
+    } else if (p->shared_cores > 0) {
         sg_actor_execute(seconds * 1e9); /* the host runs 1e9 flops a second a core */
-    else
+    } else {
         sg_actor_sleep_for(seconds);
+    }
 }
 
 void mdl_send(struct mdl_outq *q, void *mailbox, void *msg, long bytes)
@@ -121,6 +129,8 @@ static _Noreturn void child(int fd, const char *platform, const struct op_model_
     simgrid_load_platform(platform);
     struct op_model_result res = {0};
     struct mdl_run r = {.p = p, .nodes = nodes, .ppn = ppn, .sc = sc, .res = &res};
+    if (p->shared_cores > 0 && mdl_on_links(p))
+        r.cpu_host = sg_host_by_name("cpu");
     if (sc->mode == OP_MODEL_HOST)
         mdl_host_simulate(&r);
     else

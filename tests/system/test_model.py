@@ -128,3 +128,34 @@ def test_validate_here_2_to_4_leaders():
             f.write("row socket 2 64 1.0 oops 2\n")
         bad = offpath("model", "validate", "--replay", rec)
         assert bad.returncode == 3 and "line" in bad.stderr, bad.stderr
+
+TOPO_RECORD = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "model_runs",
+                           "2026-11-27-2217-topo.txt")
+TOPO_TABLE = TOPO_RECORD[:-len(".txt")] + ".table"
+
+
+def test_validate_topo_replay():
+    """The namespace topology's rows (`validate --topo`: two racks of 4
+    hosts, 1 Gbit/s links, a switch process in every TOR and SPINE; INC
+    Node mode and Open MPI over TCP, 8 ranks) replayed from the recorded
+    run (measuring takes root, namespaces and ~4 minutes: not in make
+    test): the record's topology lines give both rows at the six validated
+    sizes, predicted on the topology's platform (its switches' measured CPU
+    a frame), the table the run printed; a malformed topo line is refused
+    naming its line."""
+    r = offpath("model", "validate", "--replay", TOPO_RECORD)
+    assert r.returncode in (0, 1), r.stderr
+    rows = [l.split() for l in r.stdout.splitlines() if l.split()[:1] in (["topo-node"], ["topo-host"])]
+    sizes = (4, 64, 1024, 16384, 262144, 1048576)
+    assert [(x[0], int(x[1]), int(x[2])) for x in rows] == [
+        (m, 8, b) for m in ("topo-node", "topo-host") for b in sizes]
+    assert "here-two-racks" in r.stderr and "fwd_frame_s" in r.stderr
+    # the recorded run's own table, to the digit: the fit is deterministic
+    with open(TOPO_TABLE) as f:
+        assert r.stdout == f.read()
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = os.path.join(tmp, "bad.txt")
+        with open(TOPO_RECORD) as f, open(bad, "w") as g:
+            g.write(f.read() + "topo 2097152 1.0 -2 1 1 1 1\n")
+        r = offpath("model", "validate", "--replay", bad)
+        assert r.returncode == 3 and "line" in r.stderr and "topo" in r.stderr, r.stderr

@@ -306,6 +306,67 @@ static void test_two_levels_add_spine_hops(void **state)
     NEAR(sim1(&p, 12, 1, sc, NULL), want);
 }
 
+/* A namespace topology (offpath topo): the processes share 2 cores, the
+ * frames cross rate-limited links through a switch process on the path
+ * that spends fwd_frame_s on each. Every other cost zero but a leader's
+ * packet and the host's message. */
+static void topology(struct op_model_platform *p)
+{
+    assert_int_equal(op_model_preset("here", p), OP_OK);
+    p->rack_nodes = 4;
+    p->link_bw = 125e6;
+    p->spine_bw = 500e6;
+    p->wire_lat = 3e-6;
+    p->fwd_frame_s = 5e-6;
+    p->frame_data = 1448;
+    p->max_data = 1408;
+    p->sw_chunk_s = p->sw_byte_s = p->sw_wake_s = p->wake_s = p->ctx_s = p->runq_s = 0;
+    p->crowd_f = p->check_byte_s = p->leader_byte_s = p->host_wake_s = 0;
+    p->leader_pkt_s = 2e-6;
+    p->host_msg_s = 7e-6;
+    p->host_byte_s = 1e-9;
+}
+
+/* INC under one TOR: the sum of the hops, the switch's work being a frame
+ * cost for each child's chunk. */
+static void test_topology_inc_is_sum_of_hops(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    topology(&p);
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 64};
+    NEAR(sim1(&p, 2, 1, sc, NULL), op_model_one_switch_closed(&p, 2, 64) + 2 * p.fwd_frame_s);
+}
+
+/* The MPI's TCP between two hosts of a rack (recursive doubling: one
+ * exchange): the message's CPU at each end, and the TOR's work on its
+ * frames and their ACKs (one every second frame) overlapping the link's
+ * time: it arrives after the longer of the two (the last frame goes
+ * after the switch's work on it). */
+static void test_topology_tcp_overlaps_frames_and_link(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    topology(&p);
+    for (int fast = 0; fast < 2; fast++) {
+        p.fwd_frame_s = fast ? 1e-6 : 20e-6; /* the link's time a frame: 12.1 us */
+        uint64_t bytes = 14480, frames = 10;
+        double xfer = p.leader_pkt_s + (double)bytes * p.host_byte_s;
+        double fwd = (double)(frames + 5) * p.fwd_frame_s;
+        double wire = (double)(bytes + frames * 66) / p.link_bw;
+        double last = (1448.0 + 66) / p.link_bw; /* leaves after the switch's work */
+        double want = p.host_msg_s + xfer + mdl_host_link_lat(&p) * 2 + fmax(fwd + last, wire) +
+                      xfer;
+        struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RD,
+                                       .bytes = bytes};
+        NEAR(sim1(&p, 2, 1, sc, NULL), want);
+    }
+}
+
 static void test_window_streams_large_messages(void **state)
 {
     (void)state;
@@ -588,6 +649,8 @@ int main(void)
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_platform_file),
         cmocka_unit_test(test_seed_tables),
+        cmocka_unit_test(test_topology_inc_is_sum_of_hops),
+        cmocka_unit_test(test_topology_tcp_overlaps_frames_and_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

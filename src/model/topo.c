@@ -1,0 +1,343 @@
+/* `offpath model validate --topo`: the namespace topology of `offpath
+ * topo` (issue 24) measured and predicted. The topology is
+ * examples/two-racks.topo under a name of this process's own (bench/topo/run
+ * names its own likewise: two at once would collide): 8 hosts under 2 TORs,
+ * each TOR on 2 SPINEs, host links 1 Gbit/s with a 256 KiB queue, fabric
+ * links 2 Gbit/s, a switch process on the path in every TOR and SPINE
+ * (AF_XDP, egress paced at the link's rate). Each round is one job, as
+ * bench/topo/run's: osu_allreduce --compare under `offpath mpirun --topo
+ * FILE --ppn 1`, the MPI's own allreduce (Open MPI over TCP between the
+ * hosts' namespaces, through the switches) and INC Node mode, back to back
+ * at every size. Around the jobs the switches' CPU (/proc/PID/schedstat of
+ * every process in their namespaces) and the frames their ports took
+ * (their counters, written on SIGUSR1) give their CPU a frame. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calib_internal.h"
+
+#define TOPO_ROUNDS 3
+#define TOPO_ITERS 20 /* bench/topo/run's: a job of every size 4 B..1 MiB takes ~60 s */
+#define TOPO_WARMUP 3
+#define TOPO_MAX_BYTES 1048576u
+#define TOPO_RATE_BPS 1e9     /* host links; the fabric's twice that, on each of 2 SPINEs */
+#define TOPO_MAX_DATA 1408u   /* INC data a frame at the links' MTU of 1500 (OFFPATH_MTU) */
+#define TOPO_TCP_MSS 1448u    /* TCP payload a frame at MTU 1500 with timestamps */
+#define TOPO_WINDOW 32u       /* the switches' default window */
+static const char *const topo_switches[] = {"t1", "t2", "s1", "s2"};
+#define N_SWITCHES (sizeof(topo_switches) / sizeof(topo_switches[0]))
+
+static void write_topology(FILE *f, const char *name)
+{
+    fprintf(f, "# offpath model validate --topo: examples/two-racks.topo as %s\ntopo %s\nmtu 1500\n"
+               "spine s1 10.255.0.1\nspine s2 10.255.0.2\ntor t1 10.1.0.254\ntor t2 10.2.0.254\n",
+            name, name);
+    for (unsigned h = 0; h < TOPO_NODES; h++)
+        fprintf(f, "host h%u 10.%u.0.%u\n", h + 1, h / 4 + 1, h % 4 + 1);
+    for (unsigned h = 0; h < TOPO_NODES; h++)
+        fprintf(f, "link h%u t%u rate 1gbit queue 256kb\n", h + 1, h / 4 + 1);
+    for (unsigned t = 1; t <= 2; t++)
+        fprintf(f, "link t%u s1 rate 2gbit queue 512kb\nlink t%u s2 rate 2gbit queue 512kb\n", t, t);
+}
+
+/* ---- the switches' CPU a frame */
+
+static double schedstat_s(long pid)
+{
+    char path[64];
+    unsigned long long ns = 0;
+    snprintf(path, sizeof(path), "/proc/%ld/schedstat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%llu", &ns) != 1)
+        ns = 0;
+    fclose(f);
+    return (double)ns * 1e-9;
+}
+
+/* `offpath switch`: the process SIGUSR1 may go to (it ends others) */
+static bool is_switch(long pid)
+{
+    char path[64], argv[256];
+    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(argv, 1, sizeof(argv) - 1, f);
+    fclose(f);
+    argv[n] = '\0';
+    size_t first = strlen(argv);
+    return first + 1 < n && strcmp(argv + first + 1, "switch") == 0;
+}
+
+/* The frames a switch's ports took: its counters, which it writes on
+ * SIGUSR1 (renamed into place whole); -1 when none came within 3 s. */
+static double switch_frames(const char *topo, long pid, const char *node)
+{
+    char path[160], buf[16384];
+    snprintf(path, sizeof(path), "/run/offpath/topo-%s-%s.json", topo, node);
+    unlink(path);
+    if (kill((pid_t)pid, SIGUSR1) != 0)
+        return -1;
+    FILE *f = NULL;
+    for (int i = 0; i < 300 && (f = fopen(path, "r")) == NULL; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    double frames = 0;
+    for (const char *at = buf; (at = strstr(at, "\"rx_frames\": ")) != NULL; at++)
+        frames += strtod(at + 13, NULL);
+    return frames;
+}
+
+/* Every switch's CPU (s) and frames; false when one cannot be read. */
+static bool switches_now(const char *topo, double *cpu, double *frames)
+{
+    *cpu = *frames = 0;
+    for (size_t s = 0; s < N_SWITCHES; s++) {
+        char cmd[160], out[512];
+        snprintf(cmd, sizeof(cmd), "ip netns pids opt-%s-%s", topo, topo_switches[s]);
+        if (!mdl_run_cmd(cmd, out, sizeof(out)))
+            return false;
+        long sw = 0;
+        char *end;
+        for (const char *p = out;; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            sw = is_switch(pid) ? pid : sw;
+            *cpu += schedstat_s(pid);
+        }
+        double fr = sw > 0 ? switch_frames(topo, sw, topo_switches[s]) : -1;
+        if (fr < 0)
+            return false;
+        *frames += fr;
+    }
+    return true;
+}
+
+/* ---- the jobs */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One job: each size's host and INC Node averages (us). */
+static bool topo_job(const struct op_model_cfg *cfg, const char *file, struct mdl_topo *t,
+                     double host[][TOPO_ROUNDS], double node[][TOPO_ROUNDS], int k)
+{
+    char nice[32], cmd[1024], buf[8192];
+    snprintf(cmd, sizeof(cmd),
+             "%s'%s' mpirun --topo '%s' --ppn 1 -- '%s' osu_allreduce -m 4:%u -i %u -x %u "
+             "--compare 2>/dev/null", mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, file,
+             cfg->bin, TOPO_MAX_BYTES, TOPO_ITERS, TOPO_WARMUP);
+    if (!mdl_run_cmd(cmd, buf, sizeof(buf)))
+        return false;
+    size_t n = 0;
+    for (const char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        char *end;
+        unsigned long long sz = strtoull(line, &end, 10);
+        double h, nd;
+        if (end == line || sscanf(end, "%lf %lf", &h, &nd) != 2 || n >= TOPO_SIZES_MAX)
+            continue;
+        if (k > 0 && t->sizes[n] != sz)
+            return false;
+        t->sizes[n] = sz;
+        host[n][k] = h;
+        node[n++][k] = nd;
+    }
+    if (k > 0 && n != t->n)
+        return false;
+    t->n = n;
+    return n > 0;
+}
+
+static void summarise(const double *runs, double *us, double *lo, double *hi)
+{
+    double v[TOPO_ROUNDS];
+    memcpy(v, runs, sizeof(v));
+    qsort(v, TOPO_ROUNDS, sizeof(v[0]), cmp_double);
+    *us = v[TOPO_ROUNDS / 2];
+    *lo = v[0];
+    *hi = v[TOPO_ROUNDS - 1];
+}
+
+static bool rounds(const struct op_model_cfg *cfg, const char *name, const char *file,
+                   struct mdl_topo *t)
+{
+    double host[TOPO_SIZES_MAX][TOPO_ROUNDS], node[TOPO_SIZES_MAX][TOPO_ROUNDS];
+    double cpu0, frames0, cpu1, frames1;
+    if (!switches_now(name, &cpu0, &frames0))
+        return false;
+    for (int k = 0; k < TOPO_ROUNDS; k++) {
+        fprintf(stderr, "offpath model: measuring the namespace topology, job %d of %d\n", k + 1,
+                TOPO_ROUNDS);
+        if (!topo_job(cfg, file, t, host, node, k))
+            return false;
+    }
+    if (!switches_now(name, &cpu1, &frames1) || !(frames1 > frames0))
+        return false;
+    t->frame_us = (cpu1 - cpu0) / (frames1 - frames0) * 1e6;
+    for (size_t i = 0; i < t->n; i++) {
+        summarise(host[i], &t->host[i], &t->host_lo[i], &t->host_hi[i]);
+        summarise(node[i], &t->node[i], &t->node_lo[i], &t->node_hi[i]);
+    }
+    fprintf(stderr, "offpath model: the switches' CPU a frame: %.2f us\n", t->frame_us);
+    return t->frame_us > 0;
+}
+
+bool mdl_topo_measure(const struct op_model_cfg *cfg, struct mdl_topo *t)
+{
+    char name[16], file[64], cmd[512], out[4096], nice[32];
+    snprintf(name, sizeof(name), "mv%ld", (long)getpid() % 100000);
+    snprintf(file, sizeof(file), "/tmp/offpath-model-%s.topo", name);
+    FILE *f = fopen(file, "w");
+    if (f == NULL)
+        return false;
+    write_topology(f, name);
+    if (fclose(f) != 0)
+        return false;
+    memset(t, 0, sizeof(*t));
+    snprintf(cmd, sizeof(cmd), "%s'%s' topo up '%s' 2>&1", mdl_nice_prefix(cfg, nice, sizeof(nice)),
+             cfg->bin, file);
+    bool ok = mdl_run_cmd(cmd, out, sizeof(out));
+    if (!ok)
+        fprintf(stderr, "offpath model: --topo: topo up failed (it needs root and network "
+                        "namespaces):\n%s", out);
+    ok = ok && rounds(cfg, name, file, t);
+    snprintf(cmd, sizeof(cmd), "'%s' topo down '%s' 2>&1", cfg->bin, file);
+    mdl_run_cmd(cmd, out, sizeof(out));
+    unlink(file);
+    return ok;
+}
+
+/* ---- the record */
+
+void mdl_topo_write(const struct mdl_topo *t, FILE *f)
+{
+    if (t->n == 0)
+        return;
+    fprintf(f, "topoframe %.17g\n", t->frame_us);
+    for (size_t i = 0; i < t->n; i++)
+        fprintf(f, "topo %llu %.17g %.17g %.17g %.17g %.17g %.17g\n",
+                (unsigned long long)t->sizes[i], t->host[i], t->node[i], t->host_lo[i],
+                t->host_hi[i], t->node_lo[i], t->node_hi[i]);
+}
+
+const char *mdl_topo_line(const char *key, const char *rest, struct mdl_topo *t, bool *not_mine)
+{
+    unsigned long long b;
+    double x[6];
+    *not_mine = false;
+    if (strcmp(key, "topoframe") == 0)
+        return sscanf(rest, "%lf", &t->frame_us) == 1 && t->frame_us > 0 && isfinite(t->frame_us)
+                   ? NULL : "topoframe: US expected";
+    if (strcmp(key, "topo") != 0) {
+        *not_mine = true;
+        return NULL;
+    }
+    if (sscanf(rest, "%llu %lf %lf %lf %lf %lf %lf", &b, &x[0], &x[1], &x[2], &x[3], &x[4],
+               &x[5]) != 7)
+        return "topo: BYTES HOST NODE HOST_LO HOST_HI NODE_LO NODE_HI expected";
+    for (int i = 0; i < 6; i++)
+        if (!(x[i] > 0) || !isfinite(x[i]))
+            return "topo: a time not positive";
+    if (t->n == TOPO_SIZES_MAX || (t->n > 0 && b <= t->sizes[t->n - 1]))
+        return "topo: sizes ascending, at most 24";
+    size_t i = t->n++;
+    t->sizes[i] = b;
+    t->host[i] = x[0], t->node[i] = x[1], t->host_lo[i] = x[2], t->host_hi[i] = x[3];
+    t->node_lo[i] = x[4], t->node_hi[i] = x[5];
+    return NULL;
+}
+
+/* ---- the platform and the rows */
+
+static bool validated(uint64_t bytes)
+{
+    for (size_t i = 0; i < N_SIZES; i++)
+        if (mdl_val_sizes[i] == bytes)
+            return true;
+    return false;
+}
+
+/* The MPI's TCP path's costs are Open MPI's, not offpath's host path's:
+ * fitted on the sizes between the validated ones (8 B, 16 B, ..., 512 KiB),
+ * measured in the same jobs. */
+struct host_fit {
+    const struct mdl_topo *t;
+};
+
+static double host_misfit(const struct op_model_platform *p, const void *data)
+{
+    const struct mdl_topo *t = ((const struct host_fit *)data)->t;
+    struct op_model_scenario sc[TOPO_SIZES_MAX];
+    struct op_model_result r[TOPO_SIZES_MAX];
+    double meas[TOPO_SIZES_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (!validated(t->sizes[i])) {
+            sc[n] = (struct op_model_scenario){.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OMPI,
+                                               .bytes = t->sizes[i]};
+            meas[n++] = t->host[i];
+        }
+    if (n == 0 || op_model_simulate(p, TOPO_NODES, 1, sc, n, r) != OP_OK)
+        return INFINITY;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += mdl_sq_log(r[i].latency_s * 1e6, meas[i]);
+    return sum;
+}
+
+bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_topo *t,
+                       struct op_model_platform *p)
+{
+    if (t->n == 0)
+        return false;
+    *p = *here;
+    snprintf(p->name, sizeof(p->name), "here-two-racks");
+    p->link_bw = TOPO_RATE_BPS / 8;
+    p->spine_bw = 2 * 2 * TOPO_RATE_BPS / 8; /* a TOR's two 2 Gbit/s links, ECMP */
+    p->rack_nodes = 4;
+    p->max_data = TOPO_MAX_DATA;
+    p->frame_data = TOPO_TCP_MSS;
+    p->window = TOPO_WINDOW;
+    /* a switch process's cost is the measured one a frame (the average
+     * over the bulk of forwarded frames, where a wake serves many: its
+     * wake-up, sw_wake_s, stays), plus on an INC frame the engine's work,
+     * the same code as the loopback switch's (sw_chunk_s, sw_byte_s) */
+    p->fwd_frame_s = t->frame_us * 1e-6;
+    p->check_byte_s = 0; /* osu_allreduce does not check between calls, as inc_test does */
+    struct host_fit hf = {t};
+    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
+    mdl_search(p, &hf, host, 3, host_misfit, 6);
+    return true;
+}
+
+void mdl_topo_rows(const struct mdl_topo *t, struct vrow *node, struct vrow *host, uint64_t *sizes,
+                   size_t *ns)
+{
+    *node = (struct vrow){.kind = ROW_TOPO_NODE, .nodes = TOPO_NODES};
+    *host = (struct vrow){.kind = ROW_TOPO_HOST, .nodes = TOPO_NODES};
+    *ns = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!validated(t->sizes[i]))
+            continue;
+        size_t k = (*ns)++;
+        sizes[k] = t->sizes[i];
+        node->us[k] = t->node[i], node->lo[k] = t->node_lo[i], node->hi[k] = t->node_hi[i];
+        host->us[k] = t->host[i], host->lo[k] = t->host_lo[i], host->hi[k] = t->host_hi[i];
+    }
+}
