@@ -299,6 +299,23 @@ static void test_peer_known_from_the_req(void **state)
     rsim_free(&f.s);
 }
 
+/* Connection conn of cm[0] asks cm[1] (listening on its slot 0) with side
+ * s: the REQ is REJected with this reason text, the listener keeps
+ * listening, having sent rej_sent REJs so far. */
+static void expect_rejected(struct cmfx *f, int conn, struct op_rdma_cm_side *s,
+                            const char *reason, uint64_t rej_sent)
+{
+    assert_int_equal(op_rdma_cm_connect(f->cm[0], conn, s, RSIM_IP_B, OP_ROCE_UDP_PORT,
+                                        f->s.now, &f->s.q),
+                     OP_OK);
+    struct settled w = {f, {1, 0}};
+    assert_true(rsim_run(&f->s, all_settled, &w, LIMIT_NS));
+    assert_int_equal(op_rdma_cm_state(f->cm[0], conn), OP_RDMA_CM_FAILED);
+    assert_non_null(strstr(op_rdma_cm_error(f->cm[0], conn), reason));
+    assert_int_equal(op_rdma_cm_state(f->cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
+    assert_int_equal(op_rdma_cm_counters(f->cm[1])[OP_RDMA_CM_C_cm_rej_sent], rej_sent);
+}
+
 /* A REQ for another service (rdma_cm's port) is REJected with reason 8
  * and takes no listening slot. */
 static void test_other_service_is_rejected(void **state)
@@ -315,15 +332,7 @@ static void test_other_service_is_rejected(void **state)
     struct op_rdma_cm_side s = side(0x40, 0x80);
     assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK);
     s = side(0x20, 0);
-    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
-                                        &f.s.q),
-                     OP_OK);
-    struct settled w = {&f, {1, 0}};
-    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
-    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
-    assert_non_null(strstr(op_rdma_cm_error(f.cm[0], 0), "REJ reason 8: invalid service ID"));
-    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
-    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    expect_rejected(&f, 0, &s, "REJ reason 8: invalid service ID", 1);
     assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_unknown], 1);
     rsim_free(&f.s);
 }
@@ -343,16 +352,7 @@ static void test_transport_type_is_matched(void **state)
     assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK); /* RC */
     s = side(0x20, 0);
     s.transport = 1;
-    assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
-                                        &f.s.q),
-                     OP_OK);
-    struct settled w = {&f, {1, 0}};
-    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
-    assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_FAILED);
-    assert_non_null(
-        strstr(op_rdma_cm_error(f.cm[0], 0), "REJ reason 9: invalid transport service type"));
-    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* still listening */
-    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    expect_rejected(&f, 0, &s, "REJ reason 9: invalid transport service type", 1);
     s = side(0x21, 0); /* RC, as the listener */
     assert_int_equal(op_rdma_cm_connect(f.cm[0], 1, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
                                         &f.s.q),
@@ -379,6 +379,7 @@ static void test_transport_type_is_matched(void **state)
     assert_int_equal(op_rdma_cm_connect(f.cm[0], 0, &s, RSIM_IP_B, OP_ROCE_UDP_PORT, f.s.now,
                                         &f.s.q),
                      OP_OK);
+    struct settled w = {&f, {1, 0}};
     assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
     assert_int_equal(op_rdma_cm_state(f.cm[0], 0), OP_RDMA_CM_ESTABLISHED);
     assert_int_equal(op_rdma_cm_peer(f.cm[1], 0, &peer, &ip, &port), OP_OK);
