@@ -213,14 +213,18 @@ def test_multi_qp_bidirectional():
     assert c["pkts_out"] >= 4 * 300 * 8
 
 
+# Longer than the probe floor's cap (32 ms), shorter than the 67-ms -u timer.
+STOP_S = 0.05
+
+
 def test_late_receiver_probes_undone():
-    """The server stopped (SIGSTOP, by PID) for 20 ms mid-run, as a process
+    """The server stopped (SIGSTOP, by PID) for STOP_S mid-run, as a process
     waiting for a core: the client's probes each resend the oldest packet
     alone, the ACK that comes after SIGCONT covers what was not resent, so
     the probes are undone; nothing was lost and no window went back (every
     resent packet is one duplicate at the server)."""
     port = next_port()
-    base = [str(a) for a in [BIN, "ib_write_bw", "-s", 1 << 20, "-n", 3000, "-p", port]]
+    base = [str(a) for a in [BIN, "ib_write_bw", "-s", 1 << 20, "-n", 8000, "-p", port]]
     server = subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         client = subprocess.Popen(base + ["127.0.0.1"], stdout=subprocess.PIPE,
@@ -230,9 +234,9 @@ def test_late_receiver_probes_undone():
             line = client.stdout.readline()
             assert line, "the client ended before its table"
             head += line
-        time.sleep(0.1)  # under way (3000 MiB take 0.5 s or more here)
+        time.sleep(0.1)  # under way (8000 MiB take 1.3 s or more here; 3000 ended too soon, idle)
         os.kill(server.pid, 19)  # SIGSTOP
-        time.sleep(0.02)
+        time.sleep(STOP_S)
         os.kill(server.pid, 18)  # SIGCONT
         client.wait(timeout=120)  # its report is small: the pipes never fill
         cout, cerr = head + client.stdout.read(), client.stderr.read()
