@@ -116,7 +116,8 @@ struct op_io_xdp_info {
 };
 OP_API bool op_io_xdp_info(const struct op_io *io, struct op_io_xdp_info *out);
 /* What the AF_XDP path did besides the ring. rx_refused: frames the ring
- * brought that were not ours or not valid (op_frame_verdict); rx_ring_full
+ * brought that were not ours or not valid (op_frame_verdict), and jumbo
+ * frames whose pieces did not fit a frame buffer; rx_ring_full
  * and rx_kernel_dropped are the kernel's (lost because our ring was full,
  * other drops on the way to it); tx_no_room: no free frame or TX ring slot,
  * or a packet too big; the via_kernel ones went through the UDP socket

@@ -21,7 +21,7 @@
 #define OP_NSTOPO_TOPO_MAX 24
 #define OP_NSTOPO_MAX_PATHS 8 /* equal-cost next hops a route keeps */
 #define OP_NSTOPO_MTU_DEFAULT 1500
-#define OP_NSTOPO_MTU_MAX 3800 /* a frame an AF_XDP switch port reads whole */
+#define OP_NSTOPO_MTU_MAX 9000 /* jumbo: a switch port gathers a frame of several AF_XDP buffers */
 
 enum op_nstopo_role { OP_NSTOPO_HOST, OP_NSTOPO_TOR, OP_NSTOPO_SPINE };
 

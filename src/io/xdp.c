@@ -203,14 +203,10 @@ static int xdp_send_frames(struct op_io *io, const struct op_frame *f, int n)
     int sent = 0;
     for (int i = 0; i < n; i++) {
         uint32_t q = f[i].queue % x->port.n_xsk;
-        uint64_t addr;
-        uint8_t *frame = f[i].len <= XSK_FRAME_ROOM ? xsk_tx_frame(&x->port.xsk[q], &addr) : NULL;
-        if (frame == NULL) {
+        if (!xsk_tx_copy(&x->port.xsk[q], f[i].data, f[i].len)) {
             x->xc[OP_IO_XDP_C_tx_no_room]++;
             continue;
         }
-        memcpy(frame, f[i].data, f[i].len);
-        xsk_tx_put(&x->port.xsk[q], addr, f[i].len);
         touched |= 1ull << q;
         sent++;
     }
@@ -322,7 +318,9 @@ static op_status_t xdp_open(const struct op_io_xdp_config *c, bool payloads, str
     snprintf(x->port.ifname, sizeof x->port.ifname, "%s", c->ifname);
     if ((!payloads || (st = open_kernel_path(x)) == OP_OK) &&
         (st = xdp_port_open(&x->port, c, payloads ? &c->addr : NULL, c->port)) == OP_OK) {
-        x->io.link_mtu = x->port.mtu;
+        /* a payload goes in one frame; whole frames may span several */
+        uint32_t one = XSK_FRAME_ROOM - OP_ETH_HDR_LEN;
+        x->io.link_mtu = payloads && x->port.mtu > one ? one : x->port.mtu;
         x->io.has_mac = true;
         memcpy(x->io.mac, x->port.mac, 6);
         memcpy(x->l2.src_mac, x->port.mac, 6);
@@ -413,6 +411,8 @@ void op_io_xdp_counters(const struct op_io *io, uint64_t out[OP_IO_XDP_C_COUNT_]
     memcpy(out, x->xc, sizeof x->xc);
     out[OP_IO_XDP_C_native] = x->port.bpf.native;
     xdp_port_stats(&x->port, &out[OP_IO_XDP_C_rx_ring_full], &out[OP_IO_XDP_C_rx_kernel_dropped]);
+    for (uint32_t q = 0; q < x->port.n_xsk; q++)
+        out[OP_IO_XDP_C_rx_refused] += x->port.xsk[q].sg_refused;
 }
 
 bool op_io_xdp_info(const struct op_io *io, struct op_io_xdp_info *out)

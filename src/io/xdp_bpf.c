@@ -129,7 +129,7 @@ static size_t program_all(struct bpf_insn *out, int map_fd)
 
 #define PROGRAM_MAX 32
 
-static int load_program(int map_fd, const struct op_addr *addr, uint16_t port,
+static int load_program(int map_fd, const struct op_addr *addr, uint16_t port, bool frags,
                         const struct op_log *log)
 {
     struct bpf_insn prog[PROGRAM_MAX];
@@ -140,6 +140,8 @@ static int load_program(int map_fd, const struct op_addr *addr, uint16_t port,
     union bpf_attr a;
     memset(&a, 0, sizeof a);
     a.prog_type = BPF_PROG_TYPE_XDP;
+    /* its loads stay in the first buffer, the headers: valid with frags */
+    a.prog_flags = frags ? BPF_F_XDP_HAS_FRAGS : 0;
     a.insns = (uint64_t)(uintptr_t)prog;
     a.insn_cnt = (uint32_t)n;
     a.license = (uint64_t)(uintptr_t)"Dual MIT/GPL";
@@ -184,12 +186,12 @@ static int attach(int prog_fd, int ifindex, unsigned flags)
 }
 
 op_status_t xdp_bpf_setup(struct xdp_bpf *b, int ifindex, const struct op_addr *addr,
-                          uint16_t port, const struct op_log *log)
+                          uint16_t port, bool frags, const struct op_log *log)
 {
     b->map_fd = b->prog_fd = b->link_fd = -1;
     if ((b->map_fd = create_map(log)) < 0)
         return op_status_from_errno(-b->map_fd);
-    if ((b->prog_fd = load_program(b->map_fd, addr, port, log)) < 0)
+    if ((b->prog_fd = load_program(b->map_fd, addr, port, frags, log)) < 0)
         return op_status_from_errno(-b->prog_fd);
     /* Native mode where the driver has it (veth, real NICs); the generic
      * hook otherwise (lo, any device). */

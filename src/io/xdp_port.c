@@ -33,8 +33,11 @@ static op_status_t read_link(struct xdp_port *p)
         return fail_with(p, "reading the interface's MAC", e);
     if (p->mtu == 0)
         return fail_with(p, "reading the interface's MTU", EINVAL);
-    if (p->mtu > XSK_FRAME_ROOM - OP_ETH_HDR_LEN)
-        p->mtu = XSK_FRAME_ROOM - OP_ETH_HDR_LEN; /* what one frame holds */
+    if (p->mtu > XSK_SG_MAX - OP_ETH_HDR_LEN)
+        p->mtu = XSK_SG_MAX - OP_ETH_HDR_LEN; /* what a frame buffer holds */
+    /* a jumbo MTU (a RoCE fabric's 9000) spans UMEM frames: the program and
+     * the sockets must take frames of several buffers */
+    p->sg = p->mtu > XSK_FRAME_ROOM - OP_ETH_HDR_LEN;
     return OP_OK;
 }
 
@@ -57,7 +60,7 @@ static op_status_t open_queue(struct xdp_port *p, const struct op_io_xdp_config 
 {
     const char *what = "";
     struct xsk *s = &p->xsk[p->n_xsk++];
-    op_status_t st = xsk_open(s, p->ifindex, q, rx_frames, c->zero_copy, &what);
+    op_status_t st = xsk_open(s, p->ifindex, q, rx_frames, c->zero_copy, p->sg, &what);
     if (st != OP_OK) {
         char step[96];
         snprintf(step, sizeof step, "queue %u: %s", q, what);
@@ -90,7 +93,7 @@ op_status_t xdp_port_open(struct xdp_port *p, const struct op_io_xdp_config *c,
     if ((p->ifindex = (int)if_nametoindex(p->ifname)) == 0)
         return fail_with(p, "no such interface", errno);
     op_status_t st = read_link(p);
-    if (st != OP_OK || (st = xdp_bpf_setup(&p->bpf, p->ifindex, steer, port, p->log)) != OP_OK)
+    if (st != OP_OK || (st = xdp_bpf_setup(&p->bpf, p->ifindex, steer, port, p->sg, p->log)) != OP_OK)
         return st;
     if (nq > 1 && (p->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
         return fail_with(p, "epoll set", errno);

@@ -13,7 +13,8 @@ struct xdp_port {
     char ifname[IF_NAMESIZE];
     int ifindex;
     uint8_t mac[6];
-    uint32_t mtu;
+    uint32_t mtu; /* the link's, up to XSK_SG_MAX's frame */
+    bool sg;      /* the MTU is over one UMEM frame: frames of several descriptors */
     const struct op_log *log; /* where setup failures go (not owned) */
     struct xdp_bpf bpf;
     struct xsk xsk[XDP_MAX_QUEUES];

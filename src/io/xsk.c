@@ -4,6 +4,7 @@
  * engine. */
 #include <errno.h>
 #include <linux/if_xdp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,6 +17,13 @@
 #endif
 #ifndef SOL_XDP
 #define SOL_XDP 283
+#endif
+
+#ifndef XDP_USE_SG /* Linux 6.6's; older headers lack them */
+#define XDP_USE_SG (1u << 4)
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1u << 0)
 #endif
 
 #define XSK_TX_RING_LEN 2048u
@@ -45,22 +53,56 @@ static bool frame_in_umem(const struct xsk *s, uint64_t addr, uint32_t len)
     return addr < umem_len(s) && len <= XSK_FRAME && (addr & (XSK_FRAME - 1)) + len <= XSK_FRAME;
 }
 
+/* The descriptors of the frame that starts from descriptors past the ring's
+ * head: 1 unless the socket is sg and the frame continues (XDP_PKT_CONTD);
+ * 0 while its last one has not come. */
+static uint32_t frame_descs(struct xsk *s, uint32_t from, uint32_t ready)
+{
+    for (uint32_t k = 0; from + k < ready;) {
+        const struct xdp_desc *d = desc_slot(&s->rx, s->rx.head + from + k++);
+        if (s->gather == NULL || !(d->options & XDP_PKT_CONTD))
+            return k;
+    }
+    return 0;
+}
+
+/* A frame of k descriptors to take: in place when it is one, else gathered
+ * whole (a jumbo frame) or refused if a piece is not where it may be. */
+static void deliver(struct xsk *s, uint32_t at, uint32_t k, xsk_take_fn take, void *ctx)
+{
+    const struct xdp_desc *d = desc_slot(&s->rx, at);
+    if (k == 1) {
+        if (frame_in_umem(s, d->addr, d->len))
+            take(ctx, s->umem + d->addr, d->len);
+        return;
+    }
+    uint32_t len = 0;
+    for (uint32_t i = 0; i < k; i++, d = desc_slot(&s->rx, at + i)) {
+        if (!frame_in_umem(s, d->addr, d->len) || d->len > XSK_SG_MAX - len) {
+            s->sg_refused++;
+            return;
+        }
+        memcpy(s->gather + len, s->umem + d->addr, d->len);
+        len += d->len;
+    }
+    take(ctx, s->gather, len);
+}
+
 uint32_t xsk_rx(struct xsk *s, uint32_t max, xsk_take_fn take, void *ctx)
 {
     uint32_t ready = load_acquire(s->rx.prod) - s->rx.head;
-    uint32_t n = ready < max ? ready : max;
-    if (n == 0)
+    uint32_t used = 0, frames = 0;
+    for (uint32_t k; frames < max && (k = frame_descs(s, used, ready)) > 0; used += k, frames++)
+        deliver(s, s->rx.head + used, k, take, ctx);
+    if (used == 0)
         return 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const struct xdp_desc *d = desc_slot(&s->rx, s->rx.head + i);
-        if (frame_in_umem(s, d->addr, d->len))
-            take(ctx, s->umem + d->addr, d->len);
-        *addr_slot(&s->fill, s->fill.head++) = d->addr & ~(uint64_t)(XSK_FRAME - 1);
-    }
-    s->rx.head += n;
+    for (uint32_t i = 0; i < used; i++)
+        *addr_slot(&s->fill, s->fill.head++) =
+            desc_slot(&s->rx, s->rx.head + i)->addr & ~(uint64_t)(XSK_FRAME - 1);
+    s->rx.head += used;
     store_release(s->rx.cons, s->rx.head);
     store_release(s->fill.prod, s->fill.head);
-    return n;
+    return frames;
 }
 
 static void reclaim_tx(struct xsk *s)
@@ -88,6 +130,26 @@ uint8_t *xsk_tx_frame(struct xsk *s, uint64_t *addr)
 void xsk_tx_put(struct xsk *s, uint64_t addr, uint32_t len)
 {
     *desc_slot(&s->tx, s->tx.head++) = (struct xdp_desc){.addr = addr, .len = len};
+}
+
+bool xsk_tx_copy(struct xsk *s, const uint8_t *frame, uint32_t len)
+{
+    uint32_t pieces = len <= XSK_FRAME_ROOM ? 1
+                      : s->gather != NULL && len <= XSK_SG_MAX
+                          ? (len + XSK_FRAME_ROOM - 1) / XSK_FRAME_ROOM
+                          : 0;
+    if (s->n_free < pieces)
+        reclaim_tx(s);
+    if (pieces == 0 || s->n_free < pieces || s->tx.head - load_acquire(s->tx.cons) + pieces > s->tx.mask + 1)
+        return false; /* too long, or the kernel is behind */
+    for (uint32_t i = 0, off = 0; i < pieces; i++, off += XSK_FRAME_ROOM) {
+        uint64_t addr = s->free_tx[--s->n_free];
+        uint32_t n = len - off < XSK_FRAME_ROOM ? len - off : XSK_FRAME_ROOM;
+        memcpy(s->umem + addr, frame + off, n);
+        *desc_slot(&s->tx, s->tx.head++) = (struct xdp_desc){
+            .addr = addr, .len = n, .options = i + 1 < pieces ? XDP_PKT_CONTD : 0};
+    }
+    return true;
 }
 
 bool xsk_tx_pending(const struct xsk *s) { return load_acquire(s->tx.cons) != s->tx.head; }
@@ -199,20 +261,23 @@ static op_status_t make_rings(struct xsk *s, const char **what)
  * otherwise: copy mode then). */
 static op_status_t bind_queue(struct xsk *s, int ifindex, bool zero_copy, const char **what)
 {
+    uint16_t sg = s->gather != NULL ? XDP_USE_SG : 0;
     struct sockaddr_xdp sx = {.sxdp_family = AF_XDP, .sxdp_ifindex = (uint32_t)ifindex,
-                              .sxdp_queue_id = s->queue, .sxdp_flags = XDP_ZEROCOPY};
+                              .sxdp_queue_id = s->queue, .sxdp_flags = XDP_ZEROCOPY | sg};
     if (zero_copy && bind(s->fd, (struct sockaddr *)&sx, sizeof sx) == 0) {
         s->zero_copy = true;
         return OP_OK;
     }
-    sx.sxdp_flags = XDP_COPY;
+    sx.sxdp_flags = XDP_COPY | sg;
     if (bind(s->fd, (struct sockaddr *)&sx, sizeof sx) != 0)
-        return fail(what, "binding the AF_XDP socket to its queue");
+        return fail(what, sg ? "binding the AF_XDP socket to its queue with XDP_USE_SG (an MTU "
+                               "over one frame needs Linux 6.6 or later)"
+                             : "binding the AF_XDP socket to its queue");
     return OP_OK;
 }
 
 op_status_t xsk_open(struct xsk *s, int ifindex, uint32_t queue, uint32_t rx_frames,
-                     bool zero_copy, const char **what)
+                     bool zero_copy, bool sg, const char **what)
 {
     memset(s, 0, sizeof *s);
     s->queue = queue;
@@ -220,6 +285,8 @@ op_status_t xsk_open(struct xsk *s, int ifindex, uint32_t queue, uint32_t rx_fra
     s->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (s->fd < 0)
         return fail(what, "AF_XDP socket");
+    if (sg && (s->gather = malloc(XSK_SG_MAX)) == NULL)
+        return fail(what, "a buffer for frames of several descriptors");
     op_status_t st = make_rings(s, what);
     return st == OP_OK ? bind_queue(s, ifindex, zero_copy, what) : st;
 }
@@ -241,6 +308,8 @@ void xsk_close(struct xsk *s)
         close(s->fd);
     if (s->umem != NULL)
         munmap(s->umem, umem_len(s));
+    free(s->gather);
     s->fd = -1;
     s->umem = NULL;
+    s->gather = NULL;
 }

@@ -14,6 +14,10 @@
 #define XSK_FRAME_ROOM (XSK_FRAME - 256u) /* copy mode leaves XDP_PACKET_HEADROOM */
 #define XSK_TX_FRAMES 2048u
 #define XSK_DEFAULT_RX_FRAMES 2048u
+/* A frame over one UMEM frame (a jumbo MTU) spans several descriptors
+ * (XDP_USE_SG, Linux 6.6): gathered on receive, split on send; up to this
+ * many bytes. */
+#define XSK_SG_MAX 9216u
 
 struct xsk_ring {
     uint32_t *prod, *cons, *flags;
@@ -33,13 +37,17 @@ struct xsk {
     struct xsk_ring fill, comp, rx, tx;
     uint64_t free_tx[XSK_TX_FRAMES];
     uint32_t n_free;
+    uint8_t *gather; /* bound with XDP_USE_SG: a multi-descriptor frame made whole */
+    uint64_t sg_refused; /* multi-descriptor frames over XSK_SG_MAX or cut short */
 };
 
 /* Socket, UMEM and rings bound to queue of ifindex: zero-copy first when
- * asked (copy mode where the driver has none). On failure *what names the
- * step, the errno is in the status, and xsk_close undoes what was done. */
+ * asked (copy mode where the driver has none); sg: frames of several
+ * descriptors (an MTU over what one frame holds). On failure *what names
+ * the step, the errno is in the status, and xsk_close undoes what was
+ * done. */
 op_status_t xsk_open(struct xsk *s, int ifindex, uint32_t queue, uint32_t rx_frames,
-                     bool zero_copy, const char **what);
+                     bool zero_copy, bool sg, const char **what);
 void xsk_close(struct xsk *s);
 
 /* Up to max received frames, each handed to take (which copies what it
@@ -52,6 +60,9 @@ uint32_t xsk_rx(struct xsk *s, uint32_t max, xsk_take_fn take, void *ctx);
  * publishes what was put and kicks the kernel. */
 uint8_t *xsk_tx_frame(struct xsk *s, uint64_t *addr);
 void xsk_tx_put(struct xsk *s, uint64_t addr, uint32_t len);
+/* A whole frame copied onto the ring, over several descriptors where it is
+ * longer than one frame and the socket is sg; false: no room (nothing put). */
+bool xsk_tx_copy(struct xsk *s, const uint8_t *frame, uint32_t len);
 void xsk_tx_flush(struct xsk *s);
 bool xsk_tx_pending(const struct xsk *s); /* frames on the ring the kernel has not taken */
 void xsk_tx_kick(struct xsk *s);          /* completions reclaimed, the kernel kicked */

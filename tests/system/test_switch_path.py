@@ -286,3 +286,41 @@ def test_ecn_narrows_both_jobs_windows(topo):
         assert rep["leader_congested_results"] > 0 and rep["leader_window_cuts"] > 0
     for report in (t1, t2, s1):
         assert_ports_balance(report)
+
+
+def jumbo(text):
+    """The example at a RoCE fabric's MTU, 9000: frames of several AF_XDP buffers."""
+    return text.replace("topo two_racks\n", "topo two_racks\nmtu 9000\n")
+
+
+def test_jumbo_frames_cross_the_switches_whole(topo):
+    """At MTU 9000 a frame spans three of a switch port's 4 KiB AF_XDP
+    buffers: gathered on the way in, split on the way out, never cut."""
+    path, name = topo(open(EXAMPLE).read(), jumbo)
+    r = offpath("topo", "up", path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    # don't fragment: the 9000-byte frame crosses three switches whole
+    r = run_in(path, "h1", "ping", "-c", "3", "-i", "0.2", "-W", "2", "-M", "do", "-s", "8972",
+               "10.2.0.4")
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    r = run_in(path, "h3", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do", "-s",
+               "8952", "fd00:2::2")
+    assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
+    size = 4 << 20
+    n, digest = tcp_transfer(path, "h2", "h7", "10.2.0.3", size)
+    assert n == size
+    assert digest == hashlib.sha256(bytes(range(256)) * (size // 256)).hexdigest()
+    # INC's largest chunk, 4 KiB (RoCE's MTU), in one frame: 8 KiB is 2 a leader
+    r = offpath("inc_test", "--topo", path, "--iters", "40", "--count", "2048", "--json",
+                timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+    assert offpath("topo", "down", path, timeout=60).returncode == 0
+    for node in ("t1", "t2", "s1", "s2"):
+        report = exit_counters(name, node)
+        assert_ports_balance(report)
+        assert all(c["rx_ring_lost"] == 0 for c in report["ports"].values()), report
+    # t1's four leaders: 2 chunks a call each (3 if a chunk had to fit 3712 bytes)
+    calls = rep["allreduces_done"] // 8
+    assert 4 * 2 * calls <= exit_counters(name, "t1")["contributions"] < 4 * 3 * calls
