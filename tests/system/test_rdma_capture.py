@@ -154,10 +154,11 @@ def assert_corruption_caught(pcap, tmp_path, rep, select, nth=3):
 # the decoder itself, on packets scapy builds (its contrib RoCE layer seals
 # the ICRC, so this also checks roce_decode's ICRC against scapy's)
 
-def _rc_packets(mtu=256, psn0=0xfffffa, qa=0x11, qb=0x12, retransmit=True):
+def _rc_packets(mtu=256, psn0=0xfffffa, qa=0x11, qb=0x12, retransmit=True, probe=False):
     """An RC conversation A (127.0.0.1:50000) <-> B (127.0.0.1:4791): a
     3-packet WRITE, a 2-packet SEND (its MIDDLE+LAST retransmitted), a READ
-    of 2.5 MTU with its response, ACKs; PSNs wrap past 2^24."""
+    of 2.5 MTU with its response, ACKs; PSNs wrap past 2^24. probe: then the
+    SEND's first packet once more, and a WRITE at the next new PSN."""
     from scapy.all import IP, UDP, Ether, Raw
     from scapy.contrib.roce import BTH
     A, B = ("127.0.0.1", 50000), ("127.0.0.1", 4791)
@@ -196,7 +197,21 @@ def _rc_packets(mtu=256, psn0=0xfffffa, qa=0x11, qb=0x12, retransmit=True):
     # a WRITE_ONLY of 5 bytes (pad 3) and its ACK
     add(A, B, 0x0a, psn, qb, reth(5), b"12345", ackreq=1)
     add(B, A, 0x11, psn, qa, aeth(4))
+    if probe:  # an old packet probes the responder, then the requester goes on
+        add(A, B, 0x00, psn - 5, qb, b"", b"s" * mtu)
+        add(A, B, 0x0a, psn + 1, qb, reth(5), b"67890", ackreq=1)
+        add(B, A, 0x11, psn + 1, qa, aeth(5))
     return pkts
+
+
+@needs_scapy
+def test_decoder_takes_a_probe_then_new_psns(tmp_path):
+    """A requester that re-sends one old packet (a tail-loss probe) and then
+    sends the next new PSN skipped nothing: no gap, one retransmission."""
+    pkts = _rc_packets(retransmit=False, probe=True)
+    rep = rd.decode_pcap(_write(tmp_path, "probe.pcap", pkts))
+    assert rep.ok and rep.lost == 0 and rep.psns_missing == 0, rep.summary()
+    assert rep.retransmitted == 1 and rep.go_backs == 1, rep.summary()
 
 
 def _write(tmp_path, name, pkts):

@@ -166,7 +166,7 @@ def test_af_xdp_frames_are_valid_rocev2_to_a_socket_peer(veth, tmp_path, xdp_sid
     check_ok(client, "client")
     assert counters(server[1])["drop_icrc"] == 0 and counters(client[1])["drop_icrc"] == 0
     rep = rd.decode_pcap(str(pcap))
-    assert rep.ok, rep.summary()
+    assert rep.ok, rep.summary() + repr((counters(server[1]), counters(client[1])))
     assert rep.packets == rep.icrc_ok and rep.packets >= 50 * 8, rep.summary()
     assert rep.counts["RC_RDMA_WRITE_FIRST"] >= 50 and rep.psns_missing == 0, rep.summary()
     assert all(m == 1024 for m in rep.mtus.values()), rep.mtus
