@@ -58,7 +58,8 @@ OP_API void op_inc_config_default(struct op_inc_config *cfg);
     X(allreduces)                                                                                  \
     X(stalls)                                                                                      \
     X(congested_results) /* results a queue on the way marked */                                  \
-    X(window_cuts)       /* the chunks in flight narrowed for them */
+    X(window_cuts)       /* the chunks in flight narrowed for them */                             \
+    X(fast_retransmits)  /* chunks re-sent when a later-sent chunk's result came first */
 
 enum op_inc_counter {
 #define OP_INC_ENUM_(n) OP_INC_C_##n,

@@ -82,15 +82,22 @@ void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result)
  * three, within [rto_min, rto_max]; the configured rto until one is measured.
  * Samples come only from chunks sent once whose round nobody retransmitted in
  * (Karn's rule, the switch flags such results). */
-uint64_t eng_base_rto(const struct op_inc_eng *e)
+uint64_t eng_min_rtt(const struct op_inc_eng *e)
 {
     if (e->n_rtt == 0)
-        return e->cfg.rto_ns;
+        return 0;
     uint64_t low = UINT64_MAX;
     unsigned n = e->n_rtt < ENG_RTT_SAMPLES ? e->n_rtt : ENG_RTT_SAMPLES;
     for (unsigned i = 0; i < n; i++)
         low = e->rtt_ns[i] < low ? e->rtt_ns[i] : low;
-    uint64_t rto = 3 * low;
+    return low;
+}
+
+uint64_t eng_base_rto(const struct op_inc_eng *e)
+{
+    if (e->n_rtt == 0)
+        return e->cfg.rto_ns;
+    uint64_t rto = 3 * eng_min_rtt(e);
     if (rto < e->cfg.rto_min_ns)
         rto = e->cfg.rto_min_ns;
     return rto > e->cfg.rto_max_ns ? e->cfg.rto_max_ns : rto;

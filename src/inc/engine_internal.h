@@ -57,6 +57,9 @@ struct op_inc_eng {
     unsigned type, op;
     uint32_t next_seq, base_seq, n_chunks, lo, hi;
     struct chunk *ring;
+    /* loss by order (RACK, RFC 8985): the latest send time among chunks
+     * whose result came, and when a result last came */
+    uint64_t rack_sent_ns, progress_ns;
     /* the window's reaction to congestion (reduce.c): chunks in flight, the
      * marked fraction's moving average (ECN_ONE = all), the results seen
      * and marked since the window was last judged */
@@ -76,6 +79,7 @@ void eng_begin(struct op_inc_eng *e, enum eng_state st, uint64_t now);
 void eng_finish(struct op_inc_eng *e, enum eng_state st, op_status_t result);
 void eng_backoff(struct op_inc_eng *e, uint64_t now);
 uint64_t eng_base_rto(const struct op_inc_eng *e);
+uint64_t eng_min_rtt(const struct op_inc_eng *e); /* of the latest samples; 0 before one */
 void eng_rtt_sample(struct op_inc_eng *e, uint64_t rtt);
 
 void eng_window_reset(struct op_inc_eng *e);

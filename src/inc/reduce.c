@@ -1,8 +1,12 @@
 /* Leader engine: one allreduce streamed as chunks through the group's window.
  * Chunk i of the call has sequence number base + i and slot seq % window; it
  * may be sent once the result of seq - window has arrived, which is what lets
- * the switch reuse the slot. Outstanding chunks are retransmitted when their
- * timer expires, with exponential backoff; every call has a deadline. */
+ * the switch reuse the slot. A group's chunks and results keep their order on
+ * the way (one tree, FIFO queues), so a result for a chunk sent later shows an
+ * earlier one lost, RACK's rule (RFC 8985): it goes again at once. A timer
+ * covers the rest (the tail, a path gone quiet): the oldest outstanding chunk
+ * goes again a timeout after it was sent and after the last result came, with
+ * exponential backoff; every call has a deadline. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +123,8 @@ op_status_t op_inc_eng_allreduce(struct op_inc_eng *e, const void *sendbuf, void
     e->base_seq = e->next_seq;
     e->next_seq += e->n_chunks;
     e->lo = e->hi = 0;
+    e->rack_sent_ns = 0;
+    e->progress_ns = now;
     e->c[OP_INC_C_allreduces]++;
     if (e->n_chunks == 0) {
         e->result = OP_OK;
@@ -127,6 +133,40 @@ op_status_t op_inc_eng_allreduce(struct op_inc_eng *e, const void *sendbuf, void
     eng_begin(e, ST_REDUCE, now);
     fill_window(e, now, out);
     return OP_OK;
+}
+
+/* What a result shows: the path delivers, and every chunk sent before its
+ * chunk was is due. Not a re-sent chunk's: its result may answer the first
+ * sending (Karn's ambiguity), and taking the re-send's time would call the
+ * whole window lost after every spurious timeout. */
+static void note_delivery(struct op_inc_eng *e, const struct chunk *c, uint64_t now)
+{
+    e->progress_ns = now;
+    if (!c->resent && c->sent_ns > e->rack_sent_ns)
+        e->rack_sent_ns = c->sent_ns;
+}
+
+/* Chunks sent a quarter of a round trip (reordering's allowance) before the
+ * latest delivered one and still without a result: lost, theirs or another
+ * member's, so they go again now. First sendings are in send order, so the
+ * scan stops at the first one that is not yet due. */
+static void resend_lost(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
+{
+    uint64_t due = e->rack_sent_ns - eng_min_rtt(e) / 4;
+    if (due > e->rack_sent_ns)
+        return; /* nothing delivered yet */
+    for (uint32_t i = e->lo; i < e->hi; i++) {
+        struct chunk *c = &e->ring[(e->base_seq + i) % e->caps.window];
+        if (c->done)
+            continue;
+        if (c->sent_ns >= due) {
+            if (!c->resent)
+                return;
+            continue;
+        }
+        send_chunk(e, i, OP_INC_F_RETX, now, out);
+        e->c[OP_INC_C_fast_retransmits]++;
+    }
 }
 
 static void advance(struct op_inc_eng *e)
@@ -164,6 +204,7 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
     op_red_from_be(e->type, e->recv + (size_t)i * e->per_chunk * e->esize, ip->payload, h->count);
     c->done = true;
     e->c[OP_INC_C_results]++;
+    note_delivery(e, c, now);
     /* marked on the way up (the flag) or in the queue to us (FECN) */
     judge_window(e, (h->flags & OP_INC_F_CONGESTED) != 0 || ip->bth.fecn);
     /* Karn's rule for a group: no sample from a round anyone retransmitted in
@@ -178,36 +219,32 @@ void eng_data_input(struct op_inc_eng *e, const struct op_inc_pkt *ip, uint64_t 
         eng_reduce_done(e, now, out);
         return;
     }
+    resend_lost(e, now, out);
     fill_window(e, now, out);
 }
 
-/* On expiry the oldest outstanding chunk goes again (the window cannot move
- * past it), and any other chunk only once it is twice as overdue: a slow round
- * trip under load then costs one extra packet, not a window's worth, which
- * would slow the round trip further. */
+/* On expiry the oldest outstanding chunk goes again, and only it: the others
+ * wait for its result, which shows them lost by order (resend_lost) or not
+ * (a slow round trip under load then costs one packet, not a window's
+ * worth, which would slow the round trip further). Results still coming
+ * mean the path drains a queue: no expiry until they stop. */
 void eng_data_timer(struct op_inc_eng *e, uint64_t now, struct op_txq *out)
 {
     if (now < e->retx_at_ns)
         return;
-    uint64_t next = UINT64_MAX;
-    bool resent = false, oldest = true;
+    e->retx_at_ns = UINT64_MAX;
     for (uint32_t i = e->lo; i < e->hi; i++) {
         struct chunk *c = &e->ring[(e->base_seq + i) % e->caps.window];
         if (c->done)
             continue;
-        uint64_t limit = oldest ? e->rto_ns : 2 * e->rto_ns;
-        if (now - c->sent_ns >= limit) {
-            send_chunk(e, i, OP_INC_F_RETX, now, out);
-            resent = true;
+        uint64_t since = c->sent_ns > e->progress_ns ? c->sent_ns : e->progress_ns;
+        if (now - since < e->rto_ns) {
+            e->retx_at_ns = since + e->rto_ns;
+            return;
         }
-        if (c->sent_ns + limit < next)
-            next = c->sent_ns + limit;
-        oldest = false;
-    }
-    if (resent) {
+        send_chunk(e, i, OP_INC_F_RETX, now, out);
         e->c[OP_INC_C_timeouts]++;
         eng_backoff(e, now);
-    } else {
-        e->retx_at_ns = next;
+        return;
     }
 }

@@ -171,14 +171,16 @@ static bool enter_round(struct op_sw *sw, struct sw_group *g, struct sw_slot *s,
     return false;
 }
 
+static bool marked(const struct op_inc_pkt *ip)
+{
+    return ip->bth.fecn || (ip->hdr.flags & OP_INC_F_CONGESTED);
+}
+
 /* A queue marked the packet on its way here (FECN), or one below us marked
  * the round (the flag): the round's result tells the leaders. */
-static void note_congestion(struct op_sw *sw, struct sw_slot *s, const struct op_inc_pkt *ip)
+static void note_congestion(struct sw_slot *s, const struct op_inc_pkt *ip)
 {
-    if (!ip->bth.fecn && !(ip->hdr.flags & OP_INC_F_CONGESTED))
-        return;
-    s->congested = true;
-    sw->c[OP_SW_C_congestion_seen]++;
+    s->congested |= marked(ip);
 }
 
 static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_inc_pkt *ip,
@@ -196,7 +198,7 @@ static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_i
     }
     if (h->flags & OP_INC_F_RETX)
         s->retx_seen = true;
-    note_congestion(sw, s, ip);
+    note_congestion(s, ip);
     uint64_t bit = 1ull << (child % 64);
     if (s->bitmap[child / 64] & bit) {
         duplicate(sw, g, s, child, now, out);
@@ -229,7 +231,7 @@ static void result_from_parent(struct op_sw *sw, struct sw_group *g, const struc
     }
     memcpy(s->result, ip->payload, ip->payload_len);
     s->retx_seen |= (h->flags & OP_INC_F_RETX) != 0;
-    note_congestion(sw, s, ip);
+    note_congestion(s, ip);
     s->state = SLOT_DONE;
     multicast_result(sw, g, s, out);
 }
@@ -249,6 +251,9 @@ void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_i
                    uint64_t now, struct op_txq *out)
 {
     const struct op_inc_hdr *h = &ip->hdr;
+    /* every marked arrival, also a duplicate or a stranger's: the marks
+     * a port saw (ecn_seen) and these balance */
+    sw->c[OP_SW_C_congestion_seen] += marked(ip);
     struct sw_group *g = sw->by_id[h->group_id];
     if (g == NULL) {
         const struct sw_tomb *t = h->flags & OP_INC_F_RESULT
