@@ -171,6 +171,44 @@ static void test_loss_dup_reorder_exact(void **state)
     sim_free(&s);
 }
 
+/* The nth data packet one leader sends is lost, once. */
+struct one_loss {
+    uint32_t leader;
+    int nth, seen;
+};
+
+static bool lose_nth_chunk(struct sim *s, const struct op_pkt *p)
+{
+    struct one_loss *l = s->lose_ctx;
+    struct op_inc_pkt ip;
+    if (p->flow.src.v4 != l->leader || op_inc_decode(p->data, p->len, &ip) != OP_OK ||
+        ip.hdr.kind != OP_INC_KIND_DATA || (ip.hdr.flags & OP_INC_F_RESULT))
+        return false;
+    return ++l->seen == l->nth;
+}
+
+/* One chunk lost among many: the results of the chunks sent after it come
+ * back first, so it goes again at once, before any timer (RACK's rule):
+ * one fast retransmission, no timeout, results exact. */
+static void test_lost_chunk_found_by_later_results(void **state)
+{
+    (void)state;
+    struct sim s;
+    struct sim_spec spec = {.tors = 2, .spines = 1, .leaders = 4, .window = 16, .seed = 12};
+    sim_init(&s, &spec);
+    assert_int_equal(sim_join(&s, 1), OP_OK);
+    struct one_loss l = {.leader = sim_leader_ip(3), .nth = 5};
+    s.lose = lose_nth_chunk;
+    s.lose_ctx = &l;
+    check_allreduce(&s, OP_RED_INT32, OP_RED_SUM, 50000, false);
+    assert_int_equal(l.seen > l.nth, true);
+    const uint64_t *c = op_inc_eng_counters(s.leader[3]);
+    assert_int_equal(c[OP_INC_C_fast_retransmits], 1);
+    assert_int_equal(c[OP_INC_C_retransmissions], 1);
+    assert_int_equal(sim_leader_total(&s, OP_INC_C_timeouts), 0);
+    sim_free(&s);
+}
+
 /* A queue marks (FECN, as the switch on the path hands a CE frame to its
  * engine, or marks its own INC packet) while `marking`: every contribution
  * one leader sends up, or (down) every result sent to it. */
@@ -568,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_one_tor_all_ops_types_million),
         cmocka_unit_test(test_two_level_million_sum),
         cmocka_unit_test(test_loss_dup_reorder_exact),
+        cmocka_unit_test(test_lost_chunk_found_by_later_results),
         cmocka_unit_test(test_heavy_loss_control_and_data),
         cmocka_unit_test(test_congestion_narrows_every_window_alike),
         cmocka_unit_test(test_congestion_down_to_one_leader),
