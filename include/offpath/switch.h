@@ -49,7 +49,7 @@ OP_API void op_sw_config_default(struct op_sw_config *cfg);
     X(contributions)                                                                               \
     X(duplicates)                                                                                  \
     X(retransmissions)                                                                             \
-    X(congestion_seen) /* INC data that came marked (FECN or the flag), duplicates too */       \
+    X(congestion_seen) /* INC packets that came marked (FECN or the flag), of any fate */        \
     X(chunks_aggregated)                                                                           \
     X(partials_up)                                                                                 \
     X(partials_resent)                                                                             \

@@ -171,16 +171,10 @@ static bool enter_round(struct op_sw *sw, struct sw_group *g, struct sw_slot *s,
     return false;
 }
 
-static bool marked(const struct op_inc_pkt *ip)
-{
-    return ip->bth.fecn || (ip->hdr.flags & OP_INC_F_CONGESTED);
-}
-
-/* A queue marked the packet on its way here (FECN), or one below us marked
- * the round (the flag): the round's result tells the leaders. */
+/* A marked contribution or result: the round's result tells the leaders. */
 static void note_congestion(struct sw_slot *s, const struct op_inc_pkt *ip)
 {
-    s->congested |= marked(ip);
+    s->congested |= sw_marked(ip);
 }
 
 static void contribution(struct op_sw *sw, struct sw_group *g, const struct op_inc_pkt *ip,
@@ -251,9 +245,6 @@ void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_i
                    uint64_t now, struct op_txq *out)
 {
     const struct op_inc_hdr *h = &ip->hdr;
-    /* every marked arrival, also a duplicate or a stranger's: the marks
-     * a port saw (ecn_seen) and these balance */
-    sw->c[OP_SW_C_congestion_seen] += marked(ip);
     struct sw_group *g = sw->by_id[h->group_id];
     if (g == NULL) {
         const struct sw_tomb *t = h->flags & OP_INC_F_RESULT

@@ -87,19 +87,17 @@ static void send_now(struct sw_port *pt, struct op_io *io, struct op_frame *f, i
 
 /* Our own INC packet (a result to a leader, a partial to a SPINE) marked CE
  * also carries FECN in its BTH: a leader's UDP socket does not read the IP
- * header's ECN, the BTH it decodes anyway (ICRC-masked: still valid). The
- * engine builds them with a 20-byte IPv4 header, no options. */
+ * header's ECN, the BTH it decodes anyway (ICRC-masked: still valid). Parsed
+ * afresh: a frame the engine built has no parsed view, and only marked ones
+ * come here. */
 static void fecn_if_ours(const struct sw_port *pt, struct op_frame *f)
 {
     const struct op_sw_path_config *c = &pt->path->cfg;
-    const uint8_t *ip = f->data + OP_ETH_HDR_LEN;
-    if (f->len < OP_UDP_FRAME_HDR_LEN + OP_BTH_LEN || f->data[12] != 0x08 || f->data[13] != 0 ||
-        ip[0] != 0x45 || ip[9] != 17)
-        return;
-    uint32_t src = (uint32_t)ip[12] << 24 | (uint32_t)ip[13] << 16 | (uint32_t)ip[14] << 8 | ip[15];
-    uint16_t sport = (uint16_t)(ip[20] << 8 | ip[21]);
-    if (c->own4.family == OP_AF_IPV4 && src == c->own4.v4 && sport == c->inc_port)
-        f->data[OP_UDP_FRAME_HDR_LEN + OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
+    struct op_frame_info in;
+    if (op_frame_parse(f->data, f->len, &in) == OP_FRAME_OK && in.kind == OP_FRAME_KIND_IPV4 &&
+        in.payload_len >= OP_BTH_LEN && op_addr_eq(&in.flow.src, &c->own4) &&
+        in.flow.src_port == c->inc_port)
+        f->data[in.payload_off + OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
 }
 
 /* Frame j of q into the FIFO: the slot takes its buffer, q's slot gets the

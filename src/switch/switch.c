@@ -169,6 +169,9 @@ void op_sw_input(struct op_sw *sw, const struct op_pkt *pkt, uint64_t now, struc
         return;
     }
     sw->c[OP_SW_C_rx_inc]++;
+    /* every marked arrival, control, duplicate or a stranger's too: the
+     * marks the ports saw (ecn_seen) and these balance */
+    sw->c[OP_SW_C_congestion_seen] += sw_marked(&ip);
     if (ip.hdr.kind == OP_INC_KIND_CTRL) {
         sw->c[OP_SW_C_rx_ctrl]++;
         sw_ctrl_input(sw, pkt, &ip, now, out);

@@ -145,6 +145,12 @@ void sw_kill_again(struct op_sw *sw, const struct sw_tomb *t, const struct op_pk
                    const struct op_inc_hdr *h, struct op_txq *out);
 
 /* agg.c */
+/* A queue marked it on its way here (FECN), or one below marked its round
+ * (the CONGESTED flag). */
+static inline bool sw_marked(const struct op_inc_pkt *ip)
+{
+    return ip->bth.fecn || (ip->hdr.flags & OP_INC_F_CONGESTED);
+}
 void sw_data_input(struct op_sw *sw, const struct op_pkt *pkt, const struct op_inc_pkt *ip,
                    uint64_t now, struct op_txq *out);
 
