@@ -100,6 +100,23 @@ def tcp_transfer(path, src, dst, dst_addr, size):
     return int(got[0]), got[1]
 
 
+def assert_tcp_exact(path, src, dst, dst_addr, size):
+    n, digest = tcp_transfer(path, src, dst, dst_addr, size)
+    assert n == size
+    assert digest == hashlib.sha256(bytes(range(256)) * (size // 256)).hexdigest()
+
+
+def inc_test_exact(path):
+    """inc_test with a leader on every host (40 calls of 2048 int32): its
+    report, every result exact."""
+    r = offpath("inc_test", "--topo", path, "--iters", "40", "--count", "2048", "--json",
+                timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+    return rep
+
+
 def test_everything_crosses_the_switches(topo):
     path, name = topo(open(EXAMPLE).read())
     r = offpath("topo", "up", path, "--json", timeout=120)
@@ -113,10 +130,7 @@ def test_everything_crosses_the_switches(topo):
     r = run_in(path, "h1", "ping", "-c", "2", "-i", "0.2", "-W", "2", "10.1.0.254")
     assert r.returncode == 0, r.stdout  # the switch answers for its own address
     # TCP across the racks, every byte
-    size = 4 << 20
-    n, digest = tcp_transfer(path, "h1", "h6", "10.2.0.2", size)
-    assert n == size
-    assert digest == hashlib.sha256(bytes(range(256)) * (size // 256)).hexdigest()
+    assert_tcp_exact(path, "h1", "h6", "10.2.0.2", 4 << 20)
     n, _ = tcp_transfer(path, "h7", "h2", "fd00:1::2", 1 << 20)
     assert n == 1 << 20
     # an ordinary RoCEv2 RDMA write test, data validated
@@ -131,12 +145,7 @@ def test_everything_crosses_the_switches(topo):
     finally:
         if server.poll() is None:
             server.kill()
-    # INC through the same switches, a leader on every host
-    r = offpath("inc_test", "--topo", path, "--iters", "40", "--count", "2048", "--json",
-                timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(r.stdout)
-    assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+    inc_test_exact(path)  # INC through the same switches
     assert offpath("topo", "down", path, timeout=60).returncode == 0
     assert our_netns(name) == [] and pids_running(path) == []
     t1 = exit_counters(name, "t1")
@@ -306,16 +315,9 @@ def test_jumbo_frames_cross_the_switches_whole(topo):
     r = run_in(path, "h3", "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do", "-s",
                "8952", "fd00:2::2")
     assert r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr
-    size = 4 << 20
-    n, digest = tcp_transfer(path, "h2", "h7", "10.2.0.3", size)
-    assert n == size
-    assert digest == hashlib.sha256(bytes(range(256)) * (size // 256)).hexdigest()
+    assert_tcp_exact(path, "h2", "h7", "10.2.0.3", 4 << 20)
     # INC's largest chunk, 4 KiB (RoCE's MTU), in one frame: 8 KiB is 2 a leader
-    r = offpath("inc_test", "--topo", path, "--iters", "40", "--count", "2048", "--json",
-                timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(r.stdout)
-    assert rep["pass"] is True and rep["mismatches"] == 0 and rep["identical"] is True, rep
+    rep = inc_test_exact(path)
     assert offpath("topo", "down", path, timeout=60).returncode == 0
     for node in ("t1", "t2", "s1", "s2"):
         report = exit_counters(name, node)
