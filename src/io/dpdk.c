@@ -5,6 +5,7 @@
  * (liboffpath and the MPI library never carry DPDK). The DNS models run
  * their lcores on it; the rx/tx bursts stay theirs until the port becomes
  * an op_io backend. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,15 @@ op_status_t op_io_dpdk_eal_init(const struct op_io_dpdk_config *c, char *err, si
         k += argv[1 + i] != arg;
     }
     argv[1 + c->n_eal_args] = NULL;
-    FAIL_IF(rte_eal_init(1 + c->n_eal_args, argv) < 0, "EAL: %s", rte_strerror(rte_errno));
+    /* no hugepages mounted or allowed (a container, a laptop): the EAL says
+     * only "Permission denied" */
+    bool no_huge = false;
+    for (int i = 0; i < c->n_eal_args; i++)
+        no_huge |= strcmp(c->eal_args[i], "--no-huge") == 0;
+    FAIL_IF(rte_eal_init(1 + c->n_eal_args, argv) < 0, "EAL: %s%s", rte_strerror(rte_errno),
+            !no_huge && (rte_errno == EACCES || rte_errno == ENOMEM)
+                ? " (no usable hugepages? add --no-huge -m 512 to the EAL arguments)"
+                : "");
     return OP_OK;
 }
 

@@ -724,6 +724,11 @@ def test_sighup_reload(tmp_path):
     assert c["reloads"] == 1 and c["reload_failed"] == 1
 
 
+def has_hugepages():
+    with open("/proc/meminfo") as f:
+        return any(l.startswith("HugePages_Total:") and int(l.split()[1]) > 0 for l in f)
+
+
 def test_cli_errors(tmp_path):
     def run(*a):
         return subprocess.run([BIN, "dns", *a], capture_output=True, text=True, timeout=30)
@@ -742,6 +747,9 @@ def test_cli_errors(tmp_path):
     assert r.returncode == 2 and "'dpdk' for --model" in r.stderr
     r = run("--zone", z, "--", "--no-huge")
     assert r.returncode == 2 and "EAL arguments go with --model rtc|pipeline" in r.stderr
+    if not has_hugepages():  # DPDK's EAL says only "Permission denied": we say why
+        r = run("--zone", z, "--model", "rtc", "--listen", f"127.0.0.1:{free_port()}")
+        assert r.returncode != 0 and "add --no-huge -m 512 to the EAL arguments" in r.stderr
     r = run("--zone", z, "--burst", "0")
     assert r.returncode == 2 and "--burst" in r.stderr
     r = run("--zone", z, "--idle-after-us", "2000000")
