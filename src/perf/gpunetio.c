@@ -193,12 +193,16 @@ static bool expected_fault(struct gpu_run *s)
         return false;
     struct op_gpu_poster_stats ps;
     op_gpu_poster_stats(s->po, &ps);
+    /* a batch kernel posts and returns: only the thread-mode one polls
+     * completions, so only it can see them */
+    char seen[48] = " (batch: the device code polls none)";
+    if (r->cfg->gpu.mode != OP_GPU_MODE_BATCH)
+        snprintf(seen, sizeof seen, ", %u seen by the device code", ps.dev_errors);
     snprintf(r->gpu_note, sizeof r->gpu_note,
              "injected fault (%s): device-posted writes completed with %s, %" PRIu64
-             " error completions, %u seen by the device code",
+             " error completions%s",
              r->cfg->gpu.fault == OP_PERF_FAULT_RKEY ? "bad rkey" : "address past the region",
-             op_rdma_wc_status_str(st),
-             op_gpu_engine_counters(s->eng)[OP_GPU_C_errors], ps.dev_errors);
+             op_rdma_wc_status_str(st), op_gpu_engine_counters(s->eng)[OP_GPU_C_errors], seen);
     s->fault_seen = true;
     return true;
 }
