@@ -14,7 +14,10 @@
 struct path_shaper {
     struct op_frame *ring;
     uint64_t *held_at;  /* when each frame came to the queue */
-    uint8_t **free_buf; /* a slot's spare buffer while it holds a frame */
+    /* buffers not holding a frame, the latest freed on top: the next frame
+     * is copied into one still in the cache, not one 4096 frames cold */
+    uint8_t **spare;
+    uint32_t n_spare;
     struct op_pktbuf mem;
     uint32_t head, n, cap;
     uint64_t bytes;   /* held */

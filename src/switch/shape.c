@@ -38,14 +38,14 @@ op_status_t path_shape_init(struct sw_port *pt, uint64_t now)
     sh->cap = SHAPE_SLOTS;
     sh->ring = calloc(sh->cap, sizeof *sh->ring);
     sh->held_at = calloc(sh->cap, sizeof *sh->held_at);
-    sh->free_buf = calloc(sh->cap, sizeof *sh->free_buf);
-    op_status_t st = sh->ring != NULL && sh->held_at != NULL && sh->free_buf != NULL
+    sh->spare = calloc(sh->cap, sizeof *sh->spare);
+    op_status_t st = sh->ring != NULL && sh->held_at != NULL && sh->spare != NULL
                          ? op_pktbuf_init(&sh->mem, (int)sh->cap)
                          : OP_ERR_NOMEM;
     if (st != OP_OK)
         return st;
     for (uint32_t i = 0; i < sh->cap; i++)
-        sh->free_buf[i] = sh->mem.pkts[i].data;
+        sh->spare[sh->n_spare++] = sh->mem.pkts[i].data;
     return OP_OK;
 }
 
@@ -60,7 +60,7 @@ void path_shape_free(struct sw_port *pt)
     op_pktbuf_free(&sh->mem);
     free(sh->ring);
     free(sh->held_at);
-    free(sh->free_buf);
+    free(sh->spare);
     memset(sh, 0, sizeof *sh);
 }
 
@@ -100,8 +100,8 @@ static void fecn_if_ours(const struct sw_port *pt, struct op_frame *f)
         f->data[in.payload_off + OP_BTH_FECN_BYTE] |= OP_BTH_FECN_BIT;
 }
 
-/* Frame j of q into the FIFO: the slot takes its buffer, q's slot gets the
- * slot's spare one (a lent frame leaves the spare where it is). */
+/* Frame j of q into the FIFO: the FIFO takes its buffer, q's slot gets the
+ * latest spare one (a lent frame takes none). */
 static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
 {
     struct path_shaper *sh = &pt->sh;
@@ -122,10 +122,8 @@ static void hold(struct sw_port *pt, struct op_frameq *q, int j, uint64_t now)
     sh->ring[s] = *f;
     sh->held_at[s] = now;
     sh->bytes += f->len;
-    if (f->lent == NULL) {
-        f->data = q->bufs[j] = sh->free_buf[s];
-        sh->free_buf[s] = NULL;
-    }
+    if (f->lent == NULL)
+        f->data = q->bufs[j] = sh->spare[--sh->n_spare];
 }
 
 void path_shape_flush(void *ctx, struct op_io *io, struct op_frameq *q)
@@ -152,13 +150,13 @@ static uint64_t wire_ns(const struct sw_port *pt, uint32_t len)
 }
 
 /* The frames the batch sent (or the link down dropped) give their slots
- * back: a copied frame's buffer becomes the slot's spare. */
+ * back, and a copied frame its buffer, on top of the spares. */
 static void retire(struct path_shaper *sh, int k)
 {
     for (int i = 0; i < k; i++) {
         uint32_t s = (sh->head + (uint32_t)i) % sh->cap;
         if (sh->ring[s].lent == NULL)
-            sh->free_buf[s] = sh->ring[s].data;
+            sh->spare[sh->n_spare++] = sh->ring[s].data;
         sh->bytes -= sh->ring[s].len;
     }
     sh->head = (sh->head + (uint32_t)k) % sh->cap;
