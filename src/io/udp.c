@@ -13,7 +13,13 @@
  * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
  * to UDP_GSO_MAX_SEGS packets. Over IPv4 only to 127/8, where the batch is
  * never split (see batch_keeps_icrc); over IPv6 anywhere; received batches
- * are taken from anyone. */
+ * are taken from anyone.
+ *
+ * Copies: op_io_recv_lent hands the packets of a GRO datagram out where they
+ * lie in gro_buf (op_io_recv copies each into the caller's buffer); a
+ * packet's ext goes out as an iovec of its own between its headers and
+ * trailer, so a payload is copied once, by the kernel, from where the
+ * engine keeps it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
