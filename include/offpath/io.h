@@ -280,8 +280,10 @@ OP_API int op_io_recv_lent(struct op_io *io, struct op_pkt *pkts, int max);
  * ext go out gathered where the backend can (op_io_takes_ext), flattened
  * into a buffer of io's first elsewhere. */
 OP_API int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n);
-/* Whether io sends packets with ext without flattening them (udp, and a
- * fault or capture layer around it). */
+/* Whether io takes packets with ext as they are: udp (gathered by
+ * sendmsg), and the fault and capture layers (flat copies where they hold
+ * or write one, the packets passed on to their inner backend's
+ * op_io_send). */
 OP_API bool op_io_takes_ext(const struct op_io *io);
 /* Pollable descriptor for readability. */
 OP_API int op_io_fd(const struct op_io *io);
