@@ -19,7 +19,25 @@ struct op_pkt {
     struct op_flow flow; /* as received: src is the sender; as sent: dst is the target */
     uint32_t len;
     uint8_t *data; /* OP_IO_BUF_SIZE bytes, owned by whoever allocated the pkt */
+    /* Sending only, into a queue that takes them (op_txq.ext_ok): ext_len
+     * bytes at ext go out spliced in at data + ext_at, so the packet is
+     * data[0..ext_at) ext[0..ext_len) data[ext_at..len), and the payload
+     * (an RDMA MR's bytes) is gathered by the kernel without a copy of
+     * ours; they must stay as they are until sent. NULL: data alone.
+     * Received packets have NULL. */
+    const uint8_t *ext;
+    uint32_t ext_len, ext_at;
 };
+
+/* The bytes a packet puts on the wire. */
+static inline uint32_t op_pkt_wire_len(const struct op_pkt *p)
+{
+    return p->ext != NULL ? p->len + p->ext_len : p->len;
+}
+/* p's bytes in one piece into out (cap bytes): its wire length, or 0 when
+ * they do not fit. For a layer that needs them flat (a delay queue, a
+ * capture, a backend that copies into frames). */
+OP_API uint32_t op_pkt_flatten(const struct op_pkt *p, uint8_t *out, size_t cap);
 
 /* An endpoint of some backend; opaque: only src/io writes it. */
 struct op_io;
@@ -252,8 +270,22 @@ OP_API op_status_t op_io_open_spec(const struct op_io_spec *s, const struct op_l
 
 /* Non-blocking: packets read (0 none), or -errno. */
 OP_API int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max);
-/* Packets sent (a short count means the rest were dropped). */
+/* The same where the backend can lend its buffer (udp with batching: the
+ * packets of a GRO datagram are handed out where they lie, not copied):
+ * a packet's data may then point into the backend's memory, valid and
+ * writable (len bytes) until the next receive on io; the others are read
+ * into the caller's data as op_io_recv does. The caller keeps its own
+ * buffers' addresses and puts them back before the next call. */
+OP_API int op_io_recv_lent(struct op_io *io, struct op_pkt *pkts, int max);
+/* Packets sent (a short count means the rest were dropped). Packets with
+ * ext go out gathered where the backend can (op_io_takes_ext), flattened
+ * into a buffer of io's first elsewhere. */
 OP_API int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n);
+/* Whether io takes packets with ext as they are: udp (gathered by
+ * sendmsg), and the fault and capture layers (flat copies where they hold
+ * or write one, the packets passed on to their inner backend's
+ * op_io_send). */
+OP_API bool op_io_takes_ext(const struct op_io *io);
 /* Pollable descriptor for readability. */
 OP_API int op_io_fd(const struct op_io *io);
 /* Next time the backend wants op_io_poll called; UINT64_MAX none. */
@@ -281,12 +313,17 @@ struct op_txq {
     int n, cap;
     void (*flush)(void *ctx, struct op_txq *q);
     void *ctx;
+    /* The consumer takes packets with ext (the loop's queue over an io
+     * that gathers them); false (a test's simulated link): every packet's
+     * bytes are in its data. */
+    bool ext_ok;
 };
 
 static inline struct op_pkt *op_txq_next(struct op_txq *q)
 {
     if (q->n == q->cap)
         q->flush(q->ctx, q);
+    q->pkts[q->n].ext = NULL;
     return &q->pkts[q->n];
 }
 static inline void op_txq_commit(struct op_txq *q) { q->n++; }

@@ -69,7 +69,8 @@ static inline void op_frameq_put(struct op_frameq *q, struct op_frame *f)
 
 struct op_engine_ops {
     const char *name;
-    /* a received packet (the engine copies what it keeps: the buffer is reused) */
+    /* a received packet (the engine copies what it keeps: the buffer is
+     * reused; it may be the backend's, lent: op_io_recv_lent) */
     void (*input)(void *eng, const struct op_pkt *pkt, uint64_t now, struct op_txq *out);
     /* deadlines that passed: retransmissions, leases, give-ups; NULL (with
      * next_deadline NULL): a stateless handler has none */

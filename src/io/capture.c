@@ -34,14 +34,27 @@ static void mirror_counters(struct capture_io *c)
     c->io.link_mtu = c->inner->link_mtu;
 }
 
-static int capture_recv(struct op_io *io, struct op_pkt *pkts, int max)
+static void write_received(struct capture_io *c, const struct op_pkt *pkts, int r)
 {
-    struct capture_io *c = capture_of(io);
-    int r = op_io_recv(c->inner, pkts, max);
     uint64_t ts = r > 0 ? realtime_ns() : 0;
     for (int i = 0; i < r; i++)
         op_pcap_write(c->w, ts, &pkts[i].flow, pkts[i].data, pkts[i].len);
     mirror_counters(c);
+}
+
+static int capture_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct capture_io *c = capture_of(io);
+    int r = op_io_recv(c->inner, pkts, max);
+    write_received(c, pkts, r);
+    return r;
+}
+
+static int capture_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct capture_io *c = capture_of(io);
+    int r = op_io_recv_lent(c->inner, pkts, max);
+    write_received(c, pkts, r);
     return r;
 }
 
@@ -57,7 +70,7 @@ static int capture_send(struct op_io *io, const struct op_pkt *pkts, int n)
             f.src = io->local;
             f.src_port = io->local_port;
         }
-        op_pcap_write(c->w, ts, &f, pkts[i].data, pkts[i].len);
+        io_pcap_write_pkt(c->w, ts, &f, &pkts[i]);
     }
     mirror_counters(c);
     return r;
@@ -115,6 +128,8 @@ static void capture_close(struct op_io *io)
 static const struct op_io_ops capture_ops = {
     .name = "pcap",
     .recv = capture_recv,
+    .recv_lent = capture_recv_lent,
+    .takes_ext = true,
     .send = capture_send,
     .fd = capture_fd,
     .deadline = capture_deadline,
@@ -127,6 +142,8 @@ static const struct op_io_ops capture_ops = {
 static const struct op_io_ops capture_frame_ops = {
     .name = "pcap_frames",
     .recv = capture_recv,
+    .recv_lent = capture_recv_lent,
+    .takes_ext = true,
     .send = capture_send,
     .fd = capture_fd,
     .deadline = capture_deadline,

@@ -69,13 +69,14 @@ static void flush(struct fault_io *f)
     f->out_n = f->out_frames_n = 0;
 }
 
-static void stage(struct fault_io *f, const struct op_flow *flow, uint8_t *data, uint32_t len,
-                  bool frame)
+/* p as it is: a packet's ext goes on to inner with it (gathered there, or
+ * flattened by op_io_send). */
+static void stage(struct fault_io *f, const struct op_pkt *p, bool frame)
 {
     if (frame)
-        f->out_frames[f->out_frames_n++] = (struct op_frame){.data = data, .len = len};
+        f->out_frames[f->out_frames_n++] = (struct op_frame){.data = p->data, .len = p->len};
     else
-        f->out[f->out_n++] = (struct op_pkt){.flow = *flow, .len = len, .data = data};
+        f->out[f->out_n++] = *p;
     if (f->out_n == OP_IO_BURST || f->out_frames_n == OP_IO_BURST)
         flush(f);
 }
@@ -104,9 +105,12 @@ static long arena_take(struct fault_io *f, uint32_t len)
     return (long)at;
 }
 
+/* A copy of the bytes as they are now (a lent or ext buffer may change
+ * before the release), flat. */
 static void hold(struct fault_io *f, const struct op_pkt *p, bool frame, uint64_t release)
 {
-    long off = f->q_n < FAULT_QUEUE && p->len <= OP_IO_BUF_SIZE ? arena_take(f, p->len) : -1;
+    uint32_t len = op_pkt_wire_len(p);
+    long off = f->q_n < FAULT_QUEUE && len <= OP_IO_BUF_SIZE ? arena_take(f, len) : -1;
 
     if (off < 0) {
         f->c[OP_FAULT_C_dropped]++;
@@ -114,9 +118,9 @@ static void hold(struct fault_io *f, const struct op_pkt *p, bool frame, uint64_
         f->lost++;
         return;
     }
-    memcpy(f->arena + off, p->data, p->len);
+    (void)op_pkt_flatten(p, f->arena + off, len);
     f->q[(f->q_first + f->q_n) % FAULT_QUEUE] =
-        (struct held){.release = release, .flow = p->flow, .len = p->len, .off = (uint32_t)off,
+        (struct held){.release = release, .flow = p->flow, .len = len, .off = (uint32_t)off,
                       .frame = frame};
     f->q_n++;
     f->c[OP_FAULT_C_delayed]++;
@@ -146,7 +150,7 @@ static void inject(struct fault_io *f, const struct op_pkt *p, bool frame, uint6
         if (release != 0)
             hold(f, p, frame, release);
         else
-            stage(f, &p->flow, p->data, p->len, frame);
+            stage(f, p, frame);
     }
 }
 
@@ -206,7 +210,8 @@ static void fault_poll(struct op_io *io, uint64_t now_ns)
         struct held *h = &f->q[f->q_first];
         f->q_first = (f->q_first + 1) % FAULT_QUEUE;
         f->q_n--;
-        stage(f, &h->flow, f->arena + h->off, h->len, h->frame);
+        stage(f, &(struct op_pkt){.flow = h->flow, .len = h->len, .data = f->arena + h->off},
+              h->frame);
     }
     flush(f);
     op_io_poll(f->inner, now_ns);
@@ -231,6 +236,17 @@ static int fault_recv(struct op_io *io, struct op_pkt *pkts, int max)
     return r;
 }
 
+/* Faults are injected on send: what inner lends passes through as lent. */
+static int fault_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    struct fault_io *f = fault_of(io);
+    int r = op_io_recv_lent(f->inner, pkts, max);
+
+    if (r > 0)
+        io->c[OP_IO_C_rx_pkts] += (uint64_t)r;
+    return r;
+}
+
 static int fault_fd(const struct op_io *io)
 {
     return op_io_fd(((const struct fault_io *)io)->inner);
@@ -249,6 +265,8 @@ static void fault_close(struct op_io *io)
 static const struct op_io_ops fault_ops = {
     .name = "fault",
     .recv = fault_recv,
+    .recv_lent = fault_recv_lent,
+    .takes_ext = true,
     .send = fault_send,
     .fd = fault_fd,
     .deadline = fault_deadline,
@@ -260,6 +278,8 @@ static const struct op_io_ops fault_ops = {
 static const struct op_io_ops fault_frame_ops = {
     .name = "fault_frames",
     .recv = fault_recv,
+    .recv_lent = fault_recv_lent,
+    .takes_ext = true,
     .send = fault_send,
     .fd = fault_fd,
     .deadline = fault_deadline,

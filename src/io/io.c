@@ -32,9 +32,69 @@ int op_io_recv(struct op_io *io, struct op_pkt *pkts, int max)
 {
     return io->ops->recv(io, pkts, max);
 }
+int op_io_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return io->ops->recv_lent != NULL ? io->ops->recv_lent(io, pkts, max)
+                                      : io->ops->recv(io, pkts, max);
+}
+
+bool op_io_takes_ext(const struct op_io *io) { return io->ops->takes_ext; }
+
+uint32_t op_pkt_flatten(const struct op_pkt *p, uint8_t *out, size_t cap)
+{
+    uint32_t total = op_pkt_wire_len(p);
+    if (total > cap)
+        return 0;
+    if (p->ext == NULL) {
+        memcpy(out, p->data, p->len);
+        return total;
+    }
+    uint32_t at = p->ext_at < p->len ? p->ext_at : p->len;
+    memcpy(out, p->data, at);
+    memcpy(out + at, p->ext, p->ext_len);
+    memcpy(out + at + p->ext_len, p->data + at, p->len - at);
+    return total;
+}
+
+static bool any_ext(const struct op_pkt *pkts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (pkts[i].ext != NULL)
+            return true;
+    return false;
+}
+
+/* For a backend that copies packets' data as they are (af_xdp, a serving
+ * layer): bursts of flat copies. A packet too big for a buffer is a drop. */
+static int send_flattened(struct op_io *io, const struct op_pkt *pkts, int n)
+{
+    if (io->flat.n == 0 && op_pktbuf_init(&io->flat, OP_IO_BURST) != OP_OK) {
+        io->c[OP_IO_C_tx_drops] += (uint64_t)n;
+        return 0;
+    }
+    int sent = 0;
+    for (int i = 0; i < n; i += OP_IO_BURST) {
+        int b = n - i < OP_IO_BURST ? n - i : OP_IO_BURST, k = 0;
+        for (int j = 0; j < b; j++) {
+            struct op_pkt *f = &io->flat.pkts[k];
+            f->flow = pkts[i + j].flow;
+            f->ext = NULL;
+            f->len = op_pkt_flatten(&pkts[i + j], f->data, OP_IO_BUF_SIZE);
+            if (f->len > 0 || op_pkt_wire_len(&pkts[i + j]) == 0)
+                k++;
+            else
+                io->c[OP_IO_C_tx_drops]++;
+        }
+        sent += io->ops->send(io, io->flat.pkts, k);
+    }
+    return sent;
+}
+
 int op_io_send(struct op_io *io, const struct op_pkt *pkts, int n)
 {
-    return io->ops->send(io, pkts, n);
+    if (io->ops->takes_ext || !any_ext(pkts, n))
+        return io->ops->send(io, pkts, n);
+    return send_flattened(io, pkts, n);
 }
 int op_io_fd(const struct op_io *io) { return io->ops->fd(io); }
 uint64_t op_io_deadline(const struct op_io *io) { return io->ops->deadline(io); }
@@ -107,8 +167,10 @@ int io_payload_unsupported_send(struct op_io *io, const struct op_pkt *pkts, int
 
 void op_io_close(struct op_io *io)
 {
-    if (io != NULL)
-        io->ops->close(io);
+    if (io == NULL)
+        return;
+    op_pktbuf_free(&io->flat);
+    io->ops->close(io);
 }
 
 /* Buffers first (9216 is a multiple of 64, so each one stays aligned as the

@@ -34,6 +34,10 @@ struct op_io_ops {
     op_io_recv_frames_fn recv_frames_lent;
     op_io_release_frames_fn release_frames;
     op_io_send_frames_fn send_frames_some; /* a prefix sent, the rest left untouched */
+    /* op_io_recv_lent: packets that may point into the backend's memory;
+     * NULL: recv */
+    op_io_recv_fn recv_lent;
+    bool takes_ext; /* send gathers packets' ext; false: io.c flattens them first */
 };
 
 struct op_io {
@@ -45,6 +49,8 @@ struct op_io {
     bool unparsed;     /* frame backends: no op_frame_parse on receive */
     uint8_t mac[6];
     uint64_t c[OP_IO_C_COUNT_]; /* enum op_io_counter; written by the backend only */
+    struct op_pktbuf flat; /* where io.c flattens packets with ext for a backend
+                              that does not take them (allocated on first need) */
 };
 
 /* The interface that has a (any 127/8 or ::1: the loopback one). */
@@ -55,5 +61,9 @@ uint32_t io_link_mtu(int fd, const char *ifname);
  * counted drop); op_io_frames_serve makes it a payload endpoint. */
 int io_payload_unsupported_recv(struct op_io *io, struct op_pkt *pkts, int max);
 int io_payload_unsupported_send(struct op_io *io, const struct op_pkt *pkts, int n);
+
+/* op_pcap_write of a packet's wire bytes, its ext included. */
+void io_pcap_write_pkt(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
+                       const struct op_pkt *p);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "offpath/io.h"
+#include "io_internal.h"
 
 /* Big enough that writing a capture costs a system call per ~100 packets of
  * a 9 KiB burst, not one per packet. */
@@ -59,6 +59,27 @@ void op_pcap_write(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow
     }
     put(w, hdr, n);
     put(w, data, len);
+    w->pkts += w->err == 0;
+}
+
+void io_pcap_write_pkt(struct op_pcap *w, uint64_t ts_ns, const struct op_flow *flow,
+                       const struct op_pkt *p)
+{
+    if (p->ext == NULL) {
+        op_pcap_write(w, ts_ns, flow, p->data, p->len);
+        return;
+    }
+    uint8_t hdr[OP_PCAP_PKT_HDR_MAX];
+    size_t n = op_pcap_packet_headers(hdr, ts_ns, flow, op_pkt_wire_len(p));
+    if (n == 0) {
+        fail(w, EMSGSIZE);
+        return;
+    }
+    uint32_t at = p->ext_at < p->len ? p->ext_at : p->len;
+    put(w, hdr, n);
+    put(w, p->data, at);
+    put(w, p->ext, p->ext_len);
+    put(w, p->data + at, p->len - at);
     w->pkts += w->err == 0;
 }
 

@@ -13,7 +13,13 @@
  * per-datagram work (route, skb, socket locks, wake-up) is paid once for up
  * to UDP_GSO_MAX_SEGS packets. Over IPv4 only to 127/8, where the batch is
  * never split (see batch_keeps_icrc); over IPv6 anywhere; received batches
- * are taken from anyone. */
+ * are taken from anyone.
+ *
+ * Copies: op_io_recv_lent hands the packets of a GRO datagram out where they
+ * lie in gro_buf (op_io_recv copies each into the caller's buffer); a
+ * packet's ext goes out as an iovec of its own between its headers and
+ * trailer, so a payload is copied once, by the kernel, from where the
+ * engine keeps it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -57,7 +63,7 @@ struct udp_io {
     uint64_t rx_truncated;
     unsigned rx_streak; /* reads in a row that found something */
     struct mmsghdr msgs[OP_IO_BURST];
-    struct iovec iov[OP_IO_BURST];
+    struct iovec iov[3 * OP_IO_BURST]; /* a packet with ext takes three */
     union udp_sa addr[OP_IO_BURST];
     int weight[OP_IO_BURST]; /* packets in each message sent */
     union {
@@ -183,6 +189,7 @@ static int plain_recv(struct udp_io *u, struct op_pkt *pkts, int max)
             memcpy(pkts[k].data, pkts[i].data, u->msgs[i].msg_len);
         uint32_t seg = 0;
         pkts[k].len = u->msgs[i].msg_len;
+        pkts[k].ext = NULL;
         pkts[k].flow = rx_flow(u, i, &seg);
         k++;
     }
@@ -216,9 +223,10 @@ static int gro_fill(struct udp_io *u)
     return r;
 }
 
-/* Hands out the packets of the datagrams read; `off` > `len` once the last
+/* Hands out the packets of the datagrams read, copied into the caller's
+ * buffers or (lend) pointing into gro_buf; `off` > `len` once the last
  * one (an empty datagram is one empty packet) is out. */
-static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max)
+static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
 {
     int k = 0;
     while (k < max && u->gro_i < u->gro_n) {
@@ -228,8 +236,13 @@ static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max)
             continue;
         }
         uint32_t take = d->len - d->off < d->seg ? d->len - d->off : d->seg;
-        memcpy(pkts[k].data, u->gro_buf + (size_t)u->gro_i * UDP_GRO_BUF + d->off, take);
+        uint8_t *at = u->gro_buf + (size_t)u->gro_i * UDP_GRO_BUF + d->off;
+        if (lend)
+            pkts[k].data = at;
+        else
+            memcpy(pkts[k].data, at, take);
         pkts[k].len = take;
+        pkts[k].ext = NULL;
         pkts[k].flow = d->flow;
         k++;
         d->off += take;
@@ -243,29 +256,56 @@ static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max)
  * holds packets goes to work on them at once (a latency test's answer is
  * often followed by the ACK in one datagram, and the ACK is needed before
  * the next post; an empty read before it would cost a system call). */
-static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max)
+static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
 {
-    int k = gro_cut(u, pkts, max);
+    int k = gro_cut(u, pkts, max, lend);
     if (k > 0)
         return k;
     int r = gro_fill(u);
-    return r < 0 ? r : gro_cut(u, pkts, max);
+    return r < 0 ? r : gro_cut(u, pkts, max, lend);
 }
 
-static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
+/* Lent packets stay valid until the next receive: gro_fill, which
+ * overwrites gro_buf, runs only once every packet of it is out. */
+static int receive(struct op_io *io, struct op_pkt *pkts, int max, bool lend)
 {
     struct udp_io *u = udp_of(io);
     if (max <= 0)
         return 0;
-    int k = u->gro_buf != NULL ? gro_recv(u, pkts, max) : plain_recv(u, pkts, max);
+    int k = u->gro_buf != NULL ? gro_recv(u, pkts, max, lend) : plain_recv(u, pkts, max);
     if (k > 0)
         io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
 }
 
+static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return receive(io, pkts, max, false);
+}
+
+static int udp_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return receive(io, pkts, max, true);
+}
+
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
 {
     return a->flow.dst_port == b->flow.dst_port && op_addr_eq(&a->flow.dst, &b->flow.dst);
+}
+
+/* A packet's pieces: its data, or its data around its ext (the kernel
+ * gathers them: no copy of ours). Returns how many iovecs it took. */
+static int pkt_iov(const struct op_pkt *p, struct iovec *iov)
+{
+    if (p->ext == NULL) {
+        iov[0] = (struct iovec){.iov_base = p->data, .iov_len = p->len};
+        return 1;
+    }
+    uint32_t at = p->ext_at < p->len ? p->ext_at : p->len;
+    iov[0] = (struct iovec){.iov_base = p->data, .iov_len = at};
+    iov[1] = (struct iovec){.iov_base = (void *)(uintptr_t)p->ext, .iov_len = p->ext_len};
+    iov[2] = (struct iovec){.iov_base = p->data + at, .iov_len = p->len - at};
+    return 3;
 }
 
 /* Message m carries the packets pkts[idx[0..count)], as one GSO datagram
@@ -275,20 +315,21 @@ static void set_tx_msg(struct udp_io *u, int m, const struct op_pkt *pkts, const
 {
     const struct op_pkt *first = &pkts[idx[0]];
     struct iovec *iov = &u->iov[*slot];
+    int pieces = 0;
     for (int j = 0; j < count; j++)
-        iov[j] = (struct iovec){.iov_base = pkts[idx[j]].data, .iov_len = pkts[idx[j]].len};
-    *slot += count;
+        pieces += pkt_iov(&pkts[idx[j]], iov + pieces);
+    *slot += pieces;
     const struct op_endpoint to = {.addr = first->flow.dst, .port = first->flow.dst_port};
     socklen_t alen = op_io_sockaddr(&to, &u->addr[m].ss);
     struct msghdr *mh = &u->msgs[m].msg_hdr;
     *mh = (struct msghdr){.msg_name = &u->addr[m],
                           .msg_namelen = alen,
                           .msg_iov = iov,
-                          .msg_iovlen = (size_t)count};
+                          .msg_iovlen = (size_t)pieces};
     u->weight[m] = count;
     if (count == 1)
         return;
-    op_io_udp_gso(mh, u->ctrl[m].buf, (uint16_t)first->len);
+    op_io_udp_gso(mh, u->ctrl[m].buf, (uint16_t)op_pkt_wire_len(first));
 }
 
 _Static_assert(CMSG_SPACE(sizeof(uint16_t)) <= OP_IO_GSO_CTRL, "OP_IO_GSO_CTRL holds UDP_SEGMENT");
@@ -310,17 +351,18 @@ void op_io_udp_gso(struct msghdr *mh, void *ctrl, uint16_t seg)
  * (their own order is kept: only per-destination order matters). */
 static int gather_batch(const struct op_pkt *pkts, int n, int first, uint64_t *taken, int *idx)
 {
-    uint32_t seg = pkts[first].len, total = seg;
+    uint32_t seg = op_pkt_wire_len(&pkts[first]), total = seg;
     int count = 1;
     idx[0] = first;
     *taken |= 1ull << first;
     for (int i = first + 1; i < n && count < UDP_GSO_MAX_SEGS; i++) {
         if ((*taken >> i & 1) || !same_dest(&pkts[i], &pkts[first]))
             continue;
-        if (pkts[idx[count - 1]].len != seg || pkts[i].len > seg || pkts[i].len == 0 ||
-            total + pkts[i].len > UDP_GSO_MAX_BYTES)
+        uint32_t len = op_pkt_wire_len(&pkts[i]);
+        if (op_pkt_wire_len(&pkts[idx[count - 1]]) != seg || len > seg || len == 0 ||
+            total + len > UDP_GSO_MAX_BYTES)
             break;
-        total += pkts[i].len;
+        total += len;
         idx[count++] = i;
         *taken |= 1ull << i;
     }
@@ -482,6 +524,8 @@ static void udp_close(struct op_io *io)
 static const struct op_io_ops udp_ops = {
     .name = "udp",
     .recv = udp_recv,
+    .recv_lent = udp_recv_lent,
+    .takes_ext = true,
     .send = udp_send,
     .fd = udp_fd,
     .deadline = udp_deadline,

@@ -25,6 +25,7 @@ struct watch {
 struct op_loop {
     struct op_loop_config cfg;
     struct op_pktbuf rx, tx;
+    int rx_lent; /* rx's packets the last receive may have pointed elsewhere */
     struct op_txq q;
     /* frames: buffers and arrays of their own (rx_frames hands buffers to
      * the queue and back as engines forward) */
@@ -135,7 +136,10 @@ op_status_t op_loop_create(const struct op_loop_config *cfg, struct op_loop **ou
         op_loop_destroy(l);
         return st;
     }
-    l->q = (struct op_txq){.pkts = l->tx.pkts, .cap = l->tx.n, .flush = send_queue, .ctx = l};
+    /* a flush hook of the driver's reads the queue's packets itself */
+    l->q = (struct op_txq){.pkts = l->tx.pkts, .cap = l->tx.n, .flush = send_queue, .ctx = l,
+                           .ext_ok = cfg->io != NULL && cfg->flush == NULL &&
+                                     op_io_takes_ext(cfg->io)};
     *out = l;
     return OP_OK;
 }
@@ -284,6 +288,19 @@ static void hand_over(struct op_loop *l, int n, uint64_t now)
     }
 }
 
+/* Packets in rx, lent by the backend where it can (the packets of a GRO
+ * datagram where they lie: engines copy what they keep, and the next
+ * receive comes after they are done with these). rx's own buffers go
+ * back first. */
+static int receive_lent(struct op_loop *l, int max)
+{
+    for (int i = 0; i < l->rx_lent; i++)
+        l->rx.pkts[i].data = l->rx.mem + (size_t)i * OP_IO_BUF_SIZE;
+    int n = op_io_recv_lent(l->cfg.io, l->rx.pkts, max);
+    l->rx_lent = n > 0 ? n : 0;
+    return n;
+}
+
 static int receive_burst(struct op_loop *l)
 {
     int max = l->rx.n;
@@ -293,7 +310,7 @@ static int receive_burst(struct op_loop *l)
             return 0;
     }
     if (!l->cfg.frames) {
-        int n = op_io_recv(l->cfg.io, l->rx.pkts, max);
+        int n = receive_lent(l, max);
         if (n > 0)
             hand_over(l, n, op_now_ns());
         return n;
@@ -564,8 +581,7 @@ int op_loop_poll(struct op_loop *l, int max)
      * latency test polls here, and a packet that came is then handed over
      * at once (the engine's timers do not need the read's sub-us). */
     uint64_t now = op_now_ns();
-    int n = l->cfg.io != NULL ? op_io_recv(l->cfg.io, l->rx.pkts, max < l->rx.n ? max : l->rx.n)
-                              : 0;
+    int n = l->cfg.io != NULL ? receive_lent(l, max < l->rx.n ? max : l->rx.n) : 0;
     if (n > 0)
         hand_over(l, n, now);
     fire_timers(l, now);

@@ -187,6 +187,19 @@ void rdma_sgl_put(const struct rdma_sgl *sgl, uint32_t off, const void *in, uint
         sgl_copy(sgl, off, in, NULL, len);
 }
 
+const uint8_t *rdma_sgl_span(const struct rdma_sgl *sgl, uint32_t off, uint32_t len)
+{
+    for (unsigned i = 0; i < sgl->n; i++) {
+        const struct op_rdma_sge *s = &sgl->sg[i];
+        if (off >= s->length) {
+            off -= s->length;
+            continue;
+        }
+        return len <= s->length - off ? (const uint8_t *)(uintptr_t)(s->addr + off) : NULL;
+    }
+    return NULL;
+}
+
 void rdma_sgl_get(const struct rdma_sgl *sgl, uint32_t off, void *out, uint32_t len)
 {
     if (len > 0)

@@ -157,6 +157,31 @@ static uint8_t *put_ext(const struct rdma_out *o, uint8_t *b)
     return b;
 }
 
+/* Where the payload lies, when the queue's consumer takes it from there
+ * (op_txq.ext_ok) and it is worth it: below RDMA_EXT_MIN bytes one more
+ * piece for the kernel to gather costs more than the copy saved. It is
+ * the WR's memory (an MR, an inline slot), which stays put until the WR
+ * completes, and so until the packet is sent. */
+#define RDMA_EXT_MIN 512
+static const uint8_t *payload_in_place(const struct rdma_out *o, const struct op_txq *out)
+{
+    if (!out->ext_ok || o->len < RDMA_EXT_MIN)
+        return NULL;
+    return o->sgl != NULL ? rdma_sgl_span(o->sgl, o->off, o->len) : o->data;
+}
+
+/* The ICRC after the pad; the payload in the packet's data or at ext. */
+static void seal(struct op_pkt *pkt, size_t n)
+{
+    uint32_t crc = pkt->ext != NULL
+                       ? op_icrc_flow_ext(&pkt->flow, pkt->data, n, pkt->ext_at, pkt->ext,
+                                          pkt->ext_len)
+                       : op_icrc_flow(&pkt->flow, pkt->data, n);
+    for (size_t i = 0; i < OP_ICRC_LEN; i++)
+        pkt->data[n + i] = (uint8_t)(crc >> (8 * i));
+    pkt->len = (uint32_t)(n + OP_ICRC_LEN);
+}
+
 void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out)
 {
     struct op_pkt *pkt = op_txq_next(out);
@@ -167,13 +192,20 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
                                  .dst.v4 = o->dst_ip, .dst_port = o->dst_port};
     op_bth_encode(&bth, pkt->data);
     uint8_t *b = put_ext(o, pkt->data + OP_BTH_LEN);
-    if (o->sgl != NULL)
+    const uint8_t *ext = payload_in_place(o, out);
+    if (ext != NULL) {
+        pkt->ext = ext;
+        pkt->ext_len = o->len;
+        pkt->ext_at = (uint32_t)(b - pkt->data);
+    } else if (o->sgl != NULL) {
         rdma_sgl_get(o->sgl, o->off, b, o->len);
-    else if (o->len > 0)
+        b += o->len;
+    } else if (o->len > 0) {
         memcpy(b, o->data, o->len);
-    memset(b + o->len, 0, pad);
-    size_t n = (size_t)(b - pkt->data) + o->len + pad;
-    pkt->len = (uint32_t)op_icrc_seal(&pkt->flow, pkt->data, n, OP_IO_BUF_SIZE);
+        b += o->len;
+    }
+    memset(b, 0, pad);
+    seal(pkt, (size_t)(b - pkt->data) + pad);
     op_txq_commit(out);
     qp->c[OP_RDMA_QP_C_pkts_out]++;
     qp->c[OP_RDMA_QP_C_bytes_out] += o->len;

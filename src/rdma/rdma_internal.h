@@ -234,6 +234,9 @@ void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struc
 /* mr.c */
 void rdma_sgl_put(const struct rdma_sgl *sgl, uint32_t off, const void *in, uint32_t len);
 void rdma_sgl_get(const struct rdma_sgl *sgl, uint32_t off, void *out, uint32_t len);
+/* Where bytes [off, off+len) of the message lie when one entry holds them
+ * all; NULL when they span entries. */
+const uint8_t *rdma_sgl_span(const struct rdma_sgl *sgl, uint32_t off, uint32_t len);
 /* Checks an sge list against the regions (write: LOCAL_WRITE needed) and
  * copies it into out; false if a key or a range is wrong. */
 bool rdma_sgl_load(struct op_rdma_dev *dev, const struct op_rdma_sge *sg, int n, bool write,

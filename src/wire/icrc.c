@@ -98,18 +98,6 @@ static uint32_t icrc_finish(struct icrc_prefix *x, const uint8_t *roce, size_t r
     return op_crc32(icrc_crc(x->b, x->len), roce + OP_BTH_LEN, tail);
 }
 
-/* After the IP header: the flow's UDP header, the BTH and the rest. */
-static uint32_t icrc_udp_rest(struct icrc_prefix *x, const struct op_flow *flow, size_t udp_len,
-                              const uint8_t *roce, size_t len)
-{
-    uint8_t udp[UDP_HDR_LEN];
-    uint8_t *p = wp_u16(udp, flow->src_port);
-    p = wp_u16(p, flow->dst_port);
-    wp_u16(wp_u16(p, (uint16_t)udp_len), 0);
-    prefix_udp_bth(x, udp, roce, len);
-    return icrc_finish(x, roce, len);
-}
-
 /* The IPv6 header of the flow (no extension headers), already masked. */
 static size_t masked_ipv6(const struct op_flow *flow, size_t udp_len, uint8_t ip[IPV6_HDR])
 {
@@ -125,27 +113,52 @@ static size_t masked_ipv6(const struct op_flow *flow, size_t udp_len, uint8_t ip
 /* The frame Linux sends for the flow: a 20-byte IPv4 header with
  * Identification 0 (unconnected socket, DF), or a 40-byte IPv6 one, and UDP;
  * masked as the ICRC wants, straight into the prefix. */
+/* The masked pseudo-headers of a packet of `total` RoCEv2 bytes (ICRC not
+ * counted) whose first bytes are roce, up to and with the BTH, into x. */
+static void icrc_prefix_flow(struct icrc_prefix *x, const struct op_flow *flow,
+                             const uint8_t *roce, size_t total)
+{
+    size_t udp_len = UDP_HDR_LEN + total + OP_ICRC_LEN;
+    uint8_t udp[UDP_HDR_LEN];
+    memset(x->b, 0xff, LRH_LEN);
+    if (flow->dst.family == OP_AF_IPV6) {
+        x->len = LRH_LEN + masked_ipv6(flow, udp_len, x->b + LRH_LEN);
+    } else {
+        uint8_t ip[IPV4_MIN_HDR] = {0x45, 0xff};
+        uint8_t *p = wp_u16(ip + 2, (uint16_t)(IPV4_MIN_HDR + udp_len));
+        p = wp_u16(p, 0);
+        p = wp_u16(p, IPV4_DF);
+        p = wp_u8(p, 0xff); /* TTL, masked */
+        p = wp_u8(p, IPPROTO_UDP_NUM);
+        p = wp_u16(p, 0xffff); /* checksum, masked */
+        p = wp_u32(p, flow->src.v4);
+        wp_u32(p, flow->dst.v4);
+        memcpy(x->b + LRH_LEN, ip, sizeof ip);
+        x->len = LRH_LEN + sizeof ip;
+    }
+    uint8_t *p = wp_u16(udp, flow->src_port);
+    p = wp_u16(p, flow->dst_port);
+    wp_u16(wp_u16(p, (uint16_t)udp_len), 0);
+    prefix_udp_bth(x, udp, roce, total);
+}
+
 uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len)
 {
     struct icrc_prefix x;
-    size_t udp_len = UDP_HDR_LEN + len + OP_ICRC_LEN;
-    memset(x.b, 0xff, LRH_LEN);
-    if (flow->dst.family == OP_AF_IPV6) {
-        x.len = LRH_LEN + masked_ipv6(flow, udp_len, x.b + LRH_LEN);
-        return icrc_udp_rest(&x, flow, udp_len, roce, len);
-    }
-    uint8_t ip[IPV4_MIN_HDR] = {0x45, 0xff};
-    uint8_t *p = wp_u16(ip + 2, (uint16_t)(IPV4_MIN_HDR + udp_len));
-    p = wp_u16(p, 0);
-    p = wp_u16(p, IPV4_DF);
-    p = wp_u8(p, 0xff); /* TTL, masked */
-    p = wp_u8(p, IPPROTO_UDP_NUM);
-    p = wp_u16(p, 0xffff); /* checksum, masked */
-    p = wp_u32(p, flow->src.v4);
-    wp_u32(p, flow->dst.v4);
-    memcpy(x.b + LRH_LEN, ip, sizeof ip);
-    x.len = LRH_LEN + sizeof ip;
-    return icrc_udp_rest(&x, flow, udp_len, roce, len);
+    icrc_prefix_flow(&x, flow, roce, len);
+    return icrc_finish(&x, roce, len);
+}
+
+uint32_t op_icrc_flow_ext(const struct op_flow *flow, const uint8_t *roce, size_t len, size_t at,
+                          const uint8_t *ext, size_t ext_len)
+{
+    if (ext == NULL || ext_len == 0 || at < OP_BTH_LEN || at > len)
+        return op_icrc_flow(flow, roce, len);
+    struct icrc_prefix x;
+    icrc_prefix_flow(&x, flow, roce, len + ext_len);
+    uint32_t crc = op_crc32(icrc_crc(x.b, x.len), roce + OP_BTH_LEN, at - OP_BTH_LEN);
+    crc = op_crc32(crc, ext, ext_len);
+    return op_crc32(crc, roce + at, len - at);
 }
 
 /* The same for IPv6: a 40-byte header straight before UDP (no extension

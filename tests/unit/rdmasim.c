@@ -37,11 +37,13 @@ static void schedule(struct rsim *s, const struct op_pkt *p, uint64_t at)
         i--;
     memmove(&s->ev[i + 1], &s->ev[i], (s->n - i) * sizeof(*s->ev));
     struct rsim_event *ev = &s->ev[i];
+    uint32_t len = op_pkt_wire_len(p); /* a payload spliced in (ext) arrives flat */
     *ev = (struct rsim_event){.at = at, .order = order, .pkt = *p};
-    ev->pkt.data = malloc(p->len ? p->len : 1);
+    ev->pkt.data = malloc(len ? len : 1);
     if (ev->pkt.data == NULL)
         abort();
-    memcpy(ev->pkt.data, p->data, p->len);
+    ev->pkt.len = op_pkt_flatten(p, ev->pkt.data, len);
+    ev->pkt.ext = NULL;
     s->n++;
 }
 

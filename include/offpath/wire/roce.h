@@ -100,6 +100,10 @@ OP_API uint32_t op_crc32(uint32_t crc, const void *data, size_t len);
  * from an unconnected DF socket; IPv6 with no extension header) plus the
  * RoCEv2 bytes (BTH .. pad, without the ICRC itself). */
 OP_API uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len);
+/* The same for the bytes roce[0..at) ext[0..ext_len) roce[at..len) (a
+ * payload sent from where it lies, op_pkt's ext; at past the BTH). */
+OP_API uint32_t op_icrc_flow_ext(const struct op_flow *flow, const uint8_t *roce, size_t len,
+                                 size_t at, const uint8_t *ext, size_t ext_len);
 /* ICRC of a captured packet starting at its IP header (IPv4, or IPv6 with UDP
  * next): len covers IP header .. end of the ICRC; the ICRC field is excluded. */
 OP_API op_status_t op_icrc_ip_frame(const uint8_t *ip, size_t len, uint32_t *icrc);
