@@ -1095,13 +1095,13 @@ static void test_transports_end_to_end(void **s)
     (void)s;
     for (int plain = 0; plain <= 1; plain++) {
         run_pair("unix:/tmp/chtest/u.sock", plain, 2000, 256);
-        run_pair("tcp:127.0.0.1:43911", plain, 2000, 256);
+        run_pair("tcp:127.0.0.1:30911", plain, 2000, 256);
         run_pair("shm:offpath-unit-test", plain, 2000, 256);
     }
     /* Messages larger than a batch and than the shm ring's half. */
     run_pair("shm:offpath-unit-test", false, 40, 65536);
     run_pair("unix:/tmp/chtest/u.sock", false, 40, 65536);
-    run_pair("tcp:127.0.0.1:43912", false, 1, 1);
+    run_pair("tcp:127.0.0.1:30912", false, 1, 1);
 }
 
 static void test_wrong_key_over_transport(void **s)
@@ -1159,7 +1159,7 @@ static void test_peer_not_reading_times_out(void **s)
 {
     (void)s;
     static const char *const addrs[] = {"shm:offpath-unit-idle", "unix:/tmp/chtest/idle.sock",
-                                        "tcp:127.0.0.1:43914"};
+                                        "tcp:127.0.0.1:30914"};
     for (size_t i = 0; i < COUNT_OF(addrs); i++) {
         struct idle_peer a = {0};
         struct op_channel_config b = {0};
@@ -1200,7 +1200,7 @@ static void test_no_peer_times_out(void **s)
     struct op_channel *c;
     char why[256], awhy[128];
     static const char *const addrs[] = {"shm:offpath-unit-nobody", "unix:/tmp/chtest/nobody.sock",
-                                        "tcp:127.0.0.1:43913"};
+                                        "tcp:127.0.0.1:30913"};
     for (size_t i = 0; i < COUNT_OF(addrs); i++) {
         assert_int_equal(op_chan_addr_parse(addrs[i], &cfg.addr, awhy), OP_OK);
         for (int listen = 0; listen <= 1; listen++) {
