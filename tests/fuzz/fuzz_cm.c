@@ -1,7 +1,8 @@
 /* libFuzzer target for the CM parser and exchange: the input's first byte
  * is control (bit 0: seal the ICRC so the MAD is reached; bit 1: deliver to
- * the active side instead of the passive one), the rest a RoCEv2 payload to
- * QP 1. Properties: the MAD decoder never reads past its input, what decodes
+ * the active side instead of the passive one; bit 2: the connections are
+ * UD, resolved by SIDR_REQ / SIDR_REP, beside an RC listener), the rest a
+ * RoCEv2 payload to QP 1. Properties: the MAD decoder never reads past its input, what decodes
  * re-encodes to a MAD that decodes to the same message, and the CM engine
  * survives any input (ASan/UBSan find the rest). */
 #include <stddef.h>
@@ -58,9 +59,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     require(op_rdma_cm_create(s.dev[0], &cfg, &a) == OP_OK);
     require(op_rdma_cm_create(s.dev[1], &cfg, &b) == OP_OK);
     const struct op_rdma_cm_side side = {.qpn = 0x11, .psn = 1, .mtu = 1024};
-    require(op_rdma_cm_listen(b, 0, &side) == OP_OK && op_rdma_cm_listen(b, 1, &side) == OP_OK);
+    struct op_rdma_cm_side ud = side;
+    ud.transport = OP_RDMA_CM_UD;
+    ud.qkey = 0x11111111u;
+    bool sidr = (ctl & 4) != 0;
+    require(op_rdma_cm_listen(b, 0, &side) == OP_OK &&
+            op_rdma_cm_listen(b, 1, sidr ? &ud : &side) == OP_OK);
     s.link[0].dead = true; /* the input is the only thing the passive side hears */
-    require(op_rdma_cm_connect(a, 0, &side, RSIM_IP_B, OP_ROCE_UDP_PORT, 0, &s.q) == OP_OK);
+    require(op_rdma_cm_connect(a, 0, sidr ? &ud : &side, RSIM_IP_B, OP_ROCE_UDP_PORT, 0, &s.q) ==
+            OP_OK);
     bool to_active = (ctl & 2) != 0;
     struct op_pkt p = {.flow = {.src.v4 = to_active ? RSIM_IP_B : RSIM_IP_A,
                                 .dst.v4 = to_active ? RSIM_IP_A : RSIM_IP_B,

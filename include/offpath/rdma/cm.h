@@ -14,7 +14,8 @@
  * itself: each connection says what its side is (QPN, PSN, MTU, ...) and
  * learns the peer's; the caller then moves its QPs to RTR and RTS. */
 struct op_rdma_cm;
-#define OP_RDMA_CM_PRIVATE_MAX 92 /* what a REQ carries */
+#define OP_RDMA_CM_PRIVATE_MAX 92 /* what a REQ carries (SIDR_REQ 216, SIDR_REP 136) */
+#define OP_RDMA_CM_UD 3           /* op_rdma_cm_side.transport of a UD QP */
 struct op_rdma_cm_side {
     uint32_t qpn, psn;
     uint32_t mtu; /* bytes: 256 .. 4096 */
@@ -22,8 +23,13 @@ struct op_rdma_cm_side {
     uint8_t retry_count, rnr_retry, timeout;      /* REQ only (the active side's) */
     /* REQ: the transport service type, 0 RC or 1 UC (the REQ's 2 bits); a
      * passive side REJects a REQ for another type than it listens with
-     * (reason 9, invalid transport service type), taking no slot */
+     * (reason 9, invalid transport service type), taking no slot.
+     * OP_RDMA_CM_UD: a UD QP, resolved by SIDR_REQ / SIDR_REP instead (no
+     * REQ, REP or RTU): the active side learns the passive's qpn and qkey;
+     * the passive side learns only the private data and the address (psn,
+     * mtu and the rest are 0), as a SIDR_REQ carries no QPN. */
     uint8_t transport;
+    uint32_t qkey; /* UD: what a SIDR_REP says */
     uint8_t private_data[OP_RDMA_CM_PRIVATE_MAX]; /* as rdma_cm's conn_param (zero padded) */
 };
 enum op_rdma_cm_state {
@@ -37,10 +43,13 @@ struct op_rdma_cm_config {
     uint32_t nconn;       /* connections (one per QP) */
     uint64_t retry_ns;    /* a REQ or REP is sent again after this without an answer */
     uint32_t max_retries; /* then the connection fails, with a cause */
-    /* rdma_cm's port: REQs carry service ID RDMA_PS_TCP | port, and a
-     * passive side REJects one for another port (reason 8, invalid service
-     * ID), as rdma_cm refuses a connection no one listens for. 0: the
-     * device's UDP port. */
+    /* rdma_cm's port: REQs carry service ID RDMA_PS_TCP | port (SIDR_REQs
+     * RDMA_PS_UDP | port), and a passive side REJects one for another port
+     * (reason 8, invalid service ID; a SIDR_REP with status 1, service ID
+     * not supported), as rdma_cm refuses a connection no one listens for.
+     * A REQ with no listener of its type left is REJected with reason 1 (no
+     * QP available), a SIDR_REQ answered with status 3. 0: the device's
+     * UDP port. */
     uint16_t service_port;
 };
 OP_API op_status_t op_rdma_cm_create(struct op_rdma_dev *dev, const struct op_rdma_cm_config *cfg,
@@ -70,11 +79,11 @@ OP_API const char *op_rdma_cm_error(const struct op_rdma_cm *cm, uint32_t i);
     X(cm_pkts_out)                                                                                 \
     X(cm_resent)      /* REQs and REPs sent again for want of an answer */                        \
     X(cm_duplicates)  /* REQs and REPs seen before: answered again */                             \
-    X(cm_unknown)     /* REP, RTU or REJ for no connection of ours, REQ with no slot or for   \
-                         another service (port) */                                                 \
+    X(cm_unknown)     /* REP, RTU, REJ or SIDR_REP for no connection of ours, (SIDR_)REQ  \
+                         with no slot or for another service (port) */                            \
     X(cm_malformed)   /* not a CM message we take (op_cm_err says why; op_rdma_cm_drops) */     \
-    X(cm_rej_sent)                                                                                 \
-    X(cm_rej_recv)
+    X(cm_rej_sent)    /* REJs, and SIDR_REPs that refuse */                                       \
+    X(cm_rej_recv)    /* the same, received */
 enum op_rdma_cm_counter {
 #define OP_RDMA_CM_ENUM_(n) OP_RDMA_CM_C_##n,
     OP_RDMA_CM_COUNTERS(OP_RDMA_CM_ENUM_)
