@@ -7,7 +7,10 @@
  * carries its QP's number, PSN, MTU and limits in the IBTA fields and the
  * buffer's rkey and address in the private data (as an application's
  * rdma_cm conn_param would). CM connection 0 is the control QP, 1 + i the
- * test's QP i.
+ * test's QP i. UD QPs are resolved by SIDR_REQ / SIDR_REP instead (as
+ * rdma_cm resolves a UD peer): the reply names the server's QPN and Q_Key;
+ * a SIDR_REQ names no QP, so the client's QPN and PSN ride in its private
+ * data after the buffer's.
  *
  * A server without -d listens on UDP 4791 of every address until the first
  * REQ says which address the client aimed at, then serves on that one (as
@@ -53,15 +56,20 @@ static void qp_side(const struct perf_run *r, uint32_t k, struct op_rdma_cm_side
     const struct perf_ep *ep = &r->ep;
     const struct perf_qp *q = &ep->qps[k - 1];
     const struct op_perf_config *c = r->cfg;
-    bool uc = c->type == OP_RDMA_QPT_UC; /* no READs, atomics or retries: those fields are 0 */
-    uint8_t rd = uc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    /* UC, UD: no READs, atomics or retries: those fields are 0 */
+    bool rc = c->type == OP_RDMA_QPT_RC;
+    uint8_t rd = !rc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    uint8_t transport = c->type == OP_RDMA_QPT_UD ? OP_RDMA_CM_UD : c->type == OP_RDMA_QPT_UC;
     *s = (struct op_rdma_cm_side){.qpn = op_rdma_qp_num(q->qp), .psn = q->psn, .mtu = ep->mtu,
-                                  .responder_resources = uc ? 0 : 16, .initiator_depth = rd,
-                                  .retry_count = uc ? 0 : c->retry_cnt, .rnr_retry = uc ? 0 : 7,
-                                  .timeout = c->qp_timeout, .transport = uc};
+                                  .responder_resources = rc ? 16 : 0, .initiator_depth = rd,
+                                  .retry_count = rc ? c->retry_cnt : 0, .rnr_retry = rc ? 7 : 0,
+                                  .timeout = c->qp_timeout, .transport = transport,
+                                  .qkey = PERF_QKEY};
     put_be(s->private_data, op_rdma_mr_rkey(q->mr), 4);
     put_be(s->private_data + 4, (uint64_t)(uintptr_t)q->buf, 8);
     put_be(s->private_data + 12, k - 1, 4);
+    put_be(s->private_data + 16, s->qpn, 4);
+    put_be(s->private_data + 20, s->psn, 4);
 }
 
 static struct op_rdma_cm *cm_of(const struct perf_run *r) { return r->cm; }
@@ -344,6 +352,23 @@ static bool settled(struct perf_run *r, op_status_t *st)
     return all;
 }
 
+/* A UD peer as a CM side: the SIDR_REP's Q_Key must be ours (every UD
+ * send carries PERF_QKEY); a server takes the client's QPN from the
+ * SIDR_REQ's private data, and either side the peer's PSN. */
+static bool ud_peer(struct perf_run *r, struct op_rdma_cm_side *s)
+{
+    s->psn = (uint32_t)get_be(s->private_data + 20, 4);
+    if (r->is_server) {
+        s->qpn = (uint32_t)get_be(s->private_data + 16, 4);
+        s->mtu = r->ep.mtu; /* a UD QP has no path MTU; -m and the link agree it */
+    } else if (s->qkey != PERF_QKEY) {
+        (void)perf_refuse(r->why, sizeof r->why, "-R: the SIDR_REP's Q_Key 0x%x is not 0x%x",
+                          s->qkey, PERF_QKEY);
+        return false;
+    }
+    return true;
+}
+
 /* The peer as exchange_qps would have filled it in. */
 static op_status_t take_peers(struct perf_run *r)
 {
@@ -353,6 +378,8 @@ static op_status_t take_peers(struct perf_run *r)
         struct perf_peer *p = &r->ep.qps[k - 1].peer;
         if (op_rdma_cm_peer(cm, k, &s, &p->ip, &p->port) != OP_OK)
             return perf_refuse(r->why, sizeof r->why, "-R: QP %u is not connected", k - 1);
+        if (s.transport == OP_RDMA_CM_UD && !ud_peer(r, &s))
+            return OP_ERR_MALFORMED;
         if (s.mtu != r->ep.mtu)
             return perf_refuse(r->why, sizeof r->why,
                                "-R: the REQ's path MTU %u is not this side's %u (-m)", s.mtu,
@@ -395,11 +422,11 @@ op_status_t perf_cm_connect_qps(struct perf_run *r)
     struct op_rdma_cm_side s;
     if (r->is_server)
         return drive(r);
+    /* the control QP's CM answered from where the test's requests go too */
     (void)op_rdma_cm_peer(cm, COMM_CONN, &s, &server, &port);
     for (uint32_t k = 1; k <= r->ep.nqp; k++) {
         qp_side(r, k, &s);
-        if (op_rdma_cm_connect(cm, k, &s, server, OP_ROCE_UDP_PORT, op_now_ns(),
-                               perf_ep_txq(&r->ep)) != OP_OK)
+        if (op_rdma_cm_connect(cm, k, &s, server, port, op_now_ns(), perf_ep_txq(&r->ep)) != OP_OK)
             return perf_refuse(r->why, sizeof r->why, "-R: cannot connect QP %u", k - 1);
     }
     perf_ep_flush(&r->ep);

@@ -234,10 +234,10 @@ def test_rdma_cm_port_taken_is_named():
            "give -d the address to serve on" in without.stderr, without.stderr
 
 
-def test_rdma_cm_refused_with_ud():
-    r = subprocess.run([BIN, "ib_send_bw", "-R", "-c", "UD"], capture_output=True, text=True,
-                       timeout=10)
-    assert r.returncode == 2 and "-R (--rdma_cm): RC or UC QPs, one client" in r.stderr, r.stderr
+def test_rdma_cm_refused_with_clients():
+    r = subprocess.run([BIN, "ib_send_bw", "-R", "--clients", "2"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2 and "-R (--rdma_cm): one client" in r.stderr, r.stderr
 
 
 def result_row(out, size):
@@ -278,6 +278,67 @@ def test_rdma_cm_with_uc(tool, args, lat, tmp_path):
     types = {int(q, 16): int(t, 0) for q, t in (l.split("\t") for l in r.stdout.splitlines())}
     assert {types[q] for q, _ in c_loc} == {1}, types  # the test QPs: UC
     assert sorted(t for q, t in types.items() if q not in dict(c_loc)) == [0], types
+
+
+def sidr_mads(pcap):
+    """(Info, MAD data bytes) of each SIDR MAD in the capture, a resent
+    copy once."""
+    r = subprocess.run([TSHARK, "-r", str(pcap), "-d", "udp.port==4791,infiniband", "-Y",
+                        "infiniband.mad.attributeid == 0x0017 || "
+                        "infiniband.mad.attributeid == 0x0018",
+                        "-T", "fields", "-E", "separator=/t", "-e", "_ws.col.Info",
+                        "-e", "infiniband.mad.data"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = []
+    for line in r.stdout.splitlines():
+        info, data = line.split("\t")
+        row = (info, bytes.fromhex(data.replace(":", "")))
+        if row not in out:
+            out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("tool,args,lat", [("ib_send_bw", ["-q", 2, "-n", 600], False),
+                                           ("ib_send_lat", ["-s", 64, "-n", 500], True)])
+def test_rdma_cm_with_ud(tool, args, lat, tmp_path):
+    """-R -c UD: the control QP is connected by REQ/REP/RTU, the UD QPs
+    resolved by SIDR_REQ / SIDR_REP as rdma_cm resolves a UD peer: tshark
+    names them InfiniBand CM ServiceIDResReq / ServiceIDResReqResp; each
+    reply says status 0 with the server's QPN and the Q_Key, each request
+    rdma_cm's UDP port space and -p; the rows are perftest's and the data
+    checks out."""
+    pcap = tmp_path / "ud.pcap"
+    addr, p = server_addr()
+    base = [BIN, tool, "-p", p, "-R", "-c", "UD", *args]
+    server, client = run_server_client(base + ["-d", addr],
+                                       base + ["--pcap", str(pcap), addr], timeout=120)
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert " Connection type : UD" in side[1], side[1]
+        assert " rdma_cm QPs\t : ON\n" in side[1]
+    c_loc, c_rem = addresses(client[1])
+    s_loc, s_rem = addresses(server[1])
+    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    nqp = args[args.index("-q") + 1] if "-q" in args else 1
+    assert len(c_loc) == nqp
+    row = result_row(client[1], 64 if lat else 4096)
+    assert len(row) == (9 if lat else 5) and int(row[1]) == args[args.index("-n") + 1], row
+    if TSHARK is None:
+        return
+    mads = sidr_mads(pcap)
+    reqs = [d for info, d in mads if info == "CM: ServiceIDResReq"]
+    reps = [d for info, d in mads if info == "CM: ServiceIDResReqResp"]
+    assert len(reqs) == nqp and len(reps) == nqp, [info for info, _ in mads]
+    service = 0x0000000001110000 | p  # RDMA_PS_UDP | port
+    assert all(int.from_bytes(d[8:16], "big") == service for d in reqs)
+    assert {d[0:4] for d in reqs} == {d[0:4] for d in reps}  # request IDs answered
+    for d in reps:
+        assert d[4] == 0 and d[5] == 0  # status: QP valid, no additional information
+        assert int.from_bytes(d[12:20], "big") == service
+        assert int.from_bytes(d[20:24], "big") == 0x11111111  # perftest's UD Q_Key
+    assert sorted(int.from_bytes(d[8:11], "big") for d in reps) == sorted(q for q, _ in c_rem)
 
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark not installed (scripts/bootstrap installs it)")
