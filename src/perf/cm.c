@@ -95,7 +95,7 @@ static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
                                   r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
-    if (r->is_server && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {
+    if (r->is_server && r->req == NULL && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {
         char a[16];
         op_format_ipv4(ip, a);
         return perf_refuse(r->why, sizeof r->why,
@@ -155,53 +155,28 @@ static void refuse_tcp_client(int lfd)
     perf_oob_close(&o);
 }
 
-static int wildcard_socket(void)
+/* Serve on the address the REQ was sent to, and hand it to the
+ * endpoint's CM (whose ICRC check knows both addresses). */
+static op_status_t take_req(struct perf_run *r, const struct perf_cm_req *req, size_t max_size)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(OP_ROCE_UDP_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* A REQ on the wildcard socket names the address it was sent to (its
- * primary path's remote GID, ::ffff:IPv4): serve there, and hand the REQ
- * to the endpoint's CM (whose ICRC check now knows both addresses). */
-static op_status_t take_first_req(struct perf_run *r, int *wfd, size_t max_size)
-{
-    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    uint8_t buf[OP_IO_BUF_SIZE];
-    struct sockaddr_in from;
-    socklen_t flen = sizeof from;
-    struct op_cm_msg m;
-    enum op_cm_err why;
-    ssize_t n = recvfrom(*wfd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
-    if (n != (ssize_t)OP_CM_PKT_LEN ||
-        op_cm_mad_decode(buf + OP_BTH_LEN + OP_DETH_LEN, OP_CM_MAD_LEN, &m, &why) != OP_OK ||
-        m.attr != OP_CM_REQ || memcmp(m.remote_gid, v4_mapped, sizeof v4_mapped) != 0)
-        return OP_OK; /* not what starts a connection: keep listening */
-    uint32_t ip = (uint32_t)get_be(m.remote_gid + 12, 4);
-    close(*wfd);
-    *wfd = -1;
-    op_status_t st = open_side(r, ip, max_size);
+    op_status_t st = open_side(r, req->flow.dst.v4, max_size);
     if (st != OP_OK)
         return st;
-    const struct op_pkt p = {.flow = {.src = op_addr_ipv4(ntohl(from.sin_addr.s_addr)),
-                                      .dst = op_addr_ipv4(ip),
-                                      .src_port = ntohs(from.sin_port),
-                                      .dst_port = OP_ROCE_UDP_PORT},
-                             .len = (uint32_t)n, .data = buf};
+    const struct op_pkt p = {.flow = req->flow, .len = req->len, .data = (uint8_t *)req->data};
     op_rdma_dev_input(r->ep.dev, &p, op_now_ns(), perf_ep_txq(&r->ep));
     perf_ep_flush(&r->ep);
     return OP_OK;
 }
 
-static op_status_t listen_sockets(struct perf_run *r, int *lfd, int *wfd, size_t max_size)
+/* -d: the endpoint opens on its address at once; otherwise a listener on
+ * every address waits for the first REQ (d). A server of several clients
+ * was handed its client's REQ (r->req) and opens where it was sent. */
+static op_status_t listen_sockets(struct perf_run *r, int *lfd, struct perf_cm_clients *d,
+                                  size_t max_size)
 {
     const struct op_perf_config *c = r->cfg;
+    if (r->req != NULL)
+        return take_req(r, r->req, max_size);
     char ignored[256];
     /* the TCP port only serves to refuse: taken, it refuses nobody */
     if (perf_oob_listen(c->tcp_port, 4, lfd, ignored, sizeof ignored) == OP_OK)
@@ -213,37 +188,36 @@ static op_status_t listen_sockets(struct perf_run *r, int *lfd, int *wfd, size_t
                                  "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
                                  c->device)
                    : open_side(r, ip, max_size);
-    *wfd = wildcard_socket();
-    if (*wfd < 0)
-        return perf_refuse(r->why, sizeof r->why,
-                           "-R: cannot listen on UDP port 4791 of every address (%s): give -d "
-                           "the address to serve on", strerror(errno));
-    return OP_OK;
+    return perf_cm_clients_open(c, d, r->why, sizeof r->why);
 }
 
 static op_status_t serve(struct perf_run *r, size_t max_size)
 {
-    int lfd = -1, wfd = -1;
-    op_status_t st = listen_sockets(r, &lfd, &wfd, max_size);
+    int lfd = -1;
+    struct perf_cm_clients d = {.fd = -1};
+    op_status_t st = listen_sockets(r, &lfd, &d, max_size);
     for (unsigned idle = 0; st == OP_OK;) {
-        if (wfd < 0 && comm_known(r, &st))
+        if (d.fd < 0 && comm_known(r, &st))
             break;
-        if (wfd < 0 && (perf_ep_progress(&r->ep) > 0 || ++idle < SPINS))
+        if (d.fd < 0 && (perf_ep_progress(&r->ep) > 0 || ++idle < SPINS))
             continue;
         idle = 0;
-        const int fds[2] = {wfd >= 0 ? wfd : op_io_fd(r->ep.io), lfd};
-        uint64_t next = wfd >= 0 ? UINT64_MAX : op_rdma_dev_next_timer(r->ep.dev);
+        const int fds[2] = {d.fd >= 0 ? d.fd : op_io_fd(r->ep.io), lfd};
+        uint64_t next = d.fd >= 0 ? UINT64_MAX : op_rdma_dev_next_timer(r->ep.dev);
         uint64_t until = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
         (void)op_io_wait_fds(fds, 2, OP_IO_IN, next < until ? next : until);
         if (lfd >= 0)
             refuse_tcp_client(lfd);
-        if (wfd >= 0)
-            st = take_first_req(r, &wfd, max_size);
+        struct perf_cm_req first;
+        uint32_t client;
+        if (d.fd >= 0 && perf_cm_clients_poll(&d, 0, &first, &client) == 1) {
+            perf_cm_clients_close(&d); /* the endpoint takes 4791 of that address */
+            st = take_req(r, &first, max_size);
+        }
     }
     if (lfd >= 0)
         close(lfd);
-    if (wfd >= 0)
-        close(wfd);
+    perf_cm_clients_close(&d);
     return st == OP_OK ? comm_up(r) : st;
 }
 

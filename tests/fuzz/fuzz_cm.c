@@ -1,8 +1,10 @@
 /* libFuzzer target for the CM parser and exchange: the input's first byte
  * is control (bit 0: seal the ICRC so the MAD is reached; bit 1: deliver to
  * the active side instead of the passive one; bit 2: the connections are
- * UD, resolved by SIDR_REQ / SIDR_REP, beside an RC listener), the rest a
- * RoCEv2 payload to QP 1. Properties: the MAD decoder never reads past its input, what decodes
+ * UD, resolved by SIDR_REQ / SIDR_REP, beside an RC listener; bit 3: the
+ * listener of several clients reads it on a socket of every address), the
+ * rest a RoCEv2 payload to QP 1; the listener of several clients gets it
+ * too (a refusal it builds must decode). Properties: the MAD decoder never reads past its input, what decodes
  * re-encodes to a MAD that decodes to the same message, and the CM engine
  * survives any input (ASan/UBSan find the rest). */
 #include <stddef.h>
@@ -33,6 +35,26 @@ static void mad_round_trip(const uint8_t *mad, size_t len)
     op_cm_mad_encode(&m, b);
     require(op_cm_mad_decode(b, sizeof b, &again, &why) == OP_OK);
     require(memcmp(&m, &again, sizeof m) == 0);
+}
+
+static void listener_input(const struct op_pkt *in, bool wildcard)
+{
+    struct op_rdma_cm_listener *l;
+    uint8_t rbuf[OP_IO_BUF_SIZE];
+    struct op_pkt p = *in, reply = {.data = rbuf};
+    uint32_t client;
+    if (wildcard)
+        p.flow.dst.v4 = 0;
+    require(op_rdma_cm_listener_create(OP_ROCE_UDP_PORT, 1, &l) == OP_OK);
+    for (int i = 0; i < 3; i++) { /* a new client, the same again, then full */
+        if (op_rdma_cm_listener_input(l, &p, &reply, &client) == OP_RDMA_CM_REFUSED) {
+            struct op_cm_msg m;
+            enum op_cm_err why;
+            require(op_cm_packet_decode(&reply.flow, reply.data, reply.len, &m, &why) == OP_OK);
+        }
+        p.flow.src_port = (uint16_t)(p.flow.src_port + (i == 1));
+    }
+    op_rdma_cm_listener_destroy(l);
 }
 
 static bool never(void *arg)
@@ -77,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf[5] = buf[6] = 0, buf[7] = OP_CM_GSI_QPN;
     if ((ctl & 1) && len >= OP_ICRC_LEN)
         (void)op_icrc_seal(&p.flow, buf, len - OP_ICRC_LEN, sizeof buf);
+    listener_input(&p, (ctl & 8) != 0);
     rsim_deliver(&s, &p);
     (void)rsim_run(&s, never, NULL, 10 * OP_NS_PER_MS);
     for (uint32_t i = 0; i < 2; i++)

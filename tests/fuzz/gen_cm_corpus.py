@@ -10,7 +10,7 @@ import os
 import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "cm")
-SEAL, TO_ACTIVE, UD = 1, 2, 4
+SEAL, TO_ACTIVE, UD, WILDCARD = 1, 2, 4, 8
 
 
 def frame(mad):
@@ -92,6 +92,9 @@ SEEDS = {
     "sidr_rep_bad_status": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(status=6)),
     "sidr_rep_long_info": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(info_len=73)),
     "sidr_rep_qp1": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(qpn=1)),
+    "req_on_every_address": bytes([SEAL | WILDCARD]) + frame(req()),
+    "req_other_port_on_every_address": bytes([SEAL | WILDCARD]) + frame(req()[:32] + b"\x12\xb8"
+                                                                         + req()[34:]),
 }
 
 

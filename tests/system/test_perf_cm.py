@@ -234,10 +234,72 @@ def test_rdma_cm_port_taken_is_named():
            "give -d the address to serve on" in without.stderr, without.stderr
 
 
-def test_rdma_cm_refused_with_clients():
-    r = subprocess.run([BIN, "ib_send_bw", "-R", "--clients", "2"], capture_output=True,
-                       text=True, timeout=10)
-    assert r.returncode == 2 and "-R (--rdma_cm): one client" in r.stderr, r.stderr
+def reports(server_out, n):
+    """The server's report of each client, in the order they came."""
+    parts = re.split(r"^ offpath: client \d+ of \d+\n", server_out, flags=re.M)
+    assert len(parts) == n + 1, server_out
+    return parts[1:]
+
+
+@pytest.mark.parametrize("tool,args,n", [("ib_write_bw", ["-q", 2, "-D", 2], 3),
+                                         ("ib_send_bw", ["-c", "UD", "-q", 2, "-n", 500], 2)])
+def test_rdma_cm_serves_several_clients(tool, args, n):
+    """--clients N with -R: one CM listener on UDP 4791 hands each client's
+    control REQ to a connection of its own, which answers from another
+    port (where the client's test QPs connect, or resolve by SIDR for UD);
+    every client's rows and data check, the server's N reports (each the
+    addresses its client saw) and their sum. While they run, a client too
+    many is REJected (no QP available) and one for another -p (invalid
+    service ID); neither disturbs the others."""
+    addr, p = server_addr()
+    base = [BIN, tool, "-R", "-p", p, *args]
+    server = subprocess.Popen([str(a) for a in base + ["--clients", n, "-d", addr]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients = []
+    try:
+        time.sleep(0.3)
+        clients = [subprocess.Popen([str(a) for a in base + [addr]], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(n)]
+        if "-D" in args:  # they run 2 s: ask while they do
+            time.sleep(0.8)
+            extra = subprocess.run([str(a) for a in base + [addr]], capture_output=True,
+                                   text=True, timeout=30)
+            other = subprocess.run([str(a) for a in [BIN, tool, "-R", "-p", p + 1, *args, addr]],
+                                   capture_output=True, text=True, timeout=30)
+            assert extra.returncode == 1 and "-R: the peer rejected the connection (REJ reason " \
+                "1: no QP available)" in extra.stderr, extra.stderr
+            assert other.returncode == 1 and "REJ reason 8: invalid service ID" in other.stderr, \
+                other.stderr
+        outs = [c.communicate(timeout=60) for c in clients]
+        sout, serr = server.communicate(timeout=60)
+    finally:
+        for proc in clients + [server]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    for c, (out, err) in zip(clients, outs):
+        check_ok((c.returncode, out, err), "client")
+    assert server.returncode == 0, serr
+    parts = reports(sout, n)
+    seen = []
+    for part in parts:
+        assert " offpath: data check ok" in part and " rdma_cm QPs\t : ON\n" in part, part
+        s_loc, s_rem = addresses(part)
+        assert len(s_loc) == 2
+        match = [i for i, (out, _) in enumerate(outs)
+                 if sorted(addresses(out)[1]) == sorted(s_loc)
+                 and sorted(addresses(out)[0]) == sorted(s_rem)]
+        assert len(match) == 1, (part, outs)
+        seen += match
+        assert "Waiting for client" not in part
+    assert sorted(seen) == list(range(n))
+    for out, _ in outs:
+        row = result_row(out, 4096 if "UD" in args else 65536)
+        assert len(row) == 5 and float(row[3]) > 0, row
+        if "-n" in args:
+            assert int(row[1]) == 500
+    line = next(l for l in sout.splitlines() if "clients together" in l)
+    assert line.startswith(f" offpath: {n} clients together: BW average "), line
 
 
 def result_row(out, size):

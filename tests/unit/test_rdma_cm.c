@@ -601,6 +601,115 @@ static void test_sidr_refusals(void **state)
     rsim_free(&f.s);
 }
 
+/* ---- the listener in front of several clients' CMs */
+static uint8_t lbuf[8][OP_IO_BUF_SIZE];
+
+/* Message m from ip:port to B:4791 (dst: what the receiving socket knows,
+ * 0 for one on every address), in packet slot k. */
+static struct op_pkt cm_from(int k, const struct op_cm_msg *m, uint32_t ip, uint16_t port,
+                             uint32_t dst)
+{
+    struct op_pkt p = {.flow = {.src.v4 = ip, .src_port = port, .dst.v4 = RSIM_IP_B,
+                                .dst_port = OP_ROCE_UDP_PORT},
+                       .data = lbuf[k]};
+    p.len = (uint32_t)op_cm_packet_encode(&p.flow, 1, m, p.data, OP_IO_BUF_SIZE);
+    p.flow.dst.v4 = dst;
+    return p;
+}
+
+static struct op_cm_msg req_to_b(uint32_t comm_id, uint16_t port)
+{
+    struct op_cm_msg m = sample(OP_CM_REQ);
+    m.local_comm_id = comm_id;
+    m.service_id = OP_CM_SERVICE_RDMA_TCP | port;
+    memset(m.remote_gid, 0, 16);
+    m.remote_gid[10] = m.remote_gid[11] = 0xff;
+    m.remote_gid[12] = 127;
+    m.remote_gid[15] = 2; /* RSIM_IP_B */
+    return m;
+}
+
+/* The reply a refused packet got: decoded, sent back to where it came from. */
+static struct op_cm_msg refusal(const struct op_pkt *req, const struct op_pkt *reply)
+{
+    struct op_cm_msg d;
+    enum op_cm_err why;
+    assert_int_equal(reply->flow.dst.v4, req->flow.src.v4);
+    assert_int_equal(reply->flow.dst_port, req->flow.src_port);
+    assert_int_equal(reply->flow.src.v4, RSIM_IP_B);
+    assert_int_equal(op_cm_packet_decode(&reply->flow, reply->data, reply->len, &d, &why), OP_OK);
+    return d;
+}
+
+static void test_listener_dispatches_clients(void **state)
+{
+    (void)state;
+    struct op_rdma_cm_listener *l;
+    assert_int_equal(op_rdma_cm_listener_create(18515, 2, &l), OP_OK);
+    struct op_pkt reply = {.data = lbuf[7]};
+    uint32_t client = 99;
+    struct op_cm_msg m = req_to_b(0x11, 18515);
+    struct op_pkt a = cm_from(0, &m, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &a, &reply, &client), OP_RDMA_CM_NEW_CLIENT);
+    assert_int_equal(client, 0);
+    assert_int_equal(op_rdma_cm_listener_input(l, &a, &reply, &client), OP_RDMA_CM_SAME_CLIENT);
+    assert_int_equal(client, 0);
+    /* the same communication ID from another address is another client; on a
+     * socket of every address the REQ's primary path names ours */
+    struct op_pkt b = cm_from(1, &m, RSIM_IP_A + 1, 4791, 0);
+    assert_int_equal(op_rdma_cm_listener_input(l, &b, &reply, &client), OP_RDMA_CM_NEW_CLIENT);
+    assert_int_equal(client, 1);
+    assert_int_equal(b.flow.dst.v4, RSIM_IP_B);
+    /* full: REJ reason 1, to the third client's communication ID */
+    struct op_cm_msg m3 = req_to_b(0x33, 18515);
+    struct op_pkt c = cm_from(2, &m3, RSIM_IP_A + 2, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &c, &reply, &client), OP_RDMA_CM_REFUSED);
+    struct op_cm_msg d = refusal(&c, &reply);
+    assert_int_equal(d.attr, OP_CM_REJ);
+    assert_int_equal(d.reason, 1);
+    assert_int_equal(d.remote_comm_id, 0x33);
+    assert_int_equal(d.tid, m3.tid);
+    /* another port: REJ reason 8 */
+    struct op_cm_msg m4 = req_to_b(0x44, 18516);
+    struct op_pkt e = cm_from(3, &m4, RSIM_IP_A + 3, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &e, &reply, &client), OP_RDMA_CM_REFUSED);
+    d = refusal(&e, &reply);
+    assert_int_equal(d.attr, OP_CM_REJ);
+    assert_int_equal(d.reason, 8);
+    /* SIDR_REQs: for our UD service status 3 (its QPs resolve at the
+     * client's port), for another status 1 */
+    struct op_cm_msg sq = sample(OP_CM_SIDR_REQ);
+    sq.service_id = OP_CM_SERVICE_RDMA_UDP | 18515;
+    struct op_pkt f = cm_from(4, &sq, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &f, &reply, &client), OP_RDMA_CM_REFUSED);
+    d = refusal(&f, &reply);
+    assert_int_equal(d.attr, OP_CM_SIDR_REP);
+    assert_int_equal(d.status, OP_CM_SIDR_NO_QP);
+    assert_int_equal(d.local_comm_id, sq.local_comm_id);
+    sq.service_id = OP_CM_SERVICE_RDMA_UDP | 1;
+    f = cm_from(4, &sq, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &f, &reply, &client), OP_RDMA_CM_REFUSED);
+    assert_int_equal(refusal(&f, &reply).status, OP_CM_SIDR_UNSUPPORTED);
+    /* answers, garbage, a wrong ICRC: dropped and counted */
+    struct op_cm_msg rep = sample(OP_CM_REP);
+    struct op_pkt g = cm_from(5, &rep, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &g, &reply, &client), OP_RDMA_CM_DROPPED);
+    g.len = 40;
+    assert_int_equal(op_rdma_cm_listener_input(l, &g, &reply, &client), OP_RDMA_CM_DROPPED);
+    struct op_pkt h = cm_from(6, &m3, RSIM_IP_A, 4791, RSIM_IP_B);
+    h.data[100] ^= 1; /* not resealed */
+    assert_int_equal(op_rdma_cm_listener_input(l, &h, &reply, &client), OP_RDMA_CM_DROPPED);
+    const uint64_t *cn = op_rdma_cm_listener_counters(l), *dr = op_rdma_cm_listener_drops(l);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_pkts_in], 10);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_duplicates], 1);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_rej_sent], 4);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_malformed], 2);
+    assert_int_equal(dr[OP_CM_E_length], 1);
+    assert_int_equal(dr[OP_CM_E_icrc], 1);
+    op_rdma_cm_listener_destroy(l);
+    assert_int_equal(op_rdma_cm_listener_create(18515, 0, &l), OP_ERR_INVAL);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -641,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_sidr_exchange),
         cmocka_unit_test(test_sidr_lost_reply_answered_again),
         cmocka_unit_test(test_sidr_refusals),
+        cmocka_unit_test(test_listener_dispatches_clients),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -95,4 +95,34 @@ OP_API const uint64_t *op_rdma_cm_counters(const struct op_rdma_cm *cm);
 /* By enum op_cm_err: why malformed packets were dropped. */
 OP_API const uint64_t *op_rdma_cm_drops(const struct op_rdma_cm *cm);
 
+/* ---- a listener in front of several CMs: a server of several clients
+ * has one UDP 4791 and a device (with its CM) per client, each on a port
+ * of its own. A new REQ for the listener's service (RDMA_PS_TCP | port)
+ * takes the next client, whose CM gets it and answers from its own port
+ * (the active side then talks to that port); the same REQ again (same
+ * address, port and local communication ID) is that client's already. A
+ * REQ for another service is REJected (reason 8, invalid service ID), one
+ * past the last client (reason 1, no QP available); a SIDR_REQ gets a
+ * SIDR_REP with status 1 or 3 alike (a UD client resolves its QPs at its
+ * connection's port). Pure: the caller reads and sends. */
+struct op_rdma_cm_listener;
+enum op_rdma_cm_verdict {
+    OP_RDMA_CM_NEW_CLIENT,  /* *client: its index, in the order they came */
+    OP_RDMA_CM_SAME_CLIENT, /* a REQ resent by client *client: its own CM answers it */
+    OP_RDMA_CM_REFUSED,     /* reply holds the REJ or SIDR_REP to send */
+    OP_RDMA_CM_DROPPED,     /* not a REQ (counted; op_rdma_cm_listener_drops says why) */
+};
+OP_API op_status_t op_rdma_cm_listener_create(uint16_t service_port, uint32_t clients,
+                                              struct op_rdma_cm_listener **out);
+OP_API void op_rdma_cm_listener_destroy(struct op_rdma_cm_listener *l);
+/* pkt->flow.dst may be 0.0.0.0 (a socket on every address): the REQ's
+ * primary path (remote GID) says which address it was sent to and is
+ * written there first, so that the ICRC can be checked. */
+OP_API enum op_rdma_cm_verdict op_rdma_cm_listener_input(struct op_rdma_cm_listener *l,
+                                                         struct op_pkt *pkt, struct op_pkt *reply,
+                                                         uint32_t *client);
+/* By enum op_rdma_cm_counter (cm_pkts_in, cm_duplicates, cm_unknown, ...). */
+OP_API const uint64_t *op_rdma_cm_listener_counters(const struct op_rdma_cm_listener *l);
+OP_API const uint64_t *op_rdma_cm_listener_drops(const struct op_rdma_cm_listener *l);
+
 #endif
