@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BIN, check_ok, counters, run_server_client
+from conftest import BIN, check_ok, counters, kill_leftovers, run_server_client
 from test_raweth import IP, made_pair, needs_root
 
 _port = [24200]
@@ -273,13 +273,10 @@ def test_rdma_cm_serves_several_clients(tool, args, n):
         outs = [c.communicate(timeout=60) for c in clients]
         sout, serr = server.communicate(timeout=60)
     finally:
-        for proc in clients + [server]:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+        kill_leftovers(clients + [server])
+    assert server.returncode == 0, serr
     for c, (out, err) in zip(clients, outs):
         check_ok((c.returncode, out, err), "client")
-    assert server.returncode == 0, serr
     parts = reports(sout, n)
     seen = []
     for part in parts:
@@ -302,6 +299,20 @@ def test_rdma_cm_serves_several_clients(tool, args, n):
     assert line.startswith(f" offpath: {n} clients together: BW average "), line
 
 
+def checked_pair(server, client, conn):
+    """Both sides ended well on conn QPs through rdma_cm, each knowing the
+    other's addresses; the client's (local, remote) (QPN, PSN) lists."""
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert f" Connection type : {conn}" in side[1], side[1]
+        assert " rdma_cm QPs\t : ON\n" in side[1]
+    c_loc, c_rem = addresses(client[1])
+    s_loc, s_rem = addresses(server[1])
+    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    return c_loc, c_rem
+
+
 def result_row(out, size):
     """The row of perftest's table for size (#bytes first)."""
     return next(l.split() for l in out.splitlines() if l.split()[:1] == [str(size)])
@@ -316,14 +327,7 @@ def test_rdma_cm_with_uc(tool, args, lat, tmp_path):
     are perftest's and the data checks out."""
     pcap = tmp_path / "uc.pcap"
     server, client = run_pair(tool, ["-R", "-c", "UC", *args], client_args=["--pcap", str(pcap)])
-    check_ok(client, "client")
-    check_ok(server, "server")
-    for side in (server, client):
-        assert " Connection type : UC" in side[1], side[1]
-        assert " rdma_cm QPs\t : ON\n" in side[1]
-    c_loc, c_rem = addresses(client[1])
-    s_loc, s_rem = addresses(server[1])
-    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    c_loc, _ = checked_pair(server, client, "UC")
     size, iters = args[args.index("-s") + 1], args[args.index("-n") + 1]
     row = result_row(client[1], size)
     assert len(row) == (9 if lat else 5) and int(row[1]) == iters, row
@@ -375,14 +379,7 @@ def test_rdma_cm_with_ud(tool, args, lat, tmp_path):
     base = [BIN, tool, "-p", p, "-R", "-c", "UD", *args]
     server, client = run_server_client(base + ["-d", addr],
                                        base + ["--pcap", str(pcap), addr], timeout=120)
-    check_ok(client, "client")
-    check_ok(server, "server")
-    for side in (server, client):
-        assert " Connection type : UD" in side[1], side[1]
-        assert " rdma_cm QPs\t : ON\n" in side[1]
-    c_loc, c_rem = addresses(client[1])
-    s_loc, s_rem = addresses(server[1])
-    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    c_loc, c_rem = checked_pair(server, client, "UD")
     nqp = args[args.index("-q") + 1] if "-q" in args else 1
     assert len(c_loc) == nqp
     row = result_row(client[1], 64 if lat else 4096)

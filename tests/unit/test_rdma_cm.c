@@ -245,29 +245,57 @@ static bool all_settled(void *arg)
     return true;
 }
 
+/* Losses and duplicates were seen and repaired by resends or answers again. */
+static void assert_repaired(const struct cmfx *f)
+{
+    const uint64_t *a = op_rdma_cm_counters(f->cm[0]), *b = op_rdma_cm_counters(f->cm[1]);
+    assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_resent] +
+                    a[OP_RDMA_CM_C_cm_duplicates] + b[OP_RDMA_CM_C_cm_duplicates] >
+                0);
+}
+
+/* Four active connections (and n_passive passive ones) settle over links
+ * with these faults. */
+static void settle_faulty(struct cmfx *f, double drop, double dup, double reorder,
+                          uint32_t n_passive)
+{
+    for (int i = 0; i < 2; i++)
+        f->s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
+                                          .jitter_ns = 2 * OP_NS_PER_MS};
+    struct settled w = {f, {4, n_passive}};
+    assert_true(rsim_run(&f->s, all_settled, &w, LIMIT_NS));
+}
+
+/* cm[0]'s connection i is up, with the peer at B: what it said in p; the
+ * index of the listener that answered (QPN 0x40 + j), none seen before. */
+static uint32_t active_established(struct cmfx *f, uint32_t i, struct op_rdma_cm_side *p,
+                                   bool seen[4])
+{
+    uint32_t ip;
+    uint16_t port;
+    assert_int_equal(op_rdma_cm_state(f->cm[0], i), OP_RDMA_CM_ESTABLISHED);
+    assert_int_equal(op_rdma_cm_peer(f->cm[0], i, p, &ip, &port), OP_OK);
+    assert_int_equal(ip, RSIM_IP_B);
+    uint32_t j = p->qpn - 0x40;
+    assert_true(j < 4 && !seen[j]);
+    seen[j] = true;
+    assert_int_equal(p->private_data[0], 0x80);
+    return j;
+}
+
 static void exchange(double drop, double dup, double reorder, uint64_t seed)
 {
     struct cmfx f;
     cmfx_init(&f, seed, 4, 4);
-    for (int i = 0; i < 2; i++)
-        f.s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
-                                         .jitter_ns = 2 * OP_NS_PER_MS};
-    struct settled w = {&f, {4, 4}};
-    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    settle_faulty(&f, drop, dup, reorder, 4);
     bool seen[4] = {0};
     for (uint32_t i = 0; i < 4; i++) {
         struct op_rdma_cm_side p, q;
         uint32_t ip;
         uint16_t port;
-        assert_int_equal(op_rdma_cm_state(f.cm[0], i), OP_RDMA_CM_ESTABLISHED);
-        assert_int_equal(op_rdma_cm_peer(f.cm[0], i, &p, &ip, &port), OP_OK);
-        assert_int_equal(ip, RSIM_IP_B);
+        uint32_t j = active_established(&f, i, &p, seen); /* the slot that took our REQ */
         assert_int_equal(p.mtu, 1024);
-        uint32_t j = p.qpn - 0x40; /* the passive slot that took our REQ */
-        assert_true(j < 4 && !seen[j]);
-        seen[j] = true;
         assert_int_equal(p.psn, 0x100040u + j);
-        assert_int_equal(p.private_data[0], 0x80);
         /* and the passive side learned exactly us */
         assert_int_equal(op_rdma_cm_peer(f.cm[1], j, &q, &ip, &port), OP_OK);
         assert_int_equal(q.qpn, 0x20 + i);
@@ -277,12 +305,8 @@ static void exchange(double drop, double dup, double reorder, uint64_t seed)
         assert_int_equal(q.private_data[5], (uint8_t)(i + 5));
         assert_int_equal(ip, RSIM_IP_A);
     }
-    if (drop > 0 || dup > 0) {
-        const uint64_t *a = op_rdma_cm_counters(f.cm[0]), *b = op_rdma_cm_counters(f.cm[1]);
-        assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_resent] +
-                        a[OP_RDMA_CM_C_cm_duplicates] + b[OP_RDMA_CM_C_cm_duplicates] >
-                    0);
-    }
+    if (drop > 0 || dup > 0)
+        assert_repaired(&f);
     rsim_free(&f.s);
 }
 
@@ -482,25 +506,15 @@ static void sidr_exchange(double drop, double dup, double reorder, uint64_t seed
 {
     struct cmfx f;
     sidr_init(&f, seed, 4, 4, 18515);
-    for (int i = 0; i < 2; i++)
-        f.s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
-                                         .jitter_ns = 2 * OP_NS_PER_MS};
-    struct settled w = {&f, {4, 0}};
-    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    settle_faulty(&f, drop, dup, reorder, 0);
     bool seen[4] = {0};
     for (uint32_t i = 0; i < 4; i++) {
         struct op_rdma_cm_side p, q;
         uint32_t ip;
         uint16_t port;
-        assert_int_equal(op_rdma_cm_state(f.cm[0], i), OP_RDMA_CM_ESTABLISHED);
-        assert_int_equal(op_rdma_cm_peer(f.cm[0], i, &p, &ip, &port), OP_OK);
-        assert_int_equal(ip, RSIM_IP_B);
+        uint32_t j = active_established(&f, i, &p, seen); /* the UD listener that answered */
         assert_int_equal(p.transport, OP_RDMA_CM_UD);
-        uint32_t j = p.qpn - 0x40; /* the UD listener that answered */
-        assert_true(j < 4 && !seen[j]);
-        seen[j] = true;
         assert_int_equal(p.qkey, 0x11110000u + p.qpn);
-        assert_int_equal(p.private_data[0], 0x80);
         /* the listener learned the requester's private data and address */
         assert_int_equal(op_rdma_cm_state(f.cm[1], 1 + j), OP_RDMA_CM_ESTABLISHED);
         assert_int_equal(op_rdma_cm_peer(f.cm[1], 1 + j, &q, &ip, &port), OP_OK);
@@ -510,19 +524,18 @@ static void sidr_exchange(double drop, double dup, double reorder, uint64_t seed
         assert_int_equal(ip, RSIM_IP_A);
     }
     assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE);
-    const uint64_t *a = op_rdma_cm_counters(f.cm[0]), *b = op_rdma_cm_counters(f.cm[1]);
-    assert_int_equal(b[OP_RDMA_CM_C_cm_rej_sent], 0);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 0);
     if (drop > 0 || dup > 0)
-        assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_duplicates] > 0);
+        assert_repaired(&f);
     rsim_free(&f.s);
 }
 
 static void test_sidr_exchange(void **state)
 {
     (void)state;
-    sidr_exchange(0, 0, 0, 11);
-    sidr_exchange(0.3, 0.2, 0.3, 12);
-    sidr_exchange(0.5, 0, 0, 13);
+    static const double faults[][3] = {{0, 0, 0}, {0.3, 0.2, 0.3}, {0.5, 0, 0}};
+    for (uint64_t k = 0; k < 3; k++)
+        sidr_exchange(faults[k][0], faults[k][1], faults[k][2], 11 + k);
 }
 
 /* A lost SIDR_REP: the requester asks again and the listener, which took
