@@ -144,8 +144,17 @@ static op_status_t comm_up(struct perf_run *r)
 
 /* ---- the server */
 
-/* A client without -R on the TCP port: told why, then let go. */
-static void refuse_tcp_client(int lfd)
+int perf_cm_tcp_refuser(uint16_t port)
+{
+    char ignored[256];
+    int lfd = -1;
+    /* the TCP port only serves to refuse: taken, it refuses nobody */
+    if (perf_oob_listen(port, 4, &lfd, ignored, sizeof ignored) == OP_OK)
+        (void)fcntl(lfd, F_SETFL, O_NONBLOCK);
+    return lfd;
+}
+
+void perf_cm_refuse_tcp(int lfd)
 {
     struct perf_oob o = {.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)};
     if (o.fd < 0)
@@ -177,10 +186,7 @@ static op_status_t listen_sockets(struct perf_run *r, int *lfd, struct perf_cm_c
     const struct op_perf_config *c = r->cfg;
     if (r->req != NULL)
         return take_req(r, r->req, max_size);
-    char ignored[256];
-    /* the TCP port only serves to refuse: taken, it refuses nobody */
-    if (perf_oob_listen(c->tcp_port, 4, lfd, ignored, sizeof ignored) == OP_OK)
-        (void)fcntl(*lfd, F_SETFL, O_NONBLOCK);
+    *lfd = perf_cm_tcp_refuser(c->tcp_port);
     uint32_t ip;
     if (c->device != NULL)
         return perf_ip_of_device(c->device, &ip) != OP_OK
@@ -207,7 +213,7 @@ static op_status_t serve(struct perf_run *r, size_t max_size)
         uint64_t until = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
         (void)op_io_wait_fds(fds, 2, OP_IO_IN, next < until ? next : until);
         if (lfd >= 0)
-            refuse_tcp_client(lfd);
+            perf_cm_refuse_tcp(lfd);
         struct perf_cm_req first;
         uint32_t client;
         if (d.fd >= 0 && perf_cm_clients_poll(&d, 0, &first, &client) == 1) {

@@ -85,15 +85,20 @@ static int dispatch_all(const struct op_perf_config *cfg, struct client_run *run
         return 1;
     }
     uint32_t started = 0, i;
-    int rc = 0;
+    int rc = 0, lfd = perf_cm_tcp_refuser(cfg->tcp_port);
     struct perf_cm_req req;
-    while (rc == 0 && (started < n || !all_finished(runs, n)))
+    while (rc == 0 && (started < n || !all_finished(runs, n))) {
         if (perf_cm_clients_poll(&d, 20, &req, &i) == 1) {
             runs[i].req = req;
             runs[i].r.req = &runs[i].req;
             rc = start_client(cfg, &runs[i]);
             started++;
         }
+        if (lfd >= 0)
+            perf_cm_refuse_tcp(lfd);
+    }
+    if (lfd >= 0)
+        close(lfd);
     perf_cm_clients_close(&d);
     return rc;
 }

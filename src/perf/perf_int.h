@@ -219,6 +219,10 @@ op_status_t perf_cm_clients_open(const struct op_perf_config *c, struct perf_cm_
 int perf_cm_clients_poll(struct perf_cm_clients *d, int timeout_ms, struct perf_cm_req *req,
                          uint32_t *client);
 void perf_cm_clients_close(struct perf_cm_clients *d);
+/* -R's TCP port (-p) listened on only to tell a client without -R why it
+ * is refused (non-blocking; -1 if taken); refuse: each one waiting. */
+int perf_cm_tcp_refuser(uint16_t port);
+void perf_cm_refuse_tcp(int lfd);
 /* A UDP socket on ip's (0: every address's) port 4791; -1 if it is taken. */
 int perf_cm_socket(uint32_t ip);
 /* -d: an IPv4 address, or an interface that has one */

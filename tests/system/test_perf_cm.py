@@ -241,7 +241,7 @@ def reports(server_out, n):
     return parts[1:]
 
 
-@pytest.mark.parametrize("tool,args,n", [("ib_write_bw", ["-q", 2, "-D", 2], 3),
+@pytest.mark.parametrize("tool,args,n", [("ib_write_bw", ["-q", 2, "-D", 3], 3),
                                          ("ib_send_bw", ["-c", "UD", "-q", 2, "-n", 500], 2)])
 def test_rdma_cm_serves_several_clients(tool, args, n):
     """--clients N with -R: one CM listener on UDP 4791 hands each client's
@@ -249,8 +249,9 @@ def test_rdma_cm_serves_several_clients(tool, args, n):
     port (where the client's test QPs connect, or resolve by SIDR for UD);
     every client's rows and data check, the server's N reports (each the
     addresses its client saw) and their sum. While they run, a client too
-    many is REJected (no QP available) and one for another -p (invalid
-    service ID); neither disturbs the others."""
+    many is REJected (no QP available), one for another -p (invalid service
+    ID), and one without -R is told on the TCP port to add it; none
+    disturbs the others."""
     addr, p = server_addr()
     base = [BIN, tool, "-R", "-p", p, *args]
     server = subprocess.Popen([str(a) for a in base + ["--clients", n, "-d", addr]],
@@ -260,16 +261,21 @@ def test_rdma_cm_serves_several_clients(tool, args, n):
         time.sleep(0.3)
         clients = [subprocess.Popen([str(a) for a in base + [addr]], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True) for _ in range(n)]
-        if "-D" in args:  # they run 2 s: ask while they do
+        if "-D" in args:  # they run 3 s: ask while they do, all three at once
             time.sleep(0.8)
-            extra = subprocess.run([str(a) for a in base + [addr]], capture_output=True,
-                                   text=True, timeout=30)
-            other = subprocess.run([str(a) for a in [BIN, tool, "-R", "-p", p + 1, *args, addr]],
-                                   capture_output=True, text=True, timeout=30)
-            assert extra.returncode == 1 and "-R: the peer rejected the connection (REJ reason " \
-                "1: no QP available)" in extra.stderr, extra.stderr
-            assert other.returncode == 1 and "REJ reason 8: invalid service ID" in other.stderr, \
-                other.stderr
+            probes = [[*base, addr], [BIN, tool, "-R", "-p", p + 1, *args, addr],
+                      [BIN, tool, "-p", p, "-q", 2, "-n", 100, addr]]
+            procs = [subprocess.Popen([str(a) for a in cmd], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for cmd in probes]
+            clients += procs  # killed at the end if a check below fails
+            (_, extra), (_, other), (_, plain) = [q.communicate(timeout=30) for q in procs]
+            assert [q.returncode for q in procs] == [1, 1, 1], (extra, other, plain)
+            assert "-R: the peer rejected the connection (REJ reason 1: no QP available)" \
+                in extra, extra
+            assert "REJ reason 8: invalid service ID" in other, other
+            assert "the server runs with -R (rdma_cm, no TCP side channel): give the client " \
+                "-R too" in plain, plain
+            clients = clients[:n]
         outs = [c.communicate(timeout=60) for c in clients]
         sout, serr = server.communicate(timeout=60)
     finally:
