@@ -7,7 +7,10 @@
  * carries its QP's number, PSN, MTU and limits in the IBTA fields and the
  * buffer's rkey and address in the private data (as an application's
  * rdma_cm conn_param would). CM connection 0 is the control QP, 1 + i the
- * test's QP i.
+ * test's QP i. UD QPs are resolved by SIDR_REQ / SIDR_REP instead (as
+ * rdma_cm resolves a UD peer): the reply names the server's QPN and Q_Key;
+ * a SIDR_REQ names no QP, so the client's QPN and PSN ride in its private
+ * data after the buffer's.
  *
  * A server without -d listens on UDP 4791 of every address until the first
  * REQ says which address the client aimed at, then serves on that one (as
@@ -53,15 +56,20 @@ static void qp_side(const struct perf_run *r, uint32_t k, struct op_rdma_cm_side
     const struct perf_ep *ep = &r->ep;
     const struct perf_qp *q = &ep->qps[k - 1];
     const struct op_perf_config *c = r->cfg;
-    bool uc = c->type == OP_RDMA_QPT_UC; /* no READs, atomics or retries: those fields are 0 */
-    uint8_t rd = uc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    /* UC, UD: no READs, atomics or retries: those fields are 0 */
+    bool rc = c->type == OP_RDMA_QPT_RC;
+    uint8_t rd = !rc ? 0 : perf_client_only(c) ? (uint8_t)c->out_reads : 16;
+    uint8_t transport = c->type == OP_RDMA_QPT_UD ? OP_RDMA_CM_UD : c->type == OP_RDMA_QPT_UC;
     *s = (struct op_rdma_cm_side){.qpn = op_rdma_qp_num(q->qp), .psn = q->psn, .mtu = ep->mtu,
-                                  .responder_resources = uc ? 0 : 16, .initiator_depth = rd,
-                                  .retry_count = uc ? 0 : c->retry_cnt, .rnr_retry = uc ? 0 : 7,
-                                  .timeout = c->qp_timeout, .transport = uc};
+                                  .responder_resources = rc ? 16 : 0, .initiator_depth = rd,
+                                  .retry_count = rc ? c->retry_cnt : 0, .rnr_retry = rc ? 7 : 0,
+                                  .timeout = c->qp_timeout, .transport = transport,
+                                  .qkey = PERF_QKEY};
     put_be(s->private_data, op_rdma_mr_rkey(q->mr), 4);
     put_be(s->private_data + 4, (uint64_t)(uintptr_t)q->buf, 8);
     put_be(s->private_data + 12, k - 1, 4);
+    put_be(s->private_data + 16, s->qpn, 4);
+    put_be(s->private_data + 20, s->psn, 4);
 }
 
 static struct op_rdma_cm *cm_of(const struct perf_run *r) { return r->cm; }
@@ -87,7 +95,7 @@ static op_status_t open_side(struct perf_run *r, uint32_t ip, size_t max_size)
                                   r->why, sizeof r->why);
     if (st != OP_OK)
         return st;
-    if (r->is_server && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {
+    if (r->is_server && r->req == NULL && (r->ep.port != OP_ROCE_UDP_PORT || r->ep.ip != ip)) {
         char a[16];
         op_format_ipv4(ip, a);
         return perf_refuse(r->why, sizeof r->why,
@@ -136,8 +144,17 @@ static op_status_t comm_up(struct perf_run *r)
 
 /* ---- the server */
 
-/* A client without -R on the TCP port: told why, then let go. */
-static void refuse_tcp_client(int lfd)
+int perf_cm_tcp_refuser(uint16_t port)
+{
+    char ignored[256];
+    int lfd = -1;
+    /* the TCP port only serves to refuse: taken, it refuses nobody */
+    if (perf_oob_listen(port, 4, &lfd, ignored, sizeof ignored) == OP_OK)
+        (void)fcntl(lfd, F_SETFL, O_NONBLOCK);
+    return lfd;
+}
+
+void perf_cm_refuse_tcp(int lfd)
 {
     struct perf_oob o = {.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)};
     if (o.fd < 0)
@@ -147,57 +164,29 @@ static void refuse_tcp_client(int lfd)
     perf_oob_close(&o);
 }
 
-static int wildcard_socket(void)
+/* Serve on the address the REQ was sent to, and hand it to the
+ * endpoint's CM (whose ICRC check knows both addresses). */
+static op_status_t take_req(struct perf_run *r, const struct perf_cm_req *req, size_t max_size)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(OP_ROCE_UDP_PORT),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* A REQ on the wildcard socket names the address it was sent to (its
- * primary path's remote GID, ::ffff:IPv4): serve there, and hand the REQ
- * to the endpoint's CM (whose ICRC check now knows both addresses). */
-static op_status_t take_first_req(struct perf_run *r, int *wfd, size_t max_size)
-{
-    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    uint8_t buf[OP_IO_BUF_SIZE];
-    struct sockaddr_in from;
-    socklen_t flen = sizeof from;
-    struct op_cm_msg m;
-    enum op_cm_err why;
-    ssize_t n = recvfrom(*wfd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
-    if (n != (ssize_t)OP_CM_PKT_LEN ||
-        op_cm_mad_decode(buf + OP_BTH_LEN + OP_DETH_LEN, OP_CM_MAD_LEN, &m, &why) != OP_OK ||
-        m.attr != OP_CM_REQ || memcmp(m.remote_gid, v4_mapped, sizeof v4_mapped) != 0)
-        return OP_OK; /* not what starts a connection: keep listening */
-    uint32_t ip = (uint32_t)get_be(m.remote_gid + 12, 4);
-    close(*wfd);
-    *wfd = -1;
-    op_status_t st = open_side(r, ip, max_size);
+    op_status_t st = open_side(r, req->flow.dst.v4, max_size);
     if (st != OP_OK)
         return st;
-    const struct op_pkt p = {.flow = {.src = op_addr_ipv4(ntohl(from.sin_addr.s_addr)),
-                                      .dst = op_addr_ipv4(ip),
-                                      .src_port = ntohs(from.sin_port),
-                                      .dst_port = OP_ROCE_UDP_PORT},
-                             .len = (uint32_t)n, .data = buf};
+    const struct op_pkt p = {.flow = req->flow, .len = req->len, .data = (uint8_t *)req->data};
     op_rdma_dev_input(r->ep.dev, &p, op_now_ns(), perf_ep_txq(&r->ep));
     perf_ep_flush(&r->ep);
     return OP_OK;
 }
 
-static op_status_t listen_sockets(struct perf_run *r, int *lfd, int *wfd, size_t max_size)
+/* -d: the endpoint opens on its address at once; otherwise a listener on
+ * every address waits for the first REQ (d). A server of several clients
+ * was handed its client's REQ (r->req) and opens where it was sent. */
+static op_status_t listen_sockets(struct perf_run *r, int *lfd, struct perf_cm_clients *d,
+                                  size_t max_size)
 {
     const struct op_perf_config *c = r->cfg;
-    char ignored[256];
-    /* the TCP port only serves to refuse: taken, it refuses nobody */
-    if (perf_oob_listen(c->tcp_port, 4, lfd, ignored, sizeof ignored) == OP_OK)
-        (void)fcntl(*lfd, F_SETFL, O_NONBLOCK);
+    if (r->req != NULL)
+        return take_req(r, r->req, max_size);
+    *lfd = perf_cm_tcp_refuser(c->tcp_port);
     uint32_t ip;
     if (c->device != NULL)
         return perf_ip_of_device(c->device, &ip) != OP_OK
@@ -205,37 +194,36 @@ static op_status_t listen_sockets(struct perf_run *r, int *lfd, int *wfd, size_t
                                  "-d (--ib-dev) %s: not an IPv4 address or an interface with one",
                                  c->device)
                    : open_side(r, ip, max_size);
-    *wfd = wildcard_socket();
-    if (*wfd < 0)
-        return perf_refuse(r->why, sizeof r->why,
-                           "-R: cannot listen on UDP port 4791 of every address (%s): give -d "
-                           "the address to serve on", strerror(errno));
-    return OP_OK;
+    return perf_cm_clients_open(c, d, r->why, sizeof r->why);
 }
 
 static op_status_t serve(struct perf_run *r, size_t max_size)
 {
-    int lfd = -1, wfd = -1;
-    op_status_t st = listen_sockets(r, &lfd, &wfd, max_size);
+    int lfd = -1;
+    struct perf_cm_clients d = {.fd = -1};
+    op_status_t st = listen_sockets(r, &lfd, &d, max_size);
     for (unsigned idle = 0; st == OP_OK;) {
-        if (wfd < 0 && comm_known(r, &st))
+        if (d.fd < 0 && comm_known(r, &st))
             break;
-        if (wfd < 0 && (perf_ep_progress(&r->ep) > 0 || ++idle < SPINS))
+        if (d.fd < 0 && (perf_ep_progress(&r->ep) > 0 || ++idle < SPINS))
             continue;
         idle = 0;
-        const int fds[2] = {wfd >= 0 ? wfd : op_io_fd(r->ep.io), lfd};
-        uint64_t next = wfd >= 0 ? UINT64_MAX : op_rdma_dev_next_timer(r->ep.dev);
+        const int fds[2] = {d.fd >= 0 ? d.fd : op_io_fd(r->ep.io), lfd};
+        uint64_t next = d.fd >= 0 ? UINT64_MAX : op_rdma_dev_next_timer(r->ep.dev);
         uint64_t until = op_now_ns() + WAIT_MS * OP_NS_PER_MS;
         (void)op_io_wait_fds(fds, 2, OP_IO_IN, next < until ? next : until);
         if (lfd >= 0)
-            refuse_tcp_client(lfd);
-        if (wfd >= 0)
-            st = take_first_req(r, &wfd, max_size);
+            perf_cm_refuse_tcp(lfd);
+        struct perf_cm_req first;
+        uint32_t client;
+        if (d.fd >= 0 && perf_cm_clients_poll(&d, 0, &first, &client) == 1) {
+            perf_cm_clients_close(&d); /* the endpoint takes 4791 of that address */
+            st = take_req(r, &first, max_size);
+        }
     }
     if (lfd >= 0)
         close(lfd);
-    if (wfd >= 0)
-        close(wfd);
+    perf_cm_clients_close(&d);
     return st == OP_OK ? comm_up(r) : st;
 }
 
@@ -344,6 +332,23 @@ static bool settled(struct perf_run *r, op_status_t *st)
     return all;
 }
 
+/* A UD peer as a CM side: the SIDR_REP's Q_Key must be ours (every UD
+ * send carries PERF_QKEY); a server takes the client's QPN from the
+ * SIDR_REQ's private data, and either side the peer's PSN. */
+static bool ud_peer(struct perf_run *r, struct op_rdma_cm_side *s)
+{
+    s->psn = (uint32_t)get_be(s->private_data + 20, 4);
+    if (r->is_server) {
+        s->qpn = (uint32_t)get_be(s->private_data + 16, 4);
+        s->mtu = r->ep.mtu; /* a UD QP has no path MTU; -m and the link agree it */
+    } else if (s->qkey != PERF_QKEY) {
+        (void)perf_refuse(r->why, sizeof r->why, "-R: the SIDR_REP's Q_Key 0x%x is not 0x%x",
+                          s->qkey, PERF_QKEY);
+        return false;
+    }
+    return true;
+}
+
 /* The peer as exchange_qps would have filled it in. */
 static op_status_t take_peers(struct perf_run *r)
 {
@@ -353,6 +358,8 @@ static op_status_t take_peers(struct perf_run *r)
         struct perf_peer *p = &r->ep.qps[k - 1].peer;
         if (op_rdma_cm_peer(cm, k, &s, &p->ip, &p->port) != OP_OK)
             return perf_refuse(r->why, sizeof r->why, "-R: QP %u is not connected", k - 1);
+        if (s.transport == OP_RDMA_CM_UD && !ud_peer(r, &s))
+            return OP_ERR_MALFORMED;
         if (s.mtu != r->ep.mtu)
             return perf_refuse(r->why, sizeof r->why,
                                "-R: the REQ's path MTU %u is not this side's %u (-m)", s.mtu,
@@ -395,11 +402,11 @@ op_status_t perf_cm_connect_qps(struct perf_run *r)
     struct op_rdma_cm_side s;
     if (r->is_server)
         return drive(r);
+    /* the control QP's CM answered from where the test's requests go too */
     (void)op_rdma_cm_peer(cm, COMM_CONN, &s, &server, &port);
     for (uint32_t k = 1; k <= r->ep.nqp; k++) {
         qp_side(r, k, &s);
-        if (op_rdma_cm_connect(cm, k, &s, server, OP_ROCE_UDP_PORT, op_now_ns(),
-                               perf_ep_txq(&r->ep)) != OP_OK)
+        if (op_rdma_cm_connect(cm, k, &s, server, port, op_now_ns(), perf_ep_txq(&r->ep)) != OP_OK)
             return perf_refuse(r->why, sizeof r->why, "-R: cannot connect QP %u", k - 1);
     }
     perf_ep_flush(&r->ep);

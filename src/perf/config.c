@@ -116,9 +116,6 @@ static op_status_t check_combinations(const struct op_perf_config *c, char *why,
     if (c->clients > 1 && (c->pcap || c->xdp || c->gpu.threads || c->gpu.use_gpu))
         return perf_refuse(why, len, "--clients with --pcap, --xdp or a GPU: one "
                                      "client at a time");
-    if (c->rdma_cm && (c->type == OP_RDMA_QPT_UD || c->clients > 1))
-        return perf_refuse(why, len, "-R (--rdma_cm): RC or UC QPs, one client "
-                                     "(not with -c UD or --clients)");
     if (c->use_srq && c->verb != OP_PERF_SEND)
         return perf_refuse(why, len, "--use_srq is for send tests (ib_send_bw, ib_send_lat)");
     if (c->cmp_swap && c->verb != OP_PERF_ATOMIC)

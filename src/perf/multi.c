@@ -4,12 +4,16 @@
  * UDP socket (an engine belongs to one thread; nothing is shared but the
  * read-only config). Each client's report is kept in memory and printed
  * whole, in the order they connected, then what they add up to; so is its
- * --out_json report, and the file holds them all:
+ * --out_json report, and the file holds them all. With -R the clients
+ * come through one CM listener on UDP 4791 (cm_clients.c) instead of the
+ * TCP port, and each client's test starts as soon as its REQ is in (its
+ * control QP must be driven, or the client's keep-alive gives up on it):
  *   {"clients": [<each client's report, as one client's file>],
  *    "together": {"clients": n, "BW_average": .., "MsgRate": ..}} (BW tests) */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +23,10 @@
 
 struct client_run {
     struct perf_run r;
+    struct perf_cm_req req; /* -R: the REQ that made this client */
     pthread_t thread;
     bool started;
+    atomic_bool finished;
     int rc;
     char *text, *json;
     size_t len, json_len;
@@ -30,6 +36,7 @@ static void *client_main(void *arg)
 {
     struct client_run *c = arg;
     c->rc = perf_run_side(&c->r);
+    atomic_store(&c->finished, true);
     return NULL;
 }
 
@@ -45,6 +52,55 @@ static int accept_all(const struct op_perf_config *cfg, struct client_run *runs,
     if (st != OP_OK)
         fprintf(stderr, " %s\n", why);
     return st == OP_OK ? 0 : 1;
+}
+
+static int start_client(const struct op_perf_config *cfg, struct client_run *c)
+{
+    c->r.cfg = cfg;
+    c->r.is_server = true;
+    c->r.out = open_memstream(&c->text, &c->len);
+    if (cfg->json && (c->r.json_out = open_memstream(&c->json, &c->json_len)) == NULL)
+        return 1;
+    c->started = c->r.out != NULL && pthread_create(&c->thread, NULL, client_main, c) == 0;
+    return c->started ? 0 : 1;
+}
+
+static bool all_finished(struct client_run *runs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!atomic_load(&runs[i].finished))
+            return false;
+    return true;
+}
+
+/* -R: each new client's REQ starts its run; the listener keeps refusing
+ * (another port, one client too many) until every run has ended. */
+static int dispatch_all(const struct op_perf_config *cfg, struct client_run *runs, uint32_t n)
+{
+    struct perf_cm_clients d;
+    char why[256];
+    if (perf_cm_clients_open(cfg, &d, why, sizeof why) != OP_OK) {
+        perf_cm_clients_close(&d);
+        fprintf(stderr, " %s\n", why);
+        return 1;
+    }
+    uint32_t started = 0, i;
+    int rc = 0, lfd = perf_cm_tcp_refuser(cfg->tcp_port);
+    struct perf_cm_req req;
+    while (rc == 0 && (started < n || !all_finished(runs, n))) {
+        if (perf_cm_clients_poll(&d, 20, &req, &i) == 1) {
+            runs[i].req = req;
+            runs[i].r.req = &runs[i].req;
+            rc = start_client(cfg, &runs[i]);
+            started++;
+        }
+        if (lfd >= 0)
+            perf_cm_refuse_tcp(lfd);
+    }
+    if (lfd >= 0)
+        close(lfd);
+    perf_cm_clients_close(&d);
+    return rc;
 }
 
 struct together {
@@ -115,19 +171,9 @@ int perf_run_clients(const struct op_perf_config *cfg)
         runs[i].r.oob.fd = -1;
     if (cfg->output == OP_PERF_OUT_FULL)
         perf_print_waiting(out);
-    int rc = accept_all(cfg, runs, n);
-    for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        struct client_run *c = &runs[i];
-        c->r.cfg = cfg;
-        c->r.is_server = true;
-        c->r.out = open_memstream(&c->text, &c->len);
-        if (cfg->json && (c->r.json_out = open_memstream(&c->json, &c->json_len)) == NULL)
-            rc = 1;
-        c->started = rc == 0 && c->r.out != NULL &&
-                     pthread_create(&c->thread, NULL, client_main, c) == 0;
-        if (!c->started)
-            rc = 1;
-    }
+    int rc = cfg->rdma_cm ? dispatch_all(cfg, runs, n) : accept_all(cfg, runs, n);
+    for (uint32_t i = 0; rc == 0 && !cfg->rdma_cm && i < n; i++)
+        rc = start_client(cfg, &runs[i]);
     for (uint32_t i = 0; i < n; i++) {
         if (runs[i].started)
             pthread_join(runs[i].thread, NULL);

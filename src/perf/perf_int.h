@@ -159,12 +159,24 @@ int perf_format_bw_done(const struct op_perf_bw_result *r, char *buf, size_t cap
 op_status_t perf_parse_lat_done(const char *text, void *lat_result);
 int perf_format_lat_done(const struct op_perf_lat_result *r, char *buf, size_t cap);
 
+/* A REQ the -R listener of a server of several clients took for one
+ * (cm_clients.c); flow.dst is the address it was sent to. */
+struct perf_cm_req {
+    struct op_flow flow;
+    uint32_t len;
+    uint8_t data[OP_CM_PKT_LEN];
+};
+
 /* ---- the run: one side of a test */
 struct perf_run {
     const struct op_perf_config *cfg;
     struct perf_ep ep;
     struct perf_oob oob;
     struct op_rdma_cm *cm; /* -R: the endpoint's connection manager */
+    /* -R --clients: the control REQ that made this client (its endpoint
+     * opens on another port than 4791, which the listener holds); NULL:
+     * the server listens itself */
+    const struct perf_cm_req *req;
     bool is_server;
     FILE *out;
     char why[256];     /* the first error, with its cause */
@@ -192,6 +204,27 @@ struct perf_run {
  * naming the CM's cause). */
 op_status_t perf_cm_meet(struct perf_run *r, size_t max_size);
 op_status_t perf_cm_connect_qps(struct perf_run *r);
+/* -R --clients (cm_clients.c): the CM listener on UDP 4791 of -d's
+ * address (or every address) that hands each new client's REQ to it;
+ * poll waits up to timeout_ms for one packet and returns 1 with a new
+ * client's REQ in req (its index, in the order they came, in client),
+ * 0 for anything else (refused or dropped there). */
+struct perf_cm_clients {
+    int fd;
+    uint32_t ip; /* 0: every address */
+    struct op_rdma_cm_listener *l;
+};
+op_status_t perf_cm_clients_open(const struct op_perf_config *c, struct perf_cm_clients *d,
+                                 char *why, size_t len);
+int perf_cm_clients_poll(struct perf_cm_clients *d, int timeout_ms, struct perf_cm_req *req,
+                         uint32_t *client);
+void perf_cm_clients_close(struct perf_cm_clients *d);
+/* -R's TCP port (-p) listened on only to tell a client without -R why it
+ * is refused (non-blocking; -1 if taken); refuse: each one waiting. */
+int perf_cm_tcp_refuser(uint16_t port);
+void perf_cm_refuse_tcp(int lfd);
+/* A UDP socket on ip's (0: every address's) port 4791; -1 if it is taken. */
+int perf_cm_socket(uint32_t ip);
 /* -d: an IPv4 address, or an interface that has one */
 op_status_t perf_ip_of_device(const char *dev, uint32_t *ip);
 

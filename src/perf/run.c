@@ -437,8 +437,8 @@ void perf_print_waiting(FILE *out)
 static op_status_t meet_peer(struct perf_run *r)
 {
     const struct op_perf_config *c = r->cfg;
-    if (r->is_server && c->output == OP_PERF_OUT_FULL)
-        perf_print_waiting(r->out);
+    if (r->is_server && c->output == OP_PERF_OUT_FULL && r->req == NULL)
+        perf_print_waiting(r->out); /* (a server of several clients said it once) */
     if (c->rdma_cm) /* no TCP: the peers meet through the CM (setup) */
         return OP_OK;
     return r->is_server ? perf_oob_accept(c->tcp_port, &r->oob, r->why, sizeof r->why)

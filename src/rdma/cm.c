@@ -1,9 +1,12 @@
 /* The connection manager: rdma_cm's exchange as a pure state machine on
  * the device. Active: REQ, resent every retry_ns until a REP (then RTU) or
- * max_retries (FAILED, with a cause). Passive: a new REQ takes the next
- * listening connection and is answered with a REP, resent until the RTU;
- * a REQ seen before gets the REP again, a REP seen before the RTU again
- * (a lost RTU or REP is repaired by the other side's resend). Everything
+ * max_retries (FAILED, with a cause). Passive: a new REQ takes the first
+ * free listening connection of its transport type and is answered with a
+ * REP, resent until the RTU; a REQ seen before gets the REP again, a REP
+ * seen before the RTU again (a lost RTU or REP is repaired by the other
+ * side's resend). UD connections resolve instead: SIDR_REQ, resent until
+ * a SIDR_REP, which a passive side sends again for a SIDR_REQ seen before
+ * (no RTU: the requester's resend repairs a lost reply). Everything
  * comes and goes as CM MADs to QP 1 (offpath/wire/cm.h); whatever is not
  * one is dropped and counted by its reason. */
 #include <inttypes.h>
@@ -35,7 +38,7 @@ struct op_rdma_cm {
     struct op_rdma_dev *dev;
     struct op_rdma_cm_config cfg;
     struct cm_conn *conns;
-    uint32_t next_passive, psn;
+    uint32_t psn;
     uint64_t c[OP_RDMA_CM_C_COUNT_];
     uint64_t drops[OP_CM_E_COUNT_];
 };
@@ -133,15 +136,17 @@ static void emit(struct op_rdma_cm *cm, const struct cm_conn *k, const struct op
     cm->c[OP_RDMA_CM_C_cm_pkts_out]++;
 }
 
-static uint64_t service_id(const struct op_rdma_cm *cm)
+/* rdma_cm's port space: UD QPs are RDMA_PS_UDP's, RC and UC RDMA_PS_TCP's */
+static uint64_t service_id(const struct op_rdma_cm *cm, uint8_t transport)
 {
-    return OP_CM_SERVICE_RDMA_TCP | (cm->cfg.service_port ? cm->cfg.service_port : cm->dev->cfg.port);
+    return (transport == OP_RDMA_CM_UD ? OP_CM_SERVICE_RDMA_UDP : OP_CM_SERVICE_RDMA_TCP) |
+           (cm->cfg.service_port ? cm->cfg.service_port : cm->dev->cfg.port);
 }
 
 static void send_req(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_txq *out)
 {
     struct op_cm_msg m = {.attr = OP_CM_REQ, .tid = k->tid, .local_comm_id = k->local_id,
-                          .service_id = service_id(cm),
+                          .service_id = service_id(cm, k->mine.transport),
                           .ca_guid = (uint64_t)cm->dev->cfg.ip << 16 | 0x0200,
                           .qpn = k->mine.qpn, .psn = k->mine.psn,
                           .responder_resources = k->mine.responder_resources,
@@ -170,6 +175,36 @@ static void send_rep(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_t
     emit(cm, k, &m, out);
 }
 
+static void send_sidr_req(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_txq *out)
+{
+    struct op_cm_msg m = {.attr = OP_CM_SIDR_REQ, .tid = k->tid, .local_comm_id = k->local_id,
+                          .pkey = 0xffff, .service_id = service_id(cm, OP_RDMA_CM_UD)};
+    memcpy(m.private_data, k->mine.private_data, OP_RDMA_CM_PRIVATE_MAX);
+    emit(cm, k, &m, out);
+}
+
+/* k->remote_id is the request ID; a refusal names no QP */
+static void send_sidr_rep(struct op_rdma_cm *cm, const struct cm_conn *k, uint8_t status,
+                          struct op_txq *out)
+{
+    struct op_cm_msg m = {.attr = OP_CM_SIDR_REP, .tid = k->tid, .local_comm_id = k->remote_id,
+                          .status = status, .service_id = service_id(cm, OP_RDMA_CM_UD)};
+    if (status == OP_CM_SIDR_OK) {
+        m.qpn = k->mine.qpn;
+        m.qkey = k->mine.qkey;
+        memcpy(m.private_data, k->mine.private_data, OP_RDMA_CM_PRIVATE_MAX);
+    }
+    emit(cm, k, &m, out);
+}
+
+static void send_first(struct op_rdma_cm *cm, const struct cm_conn *k, struct op_txq *out)
+{
+    if (k->mine.transport == OP_RDMA_CM_UD)
+        send_sidr_req(cm, k, out);
+    else
+        send_req(cm, k, out);
+}
+
 static void send_short(struct op_rdma_cm *cm, const struct cm_conn *k, uint16_t attr,
                        uint16_t reason, struct op_txq *out)
 {
@@ -193,7 +228,7 @@ op_status_t op_rdma_cm_connect(struct op_rdma_cm *cm, uint32_t i,
     k->state = OP_RDMA_CM_REQ_SENT;
     k->first_at = now;
     k->resend_at = now + cm->cfg.retry_ns;
-    send_req(cm, k, out);
+    send_first(cm, k, out);
     return OP_OK;
 }
 
@@ -226,6 +261,34 @@ static struct cm_conn *by_local(struct op_rdma_cm *cm, uint32_t local_id)
     return NULL;
 }
 
+/* The first listening connection of this transport type not yet taken;
+ * NULL, and *other set if one of another type is free. */
+static struct cm_conn *free_slot(struct op_rdma_cm *cm, uint8_t transport, bool *other)
+{
+    *other = false;
+    for (uint32_t i = 0; i < cm->cfg.nconn; i++) {
+        struct cm_conn *k = &cm->conns[i];
+        if (!k->listening || k->state != OP_RDMA_CM_IDLE)
+            continue;
+        if (k->mine.transport == transport)
+            return k;
+        *other = true;
+    }
+    return NULL;
+}
+
+static void take_slot(struct op_rdma_cm *cm, struct cm_conn *k, const struct op_cm_msg *m,
+                      const struct op_flow *f, uint64_t now)
+{
+    k->remote_id = m->local_comm_id;
+    k->tid = m->tid;
+    k->peer_ip = f->src.v4;
+    k->peer_port = f->src_port;
+    k->first_at = now;
+    k->resend_at = m->attr == OP_CM_SIDR_REQ ? UINT64_MAX : now + cm->cfg.retry_ns;
+    k->state = m->attr == OP_CM_SIDR_REQ ? OP_RDMA_CM_ESTABLISHED : OP_RDMA_CM_REP_SENT;
+}
+
 /* What a REQ or REP says, as a side; false if its values make no sense. */
 static bool side_of(const struct op_cm_msg *m, struct op_rdma_cm_side *s)
 {
@@ -253,35 +316,97 @@ static void on_req(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struc
         return;
     }
     struct op_rdma_cm_side peer;
-    uint32_t i = cm->next_passive;
-    bool ours = m->service_id == service_id(cm);
-    k = ours && i < cm->cfg.nconn && cm->conns[i].listening ? &cm->conns[i] : NULL;
-    bool sane = k != NULL && side_of(m, &peer);
-    if (!sane || peer.transport != k->mine.transport) {
+    bool ours = m->service_id == service_id(cm, 0), other = false;
+    bool sane = side_of(m, &peer) && m->transport < 2;
+    k = ours && sane ? free_slot(cm, peer.transport, &other) : NULL;
+    if (k == NULL) {
         struct cm_conn tmp = {.tid = m->tid, .remote_id = m->local_comm_id,
                               .peer_ip = f->src.v4, .peer_port = f->src_port};
-        cm->c[k == NULL || sane ? OP_RDMA_CM_C_cm_unknown : OP_RDMA_CM_C_cm_malformed]++;
+        cm->c[sane ? OP_RDMA_CM_C_cm_unknown : OP_RDMA_CM_C_cm_malformed]++;
         cm->c[OP_RDMA_CM_C_cm_rej_sent]++;
         send_short(cm, &tmp, OP_CM_REJ,
-                   !ours ? CM_REJ_BAD_SERVICE_ID : sane ? CM_REJ_BAD_TRANSPORT : CM_REJ_NO_QP, out);
+                   !ours ? CM_REJ_BAD_SERVICE_ID : other ? CM_REJ_BAD_TRANSPORT : CM_REJ_NO_QP, out);
         return;
     }
-    cm->next_passive++;
     k->peer = peer;
-    k->remote_id = m->local_comm_id;
-    k->tid = m->tid;
-    k->peer_ip = f->src.v4;
-    k->peer_port = f->src_port;
-    k->state = OP_RDMA_CM_REP_SENT;
-    k->first_at = now;
-    k->resend_at = now + cm->cfg.retry_ns;
+    take_slot(cm, k, m, f, now);
     send_rep(cm, k, out);
 }
 
-static void on_rep(struct op_rdma_cm *cm, const struct op_cm_msg *m, struct op_txq *out)
+/* A SIDR_REQ carries no QPN: what the requester is, its private data says. */
+static void on_sidr_req(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struct op_flow *f,
+                        uint64_t now, struct op_txq *out)
+{
+    struct cm_conn *k = by_remote(cm, m->local_comm_id, f);
+    if (k != NULL && !k->active) { /* our SIDR_REP was lost */
+        cm->c[OP_RDMA_CM_C_cm_duplicates]++;
+        send_sidr_rep(cm, k, OP_CM_SIDR_OK, out);
+        return;
+    }
+    bool ours = m->service_id == service_id(cm, OP_RDMA_CM_UD), other;
+    k = ours ? free_slot(cm, OP_RDMA_CM_UD, &other) : NULL;
+    if (k == NULL) {
+        const struct cm_conn tmp = {.tid = m->tid, .remote_id = m->local_comm_id,
+                                    .peer_ip = f->src.v4, .peer_port = f->src_port};
+        cm->c[OP_RDMA_CM_C_cm_unknown]++;
+        cm->c[OP_RDMA_CM_C_cm_rej_sent]++;
+        send_sidr_rep(cm, &tmp, ours ? OP_CM_SIDR_NO_QP : OP_CM_SIDR_UNSUPPORTED, out);
+        return;
+    }
+    memset(&k->peer, 0, sizeof k->peer);
+    k->peer.transport = OP_RDMA_CM_UD;
+    memcpy(k->peer.private_data, m->private_data, OP_RDMA_CM_PRIVATE_MAX);
+    take_slot(cm, k, m, f, now);
+    send_sidr_rep(cm, k, OP_CM_SIDR_OK, out);
+}
+
+static const char *sidr_status_str(uint8_t status)
+{
+    switch (status) {
+    case OP_CM_SIDR_UNSUPPORTED: return "service ID not supported, no one listens on that port";
+    case OP_CM_SIDR_REJECT: return "the service provider rejected the request";
+    case OP_CM_SIDR_NO_QP: return "no QP available";
+    case OP_CM_SIDR_REDIRECT: return "redirected";
+    default: return "version not supported";
+    }
+}
+
+static void on_sidr_rep(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struct op_flow *f)
+{
+    struct cm_conn *k = by_local(cm, m->local_comm_id);
+    if (k == NULL || !k->active || k->mine.transport != OP_RDMA_CM_UD) {
+        cm->c[OP_RDMA_CM_C_cm_unknown]++;
+        return;
+    }
+    if (k->state != OP_RDMA_CM_REQ_SENT) { /* a reply to a resent SIDR_REQ */
+        cm->c[OP_RDMA_CM_C_cm_duplicates]++;
+        return;
+    }
+    if (m->status == OP_CM_SIDR_OK && m->qpn <= OP_CM_GSI_QPN) {
+        cm->c[OP_RDMA_CM_C_cm_malformed]++;
+        return;
+    }
+    k->resend_at = UINT64_MAX;
+    if (m->status != OP_CM_SIDR_OK) {
+        cm->c[OP_RDMA_CM_C_cm_rej_recv]++;
+        k->state = OP_RDMA_CM_FAILED;
+        snprintf(k->cause, sizeof k->cause, "the peer refused the SIDR_REQ (status %u: %s)",
+                 (unsigned)m->status, sidr_status_str(m->status));
+        return;
+    }
+    k->peer = (struct op_rdma_cm_side){.qpn = m->qpn, .qkey = m->qkey, .mtu = k->mine.mtu,
+                                       .transport = OP_RDMA_CM_UD};
+    memcpy(k->peer.private_data, m->private_data, OP_RDMA_CM_PRIVATE_MAX);
+    k->peer_ip = f->src.v4; /* the service answers from where it runs */
+    k->peer_port = f->src_port;
+    k->state = OP_RDMA_CM_ESTABLISHED;
+}
+
+static void on_rep(struct op_rdma_cm *cm, const struct op_cm_msg *m, const struct op_flow *f,
+                   struct op_txq *out)
 {
     struct cm_conn *k = by_local(cm, m->remote_comm_id);
-    if (k == NULL || !k->active) {
+    if (k == NULL || !k->active || k->mine.transport == OP_RDMA_CM_UD) {
         cm->c[OP_RDMA_CM_C_cm_unknown]++;
         return;
     }
@@ -296,6 +421,10 @@ static void on_rep(struct op_rdma_cm *cm, const struct op_cm_msg *m, struct op_t
     }
     k->peer.mtu = k->mine.mtu; /* a REP has none: the REQ's is the connection's */
     k->remote_id = m->local_comm_id;
+    /* the passive side may answer from another port than the one asked (a
+     * server of several clients hands each REQ to a CM of its own) */
+    k->peer_ip = f->src.v4;
+    k->peer_port = f->src_port;
     k->state = OP_RDMA_CM_ESTABLISHED;
     k->resend_at = UINT64_MAX;
     send_short(cm, k, OP_CM_RTU, 0, out);
@@ -340,7 +469,11 @@ void rdma_cm_input(struct op_rdma_cm *cm, const struct op_pkt *pkt, uint64_t now
     if (m.attr == OP_CM_REQ)
         on_req(cm, &m, &pkt->flow, now, out);
     else if (m.attr == OP_CM_REP)
-        on_rep(cm, &m, out);
+        on_rep(cm, &m, &pkt->flow, out);
+    else if (m.attr == OP_CM_SIDR_REQ)
+        on_sidr_req(cm, &m, &pkt->flow, now, out);
+    else if (m.attr == OP_CM_SIDR_REP)
+        on_sidr_rep(cm, &m, &pkt->flow);
     else
         on_rtu_or_rej(cm, &m);
 }
@@ -363,7 +496,7 @@ static void give_up(struct cm_conn *k, uint64_t now)
     snprintf(k->cause, sizeof k->cause,
              "no %s from %s:%u after %u tries over %" PRIu64 " ms (is its RoCE port free and "
              "the peer running with -R?)",
-             k->active ? "REP" : "RTU", a, (unsigned)k->peer_port, k->tries + 1,
+             !k->active ? "RTU" : k->mine.transport == OP_RDMA_CM_UD ? "SIDR_REP" : "REP", a, (unsigned)k->peer_port, k->tries + 1,
              (uint64_t)((now - k->first_at) / OP_NS_PER_MS));
 }
 
@@ -381,7 +514,7 @@ void rdma_cm_timer(struct op_rdma_cm *cm, uint64_t now, struct op_txq *out)
         k->resend_at = now + cm->cfg.retry_ns;
         cm->c[OP_RDMA_CM_C_cm_resent]++;
         if (k->active)
-            send_req(cm, k, out);
+            send_first(cm, k, out);
         else
             send_rep(cm, k, out);
     }

@@ -1,5 +1,6 @@
 /* CM MADs (offpath/wire/cm.h): the IBTA layouts of REQ (12.6.5), REP
- * (12.6.8), RTU (12.6.9) and REJ (12.6.7) in a MAD (13.4.3), framed as a UD
+ * (12.6.8), RTU (12.6.9), REJ (12.6.7), SIDR_REQ (12.6.10) and SIDR_REP
+ * (12.6.11) in a MAD (13.4.3), framed as a UD
  * send to the GSI QP. Decoding reads through the checked cursor: a short
  * buffer, trailing bytes or a wrong header field is refused with its
  * reason, never read past. */
@@ -29,6 +30,8 @@ size_t op_cm_private_len(uint16_t attr)
     case OP_CM_REP: return 196;
     case OP_CM_RTU: return 224;
     case OP_CM_REJ: return 148;
+    case OP_CM_SIDR_REQ: return 216;
+    case OP_CM_SIDR_REP: return 136;
     default: return 0;
     }
 }
@@ -81,6 +84,23 @@ static uint8_t *rep_encode(const struct op_cm_msg *m, uint8_t *p)
     return wp_u64(p, m->ca_guid);
 }
 
+static uint8_t *sidr_req_encode(const struct op_cm_msg *m, uint8_t *p)
+{
+    p = wp_u32(p, m->local_comm_id); /* request ID */
+    p = wp_u16(wp_u16(p, m->pkey), 0);
+    return wp_u64(p, m->service_id);
+}
+
+/* No additional information (its length 0): the 72 bytes stay zero. */
+static uint8_t *sidr_rep_encode(const struct op_cm_msg *m, uint8_t *p)
+{
+    p = wp_u32(p, m->local_comm_id);
+    p = wp_u16(wp_u8(wp_u8(p, m->status), 0), 0);
+    p = wp_u8(wp_u24(p, m->qpn), 0);
+    p = wp_u32(wp_u64(p, m->service_id), m->qkey);
+    return p + OP_CM_SIDR_INFO_LEN;
+}
+
 static uint8_t *ids_encode(const struct op_cm_msg *m, uint8_t *p)
 {
     return wp_u32(wp_u32(p, m->local_comm_id), m->remote_comm_id);
@@ -104,6 +124,10 @@ void op_cm_mad_encode(const struct op_cm_msg *m, uint8_t out[OP_CM_MAD_LEN])
         p = rep_encode(m, p);
     else if (m->attr == OP_CM_REJ)
         p = wp_u16(wp_u16(ids_encode(m, p), 0), m->reason) + 72; /* no ARI */
+    else if (m->attr == OP_CM_SIDR_REQ)
+        p = sidr_req_encode(m, p);
+    else if (m->attr == OP_CM_SIDR_REP)
+        p = sidr_rep_encode(m, p);
     else
         p = ids_encode(m, p);
     memcpy(p, m->private_data, op_cm_private_len(m->attr));
@@ -171,6 +195,33 @@ static void rep_decode(struct wire_cur *c, struct op_cm_msg *m)
     m->ca_guid = wc_u64(c);
 }
 
+static void sidr_req_decode(struct wire_cur *c, struct op_cm_msg *m)
+{
+    m->local_comm_id = wc_u32(c);
+    m->pkey = wc_u16(c);
+    (void)wc_u16(c);
+    m->service_id = wc_u64(c);
+}
+
+/* Additional information is not kept (we send none, and redirect to no
+ * one); a length past its field or a status the IBTA does not define is
+ * refused. */
+static void sidr_rep_decode(struct wire_cur *c, struct op_cm_msg *m, enum op_cm_err *why)
+{
+    m->local_comm_id = wc_u32(c);
+    m->status = wc_u8(c);
+    uint8_t info_len = wc_u8(c);
+    (void)wc_u16(c);
+    m->qpn = wc_u24(c);
+    (void)wc_u8(c);
+    m->service_id = wc_u64(c);
+    m->qkey = wc_u32(c);
+    (void)wc_take(c, OP_CM_SIDR_INFO_LEN);
+    if (*why == OP_CM_E_ok && (m->status > OP_CM_SIDR_BAD_VERSION || info_len > OP_CM_SIDR_INFO_LEN))
+        *why = OP_CM_E_sidr;
+    wc_check(c, *why == OP_CM_E_ok);
+}
+
 /* The MAD header; its first failed check is why. */
 static void header_decode(struct wire_cur *c, struct op_cm_msg *m, enum op_cm_err *why)
 {
@@ -205,6 +256,10 @@ op_status_t op_cm_mad_decode(const uint8_t *buf, size_t len, struct op_cm_msg *o
         req_decode(&c, &m);
     else if (m.attr == OP_CM_REP)
         rep_decode(&c, &m);
+    else if (m.attr == OP_CM_SIDR_REQ)
+        sidr_req_decode(&c, &m);
+    else if (m.attr == OP_CM_SIDR_REP)
+        sidr_rep_decode(&c, &m, why);
     else {
         m.local_comm_id = wc_u32(&c);
         m.remote_comm_id = wc_u32(&c);

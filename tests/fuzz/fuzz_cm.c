@@ -1,7 +1,10 @@
 /* libFuzzer target for the CM parser and exchange: the input's first byte
  * is control (bit 0: seal the ICRC so the MAD is reached; bit 1: deliver to
- * the active side instead of the passive one), the rest a RoCEv2 payload to
- * QP 1. Properties: the MAD decoder never reads past its input, what decodes
+ * the active side instead of the passive one; bit 2: the connections are
+ * UD, resolved by SIDR_REQ / SIDR_REP, beside an RC listener; bit 3: the
+ * listener of several clients reads it on a socket of every address), the
+ * rest a RoCEv2 payload to QP 1; the listener of several clients gets it
+ * too (a refusal it builds must decode). Properties: the MAD decoder never reads past its input, what decodes
  * re-encodes to a MAD that decodes to the same message, and the CM engine
  * survives any input (ASan/UBSan find the rest). */
 #include <stddef.h>
@@ -34,6 +37,26 @@ static void mad_round_trip(const uint8_t *mad, size_t len)
     require(memcmp(&m, &again, sizeof m) == 0);
 }
 
+static void listener_input(const struct op_pkt *in, bool wildcard)
+{
+    struct op_rdma_cm_listener *l;
+    uint8_t rbuf[OP_IO_BUF_SIZE];
+    struct op_pkt p = *in, reply = {.data = rbuf};
+    uint32_t client;
+    if (wildcard)
+        p.flow.dst.v4 = 0;
+    require(op_rdma_cm_listener_create(OP_ROCE_UDP_PORT, 1, &l) == OP_OK);
+    for (int i = 0; i < 3; i++) { /* a new client, the same again, then full */
+        if (op_rdma_cm_listener_input(l, &p, &reply, &client) == OP_RDMA_CM_REFUSED) {
+            struct op_cm_msg m;
+            enum op_cm_err why;
+            require(op_cm_packet_decode(&reply.flow, reply.data, reply.len, &m, &why) == OP_OK);
+        }
+        p.flow.src_port = (uint16_t)(p.flow.src_port + (i == 1));
+    }
+    op_rdma_cm_listener_destroy(l);
+}
+
 static bool never(void *arg)
 {
     (void)arg;
@@ -58,9 +81,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     require(op_rdma_cm_create(s.dev[0], &cfg, &a) == OP_OK);
     require(op_rdma_cm_create(s.dev[1], &cfg, &b) == OP_OK);
     const struct op_rdma_cm_side side = {.qpn = 0x11, .psn = 1, .mtu = 1024};
-    require(op_rdma_cm_listen(b, 0, &side) == OP_OK && op_rdma_cm_listen(b, 1, &side) == OP_OK);
+    struct op_rdma_cm_side ud = side;
+    ud.transport = OP_RDMA_CM_UD;
+    ud.qkey = 0x11111111u;
+    bool sidr = (ctl & 4) != 0;
+    require(op_rdma_cm_listen(b, 0, &side) == OP_OK &&
+            op_rdma_cm_listen(b, 1, sidr ? &ud : &side) == OP_OK);
     s.link[0].dead = true; /* the input is the only thing the passive side hears */
-    require(op_rdma_cm_connect(a, 0, &side, RSIM_IP_B, OP_ROCE_UDP_PORT, 0, &s.q) == OP_OK);
+    require(op_rdma_cm_connect(a, 0, sidr ? &ud : &side, RSIM_IP_B, OP_ROCE_UDP_PORT, 0, &s.q) ==
+            OP_OK);
     bool to_active = (ctl & 2) != 0;
     struct op_pkt p = {.flow = {.src.v4 = to_active ? RSIM_IP_B : RSIM_IP_A,
                                 .dst.v4 = to_active ? RSIM_IP_A : RSIM_IP_B,
@@ -70,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf[5] = buf[6] = 0, buf[7] = OP_CM_GSI_QPN;
     if ((ctl & 1) && len >= OP_ICRC_LEN)
         (void)op_icrc_seal(&p.flow, buf, len - OP_ICRC_LEN, sizeof buf);
+    listener_input(&p, (ctl & 8) != 0);
     rsim_deliver(&s, &p);
     (void)rsim_run(&s, never, NULL, 10 * OP_NS_PER_MS);
     for (uint32_t i = 0; i < 2; i++)

@@ -10,7 +10,7 @@ import os
 import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "cm")
-SEAL, TO_ACTIVE = 1, 2
+SEAL, TO_ACTIVE, UD, WILDCARD = 1, 2, 4, 8
 
 
 def frame(mad):
@@ -54,6 +54,20 @@ def short(attr, local, remote, reason=0):
     return mad(attr, body)
 
 
+def sidr_req(req_id=0x01020304, port=4791, service=0x0000000001110000):
+    body = struct.pack("!IHHQ", req_id, 0xFFFF, 0, service | port) + bytes(range(216))
+    assert len(body) == 232
+    return mad(0x17, body)
+
+
+def sidr_rep(req_id=0x01020305, status=0, info_len=0, qpn=0x222, qkey=0x11111111):
+    body = struct.pack("!IBBHIQI", req_id, status, info_len, 0, qpn << 8,
+                       0x0000000001110000 | 4791, qkey)
+    body += bytes(72) + bytes(136)
+    assert len(body) == 232
+    return mad(0x18, body)
+
+
 SEEDS = {
     "req": bytes([SEAL]) + frame(req()),
     "req_mtu_bad": bytes([SEAL]) + frame(req(mtu=9)),
@@ -68,6 +82,19 @@ SEEDS = {
     "short": bytes([SEAL]) + frame(req())[:100],
     "long": bytes([SEAL]) + frame(req()) + b"\0" * 8,
     "empty": bytes([SEAL]),
+    "sidr_req": bytes([SEAL | UD]) + frame(sidr_req()),
+    "sidr_req_other_port": bytes([SEAL | UD]) + frame(sidr_req(port=4792)),
+    "sidr_req_tcp_space": bytes([SEAL | UD]) + frame(sidr_req(service=0x0000000001060000)),
+    "sidr_req_to_rc": bytes([SEAL]) + frame(sidr_req()),
+    "req_to_ud": bytes([SEAL | UD]) + frame(req()),
+    "sidr_rep_unknown": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep()),
+    "sidr_rep_no_qp": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(status=3, qpn=0)),
+    "sidr_rep_bad_status": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(status=6)),
+    "sidr_rep_long_info": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(info_len=73)),
+    "sidr_rep_qp1": bytes([SEAL | TO_ACTIVE | UD]) + frame(sidr_rep(qpn=1)),
+    "req_on_every_address": bytes([SEAL | WILDCARD]) + frame(req()),
+    "req_other_port_on_every_address": bytes([SEAL | WILDCARD]) + frame(req()[:32] + b"\x12\xb8"
+                                                                         + req()[34:]),
 }
 
 

@@ -125,6 +125,14 @@ def counters(out):
     return {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", line[len(" offpath:"):])}
 
 
+def kill_leftovers(procs):
+    """Whatever of procs still runs (a test that failed midway) is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def run_server_client(server_cmd, client_cmd, timeout=180, cwd=None):
     """Starts the server command, runs the client command to its end, then
     waits for the server (killed, by PID, if it outlives that); returns

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BIN, check_ok, counters, run_server_client
+from conftest import BIN, check_ok, counters, kill_leftovers, run_server_client
 from test_raweth import IP, made_pair, needs_root
 
 _port = [24200]
@@ -234,10 +234,89 @@ def test_rdma_cm_port_taken_is_named():
            "give -d the address to serve on" in without.stderr, without.stderr
 
 
-def test_rdma_cm_refused_with_ud():
-    r = subprocess.run([BIN, "ib_send_bw", "-R", "-c", "UD"], capture_output=True, text=True,
-                       timeout=10)
-    assert r.returncode == 2 and "-R (--rdma_cm): RC or UC QPs, one client" in r.stderr, r.stderr
+def reports(server_out, n):
+    """The server's report of each client, in the order they came."""
+    parts = re.split(r"^ offpath: client \d+ of \d+\n", server_out, flags=re.M)
+    assert len(parts) == n + 1, server_out
+    return parts[1:]
+
+
+@pytest.mark.parametrize("tool,args,n", [("ib_write_bw", ["-q", 2, "-D", 3], 3),
+                                         ("ib_send_bw", ["-c", "UD", "-q", 2, "-n", 500], 2)])
+def test_rdma_cm_serves_several_clients(tool, args, n):
+    """--clients N with -R: one CM listener on UDP 4791 hands each client's
+    control REQ to a connection of its own, which answers from another
+    port (where the client's test QPs connect, or resolve by SIDR for UD);
+    every client's rows and data check, the server's N reports (each the
+    addresses its client saw) and their sum. While they run, a client too
+    many is REJected (no QP available), one for another -p (invalid service
+    ID), and one without -R is told on the TCP port to add it; none
+    disturbs the others."""
+    addr, p = server_addr()
+    base = [BIN, tool, "-R", "-p", p, *args]
+    server = subprocess.Popen([str(a) for a in base + ["--clients", n, "-d", addr]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients = []
+    try:
+        time.sleep(0.3)
+        clients = [subprocess.Popen([str(a) for a in base + [addr]], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(n)]
+        if "-D" in args:  # they run 3 s: ask while they do, all three at once
+            time.sleep(0.8)
+            probes = [[*base, addr], [BIN, tool, "-R", "-p", p + 1, *args, addr],
+                      [BIN, tool, "-p", p, "-q", 2, "-n", 100, addr]]
+            procs = [subprocess.Popen([str(a) for a in cmd], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for cmd in probes]
+            clients += procs  # killed at the end if a check below fails
+            (_, extra), (_, other), (_, plain) = [q.communicate(timeout=30) for q in procs]
+            assert [q.returncode for q in procs] == [1, 1, 1], (extra, other, plain)
+            assert "-R: the peer rejected the connection (REJ reason 1: no QP available)" \
+                in extra, extra
+            assert "REJ reason 8: invalid service ID" in other, other
+            assert "the server runs with -R (rdma_cm, no TCP side channel): give the client " \
+                "-R too" in plain, plain
+            clients = clients[:n]
+        outs = [c.communicate(timeout=60) for c in clients]
+        sout, serr = server.communicate(timeout=60)
+    finally:
+        kill_leftovers(clients + [server])
+    assert server.returncode == 0, serr
+    for c, (out, err) in zip(clients, outs):
+        check_ok((c.returncode, out, err), "client")
+    parts = reports(sout, n)
+    seen = []
+    for part in parts:
+        assert " offpath: data check ok" in part and " rdma_cm QPs\t : ON\n" in part, part
+        s_loc, s_rem = addresses(part)
+        assert len(s_loc) == 2
+        match = [i for i, (out, _) in enumerate(outs)
+                 if sorted(addresses(out)[1]) == sorted(s_loc)
+                 and sorted(addresses(out)[0]) == sorted(s_rem)]
+        assert len(match) == 1, (part, outs)
+        seen += match
+        assert "Waiting for client" not in part
+    assert sorted(seen) == list(range(n))
+    for out, _ in outs:
+        row = result_row(out, 4096 if "UD" in args else 65536)
+        assert len(row) == 5 and float(row[3]) > 0, row
+        if "-n" in args:
+            assert int(row[1]) == 500
+    line = next(l for l in sout.splitlines() if "clients together" in l)
+    assert line.startswith(f" offpath: {n} clients together: BW average "), line
+
+
+def checked_pair(server, client, conn):
+    """Both sides ended well on conn QPs through rdma_cm, each knowing the
+    other's addresses; the client's (local, remote) (QPN, PSN) lists."""
+    check_ok(client, "client")
+    check_ok(server, "server")
+    for side in (server, client):
+        assert f" Connection type : {conn}" in side[1], side[1]
+        assert " rdma_cm QPs\t : ON\n" in side[1]
+    c_loc, c_rem = addresses(client[1])
+    s_loc, s_rem = addresses(server[1])
+    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    return c_loc, c_rem
 
 
 def result_row(out, size):
@@ -254,14 +333,7 @@ def test_rdma_cm_with_uc(tool, args, lat, tmp_path):
     are perftest's and the data checks out."""
     pcap = tmp_path / "uc.pcap"
     server, client = run_pair(tool, ["-R", "-c", "UC", *args], client_args=["--pcap", str(pcap)])
-    check_ok(client, "client")
-    check_ok(server, "server")
-    for side in (server, client):
-        assert " Connection type : UC" in side[1], side[1]
-        assert " rdma_cm QPs\t : ON\n" in side[1]
-    c_loc, c_rem = addresses(client[1])
-    s_loc, s_rem = addresses(server[1])
-    assert sorted(c_rem) == sorted(s_loc) and sorted(s_rem) == sorted(c_loc)
+    c_loc, _ = checked_pair(server, client, "UC")
     size, iters = args[args.index("-s") + 1], args[args.index("-n") + 1]
     row = result_row(client[1], size)
     assert len(row) == (9 if lat else 5) and int(row[1]) == iters, row
@@ -278,6 +350,60 @@ def test_rdma_cm_with_uc(tool, args, lat, tmp_path):
     types = {int(q, 16): int(t, 0) for q, t in (l.split("\t") for l in r.stdout.splitlines())}
     assert {types[q] for q, _ in c_loc} == {1}, types  # the test QPs: UC
     assert sorted(t for q, t in types.items() if q not in dict(c_loc)) == [0], types
+
+
+def sidr_mads(pcap):
+    """(Info, MAD data bytes) of each SIDR MAD in the capture, a resent
+    copy once."""
+    r = subprocess.run([TSHARK, "-r", str(pcap), "-d", "udp.port==4791,infiniband", "-Y",
+                        "infiniband.mad.attributeid == 0x0017 || "
+                        "infiniband.mad.attributeid == 0x0018",
+                        "-T", "fields", "-E", "separator=/t", "-e", "_ws.col.Info",
+                        "-e", "infiniband.mad.data"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = []
+    for line in r.stdout.splitlines():
+        info, data = line.split("\t")
+        row = (info, bytes.fromhex(data.replace(":", "")))
+        if row not in out:
+            out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("tool,args,lat", [("ib_send_bw", ["-q", 2, "-n", 600], False),
+                                           ("ib_send_lat", ["-s", 64, "-n", 500], True)])
+def test_rdma_cm_with_ud(tool, args, lat, tmp_path):
+    """-R -c UD: the control QP is connected by REQ/REP/RTU, the UD QPs
+    resolved by SIDR_REQ / SIDR_REP as rdma_cm resolves a UD peer: tshark
+    names them InfiniBand CM ServiceIDResReq / ServiceIDResReqResp; each
+    reply says status 0 with the server's QPN and the Q_Key, each request
+    rdma_cm's UDP port space and -p; the rows are perftest's and the data
+    checks out."""
+    pcap = tmp_path / "ud.pcap"
+    addr, p = server_addr()
+    base = [BIN, tool, "-p", p, "-R", "-c", "UD", *args]
+    server, client = run_server_client(base + ["-d", addr],
+                                       base + ["--pcap", str(pcap), addr], timeout=120)
+    c_loc, c_rem = checked_pair(server, client, "UD")
+    nqp = args[args.index("-q") + 1] if "-q" in args else 1
+    assert len(c_loc) == nqp
+    row = result_row(client[1], 64 if lat else 4096)
+    assert len(row) == (9 if lat else 5) and int(row[1]) == args[args.index("-n") + 1], row
+    if TSHARK is None:
+        return
+    mads = sidr_mads(pcap)
+    reqs = [d for info, d in mads if info == "CM: ServiceIDResReq"]
+    reps = [d for info, d in mads if info == "CM: ServiceIDResReqResp"]
+    assert len(reqs) == nqp and len(reps) == nqp, [info for info, _ in mads]
+    service = 0x0000000001110000 | p  # RDMA_PS_UDP | port
+    assert all(int.from_bytes(d[8:16], "big") == service for d in reqs)
+    assert {d[0:4] for d in reqs} == {d[0:4] for d in reps}  # request IDs answered
+    for d in reps:
+        assert d[4] == 0 and d[5] == 0  # status: QP valid, no additional information
+        assert int.from_bytes(d[12:20], "big") == service
+        assert int.from_bytes(d[20:24], "big") == 0x11111111  # perftest's UD Q_Key
+    assert sorted(int.from_bytes(d[8:11], "big") for d in reps) == sorted(q for q, _ in c_rem)
 
 
 @pytest.mark.skipif(TSHARK is None, reason="tshark not installed (scripts/bootstrap installs it)")
@@ -369,10 +495,12 @@ def veth():
 @needs_root
 @pytest.mark.parametrize("tool,args", [("ib_write_bw", ["-q", 2, "-s", 65536, "-n", 400]),
                                        ("ib_write_bw", ["-c", "UC", "-s", 65536, "-n", 400]),
+                                       ("ib_send_bw", ["-c", "UD", "-q", 2, "-s", 1024, "-n", 400]),
                                        ("ib_write_lat", ["-s", 2, "-n", 300])])
 def test_rdma_cm_over_xdp(veth, tool, args):
-    """-R --xdp across a veth pair: the CM MADs, the control QP and the test
-    QPs all on the AF_XDP endpoint of -d's interface; rows and data check."""
+    """-R --xdp across a veth pair: the CM MADs (SIDR for UD), the control
+    QP and the test QPs all on the AF_XDP endpoint of -d's interface; rows
+    and data check."""
     p = _port[0] = _port[0] + 1
     base = [BIN, tool, "-R", "--xdp", "-p", p, *args]
     server, client = run_server_client(
@@ -392,5 +520,6 @@ def test_rdma_cm_over_xdp(veth, tool, args):
     got = counters(server[1])
     # through the AF_XDP ring but for REQs that came before its program was attached
     assert got["xdp_rx_via_kernel"] <= 3, got
-    # at least a packet per message (UC may lose some), none the client did not send
-    assert iters * (0 if "UC" in args else 1) < got["pkts_in"] <= counters(client[1])["pkts_out"]
+    # at least a packet per message (UC and UD may lose some), none the client did not send
+    lossy = "UC" in args or "UD" in args
+    assert iters * (0 if lossy else 1) < got["pkts_in"] <= counters(client[1])["pkts_out"]

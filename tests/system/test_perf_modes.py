@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import BIN, check_ok, counters, run_server_client
+from conftest import BIN, check_ok, counters, kill_leftovers, run_server_client
 
 _port = [23800]
 LINE = "-" * 87
@@ -154,10 +154,7 @@ def test_server_of_several_clients(tool, args, tmp_path):
         results = [c.communicate(timeout=180) for c in clients]
         sout, serr = server.communicate(timeout=60)
     finally:
-        for proc in clients + [server]:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+        kill_leftovers(clients + [server])
     for c, (out, err) in zip(clients, results):
         check_ok((c.returncode, out, err), "client")
     assert server.returncode == 0, serr

@@ -1,7 +1,8 @@
 /* The connection manager: CM MADs encoded and decoded (every attribute,
  * every reason to refuse one), and the REQ / REP / RTU exchange between two
  * devices on the in-memory link: clean, under loss, duplication and
- * reordering, with no slot left (REJ), with a dead peer (a cause). */
+ * reordering, with no slot left (REJ), with a dead peer (a cause); and UD's
+ * SIDR_REQ / SIDR_REP the same ways. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,17 @@ static struct op_cm_msg sample(uint16_t attr)
         m.target_ack_delay = 15;
     if (attr == OP_CM_REJ)
         m.reason = 28;
+    if (attr == OP_CM_SIDR_REQ || attr == OP_CM_SIDR_REP) {
+        m.remote_comm_id = 0;
+        m.service_id = OP_CM_SERVICE_RDMA_UDP | 18515;
+    }
+    if (attr == OP_CM_SIDR_REQ)
+        m.pkey = 0xffff;
+    if (attr == OP_CM_SIDR_REP) {
+        m.status = OP_CM_SIDR_OK;
+        m.qpn = 0x000456;
+        m.qkey = 0x11111111;
+    }
     for (size_t i = 0; i < op_cm_private_len(attr); i++)
         m.private_data[i] = (uint8_t)(i * 3 + attr);
     return m;
@@ -62,8 +74,9 @@ static struct op_cm_msg sample(uint16_t attr)
 static void test_mads_round_trip(void **state)
 {
     (void)state;
-    const uint16_t attrs[] = {OP_CM_REQ, OP_CM_REP, OP_CM_RTU, OP_CM_REJ};
-    for (size_t a = 0; a < 4; a++) {
+    const uint16_t attrs[] = {OP_CM_REQ, OP_CM_REP, OP_CM_RTU, OP_CM_REJ, OP_CM_SIDR_REQ,
+                              OP_CM_SIDR_REP};
+    for (size_t a = 0; a < 6; a++) {
         struct op_cm_msg m = sample(attrs[a]), d;
         memset(&d, 0xa5, sizeof d);
         uint8_t pkt[OP_CM_PKT_LEN + 8];
@@ -85,6 +98,30 @@ static void test_mads_round_trip(void **state)
     assert_int_equal(mad[24 + 50] >> 4, 5);      /* path MTU */
     assert_int_equal(mad[24 + 56 + 15], 1);      /* primary local GID */
     assert_int_equal(mad[24 + 140], m.private_data[0]);
+    /* SIDR_REQ: request ID, P_Key, service ID, then private data (12.6.10) */
+    m = sample(OP_CM_SIDR_REQ);
+    op_cm_mad_encode(&m, mad);
+    assert_int_equal(mad[16] << 8 | mad[17], 0x0017);
+    assert_int_equal((uint32_t)mad[24] << 24 | (uint32_t)mad[25] << 16 | mad[26] << 8 | mad[27],
+                     0xa1b2c3d4u);
+    assert_int_equal(mad[28] << 8 | mad[29], 0xffff);
+    assert_int_equal(mad[24 + 14] << 8 | mad[24 + 15], 18515); /* the service ID's port */
+    assert_int_equal(mad[24 + 13], 0x11);                     /* RDMA_PS_UDP */
+    assert_int_equal(mad[24 + 16], m.private_data[0]);
+    assert_int_equal(mad[255], m.private_data[215]);
+    /* SIDR_REP: request ID, status, info length, QPN, service ID, Q_Key,
+     * 72 bytes of additional information, private data (12.6.11) */
+    m = sample(OP_CM_SIDR_REP);
+    op_cm_mad_encode(&m, mad);
+    assert_int_equal(mad[16] << 8 | mad[17], 0x0018);
+    assert_int_equal(mad[24 + 4], OP_CM_SIDR_OK);
+    assert_int_equal(mad[24 + 5], 0);
+    assert_int_equal(mad[24 + 8] << 16 | mad[24 + 9] << 8 | mad[24 + 10], 0x456);
+    assert_int_equal(mad[24 + 18] << 8 | mad[24 + 19], 18515);
+    assert_int_equal(mad[24 + 20], 0x11);
+    assert_int_equal(mad[24 + 23], 0x11);
+    assert_int_equal(mad[24 + 96], m.private_data[0]);
+    assert_int_equal(mad[255], m.private_data[135]);
 }
 
 static void expect_refused(const uint8_t *pkt, size_t len, enum op_cm_err want)
@@ -134,6 +171,24 @@ static void test_malformed_refused_with_reason(void **state)
     enum op_cm_err why;
     assert_int_not_equal(op_cm_mad_decode(good + mad, OP_CM_MAD_LEN - 1, &d, &why), OP_OK);
     assert_int_equal(why, OP_CM_E_length);
+    /* SIDR_REP: a status the IBTA does not define, additional information
+     * longer than its field; 4 (redirect) and 72 bytes are taken */
+    m = sample(OP_CM_SIDR_REP);
+    assert_int_equal(op_cm_packet_encode(&FLOW, 1, &m, good, sizeof good), OP_CM_PKT_LEN);
+    mutate(good, mad + 24 + 4, 6, OP_CM_E_sidr);
+    mutate(good, mad + 24 + 4, 0xff, OP_CM_E_sidr);
+    mutate(good, mad + 24 + 5, 73, OP_CM_E_sidr);
+    good[mad + 24 + 4] = OP_CM_SIDR_REDIRECT;
+    good[mad + 24 + 5] = 72;
+    (void)op_icrc_seal(&FLOW, good, OP_CM_PKT_LEN - OP_ICRC_LEN, sizeof good);
+    assert_int_equal(op_cm_packet_decode(&FLOW, good, OP_CM_PKT_LEN, &d, &why), OP_OK);
+    assert_int_equal(d.status, OP_CM_SIDR_REDIRECT);
+    mutate(good, mad + 17, 0x19, OP_CM_E_attribute); /* LAP: not taken */
+    expect_refused(good, OP_CM_PKT_LEN - 3, OP_CM_E_length);
+    m = sample(OP_CM_SIDR_REQ);
+    assert_int_equal(op_cm_packet_encode(&FLOW, 1, &m, good, sizeof good), OP_CM_PKT_LEN);
+    mutate(good, mad + 3, 0x81, OP_CM_E_method); /* a GetResp is not a SIDR_REQ */
+    expect_refused(good, OP_CM_PKT_LEN + 1, OP_CM_E_length);
 }
 
 /* ---- the exchange */
@@ -190,29 +245,57 @@ static bool all_settled(void *arg)
     return true;
 }
 
+/* Losses and duplicates were seen and repaired by resends or answers again. */
+static void assert_repaired(const struct cmfx *f)
+{
+    const uint64_t *a = op_rdma_cm_counters(f->cm[0]), *b = op_rdma_cm_counters(f->cm[1]);
+    assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_resent] +
+                    a[OP_RDMA_CM_C_cm_duplicates] + b[OP_RDMA_CM_C_cm_duplicates] >
+                0);
+}
+
+/* Four active connections (and n_passive passive ones) settle over links
+ * with these faults. */
+static void settle_faulty(struct cmfx *f, double drop, double dup, double reorder,
+                          uint32_t n_passive)
+{
+    for (int i = 0; i < 2; i++)
+        f->s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
+                                          .jitter_ns = 2 * OP_NS_PER_MS};
+    struct settled w = {f, {4, n_passive}};
+    assert_true(rsim_run(&f->s, all_settled, &w, LIMIT_NS));
+}
+
+/* cm[0]'s connection i is up, with the peer at B: what it said in p; the
+ * index of the listener that answered (QPN 0x40 + j), none seen before. */
+static uint32_t active_established(struct cmfx *f, uint32_t i, struct op_rdma_cm_side *p,
+                                   bool seen[4])
+{
+    uint32_t ip;
+    uint16_t port;
+    assert_int_equal(op_rdma_cm_state(f->cm[0], i), OP_RDMA_CM_ESTABLISHED);
+    assert_int_equal(op_rdma_cm_peer(f->cm[0], i, p, &ip, &port), OP_OK);
+    assert_int_equal(ip, RSIM_IP_B);
+    uint32_t j = p->qpn - 0x40;
+    assert_true(j < 4 && !seen[j]);
+    seen[j] = true;
+    assert_int_equal(p->private_data[0], 0x80);
+    return j;
+}
+
 static void exchange(double drop, double dup, double reorder, uint64_t seed)
 {
     struct cmfx f;
     cmfx_init(&f, seed, 4, 4);
-    for (int i = 0; i < 2; i++)
-        f.s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
-                                         .jitter_ns = 2 * OP_NS_PER_MS};
-    struct settled w = {&f, {4, 4}};
-    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    settle_faulty(&f, drop, dup, reorder, 4);
     bool seen[4] = {0};
     for (uint32_t i = 0; i < 4; i++) {
         struct op_rdma_cm_side p, q;
         uint32_t ip;
         uint16_t port;
-        assert_int_equal(op_rdma_cm_state(f.cm[0], i), OP_RDMA_CM_ESTABLISHED);
-        assert_int_equal(op_rdma_cm_peer(f.cm[0], i, &p, &ip, &port), OP_OK);
-        assert_int_equal(ip, RSIM_IP_B);
+        uint32_t j = active_established(&f, i, &p, seen); /* the slot that took our REQ */
         assert_int_equal(p.mtu, 1024);
-        uint32_t j = p.qpn - 0x40; /* the passive slot that took our REQ */
-        assert_true(j < 4 && !seen[j]);
-        seen[j] = true;
         assert_int_equal(p.psn, 0x100040u + j);
-        assert_int_equal(p.private_data[0], 0x80);
         /* and the passive side learned exactly us */
         assert_int_equal(op_rdma_cm_peer(f.cm[1], j, &q, &ip, &port), OP_OK);
         assert_int_equal(q.qpn, 0x20 + i);
@@ -222,12 +305,8 @@ static void exchange(double drop, double dup, double reorder, uint64_t seed)
         assert_int_equal(q.private_data[5], (uint8_t)(i + 5));
         assert_int_equal(ip, RSIM_IP_A);
     }
-    if (drop > 0 || dup > 0) {
-        const uint64_t *a = op_rdma_cm_counters(f.cm[0]), *b = op_rdma_cm_counters(f.cm[1]);
-        assert_true(a[OP_RDMA_CM_C_cm_resent] + b[OP_RDMA_CM_C_cm_resent] +
-                        a[OP_RDMA_CM_C_cm_duplicates] + b[OP_RDMA_CM_C_cm_duplicates] >
-                    0);
-    }
+    if (drop > 0 || dup > 0)
+        assert_repaired(&f);
     rsim_free(&f.s);
 }
 
@@ -388,6 +467,262 @@ static void test_transport_type_is_matched(void **state)
     rsim_free(&f.s);
 }
 
+/* ---- UD: SIDR_REQ / SIDR_REP */
+static struct op_rdma_cm_side ud_side(uint32_t qpn, uint8_t tag)
+{
+    struct op_rdma_cm_side s = side(qpn, tag);
+    s.transport = OP_RDMA_CM_UD;
+    s.qkey = 0x11110000u + qpn;
+    return s;
+}
+
+/* cm[0]: n_active UD connections asking for port; cm[1] on 18515: an RC
+ * listener on slot 0 (a SIDR_REQ never takes it), n_ud UD ones after it. */
+static void sidr_init(struct cmfx *f, uint64_t seed, uint32_t n_active, uint32_t n_ud,
+                      uint16_t port)
+{
+    rsim_init(&f->s, seed);
+    const struct op_rdma_cm_config a = {.nconn = n_active, .retry_ns = OP_NS_PER_MS,
+                                        .max_retries = 30, .service_port = port};
+    const struct op_rdma_cm_config b = {.nconn = n_ud + 1, .retry_ns = OP_NS_PER_MS,
+                                        .max_retries = 30, .service_port = 18515};
+    assert_int_equal(op_rdma_cm_create(f->s.dev[0], &a, &f->cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f->s.dev[1], &b, &f->cm[1]), OP_OK);
+    struct op_rdma_cm_side s = side(0x3f, 0x70);
+    assert_int_equal(op_rdma_cm_listen(f->cm[1], 0, &s), OP_OK);
+    for (uint32_t i = 0; i < n_ud; i++) {
+        s = ud_side(0x40 + i, 0x80);
+        assert_int_equal(op_rdma_cm_listen(f->cm[1], 1 + i, &s), OP_OK);
+    }
+    for (uint32_t i = 0; i < n_active; i++) {
+        s = ud_side(0x20 + i, (uint8_t)i);
+        assert_int_equal(op_rdma_cm_connect(f->cm[0], i, &s, RSIM_IP_B, OP_ROCE_UDP_PORT,
+                                            f->s.now, &f->s.q),
+                         OP_OK);
+    }
+}
+
+static void sidr_exchange(double drop, double dup, double reorder, uint64_t seed)
+{
+    struct cmfx f;
+    sidr_init(&f, seed, 4, 4, 18515);
+    settle_faulty(&f, drop, dup, reorder, 0);
+    bool seen[4] = {0};
+    for (uint32_t i = 0; i < 4; i++) {
+        struct op_rdma_cm_side p, q;
+        uint32_t ip;
+        uint16_t port;
+        uint32_t j = active_established(&f, i, &p, seen); /* the UD listener that answered */
+        assert_int_equal(p.transport, OP_RDMA_CM_UD);
+        assert_int_equal(p.qkey, 0x11110000u + p.qpn);
+        /* the listener learned the requester's private data and address */
+        assert_int_equal(op_rdma_cm_state(f.cm[1], 1 + j), OP_RDMA_CM_ESTABLISHED);
+        assert_int_equal(op_rdma_cm_peer(f.cm[1], 1 + j, &q, &ip, &port), OP_OK);
+        assert_int_equal(q.qpn, 0); /* a SIDR_REQ names no QP */
+        assert_int_equal(q.private_data[5], (uint8_t)(i + 5));
+        assert_int_equal(q.transport, OP_RDMA_CM_UD);
+        assert_int_equal(ip, RSIM_IP_A);
+    }
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 0);
+    if (drop > 0 || dup > 0)
+        assert_repaired(&f);
+    rsim_free(&f.s);
+}
+
+static void test_sidr_exchange(void **state)
+{
+    (void)state;
+    static const double faults[][3] = {{0, 0, 0}, {0.3, 0.2, 0.3}, {0.5, 0, 0}};
+    for (uint64_t k = 0; k < 3; k++)
+        sidr_exchange(faults[k][0], faults[k][1], faults[k][2], 11 + k);
+}
+
+/* A lost SIDR_REP: the requester asks again and the listener, which took
+ * its slot at the first SIDR_REQ, answers the same (no second slot). */
+static void test_sidr_lost_reply_answered_again(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    sidr_init(&f, 14, 1, 2, 18515);
+    f.s.link[1].drop = 1.0; /* every SIDR_REP for 5 ms */
+    struct settled w = {&f, {1, 0}};
+    assert_false(rsim_run(&f.s, all_settled, &w, 5 * OP_NS_PER_MS));
+    f.s.link[1].drop = 0;
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    struct op_rdma_cm_side p;
+    uint32_t ip;
+    uint16_t port;
+    assert_int_equal(op_rdma_cm_peer(f.cm[0], 0, &p, &ip, &port), OP_OK);
+    assert_int_equal(p.qpn, 0x40);
+    assert_true(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_duplicates] >= 3);
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 2), OP_RDMA_CM_IDLE); /* the second: free */
+    rsim_free(&f.s);
+}
+
+/* The requester i of cm[0] failed with this in its cause. */
+static void expect_failed(struct cmfx *f, uint32_t i, const char *cause)
+{
+    assert_int_equal(op_rdma_cm_state(f->cm[0], i), OP_RDMA_CM_FAILED);
+    if (strstr(op_rdma_cm_error(f->cm[0], i), cause) == NULL)
+        fail_msg("cause '%s', expected '%s'", op_rdma_cm_error(f->cm[0], i), cause);
+}
+
+/* Another port: status 1; more requesters than UD listeners: status 3 for
+ * the last; an RC REQ to UD listeners only: REJ 9; no answer: a cause. */
+static void test_sidr_refusals(void **state)
+{
+    (void)state;
+    struct cmfx f;
+    sidr_init(&f, 15, 1, 1, 18516);
+    struct settled w = {&f, {1, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    expect_failed(&f, 0, "the peer refused the SIDR_REQ (status 1: service ID not supported");
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 1), OP_RDMA_CM_IDLE);
+    assert_int_equal(op_rdma_cm_counters(f.cm[1])[OP_RDMA_CM_C_cm_rej_sent], 1);
+    assert_int_equal(op_rdma_cm_counters(f.cm[0])[OP_RDMA_CM_C_cm_rej_recv], 1);
+    rsim_free(&f.s);
+
+    sidr_init(&f, 16, 3, 2, 18515);
+    struct settled w3 = {&f, {3, 0}};
+    assert_true(rsim_run(&f.s, all_settled, &w3, LIMIT_NS));
+    int failed = 0;
+    for (uint32_t i = 0; i < 3; i++)
+        if (op_rdma_cm_state(f.cm[0], i) == OP_RDMA_CM_FAILED) {
+            expect_failed(&f, i, "status 3: no QP available");
+            failed++;
+        }
+    assert_int_equal(failed, 1);
+    assert_int_equal(op_rdma_cm_state(f.cm[1], 0), OP_RDMA_CM_IDLE); /* the RC listener */
+    rsim_free(&f.s);
+
+    /* an RC REQ to UD listeners only */
+    rsim_init(&f.s, 17);
+    const struct op_rdma_cm_config one = {.nconn = 1, .retry_ns = OP_NS_PER_MS, .max_retries = 30};
+    assert_int_equal(op_rdma_cm_create(f.s.dev[0], &one, &f.cm[0]), OP_OK);
+    assert_int_equal(op_rdma_cm_create(f.s.dev[1], &one, &f.cm[1]), OP_OK);
+    struct op_rdma_cm_side s = ud_side(0x40, 0x80);
+    assert_int_equal(op_rdma_cm_listen(f.cm[1], 0, &s), OP_OK);
+    s = side(0x20, 0);
+    expect_rejected(&f, 0, &s, "REJ reason 9: invalid transport service type", 1);
+    rsim_free(&f.s);
+
+    sidr_init(&f, 18, 1, 1, 18515);
+    f.s.link[0].dead = true;
+    assert_true(rsim_run(&f.s, all_settled, &w, LIMIT_NS));
+    expect_failed(&f, 0, "no SIDR_REP from 127.0.0.2:4791 after 31 tries");
+    rsim_free(&f.s);
+}
+
+/* ---- the listener in front of several clients' CMs */
+static uint8_t lbuf[8][OP_IO_BUF_SIZE];
+
+/* Message m from ip:port to B:4791 (dst: what the receiving socket knows,
+ * 0 for one on every address), in packet slot k. */
+static struct op_pkt cm_from(int k, const struct op_cm_msg *m, uint32_t ip, uint16_t port,
+                             uint32_t dst)
+{
+    struct op_pkt p = {.flow = {.src.v4 = ip, .src_port = port, .dst.v4 = RSIM_IP_B,
+                                .dst_port = OP_ROCE_UDP_PORT},
+                       .data = lbuf[k]};
+    p.len = (uint32_t)op_cm_packet_encode(&p.flow, 1, m, p.data, OP_IO_BUF_SIZE);
+    p.flow.dst.v4 = dst;
+    return p;
+}
+
+static struct op_cm_msg req_to_b(uint32_t comm_id, uint16_t port)
+{
+    struct op_cm_msg m = sample(OP_CM_REQ);
+    m.local_comm_id = comm_id;
+    m.service_id = OP_CM_SERVICE_RDMA_TCP | port;
+    memset(m.remote_gid, 0, 16);
+    m.remote_gid[10] = m.remote_gid[11] = 0xff;
+    m.remote_gid[12] = 127;
+    m.remote_gid[15] = 2; /* RSIM_IP_B */
+    return m;
+}
+
+/* The reply a refused packet got: decoded, sent back to where it came from. */
+static struct op_cm_msg refusal(const struct op_pkt *req, const struct op_pkt *reply)
+{
+    struct op_cm_msg d;
+    enum op_cm_err why;
+    assert_int_equal(reply->flow.dst.v4, req->flow.src.v4);
+    assert_int_equal(reply->flow.dst_port, req->flow.src_port);
+    assert_int_equal(reply->flow.src.v4, RSIM_IP_B);
+    assert_int_equal(op_cm_packet_decode(&reply->flow, reply->data, reply->len, &d, &why), OP_OK);
+    return d;
+}
+
+static void test_listener_dispatches_clients(void **state)
+{
+    (void)state;
+    struct op_rdma_cm_listener *l;
+    assert_int_equal(op_rdma_cm_listener_create(18515, 2, &l), OP_OK);
+    struct op_pkt reply = {.data = lbuf[7]};
+    uint32_t client = 99;
+    struct op_cm_msg m = req_to_b(0x11, 18515);
+    struct op_pkt a = cm_from(0, &m, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &a, &reply, &client), OP_RDMA_CM_NEW_CLIENT);
+    assert_int_equal(client, 0);
+    assert_int_equal(op_rdma_cm_listener_input(l, &a, &reply, &client), OP_RDMA_CM_SAME_CLIENT);
+    assert_int_equal(client, 0);
+    /* the same communication ID from another address is another client; on a
+     * socket of every address the REQ's primary path names ours */
+    struct op_pkt b = cm_from(1, &m, RSIM_IP_A + 1, 4791, 0);
+    assert_int_equal(op_rdma_cm_listener_input(l, &b, &reply, &client), OP_RDMA_CM_NEW_CLIENT);
+    assert_int_equal(client, 1);
+    assert_int_equal(b.flow.dst.v4, RSIM_IP_B);
+    /* full: REJ reason 1, to the third client's communication ID */
+    struct op_cm_msg m3 = req_to_b(0x33, 18515);
+    struct op_pkt c = cm_from(2, &m3, RSIM_IP_A + 2, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &c, &reply, &client), OP_RDMA_CM_REFUSED);
+    struct op_cm_msg d = refusal(&c, &reply);
+    assert_int_equal(d.attr, OP_CM_REJ);
+    assert_int_equal(d.reason, 1);
+    assert_int_equal(d.remote_comm_id, 0x33);
+    assert_int_equal(d.tid, m3.tid);
+    /* another port: REJ reason 8 */
+    struct op_cm_msg m4 = req_to_b(0x44, 18516);
+    struct op_pkt e = cm_from(3, &m4, RSIM_IP_A + 3, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &e, &reply, &client), OP_RDMA_CM_REFUSED);
+    d = refusal(&e, &reply);
+    assert_int_equal(d.attr, OP_CM_REJ);
+    assert_int_equal(d.reason, 8);
+    /* SIDR_REQs: for our UD service status 3 (its QPs resolve at the
+     * client's port), for another status 1 */
+    struct op_cm_msg sq = sample(OP_CM_SIDR_REQ);
+    sq.service_id = OP_CM_SERVICE_RDMA_UDP | 18515;
+    struct op_pkt f = cm_from(4, &sq, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &f, &reply, &client), OP_RDMA_CM_REFUSED);
+    d = refusal(&f, &reply);
+    assert_int_equal(d.attr, OP_CM_SIDR_REP);
+    assert_int_equal(d.status, OP_CM_SIDR_NO_QP);
+    assert_int_equal(d.local_comm_id, sq.local_comm_id);
+    sq.service_id = OP_CM_SERVICE_RDMA_UDP | 1;
+    f = cm_from(4, &sq, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &f, &reply, &client), OP_RDMA_CM_REFUSED);
+    assert_int_equal(refusal(&f, &reply).status, OP_CM_SIDR_UNSUPPORTED);
+    /* answers, garbage, a wrong ICRC: dropped and counted */
+    struct op_cm_msg rep = sample(OP_CM_REP);
+    struct op_pkt g = cm_from(5, &rep, RSIM_IP_A, 4791, RSIM_IP_B);
+    assert_int_equal(op_rdma_cm_listener_input(l, &g, &reply, &client), OP_RDMA_CM_DROPPED);
+    g.len = 40;
+    assert_int_equal(op_rdma_cm_listener_input(l, &g, &reply, &client), OP_RDMA_CM_DROPPED);
+    struct op_pkt h = cm_from(6, &m3, RSIM_IP_A, 4791, RSIM_IP_B);
+    h.data[100] ^= 1; /* not resealed */
+    assert_int_equal(op_rdma_cm_listener_input(l, &h, &reply, &client), OP_RDMA_CM_DROPPED);
+    const uint64_t *cn = op_rdma_cm_listener_counters(l), *dr = op_rdma_cm_listener_drops(l);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_pkts_in], 10);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_duplicates], 1);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_rej_sent], 4);
+    assert_int_equal(cn[OP_RDMA_CM_C_cm_malformed], 2);
+    assert_int_equal(dr[OP_CM_E_length], 1);
+    assert_int_equal(dr[OP_CM_E_icrc], 1);
+    op_rdma_cm_listener_destroy(l);
+    assert_int_equal(op_rdma_cm_listener_create(18515, 0, &l), OP_ERR_INVAL);
+}
+
 /* Garbage to QP 1 is counted by its reason; data QPs are unaffected. */
 static void test_garbage_to_qp1_counted(void **state)
 {
@@ -425,6 +760,10 @@ int main(void)
         cmocka_unit_test(test_peer_known_from_the_req),
         cmocka_unit_test(test_other_service_is_rejected),
         cmocka_unit_test(test_transport_type_is_matched),
+        cmocka_unit_test(test_sidr_exchange),
+        cmocka_unit_test(test_sidr_lost_reply_answered_again),
+        cmocka_unit_test(test_sidr_refusals),
+        cmocka_unit_test(test_listener_dispatches_clients),
         cmocka_unit_test(test_garbage_to_qp1_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
