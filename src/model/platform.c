@@ -111,7 +111,8 @@ op_status_t mdl_platform_check(const struct op_model_platform *p)
 {
     if (!(p->link_bw > 0) || !(p->wire_lat >= 0) || !(p->switch_lat >= 0) || p->sockets == 0 ||
         p->rack_nodes == 0 || p->max_data == 0 || p->window == 0 || !(p->rto_min_s > 0) ||
-        !(p->spine_bw >= 0) || !(p->sw_chunk_s >= 0) || !(p->sw_byte_s >= 0))
+        !(p->spine_bw >= 0) || !(p->sw_chunk_s >= 0) || !(p->sw_byte_s >= 0) ||
+        !(p->late_loss >= 0 && p->late_loss <= 0.5))
         return OP_ERR_INVAL;
     return OP_OK;
 }
