@@ -231,7 +231,9 @@ uint64_t mdl_chunk_bytes(const struct op_model_platform *p, uint64_t bytes)
 double op_model_one_switch_closed(const struct op_model_platform *p, unsigned leaders,
                                   uint64_t bytes)
 {
-    double wire = (double)(mdl_chunk_bytes(p, bytes) + MDL_HDR_BYTES) / p->link_bw;
+    /* this machine's loopback: the ends' CPU copies the bytes (no wire) */
+    double wire = mdl_on_links(p) ? (double)(mdl_chunk_bytes(p, bytes) + MDL_HDR_BYTES) / p->link_bw
+                                  : 0;
     double sw = p->sw_chunk_s + (double)mdl_chunk_bytes(p, bytes) * p->sw_byte_s;
     /* the TOR serves its children one after another, all arriving together */
     return 2 * p->leader_pkt_s + 2 * (mdl_host_link_lat(p) + wire) + leaders * sw;
