@@ -80,6 +80,11 @@ struct op_model_platform {
      * 0: one loopback, no switch on the path. */
     double fwd_frame_s;
     uint16_t frame_data; /* with fwd_frame_s: TCP payload a frame (the links' MTU) */
+    /* INC: the probability that a frame which wakes its receiver comes too
+     * late for the leaders' timer (the woken process not run in time),
+     * taken as lost (the wait is a timeout either way): a namespace
+     * topology's, from its measured retransmissions */
+    double late_loss;
 };
 
 /* Presets: "25G", "100G", "400G" (Ethernet, RoCE NICs, a Tofino-like switch

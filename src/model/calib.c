@@ -116,8 +116,10 @@ static bool predict_row(const struct op_model_platform *p, const struct vrow *r,
     bool mpi_row = r->kind == ROW_MPI_NODE || r->kind == ROW_MPI_SOCKET;
     if (r->kind == ROW_TOPO_HOST)
         return predict_topo_host(p, sizes, n, us);
-    if (!(mpi_row ? predict_mpi_network(p, k->mode, r->nodes, sizes, n, us)
-                  : predict_ppn(p, k->mode, r->nodes, k->ppn, sizes, n, us)))
+    bool ok = r->kind == ROW_TOPO_NODE ? mdl_topo_predict_node(p, sizes, n, us)
+              : mpi_row ? predict_mpi_network(p, k->mode, r->nodes, sizes, n, us)
+                        : predict_ppn(p, k->mode, r->nodes, k->ppn, sizes, n, us);
+    if (!ok)
         return false;
     for (size_t i = 0; i < n && k->mpirun_mode != NULL && k->mode != OP_MODEL_HOST; i++)
         us[i] += mpi_layer_us(p, k->mode, k->ppn, sizes[i]);

@@ -33,6 +33,9 @@ struct mdl_topo {
     double host_lo[TOPO_SIZES_MAX], host_hi[TOPO_SIZES_MAX]; /* the rounds' lowest, highest */
     double node_lo[TOPO_SIZES_MAX], node_hi[TOPO_SIZES_MAX];
     double frame_us; /* the switches' CPU a frame they took, over the jobs */
+    double hop_us;   /* one frame h1 to h5, half a ping-pong (0: none recorded) */
+    double retx;     /* the leaders' retransmissions a contribution the TORs took (0: none
+                        recorded) */
 };
 
 /* What the fit reads. */
@@ -103,6 +106,9 @@ double mdl_sq_log(double pred, double meas);
 bool mdl_topo_measure(const struct op_model_cfg *cfg, struct mdl_topo *t);
 bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_topo *t,
                        struct op_model_platform *out);
+/* INC Node mode on it, each size (us; averaged over the late frames' draws) */
+bool mdl_topo_predict_node(const struct op_model_platform *p, const uint64_t *sizes, size_t n,
+                           double *us);
 void mdl_topo_rows(const struct mdl_topo *t, struct vrow *node, struct vrow *host, uint64_t *sizes,
                    size_t *ns);
 bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_t why_len);

@@ -39,12 +39,17 @@ struct sw {
     char name[48];
 };
 
+#define RTT_SAMPLES 8
+#define RTO_MAX_S 0.2 /* src/inc's rto_max_ns */
+
 struct leader {
     struct inc *m;
     unsigned id, child_index;
     sg_mailbox_t mb, tor, timer;
     uint64_t rng;
-    double *sent_at, rto, min_rtt, deadline;
+    double *sent_at, rto, deadline;
+    double rtt[RTT_SAMPLES]; /* the latest round trips (src/inc's ENG_RTT_SAMPLES) */
+    unsigned n_rtt;
     uint8_t *got, *resent;
     uint32_t next, n_got;
     bool armed;
@@ -60,8 +65,9 @@ struct inc {
     long pkt_bytes;
     double chunk_bytes;   /* data bytes a chunk */
     double check_f;       /* share of a leader's between-call checks inside others' calls */
-    double sw_cost, loss, t0;
+    double sw_cost, loss, late, t0; /* loss: a frame's on a link; late: a wake's */
     double *done_at;      /* per chunk: the last leader's arrival */
+    uint8_t *retx_round;  /* per chunk: a leader retransmitted it (the switch flags its result) */
     uint64_t retransmissions;
     unsigned n_leaders, n_tors;
     struct leader *leaders;
@@ -81,8 +87,8 @@ static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes,
  * machine 17 processes share 2 cores) it first waits on a run queue, runq_s
  * for each process in excess of the cores over the cores, then displaces a
  * running process (ctx_s more CPU). */
-static void *receive(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool *awake,
-                     bool is_switch)
+static void *wake_to(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool *awake,
+                     bool is_switch, bool *woken)
 {
     const struct op_model_platform *p = r->p;
     /* the call's first packet finds a switch asleep since the last call;
@@ -103,7 +109,22 @@ static void *receive(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool 
         mdl_cpu(r, cpu);
         r->switch_cpu += is_switch ? cpu : 0;
     }
+    *woken = waiting;
     return msg;
+}
+
+/* A frame that wakes its receiver comes too late for the leaders' timers
+ * with probability `late` (a namespace topology's: late_loss): taken as
+ * lost, a timeout recovers it, as the late result's retransmission does. */
+static void *receive(struct inc *m, const char *name, sg_mailbox_t mb, bool *awake,
+                     bool is_switch, uint64_t *rng)
+{
+    for (;;) {
+        bool woken;
+        void *msg = wake_to(m->r, name, mb, awake, is_switch, &woken);
+        if (!woken || m->late <= 0 || mdl_kind(msg) == MDL_TICK || mdl_rand(rng) >= m->late)
+            return msg;
+    }
 }
 
 /* A packet's CPU, more while the cores are crowded. */
@@ -258,7 +279,7 @@ static void switch_main(int argc, char **argv)
     struct sw *s = sg_actor_self_get_data();
     sg_mailbox_set_receiver(s->name);
     for (;;) {
-        switch_datagram(s, receive(s->m->r, s->name, s->mb, &s->awake, true));
+        switch_datagram(s, receive(s->m, s->name, s->mb, &s->awake, true, &s->rng));
         for (unsigned k = 1; s->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(s->name); k++)
             switch_datagram(s, sg_mailbox_get(s->mb));
         flush(s);
@@ -327,6 +348,7 @@ static void on_timer(struct leader *l)
         double overdue = now - l->sent_at[s];
         if (overdue >= (first ? 1 : 2) * l->rto - 1e-12) {
             l->resent[s] = 1;
+            l->m->retx_round[s] = 1;
             l->m->retransmissions++;
             resent = true;
             send_chunk(l, s);
@@ -337,9 +359,21 @@ static void on_timer(struct leader *l)
             next = d;
     }
     if (resent) /* back off only when the timeout was real */
-        l->rto = l->rto * 2 < 0.2 ? l->rto * 2 : 0.2;
+        l->rto = l->rto * 2 < RTO_MAX_S ? l->rto * 2 : RTO_MAX_S;
     if (next > 0)
         arm(l, next > now ? next : now + l->rto);
+}
+
+/* 3 x the smallest of the latest round trips, within [rto_min, rto_max]
+ * (src/inc's eng_base_rto); the floor until one is measured (a warm
+ * leader's: its first calls measured the path). */
+static double base_rto(const struct leader *l)
+{
+    double low = 0, floor = l->m->r->p->rto_min_s;
+    for (unsigned i = 0; i < l->n_rtt && i < RTT_SAMPLES; i++)
+        low = i == 0 || l->rtt[i] < low ? l->rtt[i] : low;
+    double rto = 3 * low > floor ? 3 * low : floor;
+    return rto < RTO_MAX_S ? rto : RTO_MAX_S;
 }
 
 static void on_result(struct leader *l, uint32_t seq)
@@ -355,12 +389,10 @@ static void on_result(struct leader *l, uint32_t seq)
     l->n_got++;
     if (now - m->t0 > m->done_at[seq])
         m->done_at[seq] = now - m->t0;
-    if (!l->resent[seq]) { /* Karn: only chunks sent once time the path */
-        double rtt = now - l->sent_at[seq];
-        if (l->min_rtt == 0 || rtt < l->min_rtt)
-            l->min_rtt = rtt;
-        l->rto = 3 * l->min_rtt > m->r->p->rto_min_s ? 3 * l->min_rtt : m->r->p->rto_min_s;
-    }
+    /* Karn's rule for the group: no sample from a round anyone retransmitted in */
+    if (!l->resent[seq] && !m->retx_round[seq])
+        l->rtt[l->n_rtt++ % RTT_SAMPLES] = now - l->sent_at[seq];
+    l->rto = base_rto(l); /* progress: the backoff ends */
 }
 
 static void leader_datagram(struct leader *l, void *msg)
@@ -382,7 +414,7 @@ static void leader_main(int argc, char **argv)
     sg_mailbox_set_receiver(l->name);
     fill_window(l);
     while (l->n_got < l->m->chunks) {
-        leader_datagram(l, receive(l->m->r, l->name, l->mb, &awake, false));
+        leader_datagram(l, receive(l->m, l->name, l->mb, &awake, false, &l->rng));
         for (unsigned k = 1; l->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(l->name); k++)
             leader_datagram(l, sg_mailbox_get(l->mb));
         fill_window(l);
@@ -452,7 +484,7 @@ static void leader_init(struct inc *m, struct leader *l, unsigned id, unsigned p
     snprintf(l->timer_name, sizeof(l->timer_name), "r%u.K%u", m->r->run_id, id);
     l->mb = sg_mailbox_by_name(l->name);
     l->tor = m->tors[tor].mb;
-    l->timer = m->loss > 0 ? sg_mailbox_by_name(l->timer_name) : NULL;
+    l->timer = m->loss > 0 || m->late > 0 ? sg_mailbox_by_name(l->timer_name) : NULL;
     l->rng = m->r->sc->seed * 104729 + id + 1;
     l->rto = p->rto_min_s;
     l->sent_at = calloc(m->chunks, sizeof(double));
@@ -497,7 +529,7 @@ static void launch(struct inc *m, unsigned per_node)
     for (unsigned i = 0; i < m->n_leaders; i++) {
         mdl_host_of(m->r->p, 'n', (int)(i / per_node), host, sizeof(host));
         start(&m->leaders[i], m->leaders[i].name, host, leader_main, false);
-        if (m->loss > 0)
+        if (m->leaders[i].timer != NULL)
             start(&m->leaders[i], m->leaders[i].timer_name, host, timer_main, true);
     }
 }
@@ -516,6 +548,7 @@ static void teardown(struct inc *m)
     free(m->tors);
     free(m->leaders);
     free(m->done_at);
+    free(m->retx_round);
 }
 
 /* Leader-chunks one run simulates at most: beyond, chunks travel in trains. */
@@ -551,6 +584,7 @@ void mdl_inc_simulate(struct mdl_run *r)
     unsigned train = 1, window = p->window;
     uint64_t trains = total, sim = total < 2ull * window ? total : 2ull * window;
     uint64_t budget = sc->budget ? sc->budget : SIM_BUDGET;
+    bool timers = sc->loss > 0 || p->late_loss > 0;
     /* at least two trains in flight, or the window would stop and wait */
     while (leaders * sim > budget && window > 2 && trains > 2) {
         train *= 2;
@@ -558,18 +592,28 @@ void mdl_inc_simulate(struct mdl_run *r)
         trains = (total + train - 1) / train;
         sim = trains < 2ull * window ? trains : 2ull * window;
     }
+    /* under loss the windows differ: the whole call where the budget allows */
+    if (timers && leaders * trains <= budget)
+        sim = trains;
     double chunk = (double)mdl_chunk_bytes(p, sc->bytes);
     struct inc m = {
         .r = r, .window = window, .chunks = (uint32_t)sim, .loss = sc->loss, .train = train,
-        .pkt_bytes = (long)(train * (chunk + MDL_HDR_BYTES)), .chunk_bytes = chunk,
+        .late = p->late_loss,
+        /* on this machine's loopback a datagram's bytes are copied by the CPUs
+         * at its two ends, which the per-packet costs charge (fitted on the
+         * CPU the processes spent): no wire time on top (2 GB/s of it made
+         * 2 leaders from 16 KiB 30-55 % slow); a topology's links pace them */
+        .pkt_bytes = mdl_on_links(p) ? (long)(train * (chunk + MDL_HDR_BYTES)) : 0,
+        .chunk_bytes = chunk,
         .sw_cost = train * (p->sw_chunk_s + chunk * p->sw_byte_s),
         /* a lost packet is one packet: under loss every packet travels alone; on
          * a namespace topology's links a datagram is frames a switch takes
          * one by one */
-        .batch = p->shared_cores > 0 && sc->loss == 0 && p->fwd_frame_s <= 0,
+        .batch = p->shared_cores > 0 && !timers && p->fwd_frame_s <= 0,
     };
     m.check_f = check_share(p, leaders);
     m.done_at = calloc(sim, sizeof(double));
+    m.retx_round = calloc(sim, 1);
     build(&m, per_node);
     m.t0 = simgrid_get_clock();
     r->runnable = m.n_leaders + m.n_tors + (m.n_tors > 1);

@@ -111,7 +111,8 @@ op_status_t mdl_platform_check(const struct op_model_platform *p)
 {
     if (!(p->link_bw > 0) || !(p->wire_lat >= 0) || !(p->switch_lat >= 0) || p->sockets == 0 ||
         p->rack_nodes == 0 || p->max_data == 0 || p->window == 0 || !(p->rto_min_s > 0) ||
-        !(p->spine_bw >= 0) || !(p->sw_chunk_s >= 0) || !(p->sw_byte_s >= 0))
+        !(p->spine_bw >= 0) || !(p->sw_chunk_s >= 0) || !(p->sw_byte_s >= 0) ||
+        !(p->late_loss >= 0 && p->late_loss <= 0.5))
         return OP_ERR_INVAL;
     return OP_OK;
 }
@@ -230,7 +231,9 @@ uint64_t mdl_chunk_bytes(const struct op_model_platform *p, uint64_t bytes)
 double op_model_one_switch_closed(const struct op_model_platform *p, unsigned leaders,
                                   uint64_t bytes)
 {
-    double wire = (double)(mdl_chunk_bytes(p, bytes) + MDL_HDR_BYTES) / p->link_bw;
+    /* this machine's loopback: the ends' CPU copies the bytes (no wire) */
+    double wire = mdl_on_links(p) ? (double)(mdl_chunk_bytes(p, bytes) + MDL_HDR_BYTES) / p->link_bw
+                                  : 0;
     double sw = p->sw_chunk_s + (double)mdl_chunk_bytes(p, bytes) * p->sw_byte_s;
     /* the TOR serves its children one after another, all arriving together */
     return 2 * p->leader_pkt_s + 2 * (mdl_host_link_lat(p) + wire) + leaders * sw;

@@ -76,33 +76,52 @@ static bool is_switch(long pid)
     return first + 1 < n && strcmp(argv + first + 1, "switch") == 0;
 }
 
-/* The frames a switch's ports took: its counters, which it writes on
- * SIGUSR1 (renamed into place whole); -1 when none came within 3 s. */
-static double switch_frames(const char *topo, long pid, const char *node)
+/* What the switches' counters say, summed over them. */
+struct sw_count {
+    double frames;          /* their ports took */
+    double contributions;   /* new INC contributions the TORs took, */
+    double retransmissions; /* and the leaders' retransmissions among what they took */
+};
+
+static double json_sum(const char *buf, const char *key)
+{
+    double sum = 0;
+    size_t n = strlen(key);
+    for (const char *at = buf; (at = strstr(at, key)) != NULL; at += n)
+        sum += strtod(at + n, NULL);
+    return sum;
+}
+
+/* A switch's counters, which it writes on SIGUSR1 (renamed into place
+ * whole); false when none came within 3 s. */
+static bool switch_count(const char *topo, long pid, const char *node, struct sw_count *c)
 {
     char path[160], buf[16384];
     snprintf(path, sizeof(path), "/run/offpath/topo-%s-%s.json", topo, node);
     unlink(path);
     if (kill((pid_t)pid, SIGUSR1) != 0)
-        return -1;
+        return false;
     FILE *f = NULL;
     for (int i = 0; i < 300 && (f = fopen(path, "r")) == NULL; i++)
         nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     if (f == NULL)
-        return -1;
+        return false;
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    double frames = 0;
-    for (const char *at = buf; (at = strstr(at, "\"rx_frames\": ")) != NULL; at++)
-        frames += strtod(at + 13, NULL);
-    return frames;
+    c->frames += json_sum(buf, "\"rx_frames\": ");
+    if (node[0] == 't') {
+        c->contributions += json_sum(buf, "\"contributions\": ");
+        c->retransmissions += json_sum(buf, "\"retransmissions\": ");
+    }
+    return true;
 }
 
-/* Every switch's CPU (s) and frames; false when one cannot be read. */
-static bool switches_now(const char *topo, double *cpu, double *frames)
+/* Every switch's CPU (s) and counters; false when one cannot be read. */
+static bool switches_now(const char *topo, double *cpu, struct sw_count *c)
 {
-    *cpu = *frames = 0;
+    *cpu = 0;
+    *c = (struct sw_count){0};
     for (size_t s = 0; s < N_SWITCHES; s++) {
         char cmd[160], out[512];
         snprintf(cmd, sizeof(cmd), "ip netns pids opt-%s-%s", topo, topo_switches[s]);
@@ -117,12 +136,42 @@ static bool switches_now(const char *topo, double *cpu, double *frames)
             sw = is_switch(pid) ? pid : sw;
             *cpu += schedstat_s(pid);
         }
-        double fr = sw > 0 ? switch_frames(topo, sw, topo_switches[s]) : -1;
-        if (fr < 0)
+        if (sw <= 0 || !switch_count(topo, sw, topo_switches[s], c))
             return false;
-        *frames += fr;
     }
     return true;
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* ---- one frame across the racks */
+
+#define HOP_RUNS 5
+
+/* One-way latency (us) of a 64-byte UD SEND from h1 to h5 and back (half
+ * the round trip, perftest's typical latency) between two processes that
+ * sleep in poll(2), as the leaders do: both links, TOR, SPINE, TOR, every
+ * switch woken by the frame; the median of HOP_RUNS runs, -1 on failure.
+ * The control connection is TCP through the same switches. */
+static double topo_hop(const struct op_model_cfg *cfg, const char *topo)
+{
+    double v[HOP_RUNS];
+    char nice[32], cmd[2048], buf[1024];
+    const char *pre = mdl_nice_prefix(cfg, nice, sizeof(nice));
+    for (int k = 0; k < HOP_RUNS; k++) {
+        snprintf(cmd, sizeof(cmd),
+                 "ip netns exec opt-%s-h1 %stimeout 30 '%s' ib_send_lat -p %u -d 10.1.0.1 -e -c UD "
+                 "-s 64 -n 2000 >/dev/null 2>&1 & s=$!; sleep 0.3; ip netns exec opt-%s-h5 "
+                 "%stimeout 30 '%s' ib_send_lat -p %u -d 10.2.0.1 -e -c UD -s 64 -n 2000 "
+                 "--output=latency 10.1.0.1 2>/dev/null; r=$?; wait $s; exit $r",
+                 topo, pre, cfg->bin, cfg->port + 1, topo, pre, cfg->bin, cfg->port + 1);
+        char *end;
+        if (!mdl_run_cmd(cmd, buf, sizeof(buf)) || (v[k] = strtod(buf, &end), end == buf) ||
+            !(v[k] > 0))
+            return -1;
+    }
+    qsort(v, HOP_RUNS, sizeof(v[0]), cmp_double);
+    return v[HOP_RUNS / 2];
 }
 
 /* ---- the jobs */
@@ -178,8 +227,10 @@ static bool rounds(const struct op_model_cfg *cfg, const char *name, const char 
                    struct mdl_topo *t)
 {
     double host[TOPO_SIZES_MAX][TOPO_ROUNDS], node[TOPO_SIZES_MAX][TOPO_ROUNDS];
-    double cpu0, frames0, cpu1, frames1;
-    if (!switches_now(name, &cpu0, &frames0))
+    double cpu0, cpu1;
+    struct sw_count c0, c1;
+    fprintf(stderr, "offpath model: measuring the namespace topology, one frame h1 to h5\n");
+    if (!((t->hop_us = topo_hop(cfg, name)) > 0) || !switches_now(name, &cpu0, &c0))
         return false;
     for (int k = 0; k < TOPO_ROUNDS; k++) {
         fprintf(stderr, "offpath model: measuring the namespace topology, job %d of %d\n", k + 1,
@@ -187,14 +238,17 @@ static bool rounds(const struct op_model_cfg *cfg, const char *name, const char 
         if (!topo_job(cfg, file, t, host, node, k))
             return false;
     }
-    if (!switches_now(name, &cpu1, &frames1) || !(frames1 > frames0))
+    if (!switches_now(name, &cpu1, &c1) || !(c1.frames > c0.frames) ||
+        !(c1.contributions > c0.contributions))
         return false;
-    t->frame_us = (cpu1 - cpu0) / (frames1 - frames0) * 1e6;
+    t->frame_us = (cpu1 - cpu0) / (c1.frames - c0.frames) * 1e6;
+    t->retx = (c1.retransmissions - c0.retransmissions) / (c1.contributions - c0.contributions);
     for (size_t i = 0; i < t->n; i++) {
         summarise(host[i], &t->host[i], &t->host_lo[i], &t->host_hi[i]);
         summarise(node[i], &t->node[i], &t->node_lo[i], &t->node_hi[i]);
     }
-    fprintf(stderr, "offpath model: the switches' CPU a frame: %.2f us\n", t->frame_us);
+    fprintf(stderr, "offpath model: the switches' CPU a frame: %.2f us; the leaders retransmitted "
+                    "%.2f %% of their contributions\n", t->frame_us, t->retx * 100);
     return t->frame_us > 0;
 }
 
@@ -230,6 +284,10 @@ void mdl_topo_write(const struct mdl_topo *t, FILE *f)
     if (t->n == 0)
         return;
     fprintf(f, "topoframe %.17g\n", t->frame_us);
+    if (t->hop_us > 0)
+        fprintf(f, "topohop %.17g\n", t->hop_us);
+    if (t->retx > 0)
+        fprintf(f, "toporetx %.17g\n", t->retx);
     for (size_t i = 0; i < t->n; i++)
         fprintf(f, "topo %llu %.17g %.17g %.17g %.17g %.17g %.17g\n",
                 (unsigned long long)t->sizes[i], t->host[i], t->node[i], t->host_lo[i],
@@ -244,6 +302,12 @@ const char *mdl_topo_line(const char *key, const char *rest, struct mdl_topo *t,
     if (strcmp(key, "topoframe") == 0)
         return sscanf(rest, "%lf", &t->frame_us) == 1 && t->frame_us > 0 && isfinite(t->frame_us)
                    ? NULL : "topoframe: US expected";
+    if (strcmp(key, "topohop") == 0)
+        return sscanf(rest, "%lf", &t->hop_us) == 1 && t->hop_us > 0 && isfinite(t->hop_us)
+                   ? NULL : "topohop: US expected";
+    if (strcmp(key, "toporetx") == 0)
+        return sscanf(rest, "%lf", &t->retx) == 1 && t->retx > 0 && t->retx < 1
+                   ? NULL : "toporetx: a fraction between 0 and 1 expected";
     if (strcmp(key, "topo") != 0) {
         *not_mine = true;
         return NULL;
@@ -301,6 +365,94 @@ static double host_misfit(const struct op_model_platform *p, const void *data)
     return sum;
 }
 
+/* Late results: the leaders' timers fired on retx of their contributions
+ * (the TORs' counters over the jobs), the originals mostly there (as many
+ * duplicates as retransmissions): a result late by a timeout, its group
+ * waiting for a process that a frame woke and the shared cores had not
+ * run yet. The model has no such scheduling tail; a frame that wakes its
+ * receiver is taken as lost instead (late_loss), which waits the same
+ * timeout and makes the same retransmissions, with the probability at
+ * which the simulated leaders retransmit the measured share of their
+ * contributions over the job's largest sizes (256 KiB..1 MiB: 87 % of its
+ * contributions; a large call's first window also retransmits once a
+ * leader, its timer then 3 x the first results' round trips, in the
+ * model as in the code). A call of one chunk wakes a process for nearly
+ * every frame, a stream few: per wake-up, not per frame. Seeds: the
+ * draws, averaged. */
+#define LATE_SEEDS 8
+#define LATE_SEEDS_MAX 256
+#define LATE_CHUNKS 1024 /* chunks a leader the draws cover at least (small calls: many seeds) */
+#define LATE_FIT_SEEDS 4
+#define LATE_STEPS 5
+static const uint64_t late_fit_bytes[] = {262144, 524288, 1048576};
+#define LATE_FIT_SIZES (sizeof(late_fit_bytes) / sizeof(late_fit_bytes[0]))
+
+static unsigned seeds_for(const struct op_model_platform *p, uint64_t bytes)
+{
+    uint64_t chunks = (bytes + p->max_data - 1) / p->max_data;
+    uint64_t n = LATE_CHUNKS / (chunks ? chunks : 1);
+    return n < LATE_SEEDS ? LATE_SEEDS : n > LATE_SEEDS_MAX ? LATE_SEEDS_MAX : (unsigned)n;
+}
+
+static bool simulate_seeds(const struct op_model_platform *p, uint64_t bytes, unsigned n,
+                           struct op_model_result *r)
+{
+    struct op_model_scenario sc[LATE_SEEDS_MAX];
+    for (unsigned k = 0; k < n; k++)
+        sc[k] = (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes, .seed = k + 1};
+    return op_model_simulate(p, TOPO_NODES, 1, sc, n, r) == OP_OK;
+}
+
+/* The leaders' retransmissions a contribution over those sizes at late. */
+static double retx_share(const struct op_model_platform *p, double late)
+{
+    struct op_model_result r[LATE_FIT_SEEDS];
+    struct op_model_platform with = *p;
+    double retx = 0, contrib = 0;
+    with.late_loss = late;
+    for (size_t i = 0; i < LATE_FIT_SIZES; i++) {
+        if (!simulate_seeds(&with, late_fit_bytes[i], LATE_FIT_SEEDS, r))
+            return -1;
+        for (unsigned k = 0; k < LATE_FIT_SEEDS; k++) {
+            retx += (double)r[k].retransmissions;
+            contrib += (double)r[k].chunks * TOPO_NODES;
+        }
+    }
+    return retx / contrib;
+}
+
+/* Bisection on its logarithm between an eighth of the share and 4 times
+ * it (the draws are fixed: the same record gives the same figure). */
+static double late_loss(const struct op_model_platform *p, double share)
+{
+    double lo = log(share / 8), hi = log(fmin(4 * share, 0.5));
+    for (int i = 0; i < LATE_STEPS; i++) {
+        double mid = (lo + hi) / 2, got = retx_share(p, exp(mid));
+        if (got < 0)
+            return 0;
+        if (got < share)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return exp((lo + hi) / 2);
+}
+
+bool mdl_topo_predict_node(const struct op_model_platform *p, const uint64_t *sizes, size_t n,
+                           double *us)
+{
+    static struct op_model_result r[LATE_SEEDS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        unsigned seeds = p->late_loss > 0 ? seeds_for(p, sizes[i]) : 1;
+        if (!simulate_seeds(p, sizes[i], seeds, r))
+            return false;
+        us[i] = 0;
+        for (unsigned k = 0; k < seeds; k++)
+            us[i] += r[k].latency_s * 1e6 / seeds;
+    }
+    return true;
+}
+
 bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_topo *t,
                        struct op_model_platform *p)
 {
@@ -320,9 +472,15 @@ bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_to
      * the same code as the loopback switch's (sw_chunk_s, sw_byte_s) */
     p->fwd_frame_s = t->frame_us * 1e-6;
     p->check_byte_s = 0; /* osu_allreduce does not check between calls, as inc_test does */
+    /* a link's latency from the frame across the racks: its ends' packets,
+     * three switches each woken by it and paying a frame, four links */
+    double ends = 2 * p->leader_pkt_s, switches = 3 * (p->fwd_frame_s + p->sw_wake_s);
+    if (t->hop_us > 0)
+        p->wire_lat = fmax(t->hop_us * 1e-6 - ends - switches, 0) / 4;
     struct host_fit hf = {t};
     double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
     mdl_search(p, &hf, host, 3, host_misfit, 6);
+    p->late_loss = t->retx > 0 ? late_loss(p, t->retx) : 0;
     return true;
 }
 

@@ -141,7 +141,8 @@ def test_validate_topo_replay():
     run (measuring takes root, namespaces and ~4 minutes: not in make
     test): the record's topology lines give both rows at the six validated
     sizes, predicted on the topology's platform (its switches' measured CPU
-    a frame), the table the run printed; a malformed topo line is refused
+    a frame, the leaders' measured retransmissions as late wake-ups), the
+    table the run printed; a malformed topo line is refused
     naming its line."""
     r = offpath("model", "validate", "--replay", TOPO_RECORD)
     assert r.returncode in (0, 1), r.stderr
@@ -159,3 +160,7 @@ def test_validate_topo_replay():
             g.write(f.read() + "topo 2097152 1.0 -2 1 1 1 1\n")
         r = offpath("model", "validate", "--replay", bad)
         assert r.returncode == 3 and "line" in r.stderr and "topo" in r.stderr, r.stderr
+        with open(TOPO_RECORD) as f, open(bad, "w") as g:
+            g.write(f.read() + "toporetx 1.5\n")
+        r = offpath("model", "validate", "--replay", bad)
+        assert r.returncode == 3 and "toporetx" in r.stderr, r.stderr

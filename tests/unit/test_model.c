@@ -340,6 +340,58 @@ static void test_topology_inc_is_sum_of_hops(void **state)
     NEAR(sim1(&p, 2, 1, sc, NULL), op_model_one_switch_closed(&p, 2, 64) + 2 * p.fwd_frame_s);
 }
 
+/* On this machine's loopback the INC datagrams' bytes are the CPU copies
+ * at their ends (leader_pkt_s, sw_chunk_s: calibrate fits them on the CPU
+ * spent), not a wire's time as well: the loopback's bandwidth does not
+ * move a call, a leader's per-byte cost does. */
+static void test_loopback_inc_has_no_wire_time(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 65536};
+    double fast = sim1(&p, 2, 1, sc, NULL);
+    p.link_bw = 1e6;
+    NEAR(sim1(&p, 2, 1, sc, NULL), fast);
+    p.leader_byte_s *= 4;
+    assert_true(sim1(&p, 2, 1, sc, NULL) > fast);
+}
+
+/* A frame that wakes its receiver too late (late_loss) is recovered by the
+ * leaders' timer, as a late result is: a call of one chunk takes the
+ * closed form when no wake-up came late, and more than it and than a
+ * timeout (src/inc's floor, no round trip being 3 x longer) with a
+ * retransmission when one did; the draws decide which, the same seed the
+ * same way. */
+static void test_topology_late_wakeups_cost_timeouts(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    topology(&p);
+    p.late_loss = 0.2;
+    double clean = op_model_one_switch_closed(&p, 2, 64) + 2 * p.fwd_frame_s;
+    unsigned on_time = 0, late = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 64, .seed = seed};
+        struct op_model_result r, again;
+        double t = sim1(&p, 2, 1, sc, &r);
+        if (r.retransmissions == 0) {
+            NEAR(t, clean);
+            on_time++;
+        } else {
+            assert_true(t > p.rto_min_s && t > clean);
+            late++;
+        }
+        sim1(&p, 2, 1, sc, &again);
+        assert_true(again.latency_s == t);
+    }
+    assert_true(on_time > 0 && late > 0);
+}
+
 /* The MPI's TCP between two hosts of a rack (recursive doubling: one
  * exchange): the message's CPU at each end, and the TOR's work on its
  * frames and their ACKs (one every second frame) overlapping the link's
@@ -651,6 +703,8 @@ int main(void)
         cmocka_unit_test(test_seed_tables),
         cmocka_unit_test(test_topology_inc_is_sum_of_hops),
         cmocka_unit_test(test_topology_tcp_overlaps_frames_and_link),
+        cmocka_unit_test(test_topology_late_wakeups_cost_timeouts),
+        cmocka_unit_test(test_loopback_inc_has_no_wire_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
