@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "offpath/io.h"
+#include "udp_pair.h"
 #include "../../src/io/io_internal.h" /* a mock backend */
 
 #define IP_A 0x7f000015u /* 127.0.0.21 */
@@ -32,21 +33,11 @@ struct pair {
 };
 
 
-/* Tests read an io's counters one at a time. */
-static uint64_t io_counter(const struct op_io *io, enum op_io_counter c)
-{
-    uint64_t v[OP_IO_C_COUNT_];
-    op_io_counters(io, v);
-    return v[c];
-}
-
 static int setup_pair(void **state)
 {
     struct pair *p = calloc(1, sizeof *p);
-
-    if (p == NULL || op_io_udp_open(IP_A, 0, &p->a) != OP_OK ||
-        op_io_udp_open(IP_B, 0, &p->b) != OP_OK || op_pktbuf_init(&p->tx, 256) != OP_OK ||
-        op_pktbuf_init(&p->rx, OP_IO_BURST) != OP_OK)
+    const struct op_addr a = op_addr_ipv4(IP_A), b = op_addr_ipv4(IP_B);
+    if (p == NULL || !udp_pair_open(&a, &b, 256, &p->a, &p->b, &p->tx, &p->rx))
         return -1;
     *state = p;
     return 0;
@@ -60,9 +51,7 @@ static int setup_pair6(void **state)
     struct pair *p = calloc(1, sizeof *p);
     const struct op_addr lo = op_addr_ipv6(LOOP6);
 
-    if (p == NULL || op_io_udp_open_addr(&lo, 0, &p->a) != OP_OK ||
-        op_io_udp_open_addr(&lo, 0, &p->b) != OP_OK || op_pktbuf_init(&p->tx, 256) != OP_OK ||
-        op_pktbuf_init(&p->rx, OP_IO_BURST) != OP_OK)
+    if (p == NULL || !udp_pair_open(&lo, &lo, 256, &p->a, &p->b, &p->tx, &p->rx))
         return -1;
     p->v6 = true;
     *state = p;
@@ -82,10 +71,7 @@ static int teardown_pair(void **state)
 {
     struct pair *p = *state;
 
-    op_io_close(p->a);
-    op_io_close(p->b);
-    op_pktbuf_free(&p->tx);
-    op_pktbuf_free(&p->rx);
+    udp_pair_close(p->a, p->b, &p->tx, &p->rx);
     free(p);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "offpath/io.h"
+#include "udp_pair.h"
 #include "offpath/loop.h"
 #include "../../src/io/io_internal.h" /* a mock backend, io_pcap_write_pkt */
 #include "rdmasim.h"
@@ -33,19 +34,11 @@ struct pair {
     struct op_pktbuf tx, rx;
 };
 
-static uint64_t io_counter(const struct op_io *io, enum op_io_counter c)
-{
-    uint64_t v[OP_IO_C_COUNT_];
-    op_io_counters(io, v);
-    return v[c];
-}
-
 static int setup_pair(void **state)
 {
     struct pair *p = calloc(1, sizeof *p);
-    if (p == NULL || op_io_udp_open(IP_A, 0, &p->a) != OP_OK ||
-        op_io_udp_open(IP_B, 0, &p->b) != OP_OK || op_pktbuf_init(&p->tx, 128) != OP_OK ||
-        op_pktbuf_init(&p->rx, OP_IO_BURST) != OP_OK)
+    const struct op_addr a = op_addr_ipv4(IP_A), b = op_addr_ipv4(IP_B);
+    if (p == NULL || !udp_pair_open(&a, &b, 128, &p->a, &p->b, &p->tx, &p->rx))
         return -1;
     memset(p->rx.mem, MARK, (size_t)p->rx.n * OP_IO_BUF_SIZE);
     *state = p;
@@ -55,10 +48,7 @@ static int setup_pair(void **state)
 static int teardown_pair(void **state)
 {
     struct pair *p = *state;
-    op_io_close(p->a);
-    op_io_close(p->b);
-    op_pktbuf_free(&p->tx);
-    op_pktbuf_free(&p->rx);
+    udp_pair_close(p->a, p->b, &p->tx, &p->rx);
     free(p);
     return 0;
 }
