@@ -524,8 +524,10 @@ static op_status_t run_all(struct perf_run *r)
             fprintf(stderr, " Max msg size in UD is MTU %" PRIu64 "\n Changing to this MTU\n",
                     sizes[0]);
     }
-    if (st == OP_OK)
+    if (st == OP_OK) {
         op_perf_print_header(r->out, c);
+        fflush(r->out); /* the run starts now: one watching through a pipe sees it */
+    }
     for (uint64_t i = 0; st == OP_OK && i < n; i++)
         st = run_one_size(r, sizes[i], res);
     if (st == OP_OK && res->n > 0) {

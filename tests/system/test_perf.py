@@ -234,7 +234,7 @@ def test_late_receiver_probes_undone():
             line = client.stdout.readline()
             assert line, "the client ended before its table"
             head += line
-        time.sleep(0.1)  # under way (8000 MiB take 1.3 s or more here; 3000 ended too soon, idle)
+        time.sleep(0.1)  # under way: the head is flushed as the run starts; 8000 MiB take 1.3 s or more
         os.kill(server.pid, 19)  # SIGSTOP
         time.sleep(STOP_S)
         os.kill(server.pid, 18)  # SIGCONT
