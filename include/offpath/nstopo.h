@@ -22,6 +22,10 @@
 #define OP_NSTOPO_MAX_PATHS 8 /* equal-cost next hops a route keeps */
 #define OP_NSTOPO_MTU_DEFAULT 1500
 #define OP_NSTOPO_MTU_MAX 9000 /* jumbo: a switch port gathers a frame of several AF_XDP buffers */
+/* The switches' --max-data: INC's largest chunk (OP_INC_MAX_DATA; nstopo
+ * sits below wire, test_nstopo holds the two equal). Leaders ask for what
+ * their links' MTU allows. */
+#define OP_NSTOPO_SWITCH_MAX_DATA 8192
 
 enum op_nstopo_role { OP_NSTOPO_HOST, OP_NSTOPO_TOR, OP_NSTOPO_SPINE };
 

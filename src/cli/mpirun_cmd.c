@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "offpath/launch.h"
+#include "offpath/wire/inc.h"
 
 static const char *const tool = "mpirun";
 
@@ -38,7 +39,8 @@ static void help(void)
            "  --fault-switch S  only switch S (its name: t0.., s0.., or --topo's) drops and\n"
            "                    duplicates; the others pass all (default: every switch)\n"
            "  --deadline-ms M   bound on each switch operation before falling back (5000)\n"
-           "  --max-data B      switches' data bytes per packet, multiple of 8 (4096)\n"
+           "  --max-data B      switches' data bytes per packet, multiple of 8 (4096; with\n"
+           "                    --topo the largest the links' MTU carries, up to 8192)\n"
            "  --window N        switches' slots per group (32)\n"
            "  --net N           addresses 127.N.x.y (ranks), 127.N+1.0.t, 127.N+2.0.s (60)\n"
            "  --port N          UDP port of the fabric (4791)\n"
@@ -126,7 +128,7 @@ static bool set(int opt, const char *val, struct op_launch_config *c)
     case O_LIB: c->lib = val; return true;
     case O_VERBOSE: c->verbose++; return true;
     case O_DATA:
-        if (!cli_u64(tool, "--max-data", val, 8, 4096, &u) || u % 8) {
+        if (!cli_u64(tool, "--max-data", val, 8, OP_INC_MAX_DATA, &u) || u % 8) {
             if (u % 8)
                 cli_bad(tool, "invalid value '%s' for --max-data (not a multiple of 8)", val);
             return false;

@@ -40,7 +40,7 @@ static void help(void)
            "  --port N             UDP port of the fabric (default 4791)\n"
            "  --max-groups N       groups held at once (default 1024)\n"
            "  --window N           slots per group (default 32)\n"
-           "  --max-data BYTES     data bytes per packet, multiple of 8, 8..4096 (default 1024)\n"
+           "  --max-data BYTES     data bytes per packet, multiple of 8, 8..8192 (default 1024)\n"
            "  --max-children N     contributors per slot (default 4096)\n"
            "  --lease-ms MS        free a group silent this long (default 30000)\n"
            "  --slot-memory-mb MB  memory all groups' slots may use (default 1024)\n"

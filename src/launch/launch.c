@@ -24,8 +24,7 @@ void op_launch_config_default(struct op_launch_config *cfg)
     cfg->net = 60;
     cfg->port = 4791;
     cfg->deadline_ms = 5000;
-    /* jumbo RoCE payloads: loopback and veth carry them, 4x fewer packets */
-    cfg->max_data = 4096;
+    cfg->max_data = 0; /* LAUNCH_LOOPBACK_MAX_DATA, or what a --topo's MTU allows */
     cfg->window = 32;
     cfg->udp_batching = true;
     cfg->workdir = "/tmp";
@@ -337,7 +336,8 @@ static int start_switches(struct job *j)
     }
     struct op_fabric_opts o = {.workdir = cfg->workdir, .drop_rate = cfg->drop_rate,
                                .dup_rate = cfg->dup_rate, .faulty = cfg->fault_switch,
-                               .max_data = cfg->max_data,
+                               .max_data = cfg->max_data ? cfg->max_data
+                                                         : LAUNCH_LOOPBACK_MAX_DATA,
                                .window = cfg->window, .udp_batching = cfg->udp_batching};
     op_status_t st = j->ns != NULL
                          ? launch_ns_switches(j->ns, &o, &j->topo, &j->fabric, err, sizeof(err))

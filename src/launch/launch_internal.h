@@ -7,7 +7,8 @@
 #include "offpath/launch.h"
 #include "offpath/nstopo.h"
 
-
+/* jumbo RoCE payloads: loopback carries them, 4x fewer packets than 1 KiB */
+#define LAUNCH_LOOPBACK_MAX_DATA 4096
 
 /* A job's namespace topology (mpirun --topo). */
 struct launch_ns {

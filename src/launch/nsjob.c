@@ -86,6 +86,8 @@ int launch_ns_open(struct launch_ns *ns, struct op_launch_config *cfg, const cha
         cfg->nodes = hosts;
     launch_hosts_cidr(&ns->t, ns->hosts_cidr, sizeof(ns->hosts_cidr));
     uint32_t mtu = op_nstopo_mtu(&ns->t);
+    if (cfg->max_data == 0)
+        cfg->max_data = launch_data_fits(mtu); /* the largest chunk the links carry whole */
     if (cfg->max_data > launch_data_fits(mtu)) {
         if (cfg->verbose && (cfg->mode == OP_MODE_NODE || cfg->mode == OP_MODE_SOCKET))
             fprintf(stderr, "offpath mpirun: --max-data %u: %u bytes fit the links' %u-byte MTU\n",

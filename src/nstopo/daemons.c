@@ -39,12 +39,12 @@ static void switch_child(const struct op_nstopo *t, int node, const char *exe, c
     if (nsfd < 0 || out < 0 || setns(nsfd, CLONE_NEWNET) != 0 || setsid() < 0 ||
         dup2(out, 1) < 0 || dup2(out, 2) < 0 || fcntl(ready, F_SETFD, 0) != 0)
         _exit(127);
-    /* Leaders size their chunks to their links' MTU: the switches take
-     * what they ask, up to INC's largest packet (extra options come after
-     * and override) */
+    /* extra options come after --max-data and override it */
+    char max_data[8];
+    snprintf(max_data, sizeof(max_data), "%u", (unsigned)OP_NSTOPO_SWITCH_MAX_DATA);
     const char *argv[64] = {exe, "switch", "--topology", file, "--name", t->nodes[node].name,
                             "--ports", "all", "--json", "--stats-json", stats, "--ready-fd", fd,
-                            "--max-data", "4096"};
+                            "--max-data", max_data};
     int n = 15;
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 63; i++)
         argv[n++] = extra[i];

@@ -13,6 +13,7 @@
 
 #include "offpath/nstopo.h"
 #include "offpath/topo.h"
+#include "offpath/wire/inc.h"
 
 static const char two_racks[] =
     "topo tr\n"
@@ -344,12 +345,21 @@ static void test_switches_file_refused(void **state)
     assert_string_equal(err, "host a: linked to more than one TOR");
 }
 
+/* topo up's switches take INC's largest chunk, so that leaders at MTU 9000
+ * get what they ask for (nstopo cannot see wire's constant). */
+static void test_switches_take_the_largest_chunk(void **state)
+{
+    (void)state;
+    assert_int_equal(OP_NSTOPO_SWITCH_MAX_DATA, OP_INC_MAX_DATA);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_example), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_link_faults), cmocka_unit_test(test_mtu),
         cmocka_unit_test(test_next_hops),     cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_switches_take_the_largest_chunk),
         cmocka_unit_test(test_plan_ipv6),     cmocka_unit_test(test_burst),
         cmocka_unit_test(test_switches_file), cmocka_unit_test(test_switches_file_refused),
     };

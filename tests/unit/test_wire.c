@@ -1023,7 +1023,7 @@ static void test_inc_pkt_pad(void **state)
             assert_int_equal(op_inc_decode(pkt, len, &d), OP_ERR_MALFORMED);
         }
     }
-    /* The largest data payload: 4096 bytes; one element more is refused. */
+    /* The largest data payload, OP_INC_MAX_DATA bytes; one element more is refused. */
     size_t len = make_data(pkt, sizeof pkt, OP_RED_FLOAT64, OP_INC_MAX_DATA / 8);
     assert_int_equal(len, OP_INC_MAX_PKT);
     struct op_inc_pkt d;
