@@ -38,6 +38,11 @@ struct op_inc_config {
     uint64_t rto_max_ns;  /* backoff cap */
     uint64_t deadline_ns; /* bound on each join, allreduce and leave */
     bool udp_batching;    /* op_inc_join's own port (default on) */
+    /* a blocking call polls its port without sleeping for this long before
+     * it waits in poll, as MPI's own progress loops spin: a result that comes
+     * back within it finds the leader awake (an idle vCPU here takes ~40 us
+     * to wake); 0: wait in poll at once (default) */
+    uint64_t spin_ns;
     /* narrow the window of chunks in flight when results come back marked
      * congested (OP_INC_F_CONGESTED), DCTCP's way; off: always the whole
      * window the switches granted (default on) */

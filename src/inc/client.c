@@ -157,8 +157,11 @@ static op_status_t status_locked(struct op_inc_client *c)
 static op_status_t run(struct op_inc_client *c)
 {
     op_status_t st;
-    while ((st = status_locked(c)) == OP_INPROGRESS)
-        op_loop_run_once(c->port->loop, UINT64_MAX);
+    uint64_t spin_until = c->cfg.spin_ns ? op_now_ns() + c->cfg.spin_ns : 0;
+    while ((st = status_locked(c)) == OP_INPROGRESS) {
+        uint64_t now = spin_until ? op_now_ns() : 0;
+        op_loop_run_once(c->port->loop, now < spin_until ? now : UINT64_MAX);
+    }
     return st;
 }
 

@@ -108,7 +108,7 @@ static void set_env(const struct op_launch_config *cfg, const char *topo)
 static const char *const forwarded[] = {
     "OFFPATH_MODE", "OFFPATH_TOPOLOGY", "OFFPATH_PPN", "OFFPATH_SOCKETS", "OFFPATH_NET",
     "OFFPATH_PORT", "OFFPATH_VERBOSE", "OFFPATH_DEADLINE_MS", "OFFPATH_JOB", "OFFPATH_MPI",
-    "OFFPATH_DROP_RATE", "OFFPATH_DUP_RATE",
+    "OFFPATH_DROP_RATE", "OFFPATH_DUP_RATE", "OFFPATH_SPIN_US",
 };
 
 struct argv_buf {

@@ -140,6 +140,7 @@ void opm_config_load(struct opm_config *cfg)
     env_u64("OFFPATH_MAX_BYTES", 1, UINT64_MAX, &cfg->max_bytes);
     env_u64("OFFPATH_DEADLINE_MS", 1, 3600000, &cfg->deadline_ms);
     env_u64("OFFPATH_RTO_US", 10, 10000000, &cfg->rto_us);
+    env_u64("OFFPATH_SPIN_US", 0, 1000000, &cfg->spin_us);
     env_ip("OFFPATH_SWITCH", &cfg->switch_ip);
     env_ip("OFFPATH_IP", &cfg->ip);
     v = 0;

@@ -60,6 +60,7 @@ struct opm_config {
     uint64_t min_bytes, max_bytes;
     uint64_t socket_max_bytes; /* Socket mode: larger calls go by node */
     uint64_t deadline_ms, rto_us;
+    uint64_t spin_us;     /* OFFPATH_SPIN_US: a blocking call's poll before it sleeps */
     int verbose;
     uint32_t job_id;
     bool shm;           /* OFFPATH_SHM: node steps through shared memory */

@@ -134,6 +134,7 @@ bool opm_leader_join(struct opm_comm *c)
     if (ic.rto_min_ns > ic.rto_ns)
         ic.rto_min_ns = ic.rto_ns;
     ic.deadline_ns = opm.cfg.deadline_ms * OP_NS_PER_MS;
+    ic.spin_ns = opm.cfg.spin_us * OP_NS_PER_US;
     uint8_t reason = 0;
     op_status_t st = op_inc_join_on(opm.port, &ic, &c->client, &reason);
     if (st == OP_OK) /* a peer that gives a call up stops this leader's wait */
