@@ -126,10 +126,14 @@ def test_mpich_2_ranks():
     assert "one node" in res["why"]
 
 
-def test_openmpi_under_loss_and_duplication():
+@pytest.mark.parametrize("spin_us", [0, 500])
+def test_openmpi_under_loss_and_duplication(spin_us):
+    """Also with the leaders polling for results before they sleep
+    (OFFPATH_SPIN_US): retransmissions and duplicates during the spin."""
     need("openmpi")
+    env = dict(os.environ, OFFPATH_SPIN_US=str(spin_us))
     r, res = mpirun("--nodes", 4, "--ppn", 2, "--tors", 2, "--drop-rate", 0.05,
-                    "--dup-rate", 0.02)
+                    "--dup-rate", 0.02, env=env)
     assert r.returncode == 0, r.stderr
     assert res["mismatches"] == 0 and res["offloaded"] == res["calls"]
     m = re.search(r"(\d+) retransmissions, (\d+) duplicates, (\d+) injected drops", r.stderr)
