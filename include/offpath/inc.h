@@ -19,6 +19,9 @@
 #include "offpath/io.h"
 #include "offpath/wire.h"
 
+/* A small call's round trip through two switch levels here is 100-250 us. */
+#define OP_INC_SPIN_NS_DEFAULT (300 * OP_NS_PER_US)
+
 struct op_inc_config {
     uint32_t ip;          /* this leader's address (host order) */
     uint16_t port;        /* its UDP port: the fabric's RoCEv2 port, as its TOR's */
@@ -39,9 +42,10 @@ struct op_inc_config {
     uint64_t deadline_ns; /* bound on each join, allreduce and leave */
     bool udp_batching;    /* op_inc_join's own port (default on) */
     /* a blocking call polls its port without sleeping for this long before
-     * it waits in poll, as MPI's own progress loops spin: a result that comes
-     * back within it finds the leader awake (an idle vCPU here takes ~40 us
-     * to wake); 0: wait in poll at once (default) */
+     * it waits in poll, as MPI's own progress loops spin (yielding the core
+     * between polls: more leaders than cores); a result that comes back
+     * within it finds the leader awake (an idle vCPU here takes ~40 us to
+     * wake). 0: wait in poll at once */
     uint64_t spin_ns;
     /* narrow the window of chunks in flight when results come back marked
      * congested (OP_INC_F_CONGESTED), DCTCP's way; off: always the whole

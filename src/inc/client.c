@@ -9,6 +9,7 @@
  * waiting in poll, and whoever reads a packet hands it to its engine, so each
  * thread's calls progress whichever thread happens to read. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "offpath/inc.h"
@@ -160,7 +161,9 @@ static op_status_t run(struct op_inc_client *c)
     uint64_t spin_until = c->cfg.spin_ns ? op_now_ns() + c->cfg.spin_ns : 0;
     while ((st = status_locked(c)) == OP_INPROGRESS) {
         uint64_t now = spin_until ? op_now_ns() : 0;
-        op_loop_run_once(c->port->loop, now < spin_until ? now : UINT64_MAX);
+        if (op_loop_run_once(c->port->loop, now < spin_until ? now : UINT64_MAX) == 0 &&
+            now < spin_until)
+            sched_yield();
     }
     return st;
 }

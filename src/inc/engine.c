@@ -24,6 +24,7 @@ void op_inc_config_default(struct op_inc_config *cfg)
     cfg->deadline_ns = 10 * OP_NS_PER_S;
     cfg->udp_batching = true;
     cfg->ecn_react = true;
+    cfg->spin_ns = OP_INC_SPIN_NS_DEFAULT;
 }
 
 op_status_t op_inc_eng_create(const struct op_inc_config *cfg, struct op_inc_eng **out)

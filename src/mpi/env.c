@@ -113,6 +113,7 @@ void opm_config_load(struct opm_config *cfg)
     cfg->socket_max_bytes = 8192;
     cfg->deadline_ms = 5000;
     cfg->rto_us = 2000;
+    cfg->spin_us = OP_INC_SPIN_NS_DEFAULT / OP_NS_PER_US;
     cfg->job_id = (uint32_t)getppid();
     cfg->shm = true;
     cfg->shm_slot = OP_SHM_SLOT_DEFAULT;
