@@ -133,6 +133,7 @@ struct op_model_result {
     double intra_s;         /* of which inside the nodes (closed form) */
     uint64_t chunks;        /* INC chunks per leader */
     uint64_t retransmissions;
+    uint64_t fast_retransmits; /* of which re-sent as a later chunk's result came first */
     uint32_t slots;         /* INC slots a group holds on each switch */
     uint64_t slot_bytes;    /* switch memory of those slots (with the kept copy) */
     uint64_t sim_steps;     /* simulated chunks or host steps (the rest extrapolated) */
