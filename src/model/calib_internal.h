@@ -73,6 +73,7 @@ extern const struct mdl_row_kind_info mdl_row_kinds[ROW_KINDS];
 struct vrow {
     unsigned kind, nodes;
     double us[N_SIZES], lo[N_SIZES], hi[N_SIZES]; /* figure, its runs' spread */
+    unsigned kept[N_SIZES], runs[N_SIZES]; /* runs kept and run (0: not recorded) */
 };
 #define MAX_ROWS 48
 struct vmeas {

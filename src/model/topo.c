@@ -142,8 +142,6 @@ static bool switches_now(const char *topo, double *cpu, struct sw_count *c)
     return true;
 }
 
-static int cmp_double(const void *a, const void *b);
-
 /* ---- one frame across the racks */
 
 #define HOP_RUNS 5
@@ -155,32 +153,18 @@ static int cmp_double(const void *a, const void *b);
  * The control connection is TCP through the same switches. */
 static double topo_hop(const struct op_model_cfg *cfg, const char *topo)
 {
-    double v[HOP_RUNS];
-    char nice[32], cmd[2048], buf[1024];
+    char nice[32], cmd[2048];
     const char *pre = mdl_nice_prefix(cfg, nice, sizeof(nice));
-    for (int k = 0; k < HOP_RUNS; k++) {
-        snprintf(cmd, sizeof(cmd),
-                 "ip netns exec opt-%s-h1 %stimeout 30 '%s' ib_send_lat -p %u -d 10.1.0.1 -e -c UD "
-                 "-s 64 -n 2000 >/dev/null 2>&1 & s=$!; sleep 0.3; ip netns exec opt-%s-h5 "
-                 "%stimeout 30 '%s' ib_send_lat -p %u -d 10.2.0.1 -e -c UD -s 64 -n 2000 "
-                 "--output=latency 10.1.0.1 2>/dev/null; r=$?; wait $s; exit $r",
-                 topo, pre, cfg->bin, cfg->port + 1, topo, pre, cfg->bin, cfg->port + 1);
-        char *end;
-        if (!mdl_run_cmd(cmd, buf, sizeof(buf)) || (v[k] = strtod(buf, &end), end == buf) ||
-            !(v[k] > 0))
-            return -1;
-    }
-    qsort(v, HOP_RUNS, sizeof(v[0]), cmp_double);
-    return v[HOP_RUNS / 2];
+    snprintf(cmd, sizeof(cmd),
+             "ip netns exec opt-%s-h1 %stimeout 30 '%s' ib_send_lat -p %u -d 10.1.0.1 -e -c UD "
+             "-s 64 -n 2000 >/dev/null 2>&1 & s=$!; sleep 0.3; ip netns exec opt-%s-h5 "
+             "%stimeout 30 '%s' ib_send_lat -p %u -d 10.2.0.1 -e -c UD -s 64 -n 2000 "
+             "--output=latency 10.1.0.1 2>/dev/null; r=$?; wait $s; exit $r",
+             topo, pre, cfg->bin, cfg->port + 1, topo, pre, cfg->bin, cfg->port + 1);
+    return mdl_median_of_runs(cmd, HOP_RUNS);
 }
 
 /* ---- the jobs */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One job: each size's host and INC Node averages (us). */
 static bool topo_job(const struct op_model_cfg *cfg, const char *file, struct mdl_topo *t,
@@ -217,8 +201,7 @@ static void summarise(const double *runs, double *us, double *lo, double *hi)
 {
     double v[TOPO_ROUNDS];
     memcpy(v, runs, sizeof(v));
-    qsort(v, TOPO_ROUNDS, sizeof(v[0]), cmp_double);
-    *us = v[TOPO_ROUNDS / 2];
+    *us = mdl_median(v, TOPO_ROUNDS); /* v sorted */
     *lo = v[0];
     *hi = v[TOPO_ROUNDS - 1];
 }
@@ -496,6 +479,7 @@ void mdl_topo_rows(const struct mdl_topo *t, struct vrow *node, struct vrow *hos
         size_t k = (*ns)++;
         sizes[k] = t->sizes[i];
         node->us[k] = t->node[i], node->lo[k] = t->node_lo[i], node->hi[k] = t->node_hi[i];
+        node->kept[k] = node->runs[k] = host->kept[k] = host->runs[k] = TOPO_ROUNDS;
         host->us[k] = t->host[i], host->lo[k] = t->host_lo[i], host->hi[k] = t->host_hi[i];
     }
 }

@@ -591,6 +591,49 @@ static void test_loss_inside_stream_costs_no_timeout(void **state)
     assert_true(by_order > 0 && timed > 0);
 }
 
+static struct mdl_runs runs_of(const double *v, const double *q, unsigned n)
+{
+    struct mdl_runs r = {.n = 0};
+    for (unsigned i = 0; i < n; i++)
+        mdl_runs_add(&r, v[i], q[i]);
+    return r;
+}
+
+/* validate's figure of a cell: the quiet runs (others took at most a tenth
+ * of the cores), else the least disturbed half; their mean less the lowest
+ * and highest from 5 on, else their median; unsettled when the runs it
+ * averages reach beyond the tolerance either side of it. */
+static void test_measured_figure_from_quiet_runs(void **state)
+{
+    (void)state;
+    double us;
+    struct mdl_spread sp;
+    const double calm[7] = {0, 0.02, 0.05, 0.1, 0, 0, 0.01};
+    struct mdl_runs r = runs_of((const double[]){14, 10, 11, 12, 13, 30, 9}, calm, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    NEAR(us, (10 + 11 + 12 + 13 + 14) / 5.0);
+    assert_true(sp.lo == 10 && sp.hi == 14 && sp.kept == 7 && sp.runs == 7 && sp.quiet == 7);
+    mdl_runs_figure(&r, &us, &sp, true);
+    assert_true(us == 12);
+    assert_false(mdl_runs_unsettled(&r, 0.25));
+    /* three quiet runs: only they count, whatever the disturbed ones gave */
+    const double some[7] = {0.05, 0.6, 0.4, 0.08, 0.3, 0.2, 0.0};
+    r = runs_of((const double[]){20, 80, 60, 22, 50, 40, 21}, some, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    assert_true(us == 21 && sp.lo == 20 && sp.hi == 22 && sp.kept == 3 && sp.quiet == 3);
+    /* none quiet: the least disturbed half (4 of 7) */
+    const double busy[7] = {0.5, 0.9, 0.3, 0.2, 0.8, 0.4, 0.7};
+    r = runs_of((const double[]){11, 99, 13, 12, 98, 14, 97}, busy, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    assert_true(sp.kept == 4 && sp.quiet == 0 && sp.lo == 11 && sp.hi == 14 && us == 13);
+    /* two modes in the middle runs: more than 25 % either side */
+    r = runs_of((const double[]){10, 10, 10, 20, 20, 20, 20}, calm, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    NEAR(us, 16);
+    assert_true(mdl_runs_unsettled(&r, 0.25));
+    assert_false(mdl_runs_unsettled(&r, 0.5));
+}
+
 static void test_invalid(void **state)
 {
     (void)state;
@@ -733,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_socket_mode),
         cmocka_unit_test(test_loss_recovers),
         cmocka_unit_test(test_loss_inside_stream_costs_no_timeout),
+        cmocka_unit_test(test_measured_figure_from_quiet_runs),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_platform_file),
