@@ -404,21 +404,37 @@ static double retx_share(const struct op_model_platform *p, double late)
     return retx / contrib;
 }
 
-/* Bisection on its logarithm between an eighth of the share and 4 times
- * it (the draws are fixed: the same record gives the same figure). */
+/* The share retransmitted grows about in proportion to late: from twice
+ * the share as the first guess (the records' solutions: 1.7-2.7 times),
+ * secant steps on the logarithms, within an eighth of the share and 4
+ * times it, until the simulated share is within LATE_CLOSE of the measured
+ * one (the 4 seeds' draws move it ~10 % from one guess to the next; the
+ * counters it matches, over 5 jobs, more) or LATE_STEPS simulations; the
+ * closest guess tried wins. A bisection took 5 simulations of 2.4 s each
+ * here; the draws are fixed: the same record gives the same figure. */
+#define LATE_CLOSE 0.10
 static double late_loss(const struct op_model_platform *p, double share)
 {
     double lo = log(share / 8), hi = log(fmin(4 * share, 0.5));
+    double x[LATE_STEPS], y[LATE_STEPS], best = 0, best_err = INFINITY;
     for (int i = 0; i < LATE_STEPS; i++) {
-        double mid = (lo + hi) / 2, got = retx_share(p, exp(mid));
+        if (i == 0)
+            x[i] = fmin(log(2 * share), hi);
+        else if (i == 1 || y[i - 1] == y[i - 2])
+            x[i] = x[i - 1] + (log(share) - y[i - 1]); /* in proportion */
+        else
+            x[i] = x[i - 1] + (log(share) - y[i - 1]) * (x[i - 1] - x[i - 2]) / (y[i - 1] - y[i - 2]);
+        x[i] = fmin(fmax(x[i], lo), hi);
+        double got = retx_share(p, exp(x[i]));
         if (got < 0)
             return 0;
-        if (got < share)
-            lo = mid;
-        else
-            hi = mid;
+        y[i] = log(fmax(got, 1e-9));
+        if (fabs(y[i] - log(share)) < best_err)
+            best_err = fabs(y[i] - log(share)), best = x[i];
+        if (best_err < log1p(LATE_CLOSE) || (i > 0 && x[i] == x[i - 1]))
+            break;
     }
-    return exp((lo + hi) / 2);
+    return exp(best);
 }
 
 bool mdl_topo_predict_node(const struct op_model_platform *p, const uint64_t *sizes, size_t n,
