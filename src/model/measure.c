@@ -89,24 +89,19 @@ static double live_children_s(void)
 
 static double children_cpu_s(void);
 
-struct busy_mark {
-    double wall_s, busy_s, ours_s;
-};
-
-static void busy_mark(struct busy_mark *m)
+void mdl_busy_mark(struct mdl_busy *m, double also_ours_s)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     m->wall_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
     m->busy_s = machine_busy_s();
-    m->ours_s = children_cpu_s() + live_children_s();
+    m->ours_s = children_cpu_s() + live_children_s() + also_ours_s;
 }
 
-/* The share of the cores others took between two marks, 0..1. */
-static double others_share(const struct busy_mark *a)
+double mdl_others_share(const struct mdl_busy *a, double also_ours_s)
 {
-    struct busy_mark b;
-    busy_mark(&b);
+    struct mdl_busy b;
+    mdl_busy_mark(&b, also_ours_s);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double cap = (b.wall_s - a->wall_s) * (double)(cores > 0 ? cores : 1);
     double others = (b.busy_s - a->busy_s) - (b.ours_s - a->ours_s);
@@ -354,10 +349,10 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
     for (int k = 0; k < INC_RUNS && ok; k++)
         for (size_t i = 0; i < n && ok; i++) {
             unsigned iters = sizes[i] >= 65536 ? cfg->iters / 10 + 1 : cfg->iters, warmup = 5;
-            struct busy_mark m;
-            busy_mark(&m);
+            struct mdl_busy m;
+            mdl_busy_mark(&m, 0);
             ok = inc_run(cfg, leaders, sizes[i], iters, warmup, own, &p50, &c[i][k], &sc[i][k]);
-            mdl_runs_add(&v[i], p50, others_share(&m));
+            mdl_runs_add(&v[i], p50, mdl_others_share(&m, 0));
             if (!ok || own == NULL)
                 continue;
             ok = inc_run(cfg, leaders, sizes[i], 1, 0, own, &p50, &one, &sw_one);
@@ -381,11 +376,11 @@ static bool inc_cell_run(const struct op_model_cfg *cfg, unsigned leaders, uint6
 {
     unsigned iters = bytes >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
     double p50, cpu, sw_cpu;
-    struct busy_mark m;
-    busy_mark(&m);
+    struct mdl_busy m;
+    mdl_busy_mark(&m, 0);
     if (!inc_run(cfg, leaders, bytes, iters, 5, NULL, &p50, &cpu, &sw_cpu))
         return false;
-    mdl_runs_add(r, p50, others_share(&m));
+    mdl_runs_add(r, p50, mdl_others_share(&m, 0));
     return true;
 }
 
@@ -501,13 +496,13 @@ static bool osu_run(const char *cmd, const uint64_t *sizes, size_t n, struct mdl
 {
     char buf[8192];
     double us[MDL_MEASURE_MAX];
-    struct busy_mark m;
-    busy_mark(&m);
-    if (!mdl_run_cmd(cmd, buf, sizeof(buf)) && (busy_mark(&m), !mdl_run_cmd(cmd, buf, sizeof(buf))))
+    struct mdl_busy m;
+    mdl_busy_mark(&m, 0);
+    if (!mdl_run_cmd(cmd, buf, sizeof(buf)) && (mdl_busy_mark(&m, 0), !mdl_run_cmd(cmd, buf, sizeof(buf))))
         return false;
     if (!osu_parse(buf, sizes, n, us))
         return false;
-    double q = others_share(&m);
+    double q = mdl_others_share(&m, 0);
     for (size_t i = 0; i < n; i++)
         mdl_runs_add(&cells[i], us[i], q);
     return true;

@@ -83,6 +83,15 @@ struct mdl_spread {
     double lo, hi;
     unsigned kept, runs, quiet;
 };
+/* Other users' work during a run: the share of the cores that neither we
+ * (our reaped and live children, and also_ours_s: CPU seconds of our
+ * processes that are not our children, read at each mark) nor idle took
+ * between a mark and now, 0..1 (/proc/stat). */
+struct mdl_busy {
+    double wall_s, busy_s, ours_s;
+};
+void mdl_busy_mark(struct mdl_busy *m, double also_ours_s);
+double mdl_others_share(const struct mdl_busy *a, double also_ours_s);
 /* A cell's runs: each run's figure and the share of the cores other users'
  * work took during it (measure.c). The figure comes from the least
  * disturbed runs (`median`: their median, else their mean less the lowest

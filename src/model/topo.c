@@ -22,6 +22,7 @@
 #include "calib_internal.h"
 
 #define TOPO_ROUNDS 3
+#define TOPO_EXTRA 2 /* more jobs at most while a size disagrees with itself */
 #define TOPO_ITERS 20 /* bench/topo/run's: a job of every size 4 B..1 MiB takes ~60 s */
 #define TOPO_WARMUP 3
 #define TOPO_MAX_BYTES 1048576u
@@ -117,11 +118,13 @@ static bool switch_count(const char *topo, long pid, const char *node, struct sw
     return true;
 }
 
-/* Every switch's CPU (s) and counters; false when one cannot be read. */
+/* Every switch's CPU (s) and, unless c is NULL, counters; false when one
+ * cannot be read. */
 static bool switches_now(const char *topo, double *cpu, struct sw_count *c)
 {
     *cpu = 0;
-    *c = (struct sw_count){0};
+    if (c != NULL)
+        *c = (struct sw_count){0};
     for (size_t s = 0; s < N_SWITCHES; s++) {
         char cmd[160], out[512];
         snprintf(cmd, sizeof(cmd), "ip netns pids opt-%s-%s", topo, topo_switches[s]);
@@ -136,7 +139,7 @@ static bool switches_now(const char *topo, double *cpu, struct sw_count *c)
             sw = is_switch(pid) ? pid : sw;
             *cpu += schedstat_s(pid);
         }
-        if (sw <= 0 || !switch_count(topo, sw, topo_switches[s], c))
+        if (sw <= 0 || (c != NULL && !switch_count(topo, sw, topo_switches[s], c)))
             return false;
     }
     return true;
@@ -167,58 +170,82 @@ static double topo_hop(const struct op_model_cfg *cfg, const char *topo)
 /* ---- the jobs */
 
 /* One job: each size's host and INC Node averages (us). */
-static bool topo_job(const struct op_model_cfg *cfg, const char *file, struct mdl_topo *t,
-                     double host[][TOPO_ROUNDS], double node[][TOPO_ROUNDS], int k)
+/* One job: each size's host and INC Node averages (us) into their runs,
+ * noted with the share of the cores other users' work took meanwhile (the
+ * switches' CPU is ours: they are not our children). */
+static bool topo_job(const struct op_model_cfg *cfg, const char *name, const char *file,
+                     struct mdl_topo *t, struct mdl_runs *host, struct mdl_runs *node)
 {
     char nice[32], cmd[1024], buf[8192];
+    double h[TOPO_SIZES_MAX], nd[TOPO_SIZES_MAX], sw0, sw1;
+    struct mdl_busy m;
     snprintf(cmd, sizeof(cmd),
              "%s'%s' mpirun --topo '%s' --ppn 1 -- '%s' osu_allreduce -m 4:%u -i %u -x %u "
              "--compare 2>/dev/null", mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, file,
              cfg->bin, TOPO_MAX_BYTES, TOPO_ITERS, TOPO_WARMUP);
-    if (!mdl_run_cmd(cmd, buf, sizeof(buf)))
+    if (!switches_now(name, &sw0, NULL))
         return false;
+    mdl_busy_mark(&m, sw0);
+    if (!mdl_run_cmd(cmd, buf, sizeof(buf)) || !switches_now(name, &sw1, NULL))
+        return false;
+    double q = mdl_others_share(&m, sw1);
+    bool first = host[0].n == 0;
     size_t n = 0;
     for (const char *line = buf; line != NULL && *line; line = strchr(line, '\n')) {
         line += *line == '\n';
         char *end;
         unsigned long long sz = strtoull(line, &end, 10);
-        double h, nd;
-        if (end == line || sscanf(end, "%lf %lf", &h, &nd) != 2 || n >= TOPO_SIZES_MAX)
+        if (end == line || n >= TOPO_SIZES_MAX || sscanf(end, "%lf %lf", &h[n], &nd[n]) != 2)
             continue;
-        if (k > 0 && t->sizes[n] != sz)
+        if (!first && t->sizes[n] != sz)
             return false;
-        t->sizes[n] = sz;
-        host[n][k] = h;
-        node[n++][k] = nd;
+        t->sizes[n++] = sz;
     }
-    if (k > 0 && n != t->n)
+    if (n == 0 || (!first && n != t->n))
         return false;
     t->n = n;
-    return n > 0;
+    for (size_t i = 0; i < n; i++) {
+        mdl_runs_add(&host[i], h[i], q);
+        mdl_runs_add(&node[i], nd[i], q);
+    }
+    return true;
 }
 
-static void summarise(const double *runs, double *us, double *lo, double *hi)
+static bool unsettled(const struct mdl_topo *t, const struct mdl_runs *host,
+                      const struct mdl_runs *node, double tolerance)
 {
-    double v[TOPO_ROUNDS];
-    memcpy(v, runs, sizeof(v));
-    *us = mdl_median(v, TOPO_ROUNDS); /* v sorted */
-    *lo = v[0];
-    *hi = v[TOPO_ROUNDS - 1];
+    for (size_t i = 0; i < t->n; i++)
+        if (mdl_runs_unsettled(&host[i], tolerance) || mdl_runs_unsettled(&node[i], tolerance))
+            return true;
+    return false;
 }
 
+static void figure(const struct mdl_runs *r, double *us, double *lo, double *hi, unsigned *kept)
+{
+    struct mdl_spread sp;
+    mdl_runs_figure(r, us, &sp, true);
+    *lo = sp.lo, *hi = sp.hi, *kept = sp.kept;
+}
+
+/* TOPO_ROUNDS jobs, up to TOPO_EXTRA more while a size disagrees with
+ * itself; each size's figure the median of the least disturbed jobs
+ * (measure.c's rules: the quiet ones, or the least disturbed half). */
 static bool rounds(const struct op_model_cfg *cfg, const char *name, const char *file,
                    struct mdl_topo *t)
 {
-    double host[TOPO_SIZES_MAX][TOPO_ROUNDS], node[TOPO_SIZES_MAX][TOPO_ROUNDS];
+    static struct mdl_runs host[TOPO_SIZES_MAX], node[TOPO_SIZES_MAX];
     double cpu0, cpu1;
     struct sw_count c0, c1;
+    memset(host, 0, sizeof(host));
+    memset(node, 0, sizeof(node));
     fprintf(stderr, "offpath model: measuring the namespace topology, one frame h1 to h5\n");
     if (!((t->hop_us = topo_hop(cfg, name)) > 0) || !switches_now(name, &cpu0, &c0))
         return false;
-    for (int k = 0; k < TOPO_ROUNDS; k++) {
-        fprintf(stderr, "offpath model: measuring the namespace topology, job %d of %d\n", k + 1,
-                TOPO_ROUNDS);
-        if (!topo_job(cfg, file, t, host, node, k))
+    for (int k = 0; k < TOPO_ROUNDS + TOPO_EXTRA; k++) {
+        if (k >= TOPO_ROUNDS && !unsettled(t, host, node, cfg->tolerance))
+            break;
+        fprintf(stderr, "offpath model: measuring the namespace topology, job %d\n", k + 1);
+        if (!topo_job(cfg, name, file, t, host, node))
             return false;
     }
     if (!switches_now(name, &cpu1, &c1) || !(c1.frames > c0.frames) ||
@@ -226,9 +253,10 @@ static bool rounds(const struct op_model_cfg *cfg, const char *name, const char 
         return false;
     t->frame_us = (cpu1 - cpu0) / (c1.frames - c0.frames) * 1e6;
     t->retx = (c1.retransmissions - c0.retransmissions) / (c1.contributions - c0.contributions);
+    t->jobs = host[0].n;
     for (size_t i = 0; i < t->n; i++) {
-        summarise(host[i], &t->host[i], &t->host_lo[i], &t->host_hi[i]);
-        summarise(node[i], &t->node[i], &t->node_lo[i], &t->node_hi[i]);
+        figure(&host[i], &t->host[i], &t->host_lo[i], &t->host_hi[i], &t->host_kept[i]);
+        figure(&node[i], &t->node[i], &t->node_lo[i], &t->node_hi[i], &t->node_kept[i]);
     }
     fprintf(stderr, "offpath model: the switches' CPU a frame: %.2f us; the leaders retransmitted "
                     "%.2f %% of their contributions\n", t->frame_us, t->retx * 100);
@@ -271,10 +299,27 @@ void mdl_topo_write(const struct mdl_topo *t, FILE *f)
         fprintf(f, "topohop %.17g\n", t->hop_us);
     if (t->retx > 0)
         fprintf(f, "toporetx %.17g\n", t->retx);
-    for (size_t i = 0; i < t->n; i++)
+    for (size_t i = 0; i < t->n; i++) {
         fprintf(f, "topo %llu %.17g %.17g %.17g %.17g %.17g %.17g\n",
                 (unsigned long long)t->sizes[i], t->host[i], t->node[i], t->host_lo[i],
                 t->host_hi[i], t->node_lo[i], t->node_hi[i]);
+        if (t->jobs > 0)
+            fprintf(f, "topokept %u %u %u\n", t->jobs, t->host_kept[i], t->node_kept[i]);
+    }
+}
+
+/* The jobs of the topo line before it. */
+static const char *kept_line(const char *rest, struct mdl_topo *t)
+{
+    unsigned jobs, h, n;
+    if (sscanf(rest, "%u %u %u", &jobs, &h, &n) != 3 || h == 0 || n == 0 || h > jobs ||
+        n > jobs || jobs > MDL_RUNS_MAX)
+        return "topokept: JOBS HOST_KEPT NODE_KEPT expected, 0 < KEPT <= JOBS <= 16";
+    if (t->n == 0 || (t->jobs > 0 && t->jobs != jobs))
+        return "topokept: after a topo line, the same JOBS on each";
+    t->jobs = jobs;
+    t->host_kept[t->n - 1] = h, t->node_kept[t->n - 1] = n;
+    return NULL;
 }
 
 const char *mdl_topo_line(const char *key, const char *rest, struct mdl_topo *t, bool *not_mine)
@@ -291,6 +336,8 @@ const char *mdl_topo_line(const char *key, const char *rest, struct mdl_topo *t,
     if (strcmp(key, "toporetx") == 0)
         return sscanf(rest, "%lf", &t->retx) == 1 && t->retx > 0 && t->retx < 1
                    ? NULL : "toporetx: a fraction between 0 and 1 expected";
+    if (strcmp(key, "topokept") == 0)
+        return kept_line(rest, t);
     if (strcmp(key, "topo") != 0) {
         *not_mine = true;
         return NULL;
@@ -495,7 +542,8 @@ void mdl_topo_rows(const struct mdl_topo *t, struct vrow *node, struct vrow *hos
         size_t k = (*ns)++;
         sizes[k] = t->sizes[i];
         node->us[k] = t->node[i], node->lo[k] = t->node_lo[i], node->hi[k] = t->node_hi[i];
-        node->kept[k] = node->runs[k] = host->kept[k] = host->runs[k] = TOPO_ROUNDS;
+        node->kept[k] = t->node_kept[i], host->kept[k] = t->host_kept[i];
+        node->runs[k] = host->runs[k] = t->jobs;
         host->us[k] = t->host[i], host->lo[k] = t->host_lo[i], host->hi[k] = t->host_hi[i];
     }
 }
