@@ -48,7 +48,8 @@ double mdl_median(double *v, size_t n)
  * else's build took the cores measured something else: 2-17x slower here
  * in runs minutes apart. So every run notes the share of the cores that
  * work neither ours nor the spinners' took (/proc/stat's busy time less the
- * CPU of our reaped and our live children: the spinners, our own switch),
+ * CPU of this process, of our reaped children and of our live ones: the
+ * spinners, our own switch),
  * and a cell's figure comes from its least disturbed runs. */
 
 /* Busy CPU seconds of every core since boot (/proc/stat, USER_HZ ticks:
@@ -87,6 +88,7 @@ static double live_children_s(void)
     return sum;
 }
 
+static double rusage_s(int who);
 static double children_cpu_s(void);
 
 void mdl_busy_mark(struct mdl_busy *m, double also_ours_s)
@@ -95,7 +97,7 @@ void mdl_busy_mark(struct mdl_busy *m, double also_ours_s)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     m->wall_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
     m->busy_s = machine_busy_s();
-    m->ours_s = children_cpu_s() + live_children_s() + also_ours_s;
+    m->ours_s = rusage_s(RUSAGE_SELF) + children_cpu_s() + live_children_s() + also_ours_s;
 }
 
 double mdl_others_share(const struct mdl_busy *a, double also_ours_s)
@@ -207,15 +209,21 @@ const char *mdl_nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t le
     return buf;
 }
 
-/* CPU (user + system) of every descendant reaped so far: inc_test reaps its
- * leaders and switches, the shell reaps inc_test. */
-static double children_cpu_s(void)
+/* CPU (user + system) of this process (RUSAGE_SELF) or of every descendant
+ * reaped so far (RUSAGE_CHILDREN: inc_test reaps its leaders and switches,
+ * the shell reaps inc_test). */
+static double rusage_s(int who)
 {
     struct rusage u;
-    if (getrusage(RUSAGE_CHILDREN, &u) != 0)
+    if (getrusage(who, &u) != 0)
         return 0;
     return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+static double children_cpu_s(void)
+{
+    return rusage_s(RUSAGE_CHILDREN);
 }
 
 /* ---- a switch of our own, so that its CPU can be read apart */
