@@ -44,6 +44,9 @@ struct sw {
 
 #define RTT_SAMPLES 16 /* src/inc's ENG_RTT_SAMPLES */
 #define RTO_MAX_S 0.2 /* src/inc's rto_max_ns */
+/* src/inc counts in nanoseconds: a tick within one of its time is on time
+ * (a double's rounding must not make a tick early and re-arm it forever) */
+#define TICK_EPS_S 1e-9
 
 struct leader {
     struct inc *m;
@@ -387,16 +390,16 @@ static double base_rto(const struct leader *l)
 static void on_timer(struct leader *l)
 {
     double now = simgrid_get_clock();
-    if (now >= l->tick_at)
+    if (now >= l->tick_at - TICK_EPS_S)
         l->tick_at = -1;
-    if (now < l->retx_at || l->lo >= l->next) {
+    if (now < l->retx_at - TICK_EPS_S || l->lo >= l->next) {
         if (l->lo < l->next)
             arm(l, l->retx_at);
         return;
     }
-    double since = fmax(l->sent_at[l->lo], l->progress);
-    if (now - since < l->rto) {
-        l->retx_at = since + l->rto;
+    double due = fmax(l->sent_at[l->lo], l->progress) + l->rto;
+    if (now < due - TICK_EPS_S) {
+        l->retx_at = due;
     } else {
         resend(l, l->lo);
         l->rto = l->rto * 2 < RTO_MAX_S ? l->rto * 2 : RTO_MAX_S;
