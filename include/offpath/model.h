@@ -85,6 +85,10 @@ struct op_model_platform {
      * taken as lost (the wait is a timeout either way): a namespace
      * topology's, from its measured retransmissions */
     double late_loss;
+    /* shared_cores, the host path: a call whose vector is at most
+     * host_hot_bytes keeps its buffers (and the sockets' copies) in the
+     * caches, its per-byte cost host_byte_s x host_hot_f (0 bytes: none) */
+    double host_hot_bytes, host_hot_f;
 };
 
 /* Presets: "25G", "100G", "400G" (Ethernet, RoCE NICs, a Tofino-like switch

@@ -282,12 +282,13 @@ static void fit(struct op_model_platform *p, const struct calib *c)
                      &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->check_byte_s,
                      &p->wire_lat, &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
-    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
+    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s, &p->host_hot_f};
     search(p, c, inc, 9, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
     search(p, c, inc, 11, inc_misfit, 5); /* then the latencies, the CPU still counting */
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
-    search(p, c, host, 3, host_misfit, 6);
+    search(p, c, host, 4, host_misfit, 6);
+    p->host_hot_f = fmin(p->host_hot_f, 1);
     if (c->mpi[0] <= 0 && c->mpi_sock[0] <= 0)
         return;
     double *mpi[] = {&p->mpi_call_s, &p->mpi_byte_s, &p->mpi_node_s};
@@ -694,7 +695,7 @@ static int validate(const struct op_model_cfg *cfg_in, FILE *out)
                      "(2 ranks a node in 2 sockets); topo-* = osu_allreduce --compare on the "
                      "namespace topology (median of its jobs). A figure: of 7 inc_test runs or "
                      "5 osu_allreduce jobs, up to 6 more while the cell disagrees with itself "
-                     "(fewer than 3 quiet runs, or its runs beyond %.0f%% of its figure), the "
+                     "(its runs reach beyond %.0f%% either side of its figure), the "
                      "runs kept are the quiet ones (others' work took at most 10%% of the cores "
                      "during the run: /proc/stat's busy time less ours) or the least disturbed "
                      "half; the figure is their mean less the lowest and the highest (from 5 "

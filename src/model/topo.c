@@ -518,6 +518,7 @@ bool mdl_topo_platform(const struct op_model_platform *here, const struct mdl_to
      * the same code as the loopback switch's (sw_chunk_s, sw_byte_s) */
     p->fwd_frame_s = t->frame_us * 1e-6;
     p->check_byte_s = 0; /* osu_allreduce does not check between calls, as inc_test does */
+    p->host_hot_bytes = 0; /* Open MPI's TCP, its costs fitted on all sizes below */
     /* a link's latency from the frame across the racks: its ends' packets,
      * three switches each woken by it and paying a frame, four links */
     double ends = 2 * p->leader_pkt_s, switches = 3 * (p->fwd_frame_s + p->sw_wake_s);

@@ -325,6 +325,7 @@ static void topology(struct op_model_platform *p)
     p->leader_pkt_s = 2e-6;
     p->host_msg_s = 7e-6;
     p->host_byte_s = 1e-9;
+    p->host_hot_bytes = 0; /* the MPI's TCP: its own costs */
 }
 
 /* INC under one TOR: the sum of the hops, the switch's work being a frame
@@ -417,6 +418,30 @@ static void test_topology_tcp_overlaps_frames_and_link(void **state)
                                        .bytes = bytes};
         NEAR(sim1(&p, 2, 1, sc, NULL), want);
     }
+}
+
+/* This machine's host path: a call whose vector stays in the caches costs
+ * host_hot_f of the per-byte cost: 2 nodes exchange once (recursive
+ * doubling), each sending and taking the whole vector on its own core. */
+static void test_host_hot_vectors_cost_less_a_byte(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p, cold;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    cold = p;
+    cold.host_hot_bytes = 0;
+    for (uint64_t bytes = 1024; bytes <= 16384; bytes *= 16) {
+        struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
+                                       .bytes = bytes};
+        double hot_t = sim1(&p, 2, 1, sc, NULL), cold_t = sim1(&cold, 2, 1, sc, NULL);
+        NEAR(cold_t - hot_t, 2 * (double)bytes * p.host_byte_s * (1 - p.host_hot_f));
+    }
+    /* past the threshold nothing changes */
+    struct op_model_scenario big = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
+                                    .bytes = 262144};
+    assert_true(sim1(&p, 2, 1, big, NULL) == sim1(&cold, 2, 1, big, NULL));
 }
 
 static void test_window_streams_large_messages(void **state)
@@ -784,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_loss_recovers),
         cmocka_unit_test(test_loss_inside_stream_costs_no_timeout),
         cmocka_unit_test(test_measured_figure_from_quiet_runs),
+        cmocka_unit_test(test_host_hot_vectors_cost_less_a_byte),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_platform_file),
