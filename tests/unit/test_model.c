@@ -559,20 +559,26 @@ static void test_socket_mode(void **state)
     NEAR(sim1(&p, 4, 8, sc, NULL), node);
 }
 
+/* A rack of 4 with a window of 8 slots, and a call there without loss. */
+static double lossless_rack(struct op_model_platform *p, unsigned nodes, uint64_t bytes)
+{
+    costly_switch(p);
+    p->rack_nodes = 4;
+    p->window = 8;
+    return sim1(p, nodes, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes},
+                NULL);
+}
+
 static void test_loss_recovers(void **state)
 {
     (void)state;
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    costly_switch(&p);
-    p.rack_nodes = 4;
-    p.window = 8;
     struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 256 * 16, .loss = 0.05,
                                    .seed = 3};
     struct op_model_result a, b;
-    double clean = sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE,
-                                                             .bytes = 256 * 16}, NULL);
+    double clean = lossless_rack(&p, 8, 256 * 16);
     double lossy = sim1(&p, 8, 1, sc, &a);
     assert_true(a.retransmissions > 0);
     assert_true(lossy > clean);
@@ -598,12 +604,8 @@ static void test_loss_inside_stream_costs_no_timeout(void **state)
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    costly_switch(&p);
-    p.rack_nodes = 4;
-    p.window = 8;
     uint64_t bytes = 256 * 64; /* 64 chunks */
-    double clean = sim1(&p, 4, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE,
-                                                             .bytes = bytes}, NULL);
+    double clean = lossless_rack(&p, 4, bytes);
     unsigned by_order = 0, timed = 0;
     for (uint64_t seed = 1; seed <= 24; seed++) {
         struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes, .loss = 0.01,
