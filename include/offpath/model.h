@@ -85,6 +85,10 @@ struct op_model_platform {
      * taken as lost (the wait is a timeout either way): a namespace
      * topology's, from its measured retransmissions */
     double late_loss;
+    /* shared_cores, the host path: a call whose vector is at most
+     * host_hot_bytes keeps its buffers (and the sockets' copies) in the
+     * caches, its per-byte cost host_byte_s x host_hot_f (0 bytes: none) */
+    double host_hot_bytes, host_hot_f;
 };
 
 /* Presets: "25G", "100G", "400G" (Ethernet, RoCE NICs, a Tofino-like switch
@@ -133,6 +137,7 @@ struct op_model_result {
     double intra_s;         /* of which inside the nodes (closed form) */
     uint64_t chunks;        /* INC chunks per leader */
     uint64_t retransmissions;
+    uint64_t fast_retransmits; /* of which re-sent as a later chunk's result came first */
     uint32_t slots;         /* INC slots a group holds on each switch */
     uint64_t slot_bytes;    /* switch memory of those slots (with the kept copy) */
     uint64_t sim_steps;     /* simulated chunks or host steps (the rest extrapolated) */

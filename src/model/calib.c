@@ -282,12 +282,13 @@ static void fit(struct op_model_platform *p, const struct calib *c)
                      &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->check_byte_s,
                      &p->wire_lat, &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
-    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s};
+    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s, &p->host_hot_f};
     search(p, c, inc, 9, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
     search(p, c, inc, 11, inc_misfit, 5); /* then the latencies, the CPU still counting */
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
-    search(p, c, host, 3, host_misfit, 6);
+    search(p, c, host, 4, host_misfit, 6);
+    p->host_hot_f = fmin(p->host_hot_f, 1);
     if (c->mpi[0] <= 0 && c->mpi_sock[0] <= 0)
         return;
     double *mpi[] = {&p->mpi_call_s, &p->mpi_byte_s, &p->mpi_node_s};
@@ -331,7 +332,7 @@ static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool ho
     if (!((c->hop = mdl_measure_hop(cfg)) > 0))
         return false;
     fprintf(stderr, "offpath model: calibrating: ib_send_lat one hop: %.1f us\n", c->hop);
-    if (!mdl_measure_osu(cfg, &shm_job, val_sizes, N_SIZES, c->shm, NULL, NULL))
+    if (!mdl_measure_osu(cfg, &shm_job, val_sizes, N_SIZES, c->shm, NULL))
         return false;
     say("shared memory, 2 ranks", val_sizes, c->shm, N_SIZES);
     memset(c->host, 0, sizeof(c->host));
@@ -340,16 +341,16 @@ static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool ho
     memset(c->mpi_sock, 0, sizeof(c->mpi_sock));
     if (!host)
         return true;
-    if (!mdl_measure_osu(cfg, &host2_job, val_sizes, N_SIZES, c->host, NULL, NULL))
+    if (!mdl_measure_osu(cfg, &host2_job, val_sizes, N_SIZES, c->host, NULL))
         return false;
     say("host path, 2 nodes", val_sizes, c->host, N_SIZES);
-    if (!mdl_measure_osu(cfg, &host4_job, val_sizes, N_SIZES, c->host4, NULL, NULL))
+    if (!mdl_measure_osu(cfg, &host4_job, val_sizes, N_SIZES, c->host4, NULL))
         return false;
     say("host path, 4 nodes", val_sizes, c->host4, N_SIZES);
-    if (!mdl_measure_osu(cfg, &mpi_job, val_sizes, N_SIZES, c->mpi, NULL, NULL))
+    if (!mdl_measure_osu(cfg, &mpi_job, val_sizes, N_SIZES, c->mpi, NULL))
         return false;
     say("mpirun --mode node, 2 nodes x 2 ranks", val_sizes, c->mpi, N_SIZES);
-    if (!mdl_measure_osu(cfg, &sock_job, val_sizes, N_SIZES, c->mpi_sock, NULL, NULL))
+    if (!mdl_measure_osu(cfg, &sock_job, val_sizes, N_SIZES, c->mpi_sock, NULL))
         return false;
     say("mpirun --mode socket, 2 nodes x 2 ranks", val_sizes, c->mpi_sock, N_SIZES);
     return true;
@@ -459,19 +460,27 @@ static void plan_rows(const struct op_model_cfg *cfg, struct vmeas *v)
         }
 }
 
+static void set_cell(struct vrow *row, size_t i, double us, const struct mdl_spread *sp)
+{
+    row->us[i] = us, row->lo[i] = sp->lo, row->hi[i] = sp->hi;
+    row->kept[i] = sp->kept, row->runs[i] = sp->runs;
+}
+
 /* inc_test's cells in rounds (measure.c says why), then each mpirun row. */
 static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
 {
     unsigned leaders[MDL_CELLS_MAX];
     uint64_t bytes[MDL_CELLS_MAX];
-    double us[MDL_CELLS_MAX], lo[MDL_CELLS_MAX], hi[MDL_CELLS_MAX];
+    double us[MDL_CELLS_MAX];
+    static struct mdl_spread sp[MDL_CELLS_MAX];
+    struct mdl_spread row_sp[N_SIZES];
     size_t n = 0;
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t i = 0; i < v->ns && v->rows[r].kind == ROW_INC; i++, n++) {
             leaders[n] = v->rows[r].nodes;
             bytes[n] = v->sizes[i];
         }
-    if (!mdl_measure_inc_cells(cfg, leaders, bytes, n, us, lo, hi))
+    if (!mdl_measure_inc_cells(cfg, leaders, bytes, n, us, sp))
         return false;
     n = 0;
     for (size_t r = 0; r < v->nrows; r++) {
@@ -479,14 +488,16 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
         const struct mdl_row_kind_info *k = &mdl_row_kinds[row->kind];
         if (row->kind == ROW_INC) {
             for (size_t i = 0; i < v->ns; i++, n++)
-                row->us[i] = us[n], row->lo[i] = lo[n], row->hi[i] = hi[n];
+                set_cell(row, i, us[n], &sp[n]);
             continue;
         }
         struct mdl_job job = {row->nodes, k->ppn, k->ppn, k->mpirun_mode};
         fprintf(stderr, "offpath model: measuring mpirun --mode %s, %u nodes x %u ranks\n",
                 job.mode, job.nodes, job.ppn);
-        if (!mdl_measure_osu(cfg, &job, v->sizes, v->ns, row->us, row->lo, row->hi))
+        if (!mdl_measure_osu(cfg, &job, v->sizes, v->ns, row->us, row_sp))
             return false;
+        for (size_t i = 0; i < v->ns; i++)
+            set_cell(row, i, row->us[i], &row_sp[i]);
     }
     return true;
 }
@@ -542,14 +553,20 @@ static void report(const struct op_model_cfg *cfg, struct tally *t, const struct
     if (cfg->json)
         fprintf(out, "{\"row\": \"%s\", \"mode\": \"%s\", \"nodes\": %u, \"ppn\": %u, "
                      "\"bytes\": %llu, \"measured_us\": %.2f, \"model_us\": %.2f, \"error\": %.4f, "
-                     "\"runs_lo_us\": %.2f, \"runs_hi_us\": %.2f}\n", k->name,
+                     "\"runs_lo_us\": %.2f, \"runs_hi_us\": %.2f, \"runs_kept\": %u, "
+                     "\"runs\": %u}\n", k->name,
                 op_model_mode_name(k->mode), row->nodes, k->ppn, (unsigned long long)bytes, meas,
-                pred, err, row->lo[i], row->hi[i]);
+                pred, err, row->lo[i], row->hi[i], row->kept[i], row->runs[i]);
     else
-        fprintf(out, "%8s %5u %8llu %12.1f %12.1f %+7.1f%% %+6.0f%%..%+4.0f%%%s\n", k->name,
+    {
+        char kept[16] = "    -"; /* a record older than the counts */
+        if (row->runs[i] > 0)
+            snprintf(kept, sizeof(kept), "%2u/%-2u", row->kept[i], row->runs[i]);
+        fprintf(out, "%8s %5u %8llu %12.1f %12.1f %+7.1f%% %+6.0f%%..%+4.0f%% %s%s\n", k->name,
                 row->nodes, (unsigned long long)bytes, meas, pred, err * 100,
-                (row->lo[i] / meas - 1) * 100, (row->hi[i] / meas - 1) * 100,
+                (row->lo[i] / meas - 1) * 100, (row->hi[i] / meas - 1) * 100, kept,
                 off ? (in_runs ? "  OFF (inside its runs)" : "  OFF") : "");
+    }
     fflush(out);
 }
 
@@ -671,14 +688,22 @@ static int validate(const struct op_model_cfg *cfg_in, FILE *out)
     }
     struct tally t = {0};
     if (!cfg->json)
-        fprintf(out, "# platform %s against this machine: node = offpath inc_test (p50, mean "
-                     "of the middle 5 of 7 runs), host / mpi-node / socket = osu_allreduce "
-                     "under offpath mpirun --mode host (1 rank a node) / node / socket (2 ranks "
-                     "a node in 2 sockets) (average, mean of the middle 3 of 5 runs); runs = the "
-                     "lowest and highest of the runs averaged\n"
-                     "%8s %5s %8s %12s %12s %8s %13s\n",
-                cfg->platform.name, "row", "nodes", "bytes", "measured us", "model us", "error",
-                "runs");
+        fprintf(out, "# platform %s against this machine. A cell: the model's latency against "
+                     "the measured figure, error = model / figure - 1, OFF beyond %.0f%%. "
+                     "node = offpath inc_test's p50; host / mpi-node / socket = osu_allreduce's "
+                     "average under offpath mpirun --mode host (1 rank a node) / node / socket "
+                     "(2 ranks a node in 2 sockets); topo-* = osu_allreduce --compare on the "
+                     "namespace topology (median of its jobs). A figure: of 7 inc_test runs or "
+                     "5 osu_allreduce jobs, up to 6 more while the cell disagrees with itself "
+                     "(its runs reach beyond %.0f%% either side of its figure), the "
+                     "runs kept are the quiet ones (others' work took at most 10%% of the cores "
+                     "during the run: /proc/stat's busy time less ours) or the least disturbed "
+                     "half; the figure is their mean less the lowest and the highest (from 5 "
+                     "on; fewer, and 1-node jobs: their median). runs = the lowest and highest "
+                     "of those averaged, kept/run\n"
+                     "%8s %5s %8s %12s %12s %8s %13s %5s\n",
+                cfg->platform.name, cfg->tolerance * 100, cfg->tolerance * 100, "row", "nodes",
+                "bytes", "measured us", "model us", "error", "runs", "kept");
     if (!report_all(cfg, &c, &v, &t, out))
         return 3;
     fprintf(cfg->json ? stderr : out,

@@ -32,6 +32,8 @@ struct mdl_topo {
     double host[TOPO_SIZES_MAX], node[TOPO_SIZES_MAX]; /* us, median of the rounds */
     double host_lo[TOPO_SIZES_MAX], host_hi[TOPO_SIZES_MAX]; /* the rounds' lowest, highest */
     double node_lo[TOPO_SIZES_MAX], node_hi[TOPO_SIZES_MAX];
+    unsigned host_kept[TOPO_SIZES_MAX], node_kept[TOPO_SIZES_MAX]; /* jobs the medians take */
+    unsigned jobs;   /* jobs run (0: a record older than the seventh session) */
     double frame_us; /* the switches' CPU a frame they took, over the jobs */
     double hop_us;   /* one frame h1 to h5, half a ping-pong (0: none recorded) */
     double retx;     /* the leaders' retransmissions a contribution the TORs took (0: none
@@ -73,6 +75,7 @@ extern const struct mdl_row_kind_info mdl_row_kinds[ROW_KINDS];
 struct vrow {
     unsigned kind, nodes;
     double us[N_SIZES], lo[N_SIZES], hi[N_SIZES]; /* figure, its runs' spread */
+    unsigned kept[N_SIZES], runs[N_SIZES]; /* runs kept and run (0: not recorded) */
 };
 #define MAX_ROWS 48
 struct vmeas {
@@ -86,7 +89,8 @@ struct vmeas {
  * run can be redone without the machine's noise. false and why on a
  * malformed line. */
 void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f);
-/* "topo BYTES HOST NODE HOST_LO HOST_HI NODE_LO NODE_HI" and "topoframe US"
+/* "topo BYTES HOST NODE HOST_LO HOST_HI NODE_LO NODE_HI", each followed by
+ * "topokept JOBS HOST_KEPT NODE_KEPT" (newer records), and "topoframe US"
  * (topo.c); key is the line's first word: NULL when the line is fine, else
  * why not; not_mine when the key is another's. */
 void mdl_topo_write(const struct mdl_topo *t, FILE *f);

@@ -1,15 +1,18 @@
 /* The in-network Allreduce as implemented (src/inc, src/switch), as S4U
- * actors: one per leader, one per switch, one timer per leader under loss.
- * Chunks of max_data bytes, a window of slots (chunk seq in slot seq %
+ * actors: one per leader, one per switch, one-shot timers per leader under
+ * loss. Chunks of max_data bytes, a window of slots (chunk seq in slot seq %
  * window, sent only after seq - window's result), exactly-once aggregation
  * per slot with a contributor bitmap, a TOR's partial up to the SPINE, the
  * root's result multicast down, the previous round's result kept for
- * retransmissions, leaders retransmitting on a timeout with backoff. */
+ * retransmissions; leaders re-send a chunk at once when a later-sent
+ * chunk's result came first (RACK), and the oldest outstanding one on a
+ * timeout with backoff (src/inc/reduce.c). */
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,22 +42,29 @@ struct sw {
     char name[48];
 };
 
-#define RTT_SAMPLES 8
+#define RTT_SAMPLES 16 /* src/inc's ENG_RTT_SAMPLES */
 #define RTO_MAX_S 0.2 /* src/inc's rto_max_ns */
+/* src/inc counts in nanoseconds: a tick within one of its time is on time
+ * (a double's rounding must not make a tick early and re-arm it forever) */
+#define TICK_EPS_S 1e-9
 
 struct leader {
     struct inc *m;
     unsigned id, child_index;
-    sg_mailbox_t mb, tor, timer;
+    sg_mailbox_t mb, tor;
     uint64_t rng;
-    double *sent_at, rto, deadline;
-    double rtt[RTT_SAMPLES]; /* the latest round trips (src/inc's ENG_RTT_SAMPLES) */
+    double *sent_at, rto;
+    double retx_at;   /* the timer's next check (src/inc's retx_at_ns) */
+    double tick_at;   /* the earliest tick pending (< 0: none known) */
+    double rack_sent; /* the latest first sending delivered (< 0: none yet) */
+    double progress;  /* the latest result */
+    double rtt[RTT_SAMPLES]; /* the latest round trips */
     unsigned n_rtt;
     uint8_t *got, *resent;
-    uint32_t next, n_got;
-    bool armed;
+    uint32_t lo, next, n_got; /* lo: the oldest chunk without its result */
+    bool timers;
     struct mdl_outq out;
-    char name[48], timer_name[48];
+    char name[48];
 };
 
 struct inc {
@@ -68,7 +78,7 @@ struct inc {
     double sw_cost, loss, late, t0; /* loss: a frame's on a link; late: a wake's */
     double *done_at;      /* per chunk: the last leader's arrival */
     uint8_t *retx_round;  /* per chunk: a leader retransmitted it (the switch flags its result) */
-    uint64_t retransmissions;
+    uint64_t retransmissions, fast_retransmits; /* all, and those RACK's */
     unsigned n_leaders, n_tors;
     struct leader *leaders;
     struct sw *tors, spine;
@@ -288,22 +298,29 @@ static void switch_main(int argc, char **argv)
 
 /* ---- leaders */
 
-static void arm(struct leader *l, double deadline)
+/* A tick at `at` from a one-shot daemon (it reads its time as it starts, in
+ * the same instant: a later arm can only move it earlier, which is safe,
+ * the leader checks its own time on every tick). One actor a tick: a
+ * sleeping actor cannot be woken earlier, and a result may bring the
+ * timer's check forward (src/inc: retx_at = min(retx_at, now + rto)). */
+static void tick_main(int argc, char **argv)
 {
-    if (l->armed || l->timer == NULL)
-        return;
-    l->armed = true;
-    l->deadline = deadline;
-    sg_comm_detach(sg_mailbox_put_init(l->timer, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
+    (void)argc, (void)argv;
+    struct leader *l = sg_actor_self_get_data();
+    sg_actor_sleep_until(l->tick_at);
+    sg_comm_detach(sg_mailbox_put_init(l->mb, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
 }
 
-/* A chunk's CPU, send time and timer; the packet itself goes with its run. */
-static void prepare_chunk(struct leader *l, uint32_t seq)
+static void arm(struct leader *l, double at)
 {
-    struct inc *m = l->m;
-    pkt_cpu(m->r, m->train * m->r->p->leader_pkt_s);
-    l->sent_at[seq] = simgrid_get_clock();
-    arm(l, l->sent_at[seq] + l->rto);
+    double now = simgrid_get_clock();
+    if (!l->timers || (l->tick_at >= now && l->tick_at <= at))
+        return; /* a pending tick comes in time */
+    l->tick_at = at > now ? at : now;
+    sg_actor_t a = sg_actor_init(l->name, sg_host_self());
+    sg_actor_set_data(a, l);
+    sg_actor_start_(a, tick_main, 0, NULL);
+    sg_actor_daemonize(a);
 }
 
 static void send_run(struct leader *l, uint32_t first, unsigned n)
@@ -312,8 +329,21 @@ static void send_run(struct leader *l, uint32_t first, unsigned n)
              n * l->m->pkt_bytes, l->m->loss, &l->rng);
 }
 
-static void send_chunk(struct leader *l, uint32_t seq)
+/* A chunk's CPU and send time; the packet itself goes with its run. */
+static void prepare_chunk(struct leader *l, uint32_t seq)
 {
+    struct inc *m = l->m;
+    pkt_cpu(m->r, m->train * m->r->p->leader_pkt_s);
+    l->sent_at[seq] = simgrid_get_clock();
+}
+
+/* A chunk sent again (src/inc's OP_INC_F_RETX): its result gives no round
+ * trip, nor does anyone's in its round (the switch flags it). */
+static void resend(struct leader *l, uint32_t seq)
+{
+    l->resent[seq] = 1;
+    l->m->retx_round[seq] = 1;
+    l->m->retransmissions++;
     prepare_chunk(l, seq);
     send_run(l, seq, 1);
 }
@@ -322,7 +352,7 @@ static void send_chunk(struct leader *l, uint32_t seq)
 static void fill_window(struct leader *l)
 {
     uint32_t first = l->next, n = 0;
-    while (l->next < l->m->chunks && (l->next < l->m->window || l->got[l->next - l->m->window])) {
+    while (l->next < l->m->chunks && l->next - l->lo < l->m->window) {
         prepare_chunk(l, l->next++);
         if (!l->m->batch) {
             send_run(l, l->next - 1, 1);
@@ -336,32 +366,12 @@ static void fill_window(struct leader *l)
         send_run(l, first, n);
 }
 
-/* The oldest outstanding chunk goes again when overdue, others only when
- * twice as overdue; the timeout doubles (src/inc/reduce.c). */
-static void on_timer(struct leader *l)
+static double min_rtt(const struct leader *l)
 {
-    double now = simgrid_get_clock(), next = 0;
-    bool first = true, resent = false;
-    for (uint32_t s = l->next > l->m->window ? l->next - l->m->window : 0; s < l->next; s++) {
-        if (l->got[s])
-            continue;
-        double overdue = now - l->sent_at[s];
-        if (overdue >= (first ? 1 : 2) * l->rto - 1e-12) {
-            l->resent[s] = 1;
-            l->m->retx_round[s] = 1;
-            l->m->retransmissions++;
-            resent = true;
-            send_chunk(l, s);
-        }
-        first = false;
-        double d = l->sent_at[s] + l->rto;
-        if (next == 0 || d < next)
-            next = d;
-    }
-    if (resent) /* back off only when the timeout was real */
-        l->rto = l->rto * 2 < RTO_MAX_S ? l->rto * 2 : RTO_MAX_S;
-    if (next > 0)
-        arm(l, next > now ? next : now + l->rto);
+    double low = 0;
+    for (unsigned i = 0; i < l->n_rtt && i < RTT_SAMPLES; i++)
+        low = i == 0 || l->rtt[i] < low ? l->rtt[i] : low;
+    return low;
 }
 
 /* 3 x the smallest of the latest round trips, within [rto_min, rto_max]
@@ -369,17 +379,61 @@ static void on_timer(struct leader *l)
  * leader's: its first calls measured the path). */
 static double base_rto(const struct leader *l)
 {
-    double low = 0, floor = l->m->r->p->rto_min_s;
-    for (unsigned i = 0; i < l->n_rtt && i < RTT_SAMPLES; i++)
-        low = i == 0 || l->rtt[i] < low ? l->rtt[i] : low;
-    double rto = 3 * low > floor ? 3 * low : floor;
+    double floor = l->m->r->p->rto_min_s, rto = 3 * min_rtt(l);
+    rto = rto > floor ? rto : floor;
     return rto < RTO_MAX_S ? rto : RTO_MAX_S;
+}
+
+/* src/inc's eng_data_timer: the oldest outstanding chunk goes again a
+ * timeout after it was sent and after the latest result (results still
+ * coming: the path drains a queue), and only it; the timeout doubles. */
+static void on_timer(struct leader *l)
+{
+    double now = simgrid_get_clock();
+    if (now >= l->tick_at - TICK_EPS_S)
+        l->tick_at = -1;
+    if (now < l->retx_at - TICK_EPS_S || l->lo >= l->next) {
+        if (l->lo < l->next)
+            arm(l, l->retx_at);
+        return;
+    }
+    double due = fmax(l->sent_at[l->lo], l->progress) + l->rto;
+    if (now < due - TICK_EPS_S) {
+        l->retx_at = due;
+    } else {
+        resend(l, l->lo);
+        l->rto = l->rto * 2 < RTO_MAX_S ? l->rto * 2 : RTO_MAX_S;
+        l->retx_at = now + l->rto;
+    }
+    arm(l, l->retx_at);
+}
+
+/* src/inc's resend_lost (RACK): chunks sent a quarter of the least round
+ * trip before the latest delivered first sending, still without a result,
+ * were lost (theirs or another member's): again now. The scan stops at the
+ * first first-sending not yet due. */
+static void resend_lost(struct leader *l)
+{
+    if (l->rack_sent < 0)
+        return;
+    double due = l->rack_sent - min_rtt(l) / 4;
+    for (uint32_t s = l->lo; s < l->next; s++) {
+        if (l->got[s])
+            continue;
+        if (l->sent_at[s] >= due) {
+            if (!l->resent[s])
+                return;
+            continue;
+        }
+        resend(l, s);
+        l->m->fast_retransmits++;
+    }
 }
 
 static void on_result(struct leader *l, uint32_t seq)
 {
     struct inc *m = l->m;
-    if (seq >= m->chunks || l->got[seq])
+    if (seq >= l->next || l->got[seq])
         return;
     const struct op_model_platform *p = m->r->p;
     pkt_cpu(m->r, m->train * (p->leader_pkt_s +
@@ -389,16 +443,26 @@ static void on_result(struct leader *l, uint32_t seq)
     l->n_got++;
     if (now - m->t0 > m->done_at[seq])
         m->done_at[seq] = now - m->t0;
+    l->progress = now;
+    if (!l->resent[seq] && l->sent_at[seq] > l->rack_sent)
+        l->rack_sent = l->sent_at[seq];
     /* Karn's rule for the group: no sample from a round anyone retransmitted in */
     if (!l->resent[seq] && !m->retx_round[seq])
         l->rtt[l->n_rtt++ % RTT_SAMPLES] = now - l->sent_at[seq];
     l->rto = base_rto(l); /* progress: the backoff ends */
+    if (l->retx_at > now + l->rto)
+        l->retx_at = now + l->rto;
+    while (l->lo < l->next && l->got[l->lo])
+        l->lo++;
+    if (l->n_got < m->chunks) {
+        resend_lost(l);
+        arm(l, l->retx_at);
+    }
 }
 
 static void leader_datagram(struct leader *l, void *msg)
 {
     if (mdl_kind(msg) == MDL_TICK) {
-        l->armed = false;
         on_timer(l);
     } else if (mdl_kind(msg) == MDL_RESULT) {
         for (unsigned i = 0; i < mdl_count(msg); i++)
@@ -412,7 +476,9 @@ static void leader_main(int argc, char **argv)
     struct leader *l = sg_actor_self_get_data();
     bool awake = true; /* it starts the call: awake */
     sg_mailbox_set_receiver(l->name);
+    l->retx_at = simgrid_get_clock() + l->rto;
     fill_window(l);
+    arm(l, l->retx_at);
     while (l->n_got < l->m->chunks) {
         leader_datagram(l, receive(l->m, l->name, l->mb, &awake, false, &l->rng));
         for (unsigned k = 1; l->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(l->name); k++)
@@ -421,18 +487,6 @@ static void leader_main(int argc, char **argv)
     }
     l->m->r->runnable--; /* its process has left the cores */
     mdl_outq_drain(&l->out);
-}
-
-static void timer_main(int argc, char **argv)
-{
-    (void)argc, (void)argv;
-    struct leader *l = sg_actor_self_get_data();
-    sg_mailbox_set_receiver(l->timer_name);
-    for (;;) {
-        sg_mailbox_get(l->timer);
-        sg_actor_sleep_until(l->deadline);
-        sg_comm_detach(sg_mailbox_put_init(l->mb, mdl_msg(MDL_TICK, 0, 0), 0), NULL);
-    }
 }
 
 /* ---- one run */
@@ -481,10 +535,10 @@ static void leader_init(struct inc *m, struct leader *l, unsigned id, unsigned p
     l->id = id;
     l->child_index = id - tor * p->rack_nodes * per_node;
     snprintf(l->name, sizeof(l->name), "r%u.L%u", m->r->run_id, id);
-    snprintf(l->timer_name, sizeof(l->timer_name), "r%u.K%u", m->r->run_id, id);
     l->mb = sg_mailbox_by_name(l->name);
     l->tor = m->tors[tor].mb;
-    l->timer = m->loss > 0 || m->late > 0 ? sg_mailbox_by_name(l->timer_name) : NULL;
+    l->timers = m->loss > 0 || m->late > 0;
+    l->tick_at = l->rack_sent = -1;
     l->rng = m->r->sc->seed * 104729 + id + 1;
     l->rto = p->rto_min_s;
     l->sent_at = calloc(m->chunks, sizeof(double));
@@ -529,8 +583,6 @@ static void launch(struct inc *m, unsigned per_node)
     for (unsigned i = 0; i < m->n_leaders; i++) {
         mdl_host_of(m->r->p, 'n', (int)(i / per_node), host, sizeof(host));
         start(&m->leaders[i], m->leaders[i].name, host, leader_main, false);
-        if (m->leaders[i].timer != NULL)
-            start(&m->leaders[i], m->leaders[i].timer_name, host, timer_main, true);
     }
 }
 
@@ -638,6 +690,7 @@ void mdl_inc_simulate(struct mdl_run *r)
     r->res->chunks = total;
     r->res->sim_steps = sim * train;
     r->res->retransmissions = m.retransmissions;
+    r->res->fast_retransmits = m.fast_retransmits;
     r->res->slots = op_model_slots(p, sc->bytes);
     r->res->slot_bytes = 2ull * r->res->slots * mdl_chunk_bytes(p, sc->bytes);
     teardown(&m);

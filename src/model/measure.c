@@ -26,6 +26,9 @@
 
 #define INC_RUNS 7
 #define OSU_RUNS 5
+#define EXTRA_RUNS 6 /* more runs at most of a cell that disagrees with itself */
+#define RUNS_MAX MDL_RUNS_MAX
+_Static_assert(INC_RUNS + EXTRA_RUNS <= MDL_RUNS_MAX, "a cell's runs fit");
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -33,35 +36,152 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, size_t n)
+double mdl_median(double *v, size_t n)
 {
     qsort(v, n, sizeof(v[0]), cmp_double);
     return v[n / 2];
 }
 
-/* The mean of all but the lowest and the highest. inc_test's latency here
- * has two modes by where the scheduler puts the processes (2 leaders, 4 B:
- * 13-16 us or 31-34 us in runs a second apart, now and then 63): a median
- * jumps from one mode to the other as their shares move around a half,
- * this mean moves with the shares. */
-static double trimmed_mean(double *v, size_t n)
+/* ---- other users' work during a run
+ * The model predicts this machine with its cores to ourselves (and the
+ * spinners, which only take what nobody wants). A run during which someone
+ * else's build took the cores measured something else: 2-17x slower here
+ * in runs minutes apart. So every run notes the share of the cores that
+ * work neither ours nor the spinners' took (/proc/stat's busy time less the
+ * CPU of this process, of our reaped children and of our live ones: the
+ * spinners, our own switch),
+ * and a cell's figure comes from its least disturbed runs. */
+
+/* Busy CPU seconds of every core since boot (/proc/stat, USER_HZ ticks:
+ * user, nice, system, irq, softirq and steal, the hypervisor's other guests). */
+static double machine_busy_s(void)
 {
-    qsort(v, n, sizeof(v[0]), cmp_double);
-    double sum = 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        sum += v[i];
-    return sum / (double)(n - 2);
+    unsigned long long t[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f == NULL)
+        return 0;
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &t[0], &t[1], &t[2], &t[3],
+                     &t[4], &t[5], &t[6], &t[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (got != 8 || hz <= 0)
+        return 0;
+    return (double)(t[0] + t[1] + t[2] + t[5] + t[6] + t[7]) / (double)hz;
 }
 
-/* A cell's figure and the spread of the runs it averages (the lowest and
- * the highest of the middle ones): how far the same command moved here. */
-static void summarise(double *v, size_t n, double *us, double *lo, double *hi)
+static double run_time_s(pid_t pid);
+
+/* CPU of our live children (the spinners, a switch of ours). */
+static double live_children_s(void)
 {
-    *us = trimmed_mean(v, n);
-    if (lo != NULL)
-        *lo = v[1];
-    if (hi != NULL)
-        *hi = v[n - 2];
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+    FILE *f = fopen(path, "r");
+    double sum = 0;
+    int pid;
+    while (f != NULL && fscanf(f, "%d", &pid) == 1) {
+        double t = run_time_s(pid);
+        sum += t > 0 ? t : 0;
+    }
+    if (f != NULL)
+        fclose(f);
+    return sum;
+}
+
+static double rusage_s(int who);
+static double children_cpu_s(void);
+
+void mdl_busy_mark(struct mdl_busy *m, double also_ours_s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    m->wall_s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    m->busy_s = machine_busy_s();
+    m->ours_s = rusage_s(RUSAGE_SELF) + children_cpu_s() + live_children_s() + also_ours_s;
+}
+
+double mdl_others_share(const struct mdl_busy *a, double also_ours_s)
+{
+    struct mdl_busy b;
+    mdl_busy_mark(&b, also_ours_s);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double cap = (b.wall_s - a->wall_s) * (double)(cores > 0 ? cores : 1);
+    double others = (b.busy_s - a->busy_s) - (b.ours_s - a->ours_s);
+    return cap > 0 ? fmin(fmax(others / cap, 0), 1) : 0;
+}
+
+/* ---- a cell's runs and its figure */
+
+/* Others took at most this share of the cores: a quiet run (USER_HZ ticks
+ * make a second's share good to ~1 %). */
+#define QUIET_SHARE 0.10
+#define KEEP_MIN 3
+
+void mdl_runs_add(struct mdl_runs *r, double v, double q)
+{
+    if (r->n < RUNS_MAX) {
+        r->v[r->n] = v;
+        r->q[r->n++] = q;
+    }
+}
+
+static unsigned quiet_runs(const struct mdl_runs *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        n += r->q[i] <= QUIET_SHARE;
+    return n;
+}
+
+/* The runs kept: the quiet ones, or where fewer than KEEP_MIN were, the
+ * least disturbed half (at least KEEP_MIN); sorted by figure. */
+static unsigned kept_runs(const struct mdl_runs *r, double *kept)
+{
+    unsigned half = (r->n + 1) / 2, quiet = quiet_runs(r), n = 0;
+    unsigned take = quiet >= KEEP_MIN ? quiet : half > KEEP_MIN ? half : KEEP_MIN;
+    bool used[RUNS_MAX] = {false};
+    take = take < r->n ? take : r->n;
+    while (n < take) {
+        int best = -1;
+        for (unsigned i = 0; i < r->n; i++)
+            if (!used[i] && (best < 0 || r->q[i] < r->q[best]))
+                best = (int)i;
+        used[best] = true;
+        kept[n++] = r->v[best];
+    }
+    qsort(kept, n, sizeof(kept[0]), cmp_double);
+    return n;
+}
+
+/* The figure of the kept runs: from five on, the mean of all but the
+ * lowest and the highest; below, their median. inc_test's latency here has
+ * two modes by where the scheduler puts the processes (2 leaders, 4 B:
+ * 13-16 us or 31-34 us in runs a second apart, now and then 63): a median
+ * jumps from one mode to the other as their shares move around a half,
+ * the trimmed mean moves with the shares (`median`: the median all the
+ * same). The spread: the lowest and the highest of the runs it averages. */
+void mdl_runs_figure(const struct mdl_runs *r, double *us, struct mdl_spread *sp, bool median)
+{
+    double v[RUNS_MAX], sum = 0;
+    unsigned n = r->n > 0 ? kept_runs(r, v) : (v[0] = 0, 1), cut = n >= 5;
+    for (unsigned i = cut; i + cut < n; i++)
+        sum += v[i];
+    *us = n >= 5 && !median ? sum / (double)(n - 2) : v[n / 2];
+    if (sp != NULL)
+        *sp = (struct mdl_spread){.lo = v[cut], .hi = v[n - 1 - cut], .kept = n, .runs = r->n,
+                                  .quiet = quiet_runs(r)};
+}
+
+/* A cell disagrees with itself when the runs its figure averages reach
+ * beyond the tolerance either side of it: the measurement alone could not
+ * place the model within it. (Too few quiet runs is no reason for more: on
+ * a machine busy throughout, more runs would be as disturbed.) */
+bool mdl_runs_unsettled(const struct mdl_runs *r, double tolerance)
+{
+    double us;
+    struct mdl_spread sp;
+    mdl_runs_figure(r, &us, &sp, false);
+    return sp.lo < us * (1 - tolerance) || sp.hi > us * (1 + tolerance);
 }
 
 /* Runs a shell command and keeps up to len-1 bytes of its output; false
@@ -89,15 +209,21 @@ const char *mdl_nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t le
     return buf;
 }
 
-/* CPU (user + system) of every descendant reaped so far: inc_test reaps its
- * leaders and switches, the shell reaps inc_test. */
-static double children_cpu_s(void)
+/* CPU (user + system) of this process (RUSAGE_SELF) or of every descendant
+ * reaped so far (RUSAGE_CHILDREN: inc_test reaps its leaders and switches,
+ * the shell reaps inc_test). */
+static double rusage_s(int who)
 {
     struct rusage u;
-    if (getrusage(RUSAGE_CHILDREN, &u) != 0)
+    if (getrusage(who, &u) != 0)
         return 0;
     return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+static double children_cpu_s(void)
+{
+    return rusage_s(RUSAGE_CHILDREN);
 }
 
 /* ---- a switch of our own, so that its CPU can be read apart */
@@ -221,8 +347,8 @@ static bool inc_run(const struct op_model_cfg *cfg, unsigned leaders, uint64_t b
 bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
                      size_t n, double *us, double *cpu_us, double *sw_cpu_us)
 {
-    double v[MDL_MEASURE_MAX][INC_RUNS], c[MDL_MEASURE_MAX][INC_RUNS];
-    double sc[MDL_MEASURE_MAX][INC_RUNS], p50, one, sw_one;
+    double c[MDL_MEASURE_MAX][INC_RUNS], sc[MDL_MEASURE_MAX][INC_RUNS], p50, one, sw_one;
+    struct mdl_runs v[MDL_MEASURE_MAX] = {0};
     struct own_switch sw = {0};
     if (n > MDL_MEASURE_MAX || (cpu_us != NULL && !switch_start(cfg, leaders, &sw)))
         return false;
@@ -231,8 +357,10 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
     for (int k = 0; k < INC_RUNS && ok; k++)
         for (size_t i = 0; i < n && ok; i++) {
             unsigned iters = sizes[i] >= 65536 ? cfg->iters / 10 + 1 : cfg->iters, warmup = 5;
-            ok = inc_run(cfg, leaders, sizes[i], iters, warmup, own, &v[i][k], &c[i][k],
-                         &sc[i][k]);
+            struct mdl_busy m;
+            mdl_busy_mark(&m, 0);
+            ok = inc_run(cfg, leaders, sizes[i], iters, warmup, own, &p50, &c[i][k], &sc[i][k]);
+            mdl_runs_add(&v[i], p50, mdl_others_share(&m, 0));
             if (!ok || own == NULL)
                 continue;
             ok = inc_run(cfg, leaders, sizes[i], 1, 0, own, &p50, &one, &sw_one);
@@ -241,37 +369,73 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
         }
     switch_stop(&sw);
     for (size_t i = 0; i < n && ok; i++) {
-        us[i] = trimmed_mean(v[i], INC_RUNS);
+        mdl_runs_figure(&v[i], &us[i], NULL, false);
         if (own != NULL) {
-            cpu_us[i] = fmax(median(c[i], INC_RUNS), 0);
-            sw_cpu_us[i] = fmax(median(sc[i], INC_RUNS), 0);
+            cpu_us[i] = fmax(mdl_median(c[i], INC_RUNS), 0);
+            sw_cpu_us[i] = fmax(mdl_median(sc[i], INC_RUNS), 0);
         }
     }
     return ok;
 }
 
-/* The trimmed mean of INC_RUNS runs' p50 (us) of each of n cells (leaders,
- * bytes), measured in rounds: run k of every cell, then run k + 1, so that
- * the machine's moods (other users' work, where the scheduler puts the
- * processes) fall on every cell alike, a calibration's and a validation's. */
-bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
-                           const uint64_t *sizes, size_t n, double *us, double *lo, double *hi)
+/* One run of inc_test for cell i, noted with others' share of the cores. */
+static bool inc_cell_run(const struct op_model_cfg *cfg, unsigned leaders, uint64_t bytes,
+                         struct mdl_runs *r)
 {
-    double v[MDL_CELLS_MAX][INC_RUNS];
-    double cpu, sw_cpu;
+    unsigned iters = bytes >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
+    double p50, cpu, sw_cpu;
+    struct mdl_busy m;
+    mdl_busy_mark(&m, 0);
+    if (!inc_run(cfg, leaders, bytes, iters, 5, NULL, &p50, &cpu, &sw_cpu))
+        return false;
+    mdl_runs_add(r, p50, mdl_others_share(&m, 0));
+    return true;
+}
+
+/* Each of n cells' (leaders, bytes) figure of inc_test's p50 (us) and its
+ * spread, measured in rounds: run k of every cell, then run k + 1, so that
+ * the machine's moods (other users' work, where the scheduler puts the
+ * processes) fall on every cell alike, a calibration's and a validation's.
+ * After INC_RUNS rounds, the cells that disagree with themselves get up to
+ * EXTRA_RUNS more rounds of their own. */
+bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
+                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp)
+{
+    static struct mdl_runs v[MDL_CELLS_MAX];
     if (n > MDL_CELLS_MAX)
         return false;
-    for (int k = 0; k < INC_RUNS; k++) {
-        fprintf(stderr, "offpath model: measuring inc_test, round %d of %d\n", k + 1, INC_RUNS);
-        for (size_t i = 0; i < n; i++) {
-            unsigned iters = sizes[i] >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
-            if (!inc_run(cfg, leaders[i], sizes[i], iters, 5, NULL, &v[i][k], &cpu, &sw_cpu))
+    memset(v, 0, sizeof(v));
+    for (int k = 0; k < INC_RUNS + EXTRA_RUNS; k++) {
+        size_t todo = 0;
+        for (size_t i = 0; i < n; i++)
+            todo += k < INC_RUNS || mdl_runs_unsettled(&v[i], cfg->tolerance);
+        if (todo == 0)
+            break;
+        fprintf(stderr, "offpath model: measuring inc_test, round %d (%zu cells)\n", k + 1, todo);
+        for (size_t i = 0; i < n; i++)
+            if ((k < INC_RUNS || mdl_runs_unsettled(&v[i], cfg->tolerance)) &&
+                !inc_cell_run(cfg, leaders[i], sizes[i], &v[i]))
                 return false;
-        }
     }
     for (size_t i = 0; i < n; i++)
-        summarise(v[i], INC_RUNS, &us[i], lo != NULL ? &lo[i] : NULL, hi != NULL ? &hi[i] : NULL);
+        mdl_runs_figure(&v[i], &us[i], sp != NULL ? &sp[i] : NULL, false);
     return true;
+}
+
+/* The median of `runs` runs of a shell command that prints one positive
+ * figure; -1 when one fails. */
+double mdl_median_of_runs(const char *cmd, unsigned runs)
+{
+    double v[RUNS_MAX];
+    char buf[1024];
+    runs = runs < RUNS_MAX ? runs : RUNS_MAX;
+    for (unsigned k = 0; k < runs; k++) {
+        char *end;
+        if (!mdl_run_cmd(cmd, buf, sizeof(buf)) || (v[k] = strtod(buf, &end), end == buf) ||
+            !(v[k] > 0))
+            return -1;
+    }
+    return mdl_median(v, runs);
 }
 
 /* One-way latency of a 64-byte UD SEND between two processes that sleep in
@@ -280,25 +444,16 @@ bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leade
  * bounded by timeout(1) in case the client never comes. */
 double mdl_measure_hop(const struct op_model_cfg *cfg)
 {
-    double v[INC_RUNS];
-    char nice[32], cmd[2048], buf[4096];
+    char nice[32], cmd[2048];
     const char *pre = mdl_nice_prefix(cfg, nice, sizeof(nice));
-    for (int k = 0; k < INC_RUNS; k++) {
-        snprintf(cmd, sizeof(cmd),
-                 "%stimeout 30 '%s' ib_send_lat -p %u -d 127.%u.0.201 -e -c UD -s 64 -n 2000 "
-                 ">/dev/null 2>&1 & s=$!; sleep 0.3; "
-                 "%stimeout 30 '%s' ib_send_lat -p %u -d 127.%u.0.202 -e -c UD -s 64 -n 2000 "
-                 "--output=latency 127.%u.0.201 2>/dev/null; r=$?; wait $s; exit $r",
-                 pre, cfg->bin, cfg->port + 1, cfg->net + 2, pre, cfg->bin, cfg->port + 1,
-                 cfg->net + 2, cfg->net + 2);
-        if (!mdl_run_cmd(cmd, buf, sizeof(buf)))
-            return -1;
-        char *end;
-        v[k] = strtod(buf, &end);
-        if (end == buf || !(v[k] > 0))
-            return -1;
-    }
-    return median(v, INC_RUNS);
+    snprintf(cmd, sizeof(cmd),
+             "%stimeout 30 '%s' ib_send_lat -p %u -d 127.%u.0.201 -e -c UD -s 64 -n 2000 "
+             ">/dev/null 2>&1 & s=$!; sleep 0.3; "
+             "%stimeout 30 '%s' ib_send_lat -p %u -d 127.%u.0.202 -e -c UD -s 64 -n 2000 "
+             "--output=latency 127.%u.0.201 2>/dev/null; r=$?; wait $s; exit $r",
+             pre, cfg->bin, cfg->port + 1, cfg->net + 2, pre, cfg->bin, cfg->port + 1,
+             cfg->net + 2, cfg->net + 2);
+    return mdl_median_of_runs(cmd, INC_RUNS);
 }
 
 /* The flags of an osu_allreduce job: the in-network modes use inc_test's
@@ -342,45 +497,60 @@ static bool osu_parse(const char *buf, const uint64_t *sizes, size_t n, double *
     return true;
 }
 
-/* osu_allreduce under `offpath mpirun` (job: nodes, ranks a node, sockets,
- * mode): the average latency (OSU's figure, us) of each of n sizes, the
- * trimmed mean of OSU_RUNS runs, and with lo/hi the spread of the runs it
- * averages. False when a run fails or lacks a size. */
-bool mdl_measure_osu(const struct op_model_cfg *cfg, const struct mdl_job *job,
-                     const uint64_t *sizes, size_t n, double *us, double *lo, double *hi)
+/* One osu_allreduce job: each size's average (us) into its cell's runs,
+ * all noted with others' share of the cores during the job. A job that
+ * failed to start (Open MPI's own start-up) gets one more try. */
+static bool osu_run(const char *cmd, const uint64_t *sizes, size_t n, struct mdl_runs *cells)
 {
-    double v[OSU_RUNS][MDL_MEASURE_MAX];
-    char nice[32], cmd[2048], buf[8192], flags[160], iters[48];
+    char buf[8192];
+    double us[MDL_MEASURE_MAX];
+    struct mdl_busy m;
+    mdl_busy_mark(&m, 0);
+    if (!mdl_run_cmd(cmd, buf, sizeof(buf)) && (mdl_busy_mark(&m, 0), !mdl_run_cmd(cmd, buf, sizeof(buf))))
+        return false;
+    if (!osu_parse(buf, sizes, n, us))
+        return false;
+    double q = mdl_others_share(&m, 0);
+    for (size_t i = 0; i < n; i++)
+        mdl_runs_add(&cells[i], us[i], q);
+    return true;
+}
+
+/* osu_allreduce under `offpath mpirun` (job: nodes, ranks a node, sockets,
+ * mode): each of n sizes' average latency (OSU's figure, us) from OSU_RUNS
+ * runs, more (up to EXTRA_RUNS) while a size disagrees with itself, and
+ * with sp its spread. False when a run fails or lacks a size. */
+bool mdl_measure_osu(const struct op_model_cfg *cfg, const struct mdl_job *job,
+                     const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp)
+{
+    struct mdl_runs cells[MDL_MEASURE_MAX] = {0};
+    char nice[32], cmd[2048], flags[160], iters[48];
     if (n == 0 || n > MDL_MEASURE_MAX)
         return n == 0;
     osu_flags(job, flags, sizeof(flags));
     osu_iters(cfg, iters, sizeof(iters));
-    for (int k = 0; k < OSU_RUNS; k++) {
-        snprintf(cmd, sizeof(cmd),
-                 "%s'%s' mpirun --nodes %u %s --net %u --port %u -- "
-                 "'%s' osu_allreduce -m %llu:%llu%s 2>/dev/null",
-                 mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, job->nodes, flags, cfg->net,
-                 cfg->port + 2, cfg->bin, (unsigned long long)sizes[0],
-                 (unsigned long long)sizes[n - 1], iters);
-        /* a job that failed to start (Open MPI's own start-up) gets one more try */
-        if (!mdl_run_cmd(cmd, buf, sizeof(buf)) && !mdl_run_cmd(cmd, buf, sizeof(buf)))
-            return false;
-        if (!osu_parse(buf, sizes, n, v[k]))
+    snprintf(cmd, sizeof(cmd),
+             "%s'%s' mpirun --nodes %u %s --net %u --port %u -- "
+             "'%s' osu_allreduce -m %llu:%llu%s 2>/dev/null",
+             mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, job->nodes, flags, cfg->net,
+             cfg->port + 2, cfg->bin, (unsigned long long)sizes[0],
+             (unsigned long long)sizes[n - 1], iters);
+    for (int k = 0; k < OSU_RUNS + EXTRA_RUNS; k++) {
+        bool more = k < OSU_RUNS;
+        for (size_t i = 0; i < n && !more; i++)
+            more = mdl_runs_unsettled(&cells[i], cfg->tolerance);
+        if (!more)
+            break;
+        if (!osu_run(cmd, sizes, n, cells))
             return false;
     }
-    for (size_t i = 0; i < n; i++) {
-        double col[OSU_RUNS];
-        for (int k = 0; k < OSU_RUNS; k++)
-            col[k] = v[k][i];
-        /* two modes too: 15 or 60 us at 2 nodes, 4 B */
-        summarise(col, OSU_RUNS, &us[i], lo != NULL ? &lo[i] : NULL, hi != NULL ? &hi[i] : NULL);
-        /* One node's two ranks (Open MPI's shared memory, both polling) stall
-         * now and then for seconds on the loaded cores: 4 B averaged 3.2 and
-         * 4.1 ms in such runs where it takes 0.4 us, and in two of five
-         * runs; their median does not move. */
-        if (job->nodes == 1)
-            us[i] = median(col, OSU_RUNS);
-    }
+    /* One node's two ranks (Open MPI's shared memory, both polling) stall
+     * now and then for seconds on the loaded cores: 4 B averaged 3.2 and
+     * 4.1 ms in such runs where it takes 0.4 us, and in two of five runs;
+     * their median does not move. Two modes elsewhere (15 or 60 us at 2
+     * nodes, 4 B): the trimmed mean. */
+    for (size_t i = 0; i < n; i++)
+        mdl_runs_figure(&cells[i], &us[i], sp != NULL ? &sp[i] : NULL, job->nodes == 1);
     return true;
 }
 

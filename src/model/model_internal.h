@@ -76,10 +76,43 @@ const char *mdl_nice_prefix(const struct op_model_cfg *cfg, char *buf, size_t le
 bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uint64_t *sizes,
                      size_t n, double *us, double *cpu_us, double *sw_cpu_us);
 #define MDL_CELLS_MAX 96 /* (leaders, bytes) cells one round measures */
-/* lo and hi (may be NULL): the lowest and highest of the runs averaged */
+/* A figure's runs: the lowest and highest of those averaged, how many were
+ * kept (the least disturbed by other users' work), run, and quiet (others
+ * took at most a tenth of the cores). */
+struct mdl_spread {
+    double lo, hi;
+    unsigned kept, runs, quiet;
+};
+/* Other users' work during a run: the share of the cores that neither we
+ * (our reaped and live children, and also_ours_s: CPU seconds of our
+ * processes that are not our children, read at each mark) nor idle took
+ * between a mark and now, 0..1 (/proc/stat). */
+struct mdl_busy {
+    double wall_s, busy_s, ours_s;
+};
+void mdl_busy_mark(struct mdl_busy *m, double also_ours_s);
+double mdl_others_share(const struct mdl_busy *a, double also_ours_s);
+/* A cell's runs: each run's figure and the share of the cores other users'
+ * work took during it (measure.c). The figure comes from the least
+ * disturbed runs (`median`: their median, else their mean less the lowest
+ * and the highest from 5 runs on); unsettled: those runs reach beyond
+ * tolerance either side of it. */
+#define MDL_RUNS_MAX 16
+struct mdl_runs {
+    double v[MDL_RUNS_MAX], q[MDL_RUNS_MAX];
+    unsigned n;
+};
+void mdl_runs_add(struct mdl_runs *r, double v, double q);
+void mdl_runs_figure(const struct mdl_runs *r, double *us, struct mdl_spread *sp, bool median);
+bool mdl_runs_unsettled(const struct mdl_runs *r, double tolerance);
+/* sp may be NULL */
 bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
-                           const uint64_t *sizes, size_t n, double *us, double *lo, double *hi);
+                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp);
 double mdl_measure_hop(const struct op_model_cfg *cfg);
+/* The median of `runs` runs of a shell command that prints one positive
+ * figure (at most 13 runs); -1 when one fails. */
+double mdl_median_of_runs(const char *cmd, unsigned runs);
+double mdl_median(double *v, size_t n); /* sorts v */
 /* An `offpath mpirun` job: nodes of ppn ranks in `sockets` sockets, a mode
  * ("host", "node", "socket"). */
 struct mdl_job {
@@ -87,7 +120,7 @@ struct mdl_job {
     const char *mode;
 };
 bool mdl_measure_osu(const struct op_model_cfg *cfg, const struct mdl_job *job,
-                     const uint64_t *sizes, size_t n, double *us, double *lo, double *hi);
+                     const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp);
 
 /* SCHED_IDLE spinners that keep every core awake while calibrate and
  * validate measure (measure.c says why); stop kills and reaps them. */

@@ -72,6 +72,8 @@ static void here(struct op_model_platform *p)
     p->runq_s = US(2);
     p->crowd_f = 0.1;
     p->host_wake_s = US(10);
+    p->host_hot_bytes = 65536; /* 2 nodes: 0.3 ns a byte up to 64 KiB, 1.15 from 128 KiB */
+    p->host_hot_f = 0.3;
     p->check_byte_s = NS(2);
     p->mpi_call_s = US(10);
     p->mpi_byte_s = NS(0.5);
@@ -112,7 +114,8 @@ op_status_t mdl_platform_check(const struct op_model_platform *p)
     if (!(p->link_bw > 0) || !(p->wire_lat >= 0) || !(p->switch_lat >= 0) || p->sockets == 0 ||
         p->rack_nodes == 0 || p->max_data == 0 || p->window == 0 || !(p->rto_min_s > 0) ||
         !(p->spine_bw >= 0) || !(p->sw_chunk_s >= 0) || !(p->sw_byte_s >= 0) ||
-        !(p->late_loss >= 0 && p->late_loss <= 0.5))
+        !(p->late_loss >= 0 && p->late_loss <= 0.5) ||
+        !(p->host_hot_bytes <= 0 || (p->host_hot_f > 0 && p->host_hot_f <= 1)))
         return OP_ERR_INVAL;
     return OP_OK;
 }

@@ -3,6 +3,7 @@
  *   host NODES BYTES US (2 or 4 nodes) | mpi BYTES US | mpisocket BYTES US
  * and validation rows
  *   row KIND NODES BYTES US LO HI
+ *   runs KIND NODES BYTES KEPT RUN (after its row line; older records lack it)
  * in us (printed exactly: a replay fits the same numbers), '#' comments. A
  * validation row's sizes are the first row's. Validate's host and MPI
  * calibration figures come from its rows (2 and 4 nodes). */
@@ -34,10 +35,15 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
     }
     mdl_topo_write(&c->topo, f);
     for (size_t r = 0; r < v->nrows; r++)
-        for (size_t i = 0; i < v->ns; i++)
-            fprintf(f, "row %s %u %llu %.17g %.17g %.17g\n", mdl_row_kinds[v->rows[r].kind].name,
-                    v->rows[r].nodes, (unsigned long long)v->sizes[i], v->rows[r].us[i],
-                    v->rows[r].lo[i], v->rows[r].hi[i]);
+        for (size_t i = 0; i < v->ns; i++) {
+            const char *name = mdl_row_kinds[v->rows[r].kind].name;
+            unsigned long long b = v->sizes[i];
+            fprintf(f, "row %s %u %llu %.17g %.17g %.17g\n", name, v->rows[r].nodes, b,
+                    v->rows[r].us[i], v->rows[r].lo[i], v->rows[r].hi[i]);
+            if (v->rows[r].runs[i] > 0)
+                fprintf(f, "runs %s %u %llu %u %u\n", name, v->rows[r].nodes, b,
+                        v->rows[r].kept[i], v->rows[r].runs[i]);
+        }
 }
 
 static int size_index(const uint64_t *sizes, size_t n, unsigned long long b)
@@ -126,6 +132,23 @@ static const char *row_line(const char *rest, struct vmeas *v)
     return NULL;
 }
 
+/* A runs line: the counts of the row line before it. */
+static const char *runs_line(const char *rest, struct vmeas *v)
+{
+    char name[16];
+    unsigned nodes, kept, runs;
+    unsigned long long b;
+    struct vrow *r = v->nrows ? &v->rows[v->nrows - 1] : NULL;
+    if (sscanf(rest, "%15s %u %llu %u %u", name, &nodes, &b, &kept, &runs) != 5 ||
+        kept == 0 || kept > runs)
+        return "runs: KIND NODES BYTES KEPT RUN expected, 0 < KEPT <= RUN";
+    int i = size_index(v->sizes, v->ns, b);
+    if (r == NULL || i < 0 || r->nodes != nodes || strcmp(name, mdl_row_kinds[r->kind].name) != 0)
+        return "runs: not after its row line";
+    r->kept[i] = kept, r->runs[i] = runs;
+    return NULL;
+}
+
 bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_t why_len)
 {
     char line[256], key[16];
@@ -140,6 +163,7 @@ bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_
         bool other = false;
         const char *bad = sscanf(line, "%15s %n", key, &at) != 1 ? "no key"
                           : strcmp(key, "row") == 0     ? row_line(line + at, v)
+                          : strcmp(key, "runs") == 0    ? runs_line(line + at, v)
                                                         : mdl_topo_line(key, line + at, &c->topo,
                                                                         &other);
         if (other)

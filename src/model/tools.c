@@ -53,13 +53,15 @@ int op_model_run_simulate(const struct op_model_cfg *cfg, FILE *out)
             fprintf(out, "{\"platform\": \"%s\", \"nodes\": %u, \"ppn\": %u, \"mode\": \"%s\", "
                          "\"alg\": \"%s\", \"bytes\": %llu, \"loss\": %g, \"latency_us\": %.4f, "
                          "\"intra_us\": %.4f, \"cpu_us\": %.4f, \"chunks\": %llu, "
-                         "\"slots\": %u, \"slot_bytes\": %llu, \"retransmissions\": %llu}\n",
+                         "\"slots\": %u, \"slot_bytes\": %llu, \"retransmissions\": %llu, "
+                         "\"fast_retransmits\": %llu}\n",
                     cfg->platform.name, cfg->nodes, cfg->ppn, op_model_mode_name(sc[i].mode),
                     op_model_alg_name(cfg->alg), (unsigned long long)sc[i].bytes, cfg->loss,
                     res[i].latency_s * 1e6, res[i].intra_s * 1e6, res[i].cpu_s * 1e6,
                     (unsigned long long)res[i].chunks, res[i].slots,
                     (unsigned long long)res[i].slot_bytes,
-                    (unsigned long long)res[i].retransmissions);
+                    (unsigned long long)res[i].retransmissions,
+                    (unsigned long long)res[i].fast_retransmits);
         else
             fprintf(out, "%-7s %10llu B  %12.3f us  (inside the nodes %.3f us; %u switch slots)\n",
                     op_model_mode_name(sc[i].mode), (unsigned long long)sc[i].bytes,

@@ -124,6 +124,12 @@ def test_validate_here_2_to_4_leaders():
         again = offpath("model", "validate", "--replay", rec, "--tolerance", str(TOLERANCE))
         assert again.returncode == 0, again.stderr
         assert again.stdout == r.stdout
+        with open(rec) as f:
+            assert "\nruns node 2 4 " in f.read()  # the runs kept and run of every cell
+        with open(rec, "a") as f:
+            f.write("runs socket 2 64 8 7\n")  # more kept than run
+        bad = offpath("model", "validate", "--replay", rec)
+        assert bad.returncode == 3 and "runs" in bad.stderr, bad.stderr
         with open(rec, "a") as f:
             f.write("row socket 2 64 1.0 oops 2\n")
         bad = offpath("model", "validate", "--replay", rec)

@@ -325,6 +325,7 @@ static void topology(struct op_model_platform *p)
     p->leader_pkt_s = 2e-6;
     p->host_msg_s = 7e-6;
     p->host_byte_s = 1e-9;
+    p->host_hot_bytes = 0; /* the MPI's TCP: its own costs */
 }
 
 /* INC under one TOR: the sum of the hops, the switch's work being a frame
@@ -417,6 +418,30 @@ static void test_topology_tcp_overlaps_frames_and_link(void **state)
                                        .bytes = bytes};
         NEAR(sim1(&p, 2, 1, sc, NULL), want);
     }
+}
+
+/* This machine's host path: a call whose vector stays in the caches costs
+ * host_hot_f of the per-byte cost: 2 nodes exchange once (recursive
+ * doubling), each sending and taking the whole vector on its own core. */
+static void test_host_hot_vectors_cost_less_a_byte(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p, cold;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    cold = p;
+    cold.host_hot_bytes = 0;
+    for (uint64_t bytes = 1024; bytes <= 16384; bytes *= 16) {
+        struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
+                                       .bytes = bytes};
+        double hot_t = sim1(&p, 2, 1, sc, NULL), cold_t = sim1(&cold, 2, 1, sc, NULL);
+        NEAR(cold_t - hot_t, 2 * (double)bytes * p.host_byte_s * (1 - p.host_hot_f));
+    }
+    /* past the threshold nothing changes */
+    struct op_model_scenario big = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
+                                    .bytes = 262144};
+    assert_true(sim1(&p, 2, 1, big, NULL) == sim1(&cold, 2, 1, big, NULL));
 }
 
 static void test_window_streams_large_messages(void **state)
@@ -534,26 +559,113 @@ static void test_socket_mode(void **state)
     NEAR(sim1(&p, 4, 8, sc, NULL), node);
 }
 
+/* A rack of 4 with a window of 8 slots, and a call there without loss. */
+static double lossless_rack(struct op_model_platform *p, unsigned nodes, uint64_t bytes)
+{
+    costly_switch(p);
+    p->rack_nodes = 4;
+    p->window = 8;
+    return sim1(p, nodes, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes},
+                NULL);
+}
+
 static void test_loss_recovers(void **state)
 {
     (void)state;
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    costly_switch(&p);
-    p.rack_nodes = 4;
-    p.window = 8;
     struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 256 * 16, .loss = 0.05,
                                    .seed = 3};
     struct op_model_result a, b;
-    double clean = sim1(&p, 8, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE,
-                                                             .bytes = 256 * 16}, NULL);
+    double clean = lossless_rack(&p, 8, 256 * 16);
     double lossy = sim1(&p, 8, 1, sc, &a);
     assert_true(a.retransmissions > 0);
-    assert_true(lossy >= clean + p.rto_min_s); /* a loss costs at least one timeout */
+    assert_true(lossy > clean);
     sim1(&p, 8, 1, sc, &b);
     assert_true(a.latency_s == b.latency_s); /* the same draws, the same run */
     assert_int_equal(a.retransmissions, b.retransmissions);
+    assert_int_equal(a.fast_retransmits, b.fast_retransmits);
+    /* heavier loss on a short call: every draw ends (a timer check that a
+     * double's rounding made early once re-armed itself forever) */
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        sc = (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = 4096, .loss = 0.05,
+                                        .seed = seed};
+        assert_true(sim1(&p, 4, 8, sc, &a) > 0 && a.retransmissions > 0);
+    }
+}
+
+/* src/inc's RACK: a chunk lost inside a stream is re-sent as soon as a
+ * later-sent chunk's result comes, no timeout waited; only a loss with no
+ * later result to show it (the tail) waits for the timer. */
+static void test_loss_inside_stream_costs_no_timeout(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    uint64_t bytes = 256 * 64; /* 64 chunks */
+    double clean = lossless_rack(&p, 4, bytes);
+    unsigned by_order = 0, timed = 0;
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes, .loss = 0.01,
+                                       .seed = seed};
+        struct op_model_result r;
+        double t = sim1(&p, 4, 1, sc, &r);
+        assert_true(r.fast_retransmits <= r.retransmissions);
+        if (r.retransmissions > 0 && r.fast_retransmits == r.retransmissions) {
+            assert_true(t > clean && t < clean + p.rto_min_s);
+            by_order++;
+        } else if (r.fast_retransmits < r.retransmissions) {
+            /* a timeout after a result, then the chunk's own round trip */
+            assert_true(t > p.rto_min_s + op_model_one_switch_closed(&p, 4, 256));
+            timed++;
+        }
+    }
+    assert_true(by_order > 0 && timed > 0);
+}
+
+static struct mdl_runs runs_of(const double *v, const double *q, unsigned n)
+{
+    struct mdl_runs r = {.n = 0};
+    for (unsigned i = 0; i < n; i++)
+        mdl_runs_add(&r, v[i], q[i]);
+    return r;
+}
+
+/* validate's figure of a cell: the quiet runs (others took at most a tenth
+ * of the cores), else the least disturbed half; their mean less the lowest
+ * and highest from 5 on, else their median; unsettled when the runs it
+ * averages reach beyond the tolerance either side of it. */
+static void test_measured_figure_from_quiet_runs(void **state)
+{
+    (void)state;
+    double us;
+    struct mdl_spread sp;
+    const double calm[7] = {0, 0.02, 0.05, 0.1, 0, 0, 0.01};
+    struct mdl_runs r = runs_of((const double[]){14, 10, 11, 12, 13, 30, 9}, calm, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    NEAR(us, (10 + 11 + 12 + 13 + 14) / 5.0);
+    assert_true(sp.lo == 10 && sp.hi == 14 && sp.kept == 7 && sp.runs == 7 && sp.quiet == 7);
+    mdl_runs_figure(&r, &us, &sp, true);
+    assert_true(us == 12);
+    assert_false(mdl_runs_unsettled(&r, 0.25));
+    /* three quiet runs: only they count, whatever the disturbed ones gave */
+    const double some[7] = {0.05, 0.6, 0.4, 0.08, 0.3, 0.2, 0.0};
+    r = runs_of((const double[]){20, 80, 60, 22, 50, 40, 21}, some, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    assert_true(us == 21 && sp.lo == 20 && sp.hi == 22 && sp.kept == 3 && sp.quiet == 3);
+    /* none quiet: the least disturbed half (4 of 7) */
+    const double busy[7] = {0.5, 0.9, 0.3, 0.2, 0.8, 0.4, 0.7};
+    r = runs_of((const double[]){11, 99, 13, 12, 98, 14, 97}, busy, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    assert_true(sp.kept == 4 && sp.quiet == 0 && sp.lo == 11 && sp.hi == 14 && us == 13);
+    /* two modes in the middle runs: more than 25 % either side */
+    r = runs_of((const double[]){10, 10, 10, 20, 20, 20, 20}, calm, 7);
+    mdl_runs_figure(&r, &us, &sp, false);
+    NEAR(us, 16);
+    assert_true(mdl_runs_unsettled(&r, 0.25));
+    assert_false(mdl_runs_unsettled(&r, 0.5));
 }
 
 static void test_invalid(void **state)
@@ -697,6 +809,9 @@ int main(void)
         cmocka_unit_test(test_flat_ranks_share_the_nic),
         cmocka_unit_test(test_socket_mode),
         cmocka_unit_test(test_loss_recovers),
+        cmocka_unit_test(test_loss_inside_stream_costs_no_timeout),
+        cmocka_unit_test(test_measured_figure_from_quiet_runs),
+        cmocka_unit_test(test_host_hot_vectors_cost_less_a_byte),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_closed_forms),
         cmocka_unit_test(test_platform_file),
