@@ -118,10 +118,15 @@ struct op_loop_config {
      * after the timers, so a flush hook that regroups sees the whole wake. */
     bool flush_per_round;
     /* Never sleep in a wait (a switch under load, a perftest endpoint): the
-     * round returns at once, and every OP_LOOP_YIELD_EVERY empty rounds the
+     * round returns at once, and every yield_every empty rounds the
      * thread yields, as a loop spinning on every core starves the kernel's
      * network work until a scheduler tick. */
     bool busy_poll;
+    /* Empty rounds in a row between two yields of a spinning loop (busy_poll,
+     * op_loop_poll); 0: OP_LOOP_YIELD_EVERY. A latency test compared with
+     * a ping-pong that spins the same way takes that ping-pong's count, so
+     * that neither gives its core away more often than the other. */
+    int yield_every;
     /* Engines' deadlines are looked at every this many rounds (0, 1: each);
      * for engines whose next_deadline scans much (the RoCEv2 device's 16K
      * QPs), when rounds are microseconds apart. */

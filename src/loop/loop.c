@@ -91,7 +91,7 @@ static void send_frames(void *ctx, struct op_frameq *q)
 static bool config_ok(const struct op_loop_config *c)
 {
     return c->burst >= 0 && c->tx_queue >= 0 && c->bursts_per_round >= 0 &&
-           c->timer_every >= 0 && (!c->frames || (c->io != NULL && op_io_has_frames(c->io)));
+           c->timer_every >= 0 && c->yield_every >= 0 && (!c->frames || (c->io != NULL && op_io_has_frames(c->io)));
 }
 
 static op_status_t frame_buffers(struct op_loop *l)
@@ -127,6 +127,8 @@ op_status_t op_loop_create(const struct op_loop_config *cfg, struct op_loop **ou
         l->cfg.tx_queue = l->cfg.burst;
     if (l->cfg.timer_every == 0)
         l->cfg.timer_every = 1;
+    if (l->cfg.yield_every == 0)
+        l->cfg.yield_every = OP_LOOP_YIELD_EVERY;
     op_status_t st = op_pktbuf_init(&l->rx, l->cfg.burst);
     if (st == OP_OK)
         st = op_pktbuf_init(&l->tx, l->cfg.tx_queue);
@@ -356,8 +358,9 @@ static void fire_timers(struct op_loop *l, uint64_t now)
 {
     if (l->cfg.io != NULL && op_io_deadline(l->cfg.io) <= now)
         op_io_poll(l->cfg.io, now);
-    if (++l->timer_rounds % (uint64_t)l->cfg.timer_every != 0)
+    if (++l->timer_rounds < (uint64_t)l->cfg.timer_every)
         return;
+    l->timer_rounds = 0;
     for (int i = 0; i < l->n; i++)
         if (engine_deadline(&l->engines[i]) <= now)
             l->engines[i].ops->timer(l->engines[i].eng, now, &l->q);
@@ -388,7 +391,8 @@ static void after_round(struct op_loop *l, int got, bool spinning)
         l->empty_rounds = 0;
         return;
     }
-    if (spinning && ++l->empty_rounds % OP_LOOP_YIELD_EVERY == 0) {
+    if (spinning && ++l->empty_rounds == (uint64_t)l->cfg.yield_every) {
+        l->empty_rounds = 0;
         l->stats.yields++;
         sched_yield();
     }

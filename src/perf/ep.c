@@ -16,6 +16,11 @@
  * or more, so a look every few polls is on time */
 #define TIMER_EVERY 8 /* polls */
 #define PERF_EVENT_WAIT_NS (10 * OP_NS_PER_MS)
+/* A latency test spins as bench/udp_pingpong, its floor, does: a yield
+ * every 64 empty polls. The loop's 16 yielded about once per round trip,
+ * and on a shared machine each yield handed the core to someone else
+ * (4.78 against 2.03 us typical at load 6; docs/PERFORMANCE.md). */
+#define PERF_LAT_YIELD_EVERY 64
 #define RC_REMOTE_ACCESS (OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
@@ -31,7 +36,9 @@ op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
  * resends. */
 static op_status_t open_loop(struct perf_ep *ep)
 {
-    struct op_loop_config lc = {.io = ep->io, .timer_every = TIMER_EVERY};
+    struct op_loop_config lc = {
+        .io = ep->io, .timer_every = TIMER_EVERY,
+        .yield_every = ep->cfg->test == OP_PERF_LAT ? PERF_LAT_YIELD_EVERY : 0};
     op_status_t st = op_loop_create(&lc, &ep->loop);
     return st == OP_OK ? op_loop_add(ep->loop, &op_rdma_dev_ops, ep->dev) : st;
 }

@@ -733,6 +733,51 @@ static void test_poll_holds_answers(void **state)
     op_io_close(sio);
 }
 
+static uint64_t yields_of(const struct op_loop *l)
+{
+    struct op_loop_stats st;
+    op_loop_stats(l, &st);
+    return st.yields;
+}
+
+/* yield_every: a spinning poller yields after that many empty polls in a
+ * row, counted again from each poll that brought a packet. */
+static void test_yield_every(void **state)
+{
+    (void)state;
+    struct op_io *cio = open_io(IP_C, NULL), *sio = open_io(IP_S, NULL);
+    struct op_loop *l;
+    struct op_loop_config c = {.io = sio, .yield_every = -1};
+    assert_int_equal(op_loop_create(&c, &l), OP_ERR_INVAL);
+    c.yield_every = 5;
+    assert_int_equal(op_loop_create(&c, &l), OP_OK);
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(op_loop_poll(l, 8), 0);
+    assert_int_equal(yields_of(l), 2); /* 2 empty polls towards the next */
+    struct op_pktbuf b;
+    assert_int_equal(op_pktbuf_init(&b, 1), OP_OK);
+    struct op_txq q = {.pkts = b.pkts, .cap = b.n};
+    put(&q, IP_C, IP_S, 7, REQ, 1);
+    assert_int_equal(op_io_send(cio, q.pkts, q.n), 1);
+    uint64_t before = 0;
+    int got = 0;
+    for (int i = 0; i < 100000 && got == 0; i++) {
+        before = yields_of(l);
+        got = op_loop_poll(l, 8);
+    }
+    assert_int_equal(got, 1);
+    assert_int_equal(yields_of(l), before);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(op_loop_poll(l, 8), 0);
+    assert_int_equal(yields_of(l), before); /* the packet restarted the count */
+    assert_int_equal(op_loop_poll(l, 8), 0);
+    assert_int_equal(yields_of(l), before + 1);
+    op_pktbuf_free(&b);
+    op_loop_destroy(l);
+    op_io_close(cio);
+    op_io_close(sio);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -744,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_contract_switch_style_rounds),
         cmocka_unit_test(test_watched_fd),
         cmocka_unit_test(test_poll_holds_answers),
+        cmocka_unit_test(test_yield_every),
         cmocka_unit_test(test_polled_backend_spins),
         cmocka_unit_test_prestate(test_frames_to_the_first_engine, NULL),
         cmocka_unit_test_prestate(test_frames_to_the_first_engine, &lend_frames),
