@@ -82,10 +82,20 @@ def start_tor(procs, tmp_path, hosts):
     net, port = next_net()
     topo, stats = tmp_path / "topo", tmp_path / "stats.json"
     write_topology(topo, net, port, hosts)
-    sw = procs.start("switch", "--topology", topo, "--name", "t0", "--stats-json", stats,
-                     "--log-level", "error")
-    time.sleep(0.3)
+    sw = start_ready_switch(procs, "--topology", topo, "--name", "t0", "--stats-json", stats)
     return sw, topo, stats, net, port
+
+
+def start_ready_switch(procs, *args):
+    """A switch that has bound its port and owns its signals: a fixed sleep
+    lost that race under load (a SIGTERM or SIGUSR1 before its signalfd
+    killed it)."""
+    r, w = os.pipe()
+    sw = procs.start("switch", *args, "--log-level", "error", "--ready-fd", w, pass_fds=(w,))
+    os.close(w)
+    with os.fdopen(r) as ready:
+        assert ready.readline() == "ready\n", "the switch did not start"
+    return sw
 
 
 def test_switch_killed_mid_run_every_leader_times_out(procs, tmp_path):
@@ -199,9 +209,8 @@ def test_switch_sigusr1_and_exit_counters(procs, tmp_path):
 
 def test_switch_role_flags_without_topology_file(procs):
     net, port = next_net()
-    tor = procs.start("switch", "--role", "tor", "--listen", f"127.{net + 1}.0.1", "--port", port,
-                      "--hosts", f"127.{net}.0.1-127.{net}.0.9", "--json", "--log-level", "error")
-    time.sleep(0.3)
+    tor = start_ready_switch(procs, "--role", "tor", "--listen", f"127.{net + 1}.0.1", "--port",
+                             port, "--hosts", f"127.{net}.0.1-127.{net}.0.9", "--json")
     tor.send_signal(signal.SIGTERM)
     out, _ = tor.communicate(timeout=10)
     assert tor.returncode == 0
