@@ -83,6 +83,17 @@ static void test_cpu_is_sum_of_packet_costs(void **state)
     NEAR(r.cpu_s, 6 * (2 * p.leader_pkt_s + p.sw_chunk_s + 64 * p.sw_byte_s));
 }
 
+/* This machine's platform where only waking up costs: wake_s a leader,
+ * sw_wake_s a switch. */
+static void only_wakeups(struct op_model_platform *p, double wake_s, double sw_wake_s)
+{
+    assert_int_equal(op_model_preset("here", p), OP_OK);
+    p->leader_pkt_s = p->leader_byte_s = p->sw_chunk_s = p->sw_byte_s = p->ctx_s = p->runq_s = 0;
+    p->crowd_f = p->check_byte_s = 0;
+    p->wake_s = wake_s;
+    p->sw_wake_s = sw_wake_s;
+}
+
 /* This machine's emulation batches (GRO in, GSO out): a window's packets
  * leave a leader as one datagram and a switch's wake sends its results as
  * one, so a wake-up is paid per datagram, not per packet. Without loss a
@@ -93,10 +104,7 @@ static void test_shared_cores_batch_wakeups(void **state)
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    assert_int_equal(op_model_preset("here", &p), OP_OK);
-    p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
-    p.crowd_f = p.check_byte_s = 0;
-    p.wake_s = p.sw_wake_s = 10e-6;
+    only_wakeups(&p, 10e-6, 10e-6);
     struct op_model_result r;
     uint64_t bytes = (uint64_t)p.window * p.max_data;
     sim1(&p, 2, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes}, &r);
@@ -372,10 +380,7 @@ static void test_spinning_leaders_skip_the_wakeup(void **state)
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    assert_int_equal(op_model_preset("here", &p), OP_OK);
-    p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
-    p.crowd_f = p.check_byte_s = p.sw_wake_s = 0;
-    p.wake_s = 10e-6;
+    only_wakeups(&p, 10e-6, 0);
     struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 4};
     struct op_model_result sleeps, polls, partly;
     p.spin_s = 0;
