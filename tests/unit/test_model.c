@@ -84,12 +84,12 @@ static void test_cpu_is_sum_of_packet_costs(void **state)
 }
 
 /* This machine's platform where only waking up costs: wake_s a leader,
- * sw_wake_s a switch. */
+ * sw_wake_s a switch (leaders that sleep at once). */
 static void only_wakeups(struct op_model_platform *p, double wake_s, double sw_wake_s)
 {
     assert_int_equal(op_model_preset("here", p), OP_OK);
     p->leader_pkt_s = p->leader_byte_s = p->sw_chunk_s = p->sw_byte_s = p->ctx_s = p->runq_s = 0;
-    p->crowd_f = p->check_byte_s = 0;
+    p->crowd_f = p->check_byte_s = p->spin_s = 0;
     p->wake_s = wake_s;
     p->sw_wake_s = sw_wake_s;
 }
