@@ -89,6 +89,11 @@ struct op_model_platform {
      * host_hot_bytes keeps its buffers (and the sockets' copies) in the
      * caches, its per-byte cost host_byte_s x host_hot_f (0 bytes: none) */
     double host_hot_bytes, host_hot_f;
+    /* shared_cores, INC: a leader polls (yielding the core between polls)
+     * for this long from its call's start before it sleeps for packets
+     * (src/inc's spin_ns): a packet in that time wakes no one, and the
+     * leader's waiting is CPU (0: it sleeps at once) */
+    double spin_s;
 };
 
 /* Presets: "25G", "100G", "400G" (Ethernet, RoCE NICs, a Tofino-like switch

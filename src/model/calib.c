@@ -282,6 +282,7 @@ static void fit(struct op_model_platform *p, const struct calib *c)
                      &p->leader_byte_s, &p->wake_s, &p->ctx_s, &p->crowd_f, &p->check_byte_s,
                      &p->wire_lat, &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
+    p->spin_s = c->spin_us * 1e-6; /* as the leaders measured ran */
     double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s, &p->host_hot_f};
     search(p, c, inc, 9, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
     search(p, c, inc, 11, inc_misfit, 5); /* then the latencies, the CPU still counting */
@@ -315,6 +316,7 @@ static const struct mdl_job shm_job = {1, 2, 1, "host"}, host2_job = {2, 1, 1, "
  * rows among its own (host false). */
 static bool measure_all(const struct op_model_cfg *cfg, struct calib *c, bool host)
 {
+    c->spin_us = MDL_LEADER_SPIN_US;
     for (size_t i = 0; i < N_INC;) {
         uint64_t sizes[N_SIZES];
         size_t n = 0, first = i;

@@ -52,6 +52,7 @@ struct calib {
     double mpi[N_SIZES];   /* osu_allreduce, mpirun --mode node, 2 nodes of 2 ranks (0: none) */
     double mpi_sock[N_SIZES]; /* the same in Socket mode */
     double mpi_sim[N_SIZES], mpi_sock_sim[N_SIZES]; /* their simulations without the MPI layer */
+    double spin_us;        /* the leaders' poll from a call's start (0: records before it) */
     struct mdl_topo topo;
 };
 

@@ -72,6 +72,8 @@ struct inc {
     unsigned window, train; /* in trains of `train` chunks */
     bool batch;           /* GRO/GSO: a wake's packets to one place leave as one datagram */
     uint32_t chunks;      /* trains simulated per leader */
+    uint32_t cap;         /* and at most (chunks grows while the leaders poll) */
+    double spin_until;    /* the leaders poll until then (shared cores; else < t0) */
     long pkt_bytes;
     double chunk_bytes;   /* data bytes a chunk */
     double check_f;       /* share of a leader's between-call checks inside others' calls */
@@ -96,29 +98,39 @@ static void send_pkt(struct mdl_outq *q, sg_mailbox_t to, void *msg, long bytes,
  * when the cores are all taken by runnable leaders and switches (on this
  * machine 17 processes share 2 cores) it first waits on a run queue, runq_s
  * for each process in excess of the cores over the cores, then displaces a
- * running process (ctx_s more CPU). */
+ * running process (ctx_s more CPU). A leader that still polls (until
+ * spin_until: src/inc's run() yields the core between polls, so it leaves
+ * the run queue to others) takes the packet without a wake-up; the time it
+ * polled is CPU, counted apart (spin_cpu: it delays no one). */
 static void *wake_to(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool *awake,
-                     bool is_switch, bool *woken)
+                     bool is_switch, double spin_until, bool *woken)
 {
     const struct op_model_platform *p = r->p;
     /* the call's first packet finds a switch asleep since the last call;
      * a cluster's NICs poll: nothing to charge, no listen to pay for */
     bool costs = p->shared_cores > 0 || p->wake_s > 0 || p->sw_wake_s > 0;
     bool waiting = costs && (!*awake || !sg_mailbox_listen(name));
+    double from = simgrid_get_clock();
     *awake = true;
-    if (waiting)
+    bool polls = waiting && spin_until > from;
+    if (waiting && !polls)
         r->runnable--;
     void *msg = sg_mailbox_get(mb);
+    double now = simgrid_get_clock();
+    if (polls)
+        r->spin_cpu += fmin(now, spin_until) - from;
+    bool polled = waiting && now <= spin_until;
     if (waiting) {
-        r->runnable++;
+        r->runnable += !polls;
         bool crowded = p->shared_cores > 0 && r->runnable > p->shared_cores;
         /* behind the processes in excess of the cores, shared by the cores */
         if (crowded && p->runq_s > 0)
             sg_actor_sleep_for(p->runq_s * (r->runnable - p->shared_cores) / p->shared_cores);
-        double cpu = (is_switch ? p->sw_wake_s : p->wake_s) + (crowded ? p->ctx_s : 0);
+        double cpu = (polled ? 0 : is_switch ? p->sw_wake_s : p->wake_s) + (crowded ? p->ctx_s : 0);
         mdl_cpu(r, cpu);
         r->switch_cpu += is_switch ? cpu : 0;
     }
+    waiting = waiting && !polled; /* a polled packet woke no one */
     *woken = waiting;
     return msg;
 }
@@ -127,11 +139,11 @@ static void *wake_to(struct mdl_run *r, const char *name, sg_mailbox_t mb, bool 
  * with probability `late` (a namespace topology's: late_loss): taken as
  * lost, a timeout recovers it, as the late result's retransmission does. */
 static void *receive(struct inc *m, const char *name, sg_mailbox_t mb, bool *awake,
-                     bool is_switch, uint64_t *rng)
+                     bool is_switch, double spin_until, uint64_t *rng)
 {
     for (;;) {
         bool woken;
-        void *msg = wake_to(m->r, name, mb, awake, is_switch, &woken);
+        void *msg = wake_to(m->r, name, mb, awake, is_switch, spin_until, &woken);
         if (!woken || m->late <= 0 || mdl_kind(msg) == MDL_TICK || mdl_rand(rng) >= m->late)
             return msg;
     }
@@ -289,7 +301,7 @@ static void switch_main(int argc, char **argv)
     struct sw *s = sg_actor_self_get_data();
     sg_mailbox_set_receiver(s->name);
     for (;;) {
-        switch_datagram(s, receive(s->m, s->name, s->mb, &s->awake, true, &s->rng));
+        switch_datagram(s, receive(s->m, s->name, s->mb, &s->awake, true, -1, &s->rng));
         for (unsigned k = 1; s->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(s->name); k++)
             switch_datagram(s, sg_mailbox_get(s->mb));
         flush(s);
@@ -348,11 +360,25 @@ static void resend(struct leader *l, uint32_t seq)
     send_run(l, seq, 1);
 }
 
+/* A call simulated in part is extrapolated from its last window's rate
+ * (mdl_inc_simulate), which must be the rate of leaders that sleep, as
+ * they do for the rest of the call: while the last window would start
+ * before the leaders stop polling, the simulated part grows by a window.
+ * The first leader to reach that window grows it, before any leader can
+ * have finished (its last result needs every leader's last chunk). */
+static void grow_past_polling(struct inc *m, uint32_t seq)
+{
+    if (seq + m->window == m->chunks && simgrid_get_clock() < m->spin_until &&
+        m->chunks + m->window <= m->cap)
+        m->chunks += m->window;
+}
+
 /* Every chunk the window allows; batching, as one datagram (GSO). */
 static void fill_window(struct leader *l)
 {
     uint32_t first = l->next, n = 0;
     while (l->next < l->m->chunks && l->next - l->lo < l->m->window) {
+        grow_past_polling(l->m, l->next);
         prepare_chunk(l, l->next++);
         if (!l->m->batch) {
             send_run(l, l->next - 1, 1);
@@ -475,12 +501,13 @@ static void leader_main(int argc, char **argv)
     (void)argc, (void)argv;
     struct leader *l = sg_actor_self_get_data();
     bool awake = true; /* it starts the call: awake */
+    double spin_until = l->m->spin_until;
     sg_mailbox_set_receiver(l->name);
     l->retx_at = simgrid_get_clock() + l->rto;
     fill_window(l);
     arm(l, l->retx_at);
     while (l->n_got < l->m->chunks) {
-        leader_datagram(l, receive(l->m, l->name, l->mb, &awake, false, &l->rng));
+        leader_datagram(l, receive(l->m, l->name, l->mb, &awake, false, spin_until, &l->rng));
         for (unsigned k = 1; l->m->batch && k < WAKE_DATAGRAMS && sg_mailbox_listen(l->name); k++)
             leader_datagram(l, sg_mailbox_get(l->mb));
         fill_window(l);
@@ -541,9 +568,9 @@ static void leader_init(struct inc *m, struct leader *l, unsigned id, unsigned p
     l->tick_at = l->rack_sent = -1;
     l->rng = m->r->sc->seed * 104729 + id + 1;
     l->rto = p->rto_min_s;
-    l->sent_at = calloc(m->chunks, sizeof(double));
-    l->got = calloc(m->chunks, 1);
-    l->resent = calloc(m->chunks, 1);
+    l->sent_at = calloc(m->cap, sizeof(double));
+    l->got = calloc(m->cap, 1);
+    l->resent = calloc(m->cap, 1);
     m->tors[tor].children[l->child_index] = l->mb;
 }
 
@@ -624,6 +651,16 @@ static double check_share(const struct op_model_platform *p, uint64_t leaders)
     return 1 - (double)p->shared_cores / (double)leaders;
 }
 
+/* The leaders' polling CPU over the whole call: the simulated part's, and
+ * where the call goes on past it while they still poll, the same share of
+ * the extrapolated time up to spin_s. */
+static double spin_cpu(const struct op_model_platform *p, double polled, double simulated,
+                       double call)
+{
+    double sim_in = fmin(simulated, p->spin_s), call_in = fmin(call, p->spin_s);
+    return sim_in > 0 ? polled * call_in / sim_in : 0;
+}
+
 void mdl_inc_simulate(struct mdl_run *r)
 {
     const struct op_model_platform *p = r->p;
@@ -664,13 +701,18 @@ void mdl_inc_simulate(struct mdl_run *r)
         .batch = p->shared_cores > 0 && !timers && p->fwd_frame_s <= 0,
     };
     m.check_f = check_share(p, leaders);
-    m.done_at = calloc(sim, sizeof(double));
-    m.retx_round = calloc(sim, 1);
+    /* room to simulate past the leaders' polling (grow_past_polling) */
+    uint64_t cap = p->spin_s > 0 && p->shared_cores > 0 && trains > sim ? budget / leaders : sim;
+    m.cap = (uint32_t)(cap < sim ? sim : cap < trains ? cap : trains);
+    m.done_at = calloc(m.cap, sizeof(double));
+    m.retx_round = calloc(m.cap, 1);
     build(&m, per_node);
     m.t0 = simgrid_get_clock();
+    m.spin_until = p->shared_cores > 0 && p->spin_s > 0 ? m.t0 + p->spin_s : -1;
     r->runnable = m.n_leaders + m.n_tors + (m.n_tors > 1);
     launch(&m, per_node);
     simgrid_run();
+    sim = m.chunks;
     /* under loss a chunk may finish after later ones: the call ends with
      * the last of all, and a window's rate is between such ends */
     double net = 0, first_window = 0;
@@ -679,6 +721,7 @@ void mdl_inc_simulate(struct mdl_run *r)
         if (i + 1 == sim - window || (sim <= window && i == 0))
             first_window = net;
     }
+    double simulated = net;
     if (trains > sim)
         net += (double)(trains - sim) * (net - first_window) / window;
     r->res->intra_s = op_model_intra(p, r->ppn / per_node, !by_socket && p->sockets > 1 &&
@@ -686,6 +729,7 @@ void mdl_inc_simulate(struct mdl_run *r)
     r->res->latency_s = net + r->res->intra_s;
     r->res->cpu_s = r->cpu * (double)trains / (double)sim +
                     (1 - m.check_f) * (double)leaders * (double)sc->bytes * p->check_byte_s;
+    r->res->cpu_s += spin_cpu(p, r->spin_cpu, simulated, net);
     r->res->switch_cpu_s = r->switch_cpu * (double)trains / (double)sim;
     r->res->chunks = total;
     r->res->sim_steps = sim * train;

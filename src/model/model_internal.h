@@ -10,6 +10,10 @@
 
 /* BTH + DETH + INC header + ICRC on each INC packet; Ethernet/IP/UDP too. */
 #define MDL_HDR_BYTES 92u
+/* How long inc_test's and mpirun's INC leaders poll from a call's start
+ * before they sleep (src/inc's OP_INC_SPIN_NS_DEFAULT, mpirun's
+ * OFFPATH_SPIN_US default), us: what validate's records note. */
+#define MDL_LEADER_SPIN_US 300.0
 
 op_status_t mdl_platform_check(const struct op_model_platform *p);
 /* Whether nodes, TORs and SPINEs are SimGrid hosts joined by links (a
@@ -40,6 +44,7 @@ struct mdl_run {
     unsigned runnable; /* INC on shared cores: leaders and switches not blocked in a receive */
     double cpu;        /* seconds of CPU spent so far (mdl_cpu) */
     double switch_cpu; /* of which by the switches */
+    double spin_cpu;   /* INC leaders' polling (platform spin_s): CPU that delays no one */
     void *cpu_host;    /* sg_host_t: a namespace topology's shared cores (NULL: none) */
 };
 

@@ -22,7 +22,7 @@ static const struct field {
     D(wake_s), D(sw_wake_s), D(ctx_s), D(crowd_f), D(runq_s), D(check_byte_s), D(host_wake_s),
     D(mpi_call_s), D(mpi_byte_s), D(mpi_node_s), D(shm_level_s),
     D(shm_xsock_s), D(shm_byte_s), D(rto_min_s), D(fwd_frame_s), D(late_loss),
-    D(host_hot_bytes), D(host_hot_f),
+    D(host_hot_bytes), D(host_hot_f), D(spin_s),
 #undef D
     {"sockets", offsetof(struct op_model_platform, sockets), F_UNSIGNED},
     {"rack_nodes", offsetof(struct op_model_platform, rack_nodes), F_UNSIGNED},

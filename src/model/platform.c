@@ -85,6 +85,7 @@ static void here(struct op_model_platform *p)
     p->max_data = 1024;
     p->window = 32;
     p->shared_cores = 2;
+    p->spin_s = MDL_LEADER_SPIN_US * 1e-6; /* the leaders poll before they sleep */
 }
 
 op_status_t op_model_preset(const char *name, struct op_model_platform *out)

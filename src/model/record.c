@@ -1,5 +1,5 @@
 /* A validate run's measurements, written and read back: calibration lines
- *   hop US | inc LEADERS BYTES US CPU SWITCH_CPU | shm BYTES US |
+ *   hop US | spin US (the leaders' poll) | inc LEADERS BYTES US CPU SWITCH_CPU | shm BYTES US |
  *   host NODES BYTES US (2 or 4 nodes) | mpi BYTES US | mpisocket BYTES US
  * and validation rows
  *   row KIND NODES BYTES US LO HI
@@ -17,6 +17,7 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
 {
     fprintf(f, "# offpath model validate: measurements (us; `validate --replay` reads them)\n");
     fprintf(f, "hop %.17g\n", c->hop);
+    fprintf(f, "spin %.17g\n", c->spin_us);
     for (size_t i = 0; i < N_INC; i++)
         fprintf(f, "inc %u %llu %.17g %.17g %.17g\n", mdl_inc_points[i].leaders,
                 (unsigned long long)mdl_inc_points[i].bytes, c->inc[i], c->inc_cpu[i],
@@ -70,6 +71,9 @@ static const char *calib_line(const char *key, const char *rest, struct calib *c
     int i;
     if (strcmp(key, "hop") == 0)
         return sscanf(rest, "%lf", &c->hop) == 1 && positive(&c->hop, 1) ? NULL : "a bad hop";
+    if (strcmp(key, "spin") == 0) /* older records lack it: their leaders slept at once */
+        return sscanf(rest, "%lf", &c->spin_us) == 1 && c->spin_us >= 0 && c->spin_us <= 1e6
+                   ? NULL : "spin: the leaders' poll (us, 0..1000000) expected";
     if (strcmp(key, "inc") == 0) {
         if (sscanf(rest, "%u %llu %lf %lf %lf", &u, &b, &x[0], &x[1], &x[2]) != 5 ||
             !positive(x, 1) || !(x[1] >= 0 && x[2] >= 0))

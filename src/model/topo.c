@@ -25,6 +25,13 @@
 #define TOPO_EXTRA 2 /* more jobs at most while a size disagrees with itself */
 #define TOPO_ITERS 20 /* bench/topo/run's: a job of every size 4 B..1 MiB takes ~60 s */
 #define TOPO_WARMUP 3
+/* Up to TOPO_SMALL_MAX a job runs OSU's way, more iterations for small
+ * messages: a 4 B call takes ~0.5 ms, and one stall of tens of ms (a TCP
+ * or leader timeout) in 20 calls made a job's average 0.46..2.7 ms on an
+ * idle machine (10:04, 28 Nov). */
+#define TOPO_SMALL_MAX 16384u
+#define TOPO_SMALL_ITERS 200
+#define TOPO_SMALL_WARMUP 20
 #define TOPO_MAX_BYTES 1048576u
 #define TOPO_RATE_BPS 1e9     /* host links; the fabric's twice that, on each of 2 SPINEs */
 #define TOPO_MAX_DATA 1408u   /* INC data a frame at the links' MTU of 1500 (OFFPATH_MTU) */
@@ -169,8 +176,7 @@ static double topo_hop(const struct op_model_cfg *cfg, const char *topo)
 
 /* ---- the jobs */
 
-/* One job: each size's host and INC Node averages (us). */
-/* One job: each size's host and INC Node averages (us) into their runs,
+/* One job (two osu_allreduce runs: the small sizes, then the rest): each size's host and INC Node averages (us) into their runs,
  * noted with the share of the cores other users' work took meanwhile (the
  * switches' CPU is ours: they are not our children). */
 static bool topo_job(const struct op_model_cfg *cfg, const char *name, const char *file,
@@ -179,10 +185,14 @@ static bool topo_job(const struct op_model_cfg *cfg, const char *name, const cha
     char nice[32], cmd[1024], buf[8192];
     double h[TOPO_SIZES_MAX], nd[TOPO_SIZES_MAX], sw0, sw1;
     struct mdl_busy m;
+    const char *pre = mdl_nice_prefix(cfg, nice, sizeof(nice));
     snprintf(cmd, sizeof(cmd),
              "%s'%s' mpirun --topo '%s' --ppn 1 -- '%s' osu_allreduce -m 4:%u -i %u -x %u "
-             "--compare 2>/dev/null", mdl_nice_prefix(cfg, nice, sizeof(nice)), cfg->bin, file,
-             cfg->bin, TOPO_MAX_BYTES, TOPO_ITERS, TOPO_WARMUP);
+             "--compare 2>/dev/null && %s'%s' mpirun --topo '%s' --ppn 1 -- '%s' osu_allreduce "
+             "-m %u:%u -i %u -x %u --compare 2>/dev/null",
+             pre, cfg->bin, file, cfg->bin, TOPO_SMALL_MAX, TOPO_SMALL_ITERS, TOPO_SMALL_WARMUP,
+             pre, cfg->bin, file, cfg->bin, 2 * TOPO_SMALL_MAX, TOPO_MAX_BYTES, TOPO_ITERS,
+             TOPO_WARMUP);
     if (!switches_now(name, &sw0, NULL))
         return false;
     mdl_busy_mark(&m, sw0);

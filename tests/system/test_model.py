@@ -125,7 +125,14 @@ def test_validate_here_2_to_4_leaders():
         assert again.returncode == 0, again.stderr
         assert again.stdout == r.stdout
         with open(rec) as f:
-            assert "\nruns node 2 4 " in f.read()  # the runs kept and run of every cell
+            text = f.read()
+        assert "\nruns node 2 4 " in text  # the runs kept and run of every cell
+        assert "\nspin 300\n" in text  # the leaders' poll (us) the model runs them with
+        spun = os.path.join(tmp, "spin.txt")
+        with open(spun, "w") as f:
+            f.write(text + "spin -1\n")
+        bad = offpath("model", "validate", "--replay", spun)
+        assert bad.returncode == 3 and "spin" in bad.stderr, bad.stderr
         with open(rec, "a") as f:
             f.write("runs socket 2 64 8 7\n")  # more kept than run
         bad = offpath("model", "validate", "--replay", rec)

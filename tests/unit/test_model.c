@@ -83,6 +83,17 @@ static void test_cpu_is_sum_of_packet_costs(void **state)
     NEAR(r.cpu_s, 6 * (2 * p.leader_pkt_s + p.sw_chunk_s + 64 * p.sw_byte_s));
 }
 
+/* This machine's platform where only waking up costs: wake_s a leader,
+ * sw_wake_s a switch (leaders that sleep at once). */
+static void only_wakeups(struct op_model_platform *p, double wake_s, double sw_wake_s)
+{
+    assert_int_equal(op_model_preset("here", p), OP_OK);
+    p->leader_pkt_s = p->leader_byte_s = p->sw_chunk_s = p->sw_byte_s = p->ctx_s = p->runq_s = 0;
+    p->crowd_f = p->check_byte_s = p->spin_s = 0;
+    p->wake_s = wake_s;
+    p->sw_wake_s = sw_wake_s;
+}
+
 /* This machine's emulation batches (GRO in, GSO out): a window's packets
  * leave a leader as one datagram and a switch's wake sends its results as
  * one, so a wake-up is paid per datagram, not per packet. Without loss a
@@ -93,10 +104,7 @@ static void test_shared_cores_batch_wakeups(void **state)
     if (skip_without_simgrid())
         return;
     struct op_model_platform p;
-    assert_int_equal(op_model_preset("here", &p), OP_OK);
-    p.leader_pkt_s = p.leader_byte_s = p.sw_chunk_s = p.sw_byte_s = p.ctx_s = p.runq_s = 0;
-    p.crowd_f = p.check_byte_s = 0;
-    p.wake_s = p.sw_wake_s = 10e-6;
+    only_wakeups(&p, 10e-6, 10e-6);
     struct op_model_result r;
     uint64_t bytes = (uint64_t)p.window * p.max_data;
     sim1(&p, 2, 1, (struct op_model_scenario){.mode = OP_MODEL_NODE, .bytes = bytes}, &r);
@@ -358,6 +366,35 @@ static void test_loopback_inc_has_no_wire_time(void **state)
     NEAR(sim1(&p, 2, 1, sc, NULL), fast);
     p.leader_byte_s *= 4;
     assert_true(sim1(&p, 2, 1, sc, NULL) > fast);
+}
+
+/* Leaders that poll from a call's start (spin_s, src/inc's spin_ns) take
+ * a result that comes while they poll without a wake-up, and their polling
+ * is CPU: with only the leaders' wake-up costing, a call of one chunk
+ * takes wake_s less than when they sleep at once, and its CPU is the two
+ * leaders' polls; a poll that ends before the result costs its length and
+ * the wake-up too. */
+static void test_spinning_leaders_skip_the_wakeup(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    only_wakeups(&p, 10e-6, 0);
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 4};
+    struct op_model_result sleeps, polls, partly;
+    p.spin_s = 0;
+    sim1(&p, 2, 1, sc, &sleeps);
+    p.spin_s = 1;
+    sim1(&p, 2, 1, sc, &polls);
+    p.spin_s = polls.latency_s / 2;
+    sim1(&p, 2, 1, sc, &partly);
+    NEAR(sleeps.latency_s, op_model_one_switch_closed(&p, 2, 4) + p.wake_s);
+    NEAR(sleeps.cpu_s, 2 * p.wake_s);
+    NEAR(polls.latency_s, sleeps.latency_s - p.wake_s);
+    NEAR(polls.cpu_s, 2 * polls.latency_s);
+    NEAR(partly.latency_s, sleeps.latency_s);
+    NEAR(partly.cpu_s, 2 * p.wake_s + 2 * p.spin_s);
 }
 
 /* A frame that wakes its receiver too late (late_loss) is recovered by the
@@ -820,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_topology_tcp_overlaps_frames_and_link),
         cmocka_unit_test(test_topology_late_wakeups_cost_timeouts),
         cmocka_unit_test(test_loopback_inc_has_no_wire_time),
+        cmocka_unit_test(test_spinning_leaders_skip_the_wakeup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
