@@ -363,6 +363,8 @@ int perf_ep_poll(struct perf_ep *ep) { return op_loop_poll(ep->loop, OP_IO_BURST
 
 int perf_ep_poll_some(struct perf_ep *ep, int max) { return op_loop_poll(ep->loop, max); }
 
+uint64_t perf_ep_poll_time(const struct perf_ep *ep) { return op_loop_poll_time(ep->loop); }
+
 void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],
                       uint64_t *loss_drops)
 {
