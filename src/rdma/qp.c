@@ -321,8 +321,8 @@ op_status_t op_rdma_post_send(struct op_rdma_qp *qp, const struct op_rdma_send_w
         return OP_ERR_STATE;
     if (r->tail - r->head >= r->cap)
         return OP_ERR_NOSPACE;
-    /* filled where it is queued (a WQE is a few hundred bytes): the tail's
-     * slot is free, and stays so until tail moves */
+    /* filled where it is queued, not copied there (152 bytes): the
+     * tail's slot is free, and stays so until tail moves */
     struct rdma_swqe *w = rdma_swqe_at(r, r->tail);
     if (!swqe_fill(qp, wr, w))
         return OP_ERR_INVAL;
