@@ -218,6 +218,10 @@ OP_API int op_loop_wait(struct op_loop *l, uint64_t until);
  * caller posts next), timers if due. Returns the packets handed over. A
  * caller spins on it, so it yields as a busy_poll round does. */
 OP_API int op_loop_poll(struct op_loop *l, int max);
+/* The clock (op_now_ns) as the last op_loop_poll read it, before its
+ * receive: what it handed over came at about that time, and a caller that
+ * answers at once needs no clock read of its own. 0 before the first. */
+OP_API uint64_t op_loop_poll_time(const struct op_loop *l);
 OP_API void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out);
 /* The earliest deadline of the engines and the backend (UINT64_MAX: none),
  * for a driver that sleeps elsewhere between rounds (hostar's timer thread);

@@ -42,6 +42,7 @@ struct op_loop {
     struct pollfd *pfd; /* a single loop's wait: the backend, then the watches */
     int cap_pfd;
     uint64_t empty_rounds, timer_rounds;
+    uint64_t poll_time; /* op_loop_poll's last clock read */
     uint64_t busy_waits; /* rounds of spinning loops: every WATCH_EVERY-th looks at the fds */
     /* the last round stopped at bursts_per_round with a full burst: the
      * backend may hold more (a GRO datagram's remaining segments do not
@@ -584,7 +585,7 @@ int op_loop_poll(struct op_loop *l, int max)
     /* One clock read for the packets and the timers, before the read: a
      * latency test polls here, and a packet that came is then handed over
      * at once (the engine's timers do not need the read's sub-us). */
-    uint64_t now = op_now_ns();
+    uint64_t now = l->poll_time = op_now_ns();
     int n = l->cfg.io != NULL ? receive_lent(l, max < l->rx.n ? max : l->rx.n) : 0;
     if (n > 0)
         hand_over(l, n, now);
@@ -594,6 +595,8 @@ int op_loop_poll(struct op_loop *l, int max)
     after_round(l, n, true);
     return n;
 }
+
+uint64_t op_loop_poll_time(const struct op_loop *l) { return l->poll_time; }
 
 void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out) { *out = l->stats; }
 

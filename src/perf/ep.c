@@ -206,8 +206,11 @@ void perf_ep_touch_finish(struct perf_ep *ep)
 static op_status_t open_qp(struct perf_ep *ep, struct perf_qp *q, uint64_t seed)
 {
     const struct op_perf_config *c = ep->cfg;
-    /* a latency test keeps its unsignaled messages until an ACK covers them */
-    uint32_t unacked = c->test == OP_PERF_LAT ? 2 * PERF_LAT_SIGNAL_EVERY : 0;
+    /* a latency test keeps its unsignaled messages until an ACK covers them;
+     * with room for 2 x PERF_LAT_SIGNAL_EVERY only, the message after a
+     * signaled one found the queue half full (its ACK comes after the
+     * answer) and asked for an ACK too: 3 ACKs per 16 messages, not 2 */
+    uint32_t unacked = c->test == OP_PERF_LAT ? 4 * PERF_LAT_SIGNAL_EVERY : 0;
     const struct op_rdma_qp_init_attr ia = {
         .type = c->type, .send_cq = ep->scq, .recv_cq = ep->rcq,
         .max_send_wr = c->tx_depth + 1 + unacked, .max_recv_wr = c->rx_depth + 1,
@@ -362,6 +365,8 @@ int perf_ep_progress(struct perf_ep *ep)
 int perf_ep_poll(struct perf_ep *ep) { return op_loop_poll(ep->loop, OP_IO_BURST); }
 
 int perf_ep_poll_some(struct perf_ep *ep, int max) { return op_loop_poll(ep->loop, max); }
+
+uint64_t perf_ep_poll_time(const struct perf_ep *ep) { return op_loop_poll_time(ep->loop); }
 
 void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],
                       uint64_t *loss_drops)

@@ -178,7 +178,7 @@ static op_status_t ping_pong(struct lat_state *s)
     bool client = !s->r->is_server;
     for (uint64_t i = 0;; i++) {
         /* one clock read between the answer and the next post (the
-         * client's: its sample's); the server reads again after waiting */
+         * client's: its sample's); the server takes its poll's (below) */
         uint64_t now = op_now_ns();
         if ((client || !s->r->cfg->duration_s) && !more(s, i, now))
             return OP_OK;
@@ -186,8 +186,10 @@ static op_status_t ping_pong(struct lat_state *s)
         op_status_t st = client ? OP_OK : await_answer(s, i, &arrived);
         if (st != OP_OK || !arrived)
             return st;
+        /* the server's sample: when the poll that brought the answer began
+         * (a clock read here would delay the answer by its cost) */
         if (!client)
-            now = op_now_ns();
+            now = perf_ep_poll_time(&s->r->ep);
         if ((st = stamp(s, now)) != OP_OK || (st = post_one(s, i, now)) != OP_OK)
             return st;
         if (client && (st = await_answer(s, i, &arrived)) != OP_OK)

@@ -106,6 +106,8 @@ uint64_t perf_ep_flushes(const struct perf_ep *ep);
 int perf_ep_poll(struct perf_ep *ep);
 /* perf_ep_poll of at most max packets; the rest wait in the socket layer */
 int perf_ep_poll_some(struct perf_ep *ep, int max);
+/* the clock as the last poll read it, before its receive */
+uint64_t perf_ep_poll_time(const struct perf_ep *ep);
 /* -e: sleep until a packet comes, a timer of the engine or the I/O layer is
  * due, or PERF_EVENT_WAIT_NS pass (the caller then looks at the side
  * channel). Call only after a poll found nothing: nothing is held then. */

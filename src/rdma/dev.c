@@ -197,12 +197,13 @@ op_status_t op_rdma_cq_create(struct op_rdma_dev *dev, uint32_t depth, struct op
         return OP_ERR_NOMEM;
     dev->cqs = cqs;
     struct op_rdma_cq *cq = calloc(1, sizeof(*cq));
-    if (cq == NULL || (cq->ring = calloc(depth, sizeof(*cq->ring))) == NULL) {
+    if (cq == NULL || (cq->ring = calloc(rdma_ring_size(depth), sizeof(*cq->ring))) == NULL) {
         free(cq);
         return OP_ERR_NOMEM;
     }
     cq->dev = dev;
     cq->depth = depth;
+    cq->mask = rdma_ring_size(depth) - 1;
     dev->cqs[dev->n_cqs++] = cq;
     *out = cq;
     return OP_OK;
@@ -228,7 +229,7 @@ void rdma_cq_push(struct op_rdma_cq *cq, const struct op_rdma_wc *wc)
         cq->overruns++;
         return;
     }
-    cq->ring[(cq->head + cq->n++) % cq->depth] = *wc;
+    cq->ring[(cq->head + cq->n++) & cq->mask] = *wc;
 }
 
 int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc)
@@ -236,7 +237,7 @@ int op_rdma_poll_cq(struct op_rdma_cq *cq, int max, struct op_rdma_wc *wc)
     int n = 0;
     for (; n < max && cq->n > 0; n++) {
         wc[n] = cq->ring[cq->head];
-        cq->head = (cq->head + 1) % cq->depth;
+        cq->head = (cq->head + 1) & cq->mask;
         cq->n--;
     }
     return n;

@@ -118,7 +118,7 @@ unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struc
         return OP_RDMA_QP_C_drop_length;
     if (p->len > rdma_mtu(qp))
         return OP_RDMA_QP_C_drop_length;
-    if (!op_icrc_check(&raw->flow, raw->data, raw->len))
+    if (!op_icrc_check_memo(&qp->icrc_rx, &raw->flow, raw->data, raw->len))
         return OP_RDMA_QP_C_drop_icrc;
     if (!from_peer(qp, raw))
         return OP_RDMA_QP_C_drop_source;
@@ -171,12 +171,12 @@ static const uint8_t *payload_in_place(const struct rdma_out *o, const struct op
 }
 
 /* The ICRC after the pad; the payload in the packet's data or at ext. */
-static void seal(struct op_pkt *pkt, size_t n)
+static void seal(struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n)
 {
     uint32_t crc = pkt->ext != NULL
                        ? op_icrc_flow_ext(&pkt->flow, pkt->data, n, pkt->ext_at, pkt->ext,
                                           pkt->ext_len)
-                       : op_icrc_flow(&pkt->flow, pkt->data, n);
+                       : op_icrc_flow_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n);
     for (size_t i = 0; i < OP_ICRC_LEN; i++)
         pkt->data[n + i] = (uint8_t)(crc >> (8 * i));
     pkt->len = (uint32_t)(n + OP_ICRC_LEN);
@@ -205,7 +205,7 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
         b += o->len;
     }
     memset(b, 0, pad);
-    seal(pkt, (size_t)(b - pkt->data) + pad);
+    seal(qp, pkt, (size_t)(b - pkt->data) + pad);
     op_txq_commit(out);
     qp->c[OP_RDMA_QP_C_pkts_out]++;
     qp->c[OP_RDMA_QP_C_bytes_out] += o->len;

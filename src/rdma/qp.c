@@ -49,12 +49,13 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
     struct op_rdma_qp *qp = calloc(1, sizeof(*qp));
     if (qp == NULL)
         return OP_ERR_NOMEM;
-    qp->req.sq = calloc(attr->max_send_wr, sizeof(*qp->req.sq));
+    uint32_t ring = rdma_ring_size(attr->max_send_wr);
+    qp->req.sq = calloc(ring, sizeof(*qp->req.sq));
     /* with an SRQ the QP's own queue stays empty (one slot keeps it valid) */
     qp->resp.rq.cap = attr->srq != NULL ? 1 : attr->max_recv_wr;
     qp->resp.rq.wqe = calloc(qp->resp.rq.cap, sizeof(*qp->resp.rq.wqe));
     if (attr->max_inline_data > 0)
-        qp->req.inline_mem = malloc((size_t)attr->max_send_wr * attr->max_inline_data);
+        qp->req.inline_mem = malloc((size_t)ring * attr->max_inline_data);
     if (qp->req.sq == NULL || qp->resp.rq.wqe == NULL ||
         (attr->max_inline_data > 0 && qp->req.inline_mem == NULL)) {
         free(qp->req.sq);
@@ -66,6 +67,7 @@ op_status_t op_rdma_qp_create(struct op_rdma_dev *dev, const struct op_rdma_qp_i
     qp->dev = dev;
     qp->init = *attr;
     qp->req.cap = attr->max_send_wr;
+    qp->req.mask = ring - 1;
     qp->qpn = RDMA_QPN_BASE + slot;
     qp->state = OP_RDMA_QPS_RESET;
     rdma_req_init(qp);
@@ -257,7 +259,7 @@ static bool inline_load(const struct op_rdma_qp *qp, const struct op_rdma_send_w
         return false;
     if (total == 0)
         return true; /* nothing to copy (and no slot when max_inline_data is 0) */
-    uint8_t *slot = r->inline_mem + (size_t)(r->tail % r->cap) * qp->init.max_inline_data;
+    uint8_t *slot = r->inline_mem + (size_t)(r->tail & r->mask) * qp->init.max_inline_data;
     for (int i = 0, off = 0; i < wr->num_sge; off += (int)wr->sg_list[i++].length)
         memcpy(slot + off, (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
     w->len = (uint32_t)total;
@@ -315,18 +317,20 @@ op_status_t op_rdma_post_send(struct op_rdma_qp *qp, const struct op_rdma_send_w
                               uint64_t now, struct op_txq *out)
 {
     struct rdma_req *r = &qp->req;
-    struct rdma_swqe w;
     if (qp->state != OP_RDMA_QPS_RTS && qp->state != OP_RDMA_QPS_ERR)
         return OP_ERR_STATE;
     if (r->tail - r->head >= r->cap)
         return OP_ERR_NOSPACE;
-    if (!swqe_fill(qp, wr, &w))
+    /* filled where it is queued, not copied there (152 bytes): the
+     * tail's slot is free, and stays so until tail moves */
+    struct rdma_swqe *w = rdma_swqe_at(r, r->tail);
+    if (!swqe_fill(qp, wr, w))
         return OP_ERR_INVAL;
     if (qp->state == OP_RDMA_QPS_ERR) {
-        rdma_complete_send(qp, &w, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);
+        rdma_complete_send(qp, w, OP_RDMA_WC_WR_FLUSH_ERR, flushed_cause);
         return OP_OK;
     }
-    r->sq[r->tail++ % r->cap] = w;
+    r->tail++;
     rdma_req_progress(qp, now, out);
     return OP_OK;
 }

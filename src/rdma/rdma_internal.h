@@ -34,8 +34,8 @@ struct op_rdma_mr {
 
 struct op_rdma_cq {
     struct op_rdma_dev *dev;
-    struct op_rdma_wc *ring;
-    uint32_t depth, head, n;
+    struct op_rdma_wc *ring; /* mask + 1 entries, depth of them used */
+    uint32_t depth, mask, head, n;
     uint64_t overruns;
 };
 
@@ -82,9 +82,9 @@ struct rdma_rwqe {
  * part, [cur, tail) wait; packets [0, cur_pkt) of cur are out. PSNs before una are
  * acknowledged, [una, next_psn) are in flight, hi_psn is the first never sent. */
 struct rdma_req {
-    struct rdma_swqe *sq;
-    uint8_t *inline_mem; /* cap slots of max_inline_data bytes: INLINE WRs' copies */
-    uint32_t cap, head, cur, tail;
+    struct rdma_swqe *sq; /* mask + 1 slots, at most cap of them in use */
+    uint8_t *inline_mem; /* as many slots of max_inline_data bytes: INLINE WRs' copies */
+    uint32_t cap, mask, head, cur, tail;
     uint32_t cur_pkt;
     uint32_t una, next_psn, hi_psn;
     uint32_t since_ackreq;
@@ -143,6 +143,9 @@ struct op_rdma_qp {
     struct rdma_resp resp;
     uint64_t c[OP_RDMA_QP_C_COUNT_];
     char cause[RDMA_CAUSE_LEN];
+    /* the ICRC's pseudo-header part of the last packet sent and taken:
+     * an RC or UC QP's packets share their flow, and often their length */
+    struct op_icrc_memo icrc_tx, icrc_rx;
 };
 
 struct op_rdma_dev {
@@ -219,6 +222,19 @@ static inline int32_t psn_diff(uint32_t a, uint32_t b)
 static inline uint32_t psn_add(uint32_t a, uint32_t n)
 {
     return (a + n) & RDMA_PSN_MASK;
+}
+/* Rings index by a mask, not a division (several per message on the
+ * latency path): their size is the power of two at or above what is asked. */
+static inline uint32_t rdma_ring_size(uint32_t n)
+{
+    uint32_t s = 1;
+    while (s < n)
+        s <<= 1;
+    return s;
+}
+static inline struct rdma_swqe *rdma_swqe_at(const struct rdma_req *r, uint32_t i)
+{
+    return &r->sq[i & r->mask];
 }
 static inline uint32_t rdma_npkts(uint32_t len, uint32_t mtu)
 {

@@ -11,7 +11,7 @@
 #define RETRY_FOREVER 7
 #define WINDOW_MIN 4 /* PSNs: what a loss leaves the window at least */
 
-static struct rdma_swqe *swqe(struct rdma_req *r, uint32_t i) { return &r->sq[i % r->cap]; }
+static struct rdma_swqe *swqe(struct rdma_req *r, uint32_t i) { return rdma_swqe_at(r, i); }
 
 static uint32_t last_psn(const struct rdma_swqe *w) { return psn_add(w->first_psn, w->npkts - 1); }
 
@@ -200,8 +200,8 @@ static bool rd_atomic_may_start(const struct op_rdma_qp *qp, const struct rdma_r
     uint32_t n = 0, max = qp->attr.max_rd_atomic;
     if (rdma_wr_is_atomic(w->opcode) && (max == 0 || max > OP_RDMA_ATOMIC_DEPTH))
         max = OP_RDMA_ATOMIC_DEPTH;
-    for (uint32_t i = r->head; max != 0 && i != r->tail && r->sq[i % r->cap].started; i++)
-        n += rdma_wr_needs_response(r->sq[i % r->cap].opcode);
+    for (uint32_t i = r->head; max != 0 && i != r->tail && rdma_swqe_at(r, i)->started; i++)
+        n += rdma_wr_needs_response(rdma_swqe_at(r, i)->opcode);
     return max == 0 || n < max;
 }
 

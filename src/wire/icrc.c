@@ -48,18 +48,23 @@ static void prefix_ip(struct icrc_prefix *x, const uint8_t *ip, size_t ihl)
     x->len = LRH_LEN + ihl;
 }
 
-static void prefix_udp_bth(struct icrc_prefix *x, const uint8_t *udp, const uint8_t *roce,
-                           size_t roce_len)
+static void prefix_udp(struct icrc_prefix *x, const uint8_t *udp)
 {
-    size_t bth = roce_len < OP_BTH_LEN ? roce_len : OP_BTH_LEN;
     uint8_t *u = x->b + x->len;
     memcpy(u, udp, UDP_HDR_LEN);
     memset(u + 6, 0xff, 2); /* UDP checksum */
+    x->len += UDP_HDR_LEN;
+}
+
+static void prefix_bth(struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
+{
+    size_t bth = roce_len < OP_BTH_LEN ? roce_len : OP_BTH_LEN;
+    uint8_t *b = x->b + x->len;
     if (bth > 0)
-        memcpy(u + UDP_HDR_LEN, roce, bth);
+        memcpy(b, roce, bth);
     if (bth > BTH_VARIANT_BYTE)
-        u[UDP_HDR_LEN + BTH_VARIANT_BYTE] = 0xff;
-    x->len += UDP_HDR_LEN + bth;
+        b[BTH_VARIANT_BYTE] = 0xff;
+    x->len += bth;
 }
 
 /* zlib's CRC register after the first k bytes every ICRC message of a
@@ -87,15 +92,24 @@ static uint32_t icrc_crc(const uint8_t *b, size_t len)
     return ~wire_crc32_clmul(reg, b + r, len - r);
 }
 
-static uint32_t icrc_finish(struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
+/* Whether the bytes after the BTH fit the prefix buffer (one CRC pass);
+ * they are copied there if so. */
+static bool inline_tail(struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
 {
     size_t tail = roce_len > OP_BTH_LEN ? roce_len - OP_BTH_LEN : 0;
-    if (tail <= ICRC_INLINE_TAIL) {
-        if (tail > 0)
-            memcpy(x->b + x->len, roce + OP_BTH_LEN, tail);
-        return icrc_crc(x->b, x->len + tail);
-    }
-    return op_crc32(icrc_crc(x->b, x->len), roce + OP_BTH_LEN, tail);
+    if (tail > ICRC_INLINE_TAIL)
+        return false;
+    if (tail > 0)
+        memcpy(x->b + x->len, roce + OP_BTH_LEN, tail);
+    x->len += tail;
+    return true;
+}
+
+static uint32_t icrc_finish(struct icrc_prefix *x, const uint8_t *roce, size_t roce_len)
+{
+    if (inline_tail(x, roce, roce_len))
+        return icrc_crc(x->b, x->len);
+    return op_crc32(icrc_crc(x->b, x->len), roce + OP_BTH_LEN, roce_len - OP_BTH_LEN);
 }
 
 /* The IPv6 header of the flow (no extension headers), already masked. */
@@ -112,11 +126,9 @@ static size_t masked_ipv6(const struct op_flow *flow, size_t udp_len, uint8_t ip
 
 /* The frame Linux sends for the flow: a 20-byte IPv4 header with
  * Identification 0 (unconnected socket, DF), or a 40-byte IPv6 one, and UDP;
- * masked as the ICRC wants, straight into the prefix. */
-/* The masked pseudo-headers of a packet of `total` RoCEv2 bytes (ICRC not
- * counted) whose first bytes are roce, up to and with the BTH, into x. */
-static void icrc_prefix_flow(struct icrc_prefix *x, const struct op_flow *flow,
-                             const uint8_t *roce, size_t total)
+ * masked as the ICRC wants, straight into the prefix, for a packet of
+ * `total` RoCEv2 bytes (ICRC not counted). */
+static void pseudo_headers(struct icrc_prefix *x, const struct op_flow *flow, size_t total)
 {
     size_t udp_len = UDP_HDR_LEN + total + OP_ICRC_LEN;
     uint8_t udp[UDP_HDR_LEN];
@@ -139,7 +151,16 @@ static void icrc_prefix_flow(struct icrc_prefix *x, const struct op_flow *flow,
     uint8_t *p = wp_u16(udp, flow->src_port);
     p = wp_u16(p, flow->dst_port);
     wp_u16(wp_u16(p, (uint16_t)udp_len), 0);
-    prefix_udp_bth(x, udp, roce, total);
+    prefix_udp(x, udp);
+}
+
+/* The masked pseudo-headers of a packet of `total` RoCEv2 bytes whose
+ * first bytes are roce, up to and with the BTH, into x. */
+static void icrc_prefix_flow(struct icrc_prefix *x, const struct op_flow *flow,
+                             const uint8_t *roce, size_t total)
+{
+    pseudo_headers(x, flow, total);
+    prefix_bth(x, roce, total);
 }
 
 uint32_t op_icrc_flow(const struct op_flow *flow, const uint8_t *roce, size_t len)
@@ -224,7 +245,8 @@ op_status_t op_icrc_ip_frame(const uint8_t *ip, size_t len, uint32_t *icrc)
     size_t roce_len = end - ihl - UDP_HDR_LEN - OP_ICRC_LEN;
     struct icrc_prefix x;
     prefix_ip(&x, ip, ihl);
-    prefix_udp_bth(&x, ip + ihl, roce, roce_len);
+    prefix_udp(&x, ip + ihl);
+    prefix_bth(&x, roce, roce_len);
     *icrc = icrc_finish(&x, roce, roce_len);
     return OP_OK;
 }
@@ -239,12 +261,69 @@ size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len, size_
     return len + OP_ICRC_LEN;
 }
 
+static uint32_t icrc_field(const uint8_t *roce, size_t n)
+{
+    return (uint32_t)roce[n] | (uint32_t)roce[n + 1] << 8 | (uint32_t)roce[n + 2] << 16 |
+           (uint32_t)roce[n + 3] << 24;
+}
+
 bool op_icrc_check(const struct op_flow *flow, const uint8_t *roce, size_t len)
 {
     if (roce == NULL || len < OP_BTH_LEN + OP_ICRC_LEN)
         return false;
+    return icrc_field(roce, len - OP_ICRC_LEN) == op_icrc_flow(flow, roce, len - OP_ICRC_LEN);
+}
+
+/* The CRC register after b[0..len) from reg: the bytes that do not fill a
+ * 16-byte block first, the rest folded (see icrc_crc). */
+static uint32_t reg_after(uint32_t reg, const uint8_t *b, size_t len)
+{
+    size_t r = len % 16;
+    reg = wire_crc32_slice8(reg, b, r);
+    if (len - r < WIRE_CRC32_CLMUL_MIN || !wire_crc32_has_clmul())
+        return wire_crc32_slice8(reg, b + r, len - r);
+    return wire_crc32_clmul(reg, b + r, len - r);
+}
+
+/* The memo's register for a packet of len bytes on flow, filled if new. */
+static uint32_t memo_reg(struct op_icrc_memo *m, const struct op_flow *flow, size_t len)
+{
+    if (!op_flow_eq(&m->flow, flow)) {
+        *m = (struct op_icrc_memo){.flow = *flow};
+    } else {
+        for (unsigned i = 0; i < OP_ICRC_MEMO_LENS; i++)
+            if (m->len[i] == len && len != 0)
+                return m->reg[i];
+    }
+    struct icrc_prefix x;
+    pseudo_headers(&x, flow, len);
+    unsigned i = m->next;
+    m->next = (i + 1) % OP_ICRC_MEMO_LENS;
+    m->len[i] = len;
+    m->reg[i] = ~op_crc32(0, x.b, x.len);
+    return m->reg[i];
+}
+
+/* CRC is linear in its input: the pseudo-headers, the same for every
+ * packet of one flow and length, go into the register once (the memo) and
+ * each packet adds its BTH and what follows. */
+uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                           const uint8_t *roce, size_t len)
+{
+    uint32_t reg = memo_reg(m, flow, len);
+    struct icrc_prefix x;
+    x.len = 0;
+    prefix_bth(&x, roce, len);
+    if (inline_tail(&x, roce, len))
+        return ~reg_after(reg, x.b, x.len);
+    return op_crc32(~reg_after(reg, x.b, x.len), roce + OP_BTH_LEN, len - OP_BTH_LEN);
+}
+
+bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow, const uint8_t *roce,
+                        size_t len)
+{
+    if (roce == NULL || len < OP_BTH_LEN + OP_ICRC_LEN)
+        return false;
     size_t n = len - OP_ICRC_LEN;
-    uint32_t got = (uint32_t)roce[n] | (uint32_t)roce[n + 1] << 8 |
-                   (uint32_t)roce[n + 2] << 16 | (uint32_t)roce[n + 3] << 24;
-    return got == op_icrc_flow(flow, roce, n);
+    return icrc_field(roce, n) == op_icrc_flow_memo(m, flow, roce, n);
 }

@@ -111,11 +111,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)op_icrc_ip_frame(data, size, &icrc);
     const struct op_flow flow = {.src.v4 = 0x7f000001u, .dst.v4 = 0x7f000002u,
                                  .src_port = 0xc000, .dst_port = OP_ROCE_UDP_PORT};
-    (void)op_icrc_check(&flow, data, size);
     const struct op_flow flow6 = {.src = op_addr_ipv6((const uint8_t[16]){0xfd, [15] = 1}),
                                   .dst = op_addr_ipv6((const uint8_t[16]){0xfd, [15] = 2}),
                                   .src_port = 0xc000, .dst_port = OP_ROCE_UDP_PORT};
-    (void)op_icrc_check(&flow6, data, size);
+    /* the memo agrees with the full computation, on a hit and a miss alike */
+    struct op_icrc_memo memo = {.next = 0};
+    for (int k = 0; k < 3; k++) {
+        const struct op_flow *f = k == 1 ? &flow6 : &flow;
+        require(op_icrc_check_memo(&memo, f, data, size) == op_icrc_check(f, data, size));
+        require(op_icrc_flow_memo(&memo, f, data, size) == op_icrc_flow(f, data, size));
+    }
     fuzz_sc_meta(data, size);
     return 0;
 }

@@ -759,13 +759,18 @@ static void test_yield_every(void **state)
     struct op_txq q = {.pkts = b.pkts, .cap = b.n};
     put(&q, IP_C, IP_S, 7, REQ, 1);
     assert_int_equal(op_io_send(cio, q.pkts, q.n), 1);
-    uint64_t before = 0;
+    uint64_t before = 0, t0 = 0, t1 = 0;
     int got = 0;
+    assert_true(op_loop_poll_time(l) != 0); /* the empty polls read it too */
     for (int i = 0; i < 100000 && got == 0; i++) {
         before = yields_of(l);
+        t0 = op_now_ns();
         got = op_loop_poll(l, 8);
+        t1 = op_now_ns();
     }
     assert_int_equal(got, 1);
+    /* the clock the poll that brought the packet read, before its receive */
+    assert_true(op_loop_poll_time(l) >= t0 && op_loop_poll_time(l) <= t1);
     assert_int_equal(yields_of(l), before);
     for (int i = 0; i < 4; i++)
         assert_int_equal(op_loop_poll(l, 8), 0);

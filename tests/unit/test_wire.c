@@ -367,6 +367,53 @@ static void test_icrc_flow_matches_frame(void **state)
     assert_int_equal(op_icrc_flow(&test_flow, roce, sizeof roce), want);
 }
 
+/* The memo (op_icrc_flow_memo, op_icrc_check_memo) gives the full
+ * computation's results byte for byte: every length from empty (shorter
+ * than a BTH) to past the inline tail, flows of both families changing
+ * under it, lengths alternating (two slots) and a third one evicting, a
+ * sealed packet accepted and every single-byte corruption outside the
+ * masked BTH byte refused alike, short and NULL buffers refused. */
+static void test_icrc_memo_matches_full(void **state)
+{
+    (void)state;
+    uint8_t v6a[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    struct op_flow flows[4] = {test_flow, test_flow, test_flow};
+    flows[1].src_port = 4791; /* one field off */
+    flows[2].dst.v4 = 0x7f000065u;
+    flows[3] = (struct op_flow){.src = op_addr_ipv6(v6a), .dst = op_addr_ipv6(v6a),
+                                .src_port = 0xc000, .dst_port = 4791};
+    uint8_t roce[OP_BTH_LEN + 200 + OP_ICRC_LEN];
+    for (size_t i = 0; i < sizeof roce; i++)
+        roce[i] = (uint8_t)(i * 13u + 5u);
+    struct op_icrc_memo m;
+    memset(&m, 0, sizeof m);
+    for (size_t len = 0; len <= OP_BTH_LEN + 200; len++)
+        for (int k = 0; k < 12; k++) {
+            const struct op_flow *f = &flows[(len + (size_t)k / 3) % 4];
+            size_t n = k % 3 == 0 ? len : k % 3 == 1 ? 28 : 16; /* a third length evicts */
+            assert_int_equal(op_icrc_flow_memo(&m, f, roce, n), op_icrc_flow(f, roce, n));
+        }
+    uint8_t pkt[OP_BTH_LEN + 16 + 4 + OP_ICRC_LEN];
+    memcpy(pkt, roce, sizeof pkt);
+    for (int fi = 0; fi < 4; fi++) {
+        size_t n = op_icrc_seal(&flows[fi], pkt, sizeof pkt - OP_ICRC_LEN, sizeof pkt);
+        assert_int_equal(n, sizeof pkt);
+        assert_true(op_icrc_check_memo(&m, &flows[fi], pkt, n));
+        assert_false(op_icrc_check_memo(&m, &flows[(fi + 1) % 4], pkt, n));
+        for (size_t i = 0; i < n; i++)
+            for (int bit = 0; bit < 8; bit += 7) {
+                pkt[i] ^= (uint8_t)(1u << bit);
+                bool full = op_icrc_check(&flows[fi], pkt, n);
+                assert_int_equal(op_icrc_check_memo(&m, &flows[fi], pkt, n), full);
+                assert_int_equal(full, i == 4); /* the BTH's masked byte alone */
+                pkt[i] ^= (uint8_t)(1u << bit);
+            }
+    }
+    for (size_t n = 0; n < OP_BTH_LEN + OP_ICRC_LEN; n++)
+        assert_false(op_icrc_check_memo(&m, &flows[0], pkt, n));
+    assert_false(op_icrc_check_memo(&m, &flows[0], NULL, sizeof pkt));
+}
+
 /* The masked message the ICRC covers, spelled out (IBTA A17.3.3): 8 ones,
  * IPv4 (ihl bytes) with TOS, TTL and checksum ones, UDP with checksum ones,
  * BTH with byte 4 ones, the rest. */
@@ -1294,6 +1341,7 @@ int main(void)
         cmocka_unit_test(test_icrc_frame_rejects),
         cmocka_unit_test(test_icrc_frame_ip_options),
         cmocka_unit_test(test_icrc_flow_matches_frame),
+        cmocka_unit_test(test_icrc_memo_matches_full),
         cmocka_unit_test(test_icrc_every_length_matches_reference),
         cmocka_unit_test(test_icrc_ipv6),
         cmocka_unit_test(test_addr),

@@ -113,4 +113,23 @@ OP_API size_t op_icrc_seal(const struct op_flow *flow, uint8_t *roce, size_t len
 /* Check the trailing ICRC of a RoCEv2 UDP payload of len bytes. */
 OP_API bool op_icrc_check(const struct op_flow *flow, const uint8_t *roce, size_t len);
 
+/* The CRC register after the pseudo-headers (the 8 ones standing for the
+ * LRH, the masked IP and UDP headers) of packets of one flow, for the last
+ * OP_ICRC_MEMO_LENS packet lengths, kept by a caller that sends or takes
+ * many such packets (a QP: its data packets and its ACKs): the same results
+ * as op_icrc_flow and op_icrc_check, with that part computed once. Zero it
+ * before its first use; any flow and length may come, a new one replaces
+ * the oldest. */
+#define OP_ICRC_MEMO_LENS 2
+struct op_icrc_memo {
+    struct op_flow flow;
+    size_t len[OP_ICRC_MEMO_LENS]; /* 0: unused (no packet is that short) */
+    uint32_t reg[OP_ICRC_MEMO_LENS];
+    unsigned next; /* the slot a new length takes */
+};
+OP_API uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                                  const uint8_t *roce, size_t len);
+OP_API bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                               const uint8_t *roce, size_t len);
+
 #endif
