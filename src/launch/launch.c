@@ -178,6 +178,9 @@ static void build_argv(const struct op_launch_config *cfg, const struct launch_n
             add(a, "%s", "OFFPATH_MTU");
         }
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+            /* `-x` of an unset variable makes Open MPI warn on every run */
+            if (getenv(forwarded[i]) == NULL)
+                continue;
             add(a, "%s", "-x");
             add(a, "%s", forwarded[i]);
         }
