@@ -32,7 +32,7 @@ def topo(tmp_path):
 
 def test_two_racks_ping_exec_down(topo):
     path, name = topo(open(EXAMPLE).read())
-    r = offpath("topo", "up", path, "--json", timeout=60)
+    r = offpath("topo", "up", path, "--json", timeout=120)
     assert r.returncode == 0, r.stderr
     up = json.loads(r.stdout)
     assert up["links"] == 12 and len(up["namespaces"]) == 12
@@ -62,7 +62,7 @@ def test_two_racks_ping_exec_down(topo):
     r = offpath("topo", "exec", path, "h6", "--", "ip", "-o", "-4", "addr", "show", timeout=30)
     assert "10.2.0.2/32" in r.stdout and "10.1.0.1" not in r.stdout
     assert offpath("topo", "exec", path, "h1", "--", "sh", "-c", "exit 7").returncode == 7
-    r = offpath("topo", "down", path, timeout=60)
+    r = offpath("topo", "down", path, timeout=120)
     assert r.returncode == 0 and "12 namespaces removed" in r.stdout, r.stderr
     assert our_netns(name) == []
     assert not os.path.exists(f"/run/offpath/topo-{name}.state")
