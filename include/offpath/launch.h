@@ -23,7 +23,7 @@ struct op_launch_config {
     enum op_mode mode;
     double drop_rate, dup_rate;
     const char *fault_switch; /* the one switch that drops/duplicates; NULL: all */
-    /* switch limits: data bytes per packet (0: 4096 over loopback, the
+    /* switch limits: data bytes per packet (0: 8192 over loopback, the
      * largest chunk a --topo's MTU carries), slots per group */
     uint16_t max_data, window;
     uint8_t net;

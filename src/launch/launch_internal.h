@@ -7,8 +7,11 @@
 #include "offpath/launch.h"
 #include "offpath/nstopo.h"
 
-/* jumbo RoCE payloads: loopback carries them, 4x fewer packets than 1 KiB */
-#define LAUNCH_LOOPBACK_MAX_DATA 4096
+/* INC's largest chunk (OP_NSTOPO_SWITCH_MAX_DATA, 8 KiB): loopback carries
+ * it, and the switches' and leaders' cost is per packet: on make demo's
+ * cluster 1 MiB calls took 0.87-0.99x the host's time at 8 KiB against
+ * 0.98-1.21x at 4 KiB (docs/PERFORMANCE.md, ninth session) */
+#define LAUNCH_LOOPBACK_MAX_DATA OP_NSTOPO_SWITCH_MAX_DATA
 
 /* A job's namespace topology (mpirun --topo). */
 struct launch_ns {
