@@ -36,6 +36,7 @@ struct op_launch_config {
     const char *topo;     /* namespace topology file (docs/topo.md): nodes are its
                            * hosts (nodes 0: all of them); brought up if down */
     const char *lib;      /* liboffpath_mpi to preload; NULL: next to the binary */
+    const char *spin_us;  /* OFFPATH_SPIN_US for the ranks; NULL: their default */
     const char *self_exe;
     const char *workdir;
     char **argv;          /* the MPI command */

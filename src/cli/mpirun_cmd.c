@@ -215,6 +215,8 @@ static bool env_defaults(struct op_launch_config *c, int *verbose)
             return false;
         }
     }
+    /* the ranks check it (src/mpi/env.c); the launcher only carries it */
+    c->spin_us = getenv("OFFPATH_SPIN_US");
     return true;
 }
 

@@ -100,6 +100,8 @@ static void set_env(const struct op_launch_config *cfg, const char *topo)
     snprintf(v, sizeof(v), "%d", (int)getpid());
     setenv("OFFPATH_JOB", v, 1);
     setenv("OFFPATH_MPI", cfg->mpi == OP_LAUNCH_MPICH ? "mpich" : "openmpi", 1);
+    if (cfg->spin_us != NULL)
+        setenv("OFFPATH_SPIN_US", cfg->spin_us, 1);
     /* Open MPI refuses root unless told twice; these machines run as root */
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -108,7 +110,7 @@ static void set_env(const struct op_launch_config *cfg, const char *topo)
 static const char *const forwarded[] = {
     "OFFPATH_MODE", "OFFPATH_TOPOLOGY", "OFFPATH_PPN", "OFFPATH_SOCKETS", "OFFPATH_NET",
     "OFFPATH_PORT", "OFFPATH_VERBOSE", "OFFPATH_DEADLINE_MS", "OFFPATH_JOB", "OFFPATH_MPI",
-    "OFFPATH_DROP_RATE", "OFFPATH_DUP_RATE", "OFFPATH_SPIN_US",
+    "OFFPATH_DROP_RATE", "OFFPATH_DUP_RATE",
 };
 
 struct argv_buf {
@@ -178,11 +180,12 @@ static void build_argv(const struct op_launch_config *cfg, const struct launch_n
             add(a, "%s", "OFFPATH_MTU");
         }
         for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
-            /* `-x` of an unset variable makes Open MPI warn on every run */
-            if (getenv(forwarded[i]) == NULL)
-                continue;
             add(a, "%s", "-x");
             add(a, "%s", forwarded[i]);
+        }
+        if (cfg->spin_us != NULL) { /* `-x` of an unset variable makes Open MPI warn */
+            add(a, "%s", "-x");
+            add(a, "%s", "OFFPATH_SPIN_US");
         }
         if (preload != NULL) {
             add(a, "%s", "-x");

@@ -140,6 +140,19 @@ def test_openmpi_under_loss_and_duplication(spin_us):
     assert m and int(m[1]) > 0 and int(m[3]) > 0
 
 
+def test_spin_setting_reaches_every_rank():
+    """mpirun forwards OFFPATH_SPIN_US to Open MPI's ranks only when it is
+    set: each rank reads it (a bad one is named and ignored by both)."""
+    need("openmpi")
+    r, res = mpirun("--nodes", 2, "--ppn", 1, env=dict(os.environ, OFFPATH_SPIN_US="abc"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("ignoring OFFPATH_SPIN_US=abc") == 2, r.stderr
+    env = {k: v for k, v in os.environ.items() if k != "OFFPATH_SPIN_US"}
+    r, res = mpirun("--nodes", 2, "--ppn", 1, env=env)
+    assert r.returncode == 0 and "OFFPATH_SPIN_US" not in r.stderr, r.stderr
+    assert "environment variable" not in r.stderr, r.stderr
+
+
 def recovery(err):
     m = re.search(r"leaders: (\d+) calls waited for a late peer \(longest (\d+) ms\), (\d+) results "
                   r"taken from a peer, (\d+) calls redone without the switch \(switch unreachable\), "
