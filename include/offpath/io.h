@@ -90,6 +90,13 @@ OP_API void op_io_udp_gso(struct msghdr *mh, void *ctrl, uint16_t seg);
  * packets and their bytes stay the same. Off: one system-call slot per packet.
  * No effect on other backends. */
 OP_API void op_io_udp_batching(struct op_io *io, bool on);
+/* Datagrams are taken as sent by `sender` without reading who sent them
+ * (NULL: read it again; a sender of the other family is NULL). Only for a
+ * socket that one peer talks to, and whose packets carry a check over the
+ * sender's address and port (RoCEv2's ICRC covers the IP source and the
+ * UDP header): a datagram from anyone else then fails that check as a
+ * corrupted one would. No effect on other backends. */
+OP_API void op_io_udp_assume_sender(struct op_io *io, const struct op_endpoint *sender);
 
 /* AF_XDP on queue 0 of interface ifname (root, or CAP_NET_ADMIN + CAP_BPF):
  * frames for UDP ip:port (host order) come straight to this process through

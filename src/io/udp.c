@@ -60,6 +60,8 @@ struct udp_io {
     int fd;
     int pktinfo; /* bound to INADDR_ANY: read the local address per datagram */
     bool batching; /* GSO out, GRO in */
+    bool assume; /* datagrams are taken as from `sender` (op_io_udp_assume_sender) */
+    struct op_endpoint sender;
     uint64_t rx_truncated;
     unsigned rx_streak; /* reads in a row that found something */
     struct mmsghdr msgs[OP_IO_BURST];
@@ -106,8 +108,8 @@ static void set_rx_msg(struct udp_io *u, int i, void *buf, size_t cap)
 {
     struct msghdr *mh = &u->msgs[i].msg_hdr;
     u->iov[i] = (struct iovec){.iov_base = buf, .iov_len = cap};
-    *mh = (struct msghdr){.msg_name = &u->addr[i],
-                          .msg_namelen = sizeof u->addr[i],
+    *mh = (struct msghdr){.msg_name = u->assume ? NULL : &u->addr[i],
+                          .msg_namelen = u->assume ? 0 : sizeof u->addr[i],
                           .msg_iov = &u->iov[i],
                           .msg_iovlen = 1};
     if (u->pktinfo || u->batching) {
@@ -119,7 +121,10 @@ static void set_rx_msg(struct udp_io *u, int i, void *buf, size_t cap)
 static struct op_flow rx_flow(struct udp_io *u, int i, uint32_t *seg)
 {
     struct op_endpoint peer = {.addr.family = u->io.local.family};
-    (void)op_io_endpoint_of(&u->addr[i].sa, &peer);
+    if (u->assume)
+        peer = u->sender;
+    else
+        (void)op_io_endpoint_of(&u->addr[i].sa, &peer);
     struct op_flow f = {.src = peer.addr, .src_port = peer.port, .dst = u->io.local,
                         .dst_port = u->io.local_port};
     read_cmsgs(&u->msgs[i].msg_hdr, &f.dst, seg);
@@ -532,6 +537,19 @@ static const struct op_io_ops udp_ops = {
     .poll = udp_poll,
     .close = udp_close,
 };
+
+/* The kernel then writes no sender address (recvfrom's and recvmsg's
+ * move_addr_to_user) and we convert none: both are per-datagram work on a
+ * latency test's path between the answer's arrival and the next post. */
+void op_io_udp_assume_sender(struct op_io *io, const struct op_endpoint *sender)
+{
+    struct udp_io *u = udp_of(io);
+    if (io->ops != &udp_ops)
+        return;
+    u->assume = sender != NULL && sender->addr.family == io->local.family;
+    if (u->assume)
+        u->sender = *sender;
+}
 
 void op_io_udp_batching(struct op_io *io, bool on)
 {

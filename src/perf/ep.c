@@ -337,6 +337,21 @@ void perf_ep_answer_first(struct perf_ep *ep, int acks)
     memcpy(q->pkts + (q->n - acks), held, (size_t)acks * sizeof(*held));
 }
 
+/* A latency test's one connected QP is the only peer that sends to this
+ * socket: its datagrams are read without their sender's address (the
+ * kernel's copy out and our conversion, on every answer's path), and the
+ * ICRC, which covers the sender's address and port, refuses anything that
+ * came from elsewhere. Not for UD (anyone may send), nor with -R (the CM
+ * talks on the same port). */
+static void lat_sender(struct perf_ep *ep)
+{
+    const struct op_perf_config *c = ep->cfg;
+    bool one_peer = ep->nqp == 1 && c->type != OP_RDMA_QPT_UD && !c->rdma_cm;
+    struct op_endpoint peer = {.addr = op_addr_ipv4(ep->qps[0].peer.ip),
+                               .port = ep->qps[0].peer.port};
+    op_io_udp_assume_sender(ep->base_io, one_peer ? &peer : NULL);
+}
+
 /* A ping-pong of one-packet messages reads each datagram alone: GRO has
  * nothing to join there and its path (the socket option, the cut) made each
  * read 0.1-0.2 us slower on loopback. Messages of several packets come in
@@ -347,6 +362,7 @@ void perf_ep_lat_batching(struct perf_ep *ep, uint64_t size)
 {
     if (ep->cfg->udp_batching)
         op_io_udp_batching(ep->base_io, size > ep->mtu);
+    lat_sender(ep);
 }
 
 void perf_ep_wait(struct perf_ep *ep, uint64_t now)

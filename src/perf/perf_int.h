@@ -117,7 +117,8 @@ void perf_ep_wait(struct perf_ep *ep, uint64_t now);
  * shorter ACK to the same peer leaves as one UDP GSO datagram. */
 void perf_ep_answer_first(struct perf_ep *ep, int acks);
 /* A latency test of size-byte messages: UDP GRO (batching) stays on only
- * for messages of several packets. */
+ * for messages of several packets; one peer's datagrams are read without
+ * their sender's address. */
 void perf_ep_lat_batching(struct perf_ep *ep, uint64_t size);
 /* Keep depth receives posted on QP qi, each taking a whole target half
  * (--use_srq: depth on the SRQ, all into QP 0's target half). */

@@ -665,6 +665,63 @@ static void test_loop_queue_and_lent_input(void **state)
     free(m);
 }
 
+/* A RoCEv2-like packet (a BTH's 12 bytes, 4 of payload, the ICRC) from io
+ * `from` to p->b, sealed with its real flow. */
+static void send_sealed(struct pair *p, struct op_io *from, uint8_t tag)
+{
+    struct op_pkt *pkt = &p->tx.pkts[0];
+    memset(pkt->data, tag, 16);
+    pkt->flow = (struct op_flow){.src = op_io_local_addr(from), .src_port = op_io_local_port(from),
+                                 .dst = op_io_local_addr(p->b), .dst_port = op_io_local_port(p->b)};
+    pkt->len = (uint32_t)op_icrc_seal(&pkt->flow, pkt->data, 16, OP_IO_BUF_SIZE);
+    pkt->ext = NULL;
+    assert_int_equal(pkt->len, 20);
+    assert_int_equal(op_io_send(from, pkt, 1), 1);
+}
+
+/* What b reads next: one packet of tag's bytes, its flow's source as
+ * want_src, and whether its ICRC holds for the flow it came with. */
+static bool recv_sealed(struct pair *p, uint8_t tag, const struct op_io *want_src)
+{
+    assert_int_equal(recv_lent(p, p->b, 1), 1);
+    const struct op_pkt *got = &p->rx.pkts[0];
+    assert_int_equal(got->len, 20);
+    assert_int_equal(got->data[0], tag);
+    const struct op_addr src = op_io_local_addr(want_src);
+    assert_true(op_addr_eq(&got->flow.src, &src));
+    assert_int_equal(got->flow.src_port, op_io_local_port(want_src));
+    assert_int_equal(got->flow.dst_port, op_io_local_port(p->b));
+    return op_icrc_check(&got->flow, got->data, got->len);
+}
+
+/* With a sender assumed, every datagram is taken as from it, read with or
+ * without GRO: the peer's check out, a third socket's fails its ICRC (the
+ * ICRC covers the sender's address and port); NULL reads senders again. */
+static void test_assumed_sender(void **state)
+{
+    struct pair *p = *state;
+    struct op_io *c = NULL;
+    const struct op_addr ac = op_addr_ipv4(IP_C);
+    assert_int_equal(op_io_udp_open_addr(&ac, 0, &c), OP_OK);
+    const struct op_endpoint a = {.addr = op_io_local_addr(p->a), .port = op_io_local_port(p->a)};
+    for (int batching = 0; batching < 2; batching++) {
+        op_io_udp_batching(p->b, batching);
+        op_io_udp_assume_sender(p->b, &a);
+        send_sealed(p, p->a, 1);
+        assert_true(recv_sealed(p, 1, p->a));
+        send_sealed(p, c, 2);
+        assert_false(recv_sealed(p, 2, p->a));
+        op_io_udp_assume_sender(p->b, NULL);
+        send_sealed(p, c, 3);
+        assert_true(recv_sealed(p, 3, c));
+    }
+    const struct op_endpoint v6 = {.addr = op_addr_ipv6((const uint8_t[16]){[15] = 1}), .port = 9};
+    op_io_udp_assume_sender(p->b, &v6); /* the other family: read senders */
+    send_sealed(p, c, 4);
+    assert_true(recv_sealed(p, 4, c));
+    op_io_close(c);
+}
+
 #define PAIR_TEST(f) cmocka_unit_test_setup_teardown(f, setup_pair, teardown_pair)
 
 int main(void)
@@ -683,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_rdma_payload_from_mr),
         cmocka_unit_test(test_rdma_plain_queue_has_no_ext),
         PAIR_TEST(test_loop_queue_and_lent_input),
+        PAIR_TEST(test_assumed_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
