@@ -397,6 +397,32 @@ static void test_spinning_leaders_skip_the_wakeup(void **state)
     NEAR(partly.cpu_s, 2 * p.wake_s + 2 * p.spin_s);
 }
 
+/* A polling leader yields the core between polls: on crowded cores (8
+ * leaders and a switch on 2) it takes its result at its turn and displaces
+ * no one, where a leader that slept pays ctx_s on its wake-up. With only
+ * ctx_s costing, a call of one chunk whose leaders poll through it costs
+ * the switch's one crowded wake-up; sleeping leaders add theirs. */
+static void test_polled_results_displace_no_one(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    only_wakeups(&p, 0, 0);
+    p.ctx_s = 5e-6;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = 4};
+    struct op_model_result polls, sleeps;
+    p.spin_s = 1;
+    sim1(&p, 8, 1, sc, &polls);
+    p.spin_s = 0;
+    sim1(&p, 8, 1, sc, &sleeps);
+    NEAR(polls.latency_s, op_model_one_switch_closed(&p, 8, 4) + p.ctx_s);
+    NEAR(polls.cpu_s - polls.switch_cpu_s, 8 * polls.latency_s); /* their polls alone */
+    NEAR(polls.switch_cpu_s, p.ctx_s);
+    /* the results wake the 8 at once: all but the first 2 find the cores full */
+    NEAR(sleeps.cpu_s - sleeps.switch_cpu_s, 6 * p.ctx_s);
+}
+
 /* A frame that wakes its receiver too late (late_loss) is recovered by the
  * leaders' timer, as a late result is: a call of one chunk takes the
  * closed form when no wake-up came late, and more than it and than a
@@ -858,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_topology_late_wakeups_cost_timeouts),
         cmocka_unit_test(test_loopback_inc_has_no_wire_time),
         cmocka_unit_test(test_spinning_leaders_skip_the_wakeup),
+        cmocka_unit_test(test_polled_results_displace_no_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
