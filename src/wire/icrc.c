@@ -319,6 +319,32 @@ uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *flow,
     return op_crc32(~reg_after(reg, x.b, x.len), roce + OP_BTH_LEN, len - OP_BTH_LEN);
 }
 
+uint32_t op_icrc_flow_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                               const uint8_t *roce, size_t len, size_t at, const uint8_t *ext,
+                               size_t ext_len)
+{
+    if (ext == NULL || ext_len == 0 || at < OP_BTH_LEN || at > len)
+        return op_icrc_flow_memo(m, flow, roce, len);
+    uint32_t reg = memo_reg(m, flow, len + ext_len);
+    struct icrc_prefix x;
+    x.len = 0;
+    prefix_bth(&x, roce, len);
+    uint32_t crc = op_crc32(~reg_after(reg, x.b, x.len), roce + OP_BTH_LEN, at - OP_BTH_LEN);
+    crc = op_crc32(crc, ext, ext_len);
+    return op_crc32(crc, roce + at, len - at);
+}
+
+bool op_icrc_check_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                            const uint8_t *roce, size_t len, size_t at, const uint8_t *ext,
+                            size_t ext_len)
+{
+    if (roce == NULL || len < OP_ICRC_LEN || at > len - OP_ICRC_LEN || at < OP_BTH_LEN ||
+        ext == NULL)
+        return op_icrc_check_memo(m, flow, roce, len);
+    size_t n = len - OP_ICRC_LEN;
+    return icrc_field(roce, n) == op_icrc_flow_ext_memo(m, flow, roce, n, at, ext, ext_len);
+}
+
 bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow, const uint8_t *roce,
                         size_t len)
 {
