@@ -24,7 +24,8 @@ struct op_pkt {
      * data[0..ext_at) ext[0..ext_len) data[ext_at..len), and the payload
      * (an RDMA MR's bytes) is gathered by the kernel without a copy of
      * ours; they must stay as they are until sent. NULL: data alone.
-     * Received packets have NULL. */
+     * Received packets have NULL, but for op_io_recv_placed's: there ext
+     * is where the read put the payload, inside the caller's place. */
     const uint8_t *ext;
     uint32_t ext_len, ext_at;
 };
@@ -250,6 +251,7 @@ OP_API op_status_t op_pcap_close(struct op_pcap *w);
 OP_API op_status_t op_io_pcap_wrap(struct op_io *inner, struct op_pcap *w, struct op_io **out);
 
 #include "offpath/io/frames.h" /* whole frames, lent buffers, the serving layer */
+#include "offpath/io/placed.h" /* receives that put payloads where they belong */
 
 /* ---- Backends by name, as a flag or a topology file gives them:
  *   udp:EP              the udp backend on EP (ADDR:PORT or [ADDR6]:PORT)

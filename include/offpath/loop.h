@@ -90,6 +90,14 @@ struct op_engine_ops {
      * received frame on without a copy). */
     void (*input_frames)(void *eng, struct op_frame *frames, int n, uint64_t now,
                          struct op_frameq *out);
+    /* Where the payloads of the packets coming next most likely belong
+     * (op_io_recv_placed), asked before each receive for the loop's first
+     * engine when there is no demultiplexer; false: nowhere foreseen.
+     * An engine that gives a place takes packets with ext (a payload
+     * already where it belongs, or to be moved from where the read put
+     * it) and lets the read write anywhere in the place's room. NULL: the
+     * engine places nothing. */
+    bool (*rx_place)(void *eng, struct op_io_place *out);
 };
 
 /* The engine a received packet is for (one of those added), or NULL: the

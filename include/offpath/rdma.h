@@ -62,6 +62,14 @@ OP_API uint64_t op_rdma_dev_next_timer(const struct op_rdma_dev *dev);
  * engine being the device: op_loop_add(loop, &op_rdma_dev_ops, dev). */
 struct op_engine_ops;
 OP_API extern const struct op_engine_ops op_rdma_dev_ops;
+/* Where the payloads of the packets coming next belong when a QP is in the
+ * middle of a WRITE (the last one that took a packet of one): the rest of
+ * the message in its region (op_io_place; the engine contract's rx_place).
+ * The device takes what a placed receive hands out whatever it turns out
+ * to be: a payload that belongs elsewhere is moved there, one not taken
+ * is dropped, and only bytes of the WRITE not yet received are ever
+ * overwritten. false: none. */
+OP_API bool op_rdma_dev_rx_place(struct op_rdma_dev *dev, struct op_io_place *out);
 
 #define OP_RDMA_DEV_COUNTERS(X)                                                                    \
     X(pkts_in)                                                                                     \
@@ -316,7 +324,9 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(drop_psn)         /* responses with a PSN never sent */                                      \
     X(drop_no_recv)     /* UC, UD: a send with no receive posted */                                \
     X(drop_access)      /* UC: a write the region does not allow */                                \
-    X(drop_too_long)    /* UC, UD: a send longer than the receive buffer */
+    X(drop_too_long)    /* UC, UD: a send longer than the receive buffer */                        \
+    X(placed)           /* WRITE payloads the receive put where they belong (no copy of ours) */   \
+    X(placed_moved)     /* payloads a placed receive put elsewhere: moved, or dropped */
 
 enum op_rdma_qp_counter {
 #define OP_RDMA_QP_ENUM_(n) OP_RDMA_QP_C_##n,

@@ -236,15 +236,22 @@ static int fault_recv(struct op_io *io, struct op_pkt *pkts, int max)
     return r;
 }
 
-/* Faults are injected on send: what inner lends passes through as lent. */
-static int fault_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+/* Faults are injected on send: what inner lends (or places) passes
+ * through as it is. */
+static int fault_recv_placed(struct op_io *io, struct op_pkt *pkts, int max,
+                             const struct op_io_place *place)
 {
     struct fault_io *f = fault_of(io);
-    int r = op_io_recv_lent(f->inner, pkts, max);
+    int r = op_io_recv_placed(f->inner, pkts, max, place);
 
     if (r > 0)
         io->c[OP_IO_C_rx_pkts] += (uint64_t)r;
     return r;
+}
+
+static int fault_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
+{
+    return fault_recv_placed(io, pkts, max, NULL);
 }
 
 static int fault_fd(const struct op_io *io)
@@ -266,6 +273,7 @@ static const struct op_io_ops fault_ops = {
     .name = "fault",
     .recv = fault_recv,
     .recv_lent = fault_recv_lent,
+    .recv_placed = fault_recv_placed,
     .takes_ext = true,
     .send = fault_send,
     .fd = fault_fd,
@@ -279,6 +287,7 @@ static const struct op_io_ops fault_frame_ops = {
     .name = "fault_frames",
     .recv = fault_recv,
     .recv_lent = fault_recv_lent,
+    .recv_placed = fault_recv_placed,
     .takes_ext = true,
     .send = fault_send,
     .fd = fault_fd,

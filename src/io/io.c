@@ -38,6 +38,14 @@ int op_io_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
                                       : io->ops->recv(io, pkts, max);
 }
 
+int op_io_recv_placed(struct op_io *io, struct op_pkt *pkts, int max,
+                      const struct op_io_place *place)
+{
+    if (place != NULL && io->ops->recv_placed != NULL)
+        return io->ops->recv_placed(io, pkts, max, place);
+    return op_io_recv_lent(io, pkts, max);
+}
+
 bool op_io_takes_ext(const struct op_io *io) { return io->ops->takes_ext; }
 
 uint32_t op_pkt_flatten(const struct op_pkt *p, uint8_t *out, size_t cap)

@@ -18,6 +18,8 @@ typedef void (*op_io_close_fn)(struct op_io *io);
 typedef int (*op_io_recv_frames_fn)(struct op_io *io, struct op_frame *f, int max);
 typedef int (*op_io_send_frames_fn)(struct op_io *io, const struct op_frame *f, int n);
 typedef void (*op_io_release_frames_fn)(struct op_io *io, struct op_frame *f, int n);
+typedef int (*op_io_recv_placed_fn)(struct op_io *io, struct op_pkt *pkts, int max,
+                                    const struct op_io_place *place);
 
 struct op_io_ops {
     const char *name;
@@ -37,6 +39,8 @@ struct op_io_ops {
     /* op_io_recv_lent: packets that may point into the backend's memory;
      * NULL: recv */
     op_io_recv_fn recv_lent;
+    /* op_io_recv_placed; NULL: recv_lent */
+    op_io_recv_placed_fn recv_placed;
     bool takes_ext; /* send gathers packets' ext; false: io.c flattens them first */
 };
 

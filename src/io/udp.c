@@ -19,7 +19,10 @@
  * lie in gro_buf (op_io_recv copies each into the caller's buffer); a
  * packet's ext goes out as an iovec of its own between its headers and
  * trailer, so a payload is copied once, by the kernel, from where the
- * engine keeps it. */
+ * engine keeps it. op_io_recv_placed reads one datagram into iovecs laid
+ * out as the caller foresees its packets (headers and trailer into a slot
+ * of gro_buf, the payload where it belongs), so the kernel's copy is the
+ * only one on the way in too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -40,10 +43,30 @@
 #define UDP_GSO_MIN_SEGS 3        /* fewer leave as plain messages (see gather_batch) */
 #define UDP_GRO_MSGS 16           /* whole datagrams read per recvmmsg */
 #define UDP_GRO_BUF 65536
+/* A placed read (op_io_recv_placed) uses gro_buf's first three slots: the
+ * datagram's bytes past the packets foreseen, their headers and trailers
+ * (UDP_PLACE_SLOT bytes each), and the bytes of a datagram that fell
+ * otherwise than foreseen, gathered back in one piece. */
+#define UDP_PLACE_SLOT 64
+#define UDP_PLACE_IOV (3 * UDP_GSO_MAX_SEGS + 1)
+_Static_assert(UDP_GSO_MAX_SEGS * UDP_PLACE_SLOT <= UDP_GRO_BUF && UDP_GRO_MSGS >= 3,
+               "a placed read's slots fit gro_buf");
 
 /* A received datagram still being cut into packets. */
 struct gro_datagram {
     uint32_t len, seg, off;
+    struct op_flow flow;
+    uint8_t *base; /* its first byte */
+};
+
+/* The packets of a placed read whose bytes fell as foreseen, handed out
+ * before the rest of their datagram. */
+struct placed {
+    struct iovec iov[UDP_PLACE_IOV];
+    uint8_t *ext[UDP_GSO_MAX_SEGS];
+    uint32_t len[UDP_GSO_MAX_SEGS]; /* payload bytes foreseen for each */
+    int n, i;
+    uint32_t hdr, trl;
     struct op_flow flow;
 };
 
@@ -75,6 +98,7 @@ struct udp_io {
     uint8_t *gro_buf; /* UDP_GRO_MSGS x UDP_GRO_BUF */
     struct gro_datagram gro[UDP_GRO_MSGS];
     int gro_n, gro_i;
+    struct placed pl;
 };
 
 static struct udp_io *udp_of(struct op_io *io)
@@ -201,10 +225,11 @@ static int plain_recv(struct udp_io *u, struct op_pkt *pkts, int max)
     return k;
 }
 
-/* Reads up to UDP_GRO_MSGS whole datagrams; cut them with gro_cut. */
-static int gro_fill(struct udp_io *u)
+/* Reads up to `want` (<= UDP_GRO_MSGS) whole datagrams; cut them with
+ * gro_cut. */
+static int gro_fill(struct udp_io *u, int want)
 {
-    int n = rx_batch(u, UDP_GRO_MSGS);
+    int n = rx_batch(u, want);
     for (int i = 0; i < n; i++)
         set_rx_msg(u, i, u->gro_buf + (size_t)i * UDP_GRO_BUF, UDP_GRO_BUF);
     int r = read_msgs(u, n);
@@ -218,6 +243,7 @@ static int gro_fill(struct udp_io *u)
         if (d->seg == 0 || d->seg > d->len)
             d->seg = d->len; /* one packet (also an empty one) */
         d->off = 0;
+        d->base = u->gro_buf + (size_t)i * UDP_GRO_BUF;
         if (u->msgs[i].msg_hdr.msg_flags & MSG_TRUNC || d->seg > OP_IO_BUF_SIZE) {
             u->rx_truncated++;
             d->off = d->len + 1; /* nothing of it is delivered */
@@ -241,7 +267,7 @@ static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
             continue;
         }
         uint32_t take = d->len - d->off < d->seg ? d->len - d->off : d->seg;
-        uint8_t *at = u->gro_buf + (size_t)u->gro_i * UDP_GRO_BUF + d->off;
+        uint8_t *at = d->base + d->off;
         if (lend)
             pkts[k].data = at;
         else
@@ -257,27 +283,175 @@ static int gro_cut(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
     return k;
 }
 
+/* The iovecs of a placed read: for each packet foreseen, its headers and
+ * trailer into a slot of their own and its payload at its place (never
+ * past the room), while the datagram's 64 KiB can hold them; then
+ * whatever else the datagram has, flat into slot 0. Returns how many
+ * iovecs. */
+static size_t place_iovecs(struct udp_io *u, const struct op_io_place *pl)
+{
+    struct placed *q = &u->pl;
+    uint8_t *slots = u->gro_buf + UDP_GRO_BUF;
+    size_t n = 0, total = 0;
+    int k = 0;
+    for (; k < UDP_GSO_MAX_SEGS && (size_t)k * pl->payload < pl->room; k++) {
+        size_t left = pl->room - (size_t)k * pl->payload;
+        uint32_t len = left < pl->payload ? (uint32_t)left : pl->payload;
+        if (total + pl->hdr + len + pl->trl > UDP_GRO_BUF)
+            break;
+        uint8_t *slot = slots + (size_t)k * UDP_PLACE_SLOT;
+        q->ext[k] = pl->at + (size_t)k * pl->payload;
+        q->len[k] = len;
+        q->iov[n++] = (struct iovec){.iov_base = slot, .iov_len = pl->hdr};
+        q->iov[n++] = (struct iovec){.iov_base = q->ext[k], .iov_len = len};
+        q->iov[n++] = (struct iovec){.iov_base = slot + pl->hdr, .iov_len = pl->trl};
+        total += pl->hdr + len + pl->trl;
+    }
+    q->iov[n++] = (struct iovec){.iov_base = u->gro_buf, .iov_len = UDP_GRO_BUF};
+    q->n = k; /* foreseen, for now */
+    q->hdr = pl->hdr;
+    q->trl = pl->trl;
+    return n;
+}
+
+/* Bytes [from, from + len) of what the read put into iov, to out. */
+static void iov_gather(const struct iovec *iov, size_t from, size_t len, uint8_t *out)
+{
+    for (; len > 0; iov++) {
+        if (from >= iov->iov_len) {
+            from -= iov->iov_len;
+            continue;
+        }
+        size_t take = iov->iov_len - from < len ? iov->iov_len - from : len;
+        memcpy(out, (const uint8_t *)iov->iov_base + from, take);
+        out += take;
+        len -= take;
+        from = 0;
+    }
+}
+
+/* The packets foreseen whose bytes fell as foreseen: from the first on,
+ * while each segment of the datagram (seg bytes, the last shorter) is as
+ * long as the packet foreseen for it. Returns where the rest begins. */
+static uint32_t placed_prefix(struct placed *q, uint32_t len, uint32_t seg)
+{
+    uint32_t off = 0;
+    int k = 0;
+    while (k < q->n && off < len) {
+        uint32_t take = len - off < seg ? len - off : seg;
+        if (take != q->hdr + q->len[k] + q->trl)
+            break;
+        off += take;
+        k++;
+    }
+    q->n = k;
+    q->i = 0;
+    return off;
+}
+
+/* Reads one datagram as place foresees (place_iovecs); its packets that
+ * fell otherwise come flat, as gro_fill's, gathered back where the read
+ * scattered them. Returns 1, 0 when nothing was there, or -errno. */
+static int placed_fill(struct udp_io *u, const struct op_io_place *pl)
+{
+    struct placed *q = &u->pl;
+    set_rx_msg(u, 0, NULL, 0);
+    struct msghdr *mh = &u->msgs[0].msg_hdr;
+    mh->msg_iov = q->iov;
+    mh->msg_iovlen = place_iovecs(u, pl);
+    ssize_t r = recvmsg(u->fd, mh, MSG_DONTWAIT);
+    u->rx_streak = r < 0 ? 0 : u->rx_streak + 1;
+    if (r < 0) {
+        q->n = 0;
+        return rx_error();
+    }
+    struct gro_datagram *d = &u->gro[0];
+    d->seg = 0;
+    d->flow = q->flow = rx_flow(u, 0, &d->seg);
+    uint32_t len = (uint32_t)r;
+    if (d->seg == 0 || d->seg > len)
+        d->seg = len;
+    int foreseen = q->n;
+    uint32_t off = placed_prefix(q, len, d->seg);
+    d->len = len - off;
+    d->off = 0;
+    d->base = u->gro_buf; /* where the read put what follows the packets foreseen */
+    if (q->n < foreseen) {
+        d->base = u->gro_buf + 2 * (size_t)UDP_GRO_BUF;
+        iov_gather(q->iov, off, d->len, d->base);
+    }
+    if ((mh->msg_flags & MSG_TRUNC) || d->seg > OP_IO_BUF_SIZE) {
+        u->rx_truncated++;
+        q->n = 0;
+        d->off = d->len + 1; /* nothing of it is delivered */
+    }
+    u->gro_n = q->n > 0 && off == len ? 0 : 1; /* 0: every packet placed */
+    u->gro_i = 0;
+    return 1;
+}
+
+/* The placed packets (lent: their payloads where the read put them;
+ * otherwise flattened into the caller's buffers), then the rest. */
+static int placed_cut(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
+{
+    struct placed *q = &u->pl;
+    uint8_t *slots = u->gro_buf + UDP_GRO_BUF;
+    int k = 0;
+    for (; k < max && q->i < q->n; k++, q->i++) {
+        struct op_pkt *p = &pkts[k];
+        const struct op_pkt placed = {.flow = q->flow, .len = q->hdr + q->trl,
+                                      .data = slots + (size_t)q->i * UDP_PLACE_SLOT,
+                                      .ext = q->ext[q->i], .ext_len = q->len[q->i],
+                                      .ext_at = q->hdr};
+        if (lend) {
+            *p = placed;
+            continue;
+        }
+        p->len = op_pkt_flatten(&placed, p->data, OP_IO_BUF_SIZE);
+        p->flow = q->flow;
+        p->ext = NULL;
+    }
+    return k;
+}
+
 /* The socket is read only when nothing read before is left: a caller that
  * holds packets goes to work on them at once (a latency test's answer is
  * often followed by the ACK in one datagram, and the ACK is needed before
  * the next post; an empty read before it would cost a system call). */
-static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max, bool lend)
+/* A place the slots can serve: some room, headers and trailer in a slot. */
+static bool place_usable(const struct op_io_place *pl)
 {
-    int k = gro_cut(u, pkts, max, lend);
-    if (k > 0)
-        return k;
-    int r = gro_fill(u);
-    return r < 0 ? r : gro_cut(u, pkts, max, lend);
+    return pl->at != NULL && pl->room > 0 && pl->payload > 0 &&
+           (size_t)pl->hdr + pl->trl <= UDP_PLACE_SLOT;
 }
 
-/* Lent packets stay valid until the next receive: gro_fill, which
- * overwrites gro_buf, runs only once every packet of it is out. */
-static int receive(struct op_io *io, struct op_pkt *pkts, int max, bool lend)
+static int gro_recv(struct udp_io *u, struct op_pkt *pkts, int max, bool lend,
+                    const struct op_io_place *place)
+{
+    int k = placed_cut(u, pkts, max, lend);
+    k += gro_cut(u, pkts + k, max - k, lend);
+    if (k > 0)
+        return k;
+    /* a place with no room: the datagram after the next may be placed */
+    int r = place == NULL       ? gro_fill(u, UDP_GRO_MSGS)
+            : place_usable(place) ? placed_fill(u, place)
+                                  : gro_fill(u, 1);
+    if (r < 0)
+        return r;
+    k = placed_cut(u, pkts, max, lend);
+    return k + gro_cut(u, pkts + k, max - k, lend);
+}
+
+/* Lent packets stay valid until the next receive: gro_fill and
+ * placed_fill, which overwrite gro_buf, run only once every packet of it
+ * is out. */
+static int receive(struct op_io *io, struct op_pkt *pkts, int max, bool lend,
+                   const struct op_io_place *place)
 {
     struct udp_io *u = udp_of(io);
     if (max <= 0)
         return 0;
-    int k = u->gro_buf != NULL ? gro_recv(u, pkts, max, lend) : plain_recv(u, pkts, max);
+    int k = u->gro_buf != NULL ? gro_recv(u, pkts, max, lend, place) : plain_recv(u, pkts, max);
     if (k > 0)
         io->c[OP_IO_C_rx_pkts] += (uint64_t)k;
     return k;
@@ -285,12 +459,18 @@ static int receive(struct op_io *io, struct op_pkt *pkts, int max, bool lend)
 
 static int udp_recv(struct op_io *io, struct op_pkt *pkts, int max)
 {
-    return receive(io, pkts, max, false);
+    return receive(io, pkts, max, false, NULL);
 }
 
 static int udp_recv_lent(struct op_io *io, struct op_pkt *pkts, int max)
 {
-    return receive(io, pkts, max, true);
+    return receive(io, pkts, max, true, NULL);
+}
+
+static int udp_recv_placed(struct op_io *io, struct op_pkt *pkts, int max,
+                           const struct op_io_place *place)
+{
+    return receive(io, pkts, max, true, place);
 }
 
 static bool same_dest(const struct op_pkt *a, const struct op_pkt *b)
@@ -530,6 +710,7 @@ static const struct op_io_ops udp_ops = {
     .name = "udp",
     .recv = udp_recv,
     .recv_lent = udp_recv_lent,
+    .recv_placed = udp_recv_placed,
     .takes_ext = true,
     .send = udp_send,
     .fd = udp_fd,
@@ -569,6 +750,7 @@ void op_io_udp_batching(struct op_io *io, bool on)
         free(u->gro_buf);
         u->gro_buf = NULL;
         u->gro_n = u->gro_i = 0;
+        u->pl.n = u->pl.i = 0;
     }
     u->batching = on;
 }

@@ -293,13 +293,20 @@ static void hand_over(struct op_loop *l, int n, uint64_t now)
 
 /* Packets in rx, lent by the backend where it can (the packets of a GRO
  * datagram where they lie: engines copy what they keep, and the next
- * receive comes after they are done with these). rx's own buffers go
- * back first. */
+ * receive comes after they are done with these), their payloads read
+ * where the first engine foresees them when it does (rx_place: a
+ * responder in the middle of a WRITE). rx's own buffers go back first. */
 static int receive_lent(struct op_loop *l, int max)
 {
-    for (int i = 0; i < l->rx_lent; i++)
+    for (int i = 0; i < l->rx_lent; i++) {
         l->rx.pkts[i].data = l->rx.mem + (size_t)i * OP_IO_BUF_SIZE;
-    int n = op_io_recv_lent(l->cfg.io, l->rx.pkts, max);
+        l->rx.pkts[i].ext = NULL;
+    }
+    struct op_io_place place;
+    const struct slot *e = &l->engines[0];
+    bool placed = l->cfg.demux == NULL && l->n > 0 && e->ops->rx_place != NULL &&
+                  e->ops->rx_place(e->eng, &place);
+    int n = op_io_recv_placed(l->cfg.io, l->rx.pkts, max, placed ? &place : NULL);
     l->rx_lent = n > 0 ? n : 0;
     return n;
 }

@@ -287,7 +287,7 @@ static const unsigned shown_counters[] = {
     OP_RDMA_QP_C_nak_seq_sent,
     OP_RDMA_QP_C_nak_seq_recv, OP_RDMA_QP_C_nak_rnr_sent, OP_RDMA_QP_C_nak_rnr_recv,
     OP_RDMA_QP_C_duplicates,   OP_RDMA_QP_C_out_of_seq,   OP_RDMA_QP_C_drop_icrc,
-    OP_RDMA_QP_C_uc_lost_msgs,
+    OP_RDMA_QP_C_uc_lost_msgs, OP_RDMA_QP_C_placed,        OP_RDMA_QP_C_placed_moved,
 };
 #define N_SHOWN (sizeof(shown_counters) / sizeof(shown_counters[0]))
 

@@ -70,8 +70,10 @@ uint64_t op_rdma_rnr_ns(uint8_t rnr_timer)
 op_status_t op_rdma_dev_create(const struct op_rdma_dev_config *cfg, struct op_rdma_dev **out)
 {
     struct op_rdma_dev *dev = calloc(1, sizeof(*dev));
-    if (dev == NULL)
+    if (dev == NULL || (dev->flat = malloc(OP_IO_BUF_SIZE)) == NULL) {
+        free(dev);
         return OP_ERR_NOMEM;
+    }
     dev->cfg = *cfg;
     op_rng_seed(&dev->rng, cfg->seed);
     *out = dev;
@@ -91,6 +93,7 @@ void op_rdma_dev_destroy(struct op_rdma_dev *dev)
     op_rdma_cm_destroy(dev->cm);
     rdma_srq_free_all(dev);
     rdma_mr_free_all(dev);
+    free(dev->flat);
     free(dev);
 }
 
@@ -122,17 +125,28 @@ static void qp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t n
     }
 }
 
+/* pkt's bytes in one piece in dev->flat (its ext came where a placed
+ * receive put it, not as the parser or the CM reads packets). */
+static const struct op_pkt *flattened(struct op_rdma_dev *dev, const struct op_pkt *pkt,
+                                      struct op_pkt *flat)
+{
+    *flat = (struct op_pkt){.flow = pkt->flow, .data = dev->flat};
+    flat->len = op_pkt_flatten(pkt, dev->flat, OP_IO_BUF_SIZE);
+    return flat;
+}
+
 void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64_t now,
                        struct op_txq *out)
 {
     struct op_bth bth;
+    struct op_pkt flat;
     dev->c[OP_RDMA_DEV_C_pkts_in]++;
     if (pkt->len < OP_BTH_LEN + OP_ICRC_LEN || op_bth_decode(pkt->data, pkt->len, &bth) != OP_OK) {
         dev->c[OP_RDMA_DEV_C_drop_truncated]++;
         return;
     }
     if (bth.dest_qp == OP_CM_GSI_QPN && dev->cm != NULL) {
-        rdma_cm_input(dev->cm, pkt, now, out);
+        rdma_cm_input(dev->cm, pkt->ext != NULL ? flattened(dev, pkt, &flat) : pkt, now, out);
         return;
     }
     struct op_rdma_qp *qp = qp_of(dev, bth.dest_qp);
@@ -147,11 +161,23 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
     }
     struct rdma_pkt p;
     unsigned why = rdma_parse(qp, pkt, &bth, &p);
+    if (why == RDMA_PARSE_FLATTEN) {
+        qp->c[OP_RDMA_QP_C_placed_moved]++;
+        why = rdma_parse(qp, flattened(dev, pkt, &flat), &bth, &p);
+    }
     if (why != RDMA_OK_) {
         qp->c[why]++;
         return;
     }
     qp_input(qp, &p, now, out);
+    if (qp->resp.in_msg == RDMA_H_WRITE)
+        dev->place_qpn = qp->qpn;
+}
+
+bool op_rdma_dev_rx_place(struct op_rdma_dev *dev, struct op_io_place *out)
+{
+    struct op_rdma_qp *qp = dev->place_qpn != 0 ? qp_of(dev, dev->place_qpn) : NULL;
+    return qp != NULL && rdma_resp_place(qp, out);
 }
 
 void op_rdma_dev_timer(struct op_rdma_dev *dev, uint64_t now, struct op_txq *out)
@@ -259,9 +285,15 @@ static void dev_timer(void *eng, uint64_t now, struct op_txq *out)
 
 static uint64_t dev_deadline(const void *eng) { return op_rdma_dev_next_timer(eng); }
 
+static bool dev_rx_place(void *eng, struct op_io_place *out)
+{
+    return op_rdma_dev_rx_place(eng, out);
+}
+
 const struct op_engine_ops op_rdma_dev_ops = {
     .name = "rdma device",
     .input = dev_input,
     .timer = dev_timer,
     .next_deadline = dev_deadline,
+    .rx_place = dev_rx_place,
 };

@@ -95,9 +95,24 @@ static bool from_peer(const struct op_rdma_qp *qp, const struct op_pkt *raw)
            (raw->flow.src.v4 == qp->attr.remote_ip && raw->flow.src_port == qp->attr.remote_port);
 }
 
-/* Returns the counter of the reason to drop, or RDMA_OK_. The caller
- * decoded the BTH (it names the QP) from a packet of at least a BTH and an
- * ICRC. */
+/* A packet of a placed receive: its payload (and pad) at ext, all its
+ * headers before, only the ICRC after. */
+static bool placed_layout(const struct op_pkt *raw, size_t hl)
+{
+    return raw->ext_at == hl && raw->len == hl + OP_ICRC_LEN;
+}
+
+static bool icrc_ok(struct op_rdma_qp *qp, const struct op_pkt *raw)
+{
+    if (raw->ext == NULL)
+        return op_icrc_check_memo(&qp->icrc_rx, &raw->flow, raw->data, raw->len);
+    return op_icrc_check_ext_memo(&qp->icrc_rx, &raw->flow, raw->data, raw->len, raw->ext_at,
+                                  raw->ext, raw->ext_len);
+}
+
+/* Returns the counter of the reason to drop, RDMA_PARSE_FLATTEN, or
+ * RDMA_OK_. The caller decoded the BTH (it names the QP) from a packet of
+ * at least a BTH and an ICRC. */
 unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struct op_bth *bth,
                     struct rdma_pkt *p)
 {
@@ -109,21 +124,23 @@ unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struc
     p->hdr = hdrs_of(qp->init.type, p->bth.opcode);
     if (p->hdr == 0 || p->bth.tver != 0)
         return OP_RDMA_QP_C_drop_opcode;
-    size_t hl = hdrs_len(p->hdr);
-    if (raw->len < hl + p->bth.padcnt + OP_ICRC_LEN)
+    size_t hl = hdrs_len(p->hdr), wire = op_pkt_wire_len(raw);
+    if (raw->ext != NULL && !placed_layout(raw, hl))
+        return RDMA_PARSE_FLATTEN;
+    if (wire < hl + p->bth.padcnt + OP_ICRC_LEN)
         return OP_RDMA_QP_C_drop_length;
-    p->len = (uint32_t)(raw->len - hl - p->bth.padcnt - OP_ICRC_LEN);
+    p->len = (uint32_t)(wire - hl - p->bth.padcnt - OP_ICRC_LEN);
     if ((p->hdr & (RDMA_H_ACK | RDMA_H_READ_REQ | RDMA_H_ATOMIC)) &&
         (p->len != 0 || p->bth.padcnt != 0))
         return OP_RDMA_QP_C_drop_length;
     if (p->len > rdma_mtu(qp))
         return OP_RDMA_QP_C_drop_length;
-    if (!op_icrc_check_memo(&qp->icrc_rx, &raw->flow, raw->data, raw->len))
+    if (!icrc_ok(qp, raw))
         return OP_RDMA_QP_C_drop_icrc;
     if (!from_peer(qp, raw))
         return OP_RDMA_QP_C_drop_source;
     p->op = p->bth.opcode & 0x1fu;
-    p->payload = raw->data + hl;
+    p->payload = raw->ext != NULL ? raw->ext : raw->data + hl;
     decode_ext(raw->data, p);
     return RDMA_OK_;
 }
@@ -174,8 +191,8 @@ static const uint8_t *payload_in_place(const struct rdma_out *o, const struct op
 static void seal(struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n)
 {
     uint32_t crc = pkt->ext != NULL
-                       ? op_icrc_flow_ext(&pkt->flow, pkt->data, n, pkt->ext_at, pkt->ext,
-                                          pkt->ext_len)
+                       ? op_icrc_flow_ext_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n,
+                                               pkt->ext_at, pkt->ext, pkt->ext_len)
                        : op_icrc_flow_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n);
     for (size_t i = 0; i < OP_ICRC_LEN; i++)
         pkt->data[n + i] = (uint8_t)(crc >> (8 * i));

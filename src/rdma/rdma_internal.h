@@ -162,6 +162,8 @@ struct op_rdma_dev {
     uint64_t c[OP_RDMA_DEV_C_COUNT_];
     uint64_t last_response_at; /* any QP's last ACK or READ response (probe.c) */
     struct op_rdma_cm *cm;     /* takes what comes to QP 1; NULL: such packets are dropped */
+    uint32_t place_qpn;        /* the last QP that took a packet of a WRITE it is in; 0: none */
+    uint8_t *flat;             /* OP_IO_BUF_SIZE: a placed packet put back in one piece */
 };
 
 /* A parsed packet: headers in host order, payload as a view. */
@@ -242,6 +244,10 @@ static inline uint32_t rdma_npkts(uint32_t len, uint32_t mtu)
 }
 
 /* pkt.c */
+/* Besides the counters: a packet with ext whose headers or trailer are
+ * not where a placed receive puts them (in data, before and after ext);
+ * the caller flattens it and parses again. */
+#define RDMA_PARSE_FLATTEN (OP_RDMA_QP_C_COUNT_ + 1)
 unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struct op_bth *bth,
                     struct rdma_pkt *p);
 void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out);
@@ -329,6 +335,7 @@ bool rdma_atomic_execute(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *
 void rdma_atomic_replay(struct op_rdma_qp *qp, const struct rdma_pkt *p, struct op_txq *out);
 
 /* resp.c */
+bool rdma_resp_place(struct op_rdma_qp *qp, struct op_io_place *out);
 void rdma_resp_input(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t now,
                      struct op_txq *out);
 void rdma_ud_input(struct op_rdma_qp *qp, const struct rdma_pkt *p);

@@ -87,6 +87,21 @@ static enum exec_result open_write(struct op_rdma_qp *qp, const struct rdma_pkt 
     return EX_OK;
 }
 
+/* A payload a placed receive put where it belongs needs no copy; one it
+ * put elsewhere (at bytes of this WRITE not yet received, as a placed read
+ * only does) moves, and may overlap where it goes. */
+static void place(struct op_rdma_qp *qp, uint8_t *to, const struct rdma_pkt *p)
+{
+    if (p->raw->ext == NULL) {
+        memcpy(to, p->payload, p->len);
+    } else if (to == p->payload) {
+        qp->c[OP_RDMA_QP_C_placed]++;
+    } else {
+        memmove(to, p->payload, p->len);
+        qp->c[OP_RDMA_QP_C_placed_moved]++;
+    }
+}
+
 static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt *p, char *cause)
 {
     struct rdma_resp *s = &qp->resp;
@@ -111,7 +126,7 @@ static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt 
                                                       RDMA_CAUSE_LEN);
         if (mr == NULL)
             return EX_ACCESS;
-        memcpy(mr->addr + (at - mr->va), p->payload, p->len);
+        place(qp, mr->addr + (at - mr->va), p);
     }
     s->off += p->len;
     if (last) {
@@ -252,6 +267,31 @@ static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t
         ack_now(qp, p->bth.psn, out);
     else if (s->ack_at == 0)
         s->ack_at = now + ack_delay_ns(qp);
+}
+
+/* The rest of the open WRITE, where the next packets in sequence will put
+ * their payloads: the region is looked up again, as for each packet.
+ * Between two messages of a QP that took a WRITE of several packets, no
+ * room: the next may open with the next packet. */
+bool rdma_resp_place(struct op_rdma_qp *qp, struct op_io_place *out)
+{
+    const struct rdma_resp *s = &qp->resp;
+    char cause[RDMA_CAUSE_LEN];
+    if (qp->init.type == OP_RDMA_QPT_UD ||
+        (qp->state != OP_RDMA_QPS_RTR && qp->state != OP_RDMA_QPS_RTS))
+        return false;
+    if (s->in_msg != RDMA_H_WRITE || s->off >= s->wlen) {
+        *out = (struct op_io_place){.room = 0};
+        return s->in_msg == 0;
+    }
+    uint64_t at = s->wva + s->off;
+    const struct op_rdma_mr *mr = rdma_rkey_check(qp, s->wrkey, at, s->wlen - s->off,
+                                                  OP_RDMA_ACCESS_REMOTE_WRITE, cause, sizeof cause);
+    if (mr == NULL)
+        return false;
+    *out = (struct op_io_place){.at = mr->addr + (at - mr->va), .room = s->wlen - s->off,
+                                .hdr = OP_BTH_LEN, .payload = rdma_mtu(qp), .trl = OP_ICRC_LEN};
+    return true;
 }
 
 uint64_t rdma_resp_deadline(const struct op_rdma_qp *qp)

@@ -12,6 +12,7 @@
  * - everything else, and the tail, goes through slicing-by-8 over the static
  *   const tables generated into crc32_table.h. */
 #include <stdint.h>
+#include <string.h>
 
 #include "crc32_internal.h"
 #include "crc32_table.h"
@@ -90,11 +91,12 @@ CLMUL_TARGET static uint32_t clmul_reduce(__m128i x)
 }
 
 /* Packet headers (16..63 bytes) in one lane: no tables to pull into the
- * cache, which is what a latency path coming out of the kernel pays for. */
-CLMUL_TARGET static uint32_t clmul_short(uint32_t reg, const uint8_t *p, size_t len)
+ * cache, which is what a latency path coming out of the kernel pays for.
+ * x0: what goes into the first block (the register, or a block before). */
+CLMUL_TARGET static uint32_t clmul_short(__m128i x0, const uint8_t *p, size_t len)
 {
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
-    __m128i a = _mm_xor_si128(load128(p), _mm_cvtsi32_si128((int)reg));
+    __m128i a = _mm_xor_si128(load128(p), x0);
     for (p += 16, len -= 16; len >= 16; p += 16, len -= 16)
         a = clmul_fold(a, k3k4, load128(p));
     return clmul_reduce(a);
@@ -120,12 +122,12 @@ VCLMUL_TARGET static inline __m512i load512(const uint8_t *p)
     return _mm512_loadu_si512((const void *)p);
 }
 
-VCLMUL_TARGET uint32_t wire_crc32_vclmul(uint32_t reg, const uint8_t *p, size_t len)
+VCLMUL_TARGET static uint32_t vclmul_from(__m128i x0, const uint8_t *p, size_t len)
 {
     const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430, 0x011542778a));
     const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596, 0x0154442bd4));
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
-    __m512i a = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)reg)));
+    __m512i a = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(x0));
     __m512i b = load512(p + 64), c = load512(p + 128), d = load512(p + 192);
     for (p += 256, len -= 256; len >= 256; p += 256, len -= 256) {
         a = vclmul_fold(a, k2048, load512(p));
@@ -146,15 +148,21 @@ VCLMUL_TARGET uint32_t wire_crc32_vclmul(uint32_t reg, const uint8_t *p, size_t 
     return clmul_reduce(x);
 }
 
-CLMUL_TARGET uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len)
+VCLMUL_TARGET uint32_t wire_crc32_vclmul(uint32_t reg, const uint8_t *p, size_t len)
+{
+    return vclmul_from(_mm_cvtsi32_si128((int)reg), p, len);
+}
+
+/* x0 into the first block, then p[0..len) by the widest engine there is. */
+CLMUL_TARGET static uint32_t clmul_from(__m128i x0, const uint8_t *p, size_t len)
 {
     const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4); /* fold by 512 */
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
     if (len >= WIRE_CRC32_VCLMUL_MIN && wire_crc32_has_vclmul())
-        return wire_crc32_vclmul(reg, p, len);
+        return vclmul_from(x0, p, len);
     if (len < 64)
-        return clmul_short(reg, p, len);
-    __m128i a = _mm_xor_si128(load128(p), _mm_cvtsi32_si128((int)reg));
+        return clmul_short(x0, p, len);
+    __m128i a = _mm_xor_si128(load128(p), x0);
     __m128i b = load128(p + 16), c = load128(p + 32), d = load128(p + 48);
     for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {
         a = clmul_fold(a, k1k2, load128(p));
@@ -167,7 +175,32 @@ CLMUL_TARGET uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t le
         a = clmul_fold(a, k3k4, load128(p));
     return clmul_reduce(a);
 }
+
+CLMUL_TARGET uint32_t wire_crc32_clmul(uint32_t reg, const uint8_t *p, size_t len)
+{
+    return clmul_from(_mm_cvtsi32_si128((int)reg), p, len);
+}
+
+/* The 12 bytes make a block of their own behind 4 zero bytes (which leave
+ * the zero register as it is), the register folded into their first 4, as
+ * into any message's; that block folded 128 bits forward goes into p's
+ * first. */
+CLMUL_TARGET uint32_t wire_crc32_clmul_lead12(uint32_t reg, const uint8_t lead[12],
+                                              const uint8_t *p, size_t len)
+{
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0); /* fold by 128 */
+    uint8_t block[16] = {0};
+    memcpy(block + 4, lead, 12);
+    __m128i x = _mm_xor_si128(load128(block), _mm_slli_si128(_mm_cvtsi32_si128((int)reg), 4));
+    return clmul_from(clmul_fold(x, k3k4, _mm_setzero_si128()), p, len);
+}
 #else
+uint32_t wire_crc32_clmul_lead12(uint32_t reg, const uint8_t lead[12], const uint8_t *p,
+                                 size_t len)
+{
+    return wire_crc32_slice8(wire_crc32_slice8(reg, lead, 12), p, len);
+}
+
 bool wire_crc32_has_clmul(void)
 {
     return false;

@@ -26,4 +26,12 @@ uint32_t wire_crc32_vclmul(uint32_t reg, const uint8_t *p, size_t len);
 
 #define WIRE_CRC32_VCLMUL_MIN 256
 
+/* The register after 12 bytes at lead and then p[0..len) (a RoCEv2 BTH
+ * and the payload after it), len a multiple of 16, at least 16: folded
+ * with no table look-up where wire_crc32_has_clmul() (a BTH by slicing
+ * pulls tables into a cache the payload just filled); by slicing
+ * elsewhere. */
+uint32_t wire_crc32_clmul_lead12(uint32_t reg, const uint8_t lead[12], const uint8_t *p,
+                                 size_t len);
+
 #endif

@@ -285,6 +285,16 @@ static uint32_t reg_after(uint32_t reg, const uint8_t *b, size_t len)
     return wire_crc32_clmul(reg, b + r, len - r);
 }
 
+/* The register after a masked BTH (12 bytes) and then body[0..n), from
+ * reg: a payload of whole 16-byte blocks (4 KiB ones are) takes the BTH
+ * in its fold (wire_crc32_clmul_lead12). */
+static uint32_t reg_after_bth(uint32_t reg, const uint8_t *bth, const uint8_t *body, size_t n)
+{
+    if (n >= 16 && n % 16 == 0 && wire_crc32_has_clmul())
+        return wire_crc32_clmul_lead12(reg, bth, body, n);
+    return ~op_crc32(~reg_after(reg, bth, OP_BTH_LEN), body, n);
+}
+
 /* The memo's register for a packet of len bytes on flow, filled if new. */
 static uint32_t memo_reg(struct op_icrc_memo *m, const struct op_flow *flow, size_t len)
 {
@@ -316,7 +326,35 @@ uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *flow,
     prefix_bth(&x, roce, len);
     if (inline_tail(&x, roce, len))
         return ~reg_after(reg, x.b, x.len);
-    return op_crc32(~reg_after(reg, x.b, x.len), roce + OP_BTH_LEN, len - OP_BTH_LEN);
+    return ~reg_after_bth(reg, x.b, roce + OP_BTH_LEN, len - OP_BTH_LEN);
+}
+
+uint32_t op_icrc_flow_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                               const uint8_t *roce, size_t len, size_t at, const uint8_t *ext,
+                               size_t ext_len)
+{
+    if (ext == NULL || ext_len == 0 || at < OP_BTH_LEN || at > len)
+        return op_icrc_flow_memo(m, flow, roce, len);
+    uint32_t reg = memo_reg(m, flow, len + ext_len);
+    struct icrc_prefix x;
+    x.len = 0;
+    prefix_bth(&x, roce, len);
+    uint32_t crc = at == OP_BTH_LEN ? ~reg_after_bth(reg, x.b, ext, ext_len)
+                   : op_crc32(op_crc32(~reg_after(reg, x.b, x.len), roce + OP_BTH_LEN,
+                                       at - OP_BTH_LEN),
+                              ext, ext_len);
+    return op_crc32(crc, roce + at, len - at);
+}
+
+bool op_icrc_check_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                            const uint8_t *roce, size_t len, size_t at, const uint8_t *ext,
+                            size_t ext_len)
+{
+    if (roce == NULL || len < OP_ICRC_LEN || at > len - OP_ICRC_LEN || at < OP_BTH_LEN ||
+        ext == NULL)
+        return op_icrc_check_memo(m, flow, roce, len);
+    size_t n = len - OP_ICRC_LEN;
+    return icrc_field(roce, n) == op_icrc_flow_ext_memo(m, flow, roce, n, at, ext, ext_len);
 }
 
 bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow, const uint8_t *roce,

@@ -151,9 +151,55 @@ void rsim_connect(struct rsim *s, const struct rsim_qp_opts *o, struct rsim_ep *
     bring_up(o, b, a, RSIM_IP_A, o->psn_a, o->psn_b);
 }
 
+/* Packet i of a placed read, if it falls as foreseen: its payload put at
+ * slot k of pl (the read scatters what it can there either way), it
+ * comes as *q with its headers and trailer in ht. */
+static bool place_one(const struct op_io_place *pl, int k, const struct op_pkt *p, uint8_t *ht,
+                      struct op_pkt *q)
+{
+    size_t done = (size_t)k * pl->payload;
+    if (done >= pl->room)
+        return false;
+    uint32_t room = pl->room - done < pl->payload ? (uint32_t)(pl->room - done) : pl->payload;
+    uint32_t past_hdr = p->len > pl->hdr ? p->len - pl->hdr : 0;
+    memcpy(pl->at + done, p->data + pl->hdr, past_hdr < room ? past_hdr : room);
+    if (p->len != pl->hdr + room + pl->trl)
+        return false;
+    memcpy(ht, p->data, pl->hdr);
+    memcpy(ht + pl->hdr, p->data + pl->hdr + room, pl->trl);
+    *q = (struct op_pkt){.flow = p->flow, .data = ht, .len = pl->hdr + pl->trl,
+                         .ext = pl->at + done, .ext_len = room, .ext_at = pl->hdr};
+    return true;
+}
+
+void rsim_deliver_placed(struct rsim *s, const struct op_pkt *p, int n)
+{
+    uint8_t ht[RSIM_DATAGRAM][64];
+    struct op_pkt q[RSIM_DATAGRAM];
+    struct op_io_place pl;
+    int to = n > 0 && n <= RSIM_DATAGRAM ? rsim_side(p[0].flow.dst.v4) : -1;
+    if (to < 0)
+        abort();
+    bool placing = op_rdma_dev_rx_place(s->dev[to], &pl) && pl.room > 0 &&
+                   pl.hdr + pl.trl <= sizeof ht[0];
+    for (int i = 0; i < n; i++) { /* the read, all at once */
+        q[i] = p[i];
+        placing = placing && place_one(&pl, i, &p[i], ht[i], &q[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        s->delivered++;
+        op_rdma_dev_input(s->dev[to], &q[i], s->now, &s->q);
+    }
+    flush(s, &s->q);
+}
+
 void rsim_deliver(struct rsim *s, const struct op_pkt *p)
 {
     int to = rsim_side(p->flow.dst.v4);
+    if (to >= 0 && s->placed) {
+        rsim_deliver_placed(s, p, 1);
+        return;
+    }
     if (to >= 0) {
         s->delivered++;
         op_rdma_dev_input(s->dev[to], p, s->now, &s->q);

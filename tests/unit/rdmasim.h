@@ -38,6 +38,12 @@ struct rsim {
     struct op_rng rng;
     struct op_pktbuf txbuf;
     struct op_txq q;
+    /* Packets arrive as op_io_recv_placed hands them out, each read alone:
+     * where the receiving device foresees a payload (op_rdma_dev_rx_place)
+     * the packet's bytes after its first `hdr` go into the room as the
+     * kernel's read would scatter them, and one that falls as foreseen
+     * comes with its payload there (ext), the others whole. */
+    bool placed;
     uint64_t sent[2], dropped[2], delivered;
 };
 
@@ -75,6 +81,11 @@ typedef bool (*rsim_done_fn)(void *arg);
 bool rsim_run(struct rsim *s, rsim_done_fn done, void *arg, uint64_t limit_ns);
 /* Hand a packet to the device at its destination now, as if it had arrived. */
 void rsim_deliver(struct rsim *s, const struct op_pkt *p);
+/* n (<= RSIM_DATAGRAM) packets to one device as one datagram read by a
+ * placed receive: the k-th one's payload where the device foresees it, as
+ * long as each falls as foreseen (see struct rsim's placed). */
+#define RSIM_DATAGRAM 16
+void rsim_deliver_placed(struct rsim *s, const struct op_pkt *p, int n);
 int rsim_side(uint32_t ip);
 
 #endif

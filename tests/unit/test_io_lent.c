@@ -460,8 +460,26 @@ static void test_icrc_ext_matches_flat(void **state)
         memcpy(hdr + at, flat + at + ext_len, tail);
         for (int v6 = 0; v6 < 2; v6++) {
             const struct op_flow *f = v6 ? &fl6 : &fl;
-            assert_int_equal(op_icrc_flow_ext(f, hdr, at + tail, at, flat + at, ext_len),
-                             op_icrc_flow(f, flat, at + ext_len + tail));
+            uint32_t want = op_icrc_flow(f, flat, at + ext_len + tail);
+            assert_int_equal(op_icrc_flow_ext(f, hdr, at + tail, at, flat + at, ext_len), want);
+            struct op_icrc_memo m = {0};
+            for (int again = 0; again < 2; again++) /* computed, then from the memo */
+                assert_int_equal(
+                    op_icrc_flow_ext_memo(&m, f, hdr, at + tail, at, flat + at, ext_len), want);
+            /* received in those pieces: the check holds, and fails for any bit */
+            for (size_t i = 0; i < 4; i++)
+                hdr[at + tail + i] = (uint8_t)(want >> (8 * i));
+            assert_true(op_icrc_check_ext_memo(&m, f, hdr, at + tail + 4, at, flat + at, ext_len));
+            for (size_t bit = 0; bit < 8 * (at + tail + ext_len); bit += 997) {
+                uint8_t *b = bit / 8 < at ? hdr + bit / 8
+                             : bit / 8 < at + ext_len ? flat + bit / 8
+                                                      : hdr + bit / 8 - ext_len;
+                *b ^= (uint8_t)(1u << bit % 8);
+                assert_int_equal(
+                    op_icrc_check_ext_memo(&m, f, hdr, at + tail + 4, at, flat + at, ext_len),
+                    bit / 8 == 4); /* the BTH's masked byte alone */
+                *b ^= (uint8_t)(1u << bit % 8);
+            }
         }
     }
 }

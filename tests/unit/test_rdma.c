@@ -322,6 +322,11 @@ static void workload_check(struct workload *w, const struct coll c[2], uint8_t *
     for (int i = 0; i < w->n; i++) {
         size_t off = (size_t)i * SLICE;
         expect_ok(&c[0].wc[i], (uint64_t)i);
+        /* nothing outside a WRITE's range changed: the rest of its slice,
+         * and the whole slice of any other WR */
+        bool wrote = w->op[i] == OP_RDMA_WR_RDMA_WRITE || w->op[i] == OP_RDMA_WR_RDMA_WRITE_WITH_IMM;
+        size_t kept = wrote ? w->len[i] : 0;
+        assert_memory_equal(w->rem.p + off + kept, orig_rem + off + kept, SLICE - kept);
         switch (w->op[i]) {
         case OP_RDMA_WR_RDMA_READ:
             assert_memory_equal(w->back.p + off, orig_rem + off, w->len[i]);
@@ -398,12 +403,13 @@ static void print_counters(const struct rsim_ep *a, const struct rsim_ep *b, uin
     print_message("\n");
 }
 
-static void lossy(double drop, double dup, double reorder, int n, uint32_t mtu, uint32_t psn,
-                  uint64_t seed)
+static void lossy_as(bool placed, double drop, double dup, double reorder, int n, uint32_t mtu,
+                     uint32_t psn, uint64_t seed)
 {
     struct rsim s;
     struct rsim_ep a, b;
     rsim_init(&s, seed);
+    s.placed = placed;
     for (int i = 0; i < 2; i++)
         s.link[i] = (struct rsim_link){.drop = drop, .dup = dup, .reorder = reorder,
                                        .jitter_ns = 40 * OP_NS_PER_US};
@@ -414,7 +420,90 @@ static void lossy(double drop, double dup, double reorder, int n, uint32_t mtu, 
     assert_true(qc(&a, OP_RDMA_QP_C_retransmissions) > 0);
     assert_true(qc(&b, OP_RDMA_QP_C_duplicates) > 0);
     assert_int_equal(op_rdma_qp_state(a.qp), OP_RDMA_QPS_RTS);
+    if (placed) { /* payloads were put where foreseen */
+        assert_true(qc(&b, OP_RDMA_QP_C_placed) > 0);
+    } else {
+        assert_int_equal(qc(&b, OP_RDMA_QP_C_placed) + qc(&b, OP_RDMA_QP_C_placed_moved), 0);
+    }
     rsim_free(&s);
+}
+
+static void lossy(double drop, double dup, double reorder, int n, uint32_t mtu, uint32_t psn,
+                  uint64_t seed)
+{
+    lossy_as(false, drop, dup, reorder, n, mtu, psn, seed);
+}
+
+/* The same through placed receives: a duplicate, a packet ahead of its
+ * turn or one of another message, read where the next one was foreseen,
+ * writes only bytes of the open WRITE not yet received; it is moved where
+ * it belongs or dropped, and every byte ends as without placement. */
+static void test_loss_dup_reorder_placed(void **state)
+{
+    (void)state;
+    lossy_as(true, 0.05, 0.02, 0.05, 300, 1024, 0, 41);
+    lossy_as(true, 0.05, 0.02, 0.05, 150, 4096, 0x123456u, 42);
+    lossy_as(true, 0, 0.05, 0.10, 150, 256, 0xffff00u, 43);
+}
+
+/* A placed datagram of a duplicate, the packet expected and the last one,
+ * read while the rest of a 4-packet WRITE was foreseen: the duplicate's
+ * payload lands where the expected one belongs and is dropped, the
+ * expected one lands one packet further and is moved back, the last
+ * comes whole (the room ended); every byte of the WRITE ends right and
+ * none around it changed. */
+struct held {
+    struct op_pkt pkt[4];
+    uint8_t data[4][512];
+    int n;
+};
+
+/* The first 4 packets a sends are kept, and nothing of a's arrives. */
+static bool hold_data(struct rsim *s, int from, const struct op_pkt *p)
+{
+    struct held *h = s->hook_ctx;
+    if (from != 0 || h->n == 4)
+        return from == 0;
+    memcpy(h->data[h->n], p->data, p->len);
+    h->pkt[h->n] = *p;
+    h->pkt[h->n].data = h->data[h->n];
+    h->n++;
+    return true;
+}
+
+static void test_placed_misprediction_moved(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct held h = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
+    fx_init(&f, 45, &o, 2048, ALL_ACCESS);
+    uint8_t *orig = malloc(2048);
+    assert_non_null(orig);
+    memcpy(orig, f.rem.p, 2048);
+    f.s.hook = hold_data;
+    f.s.hook_ctx = &h;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 1024, &f.rem, 512, 1, 0),
+                     OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, 1000)); /* sent, all held */
+    assert_int_equal(h.n, 4);
+    f.s.hook = NULL;
+    rsim_deliver(&f.s, &h.pkt[0]);            /* FIRST (a RETH: never foreseen) */
+    rsim_deliver_placed(&f.s, &h.pkt[1], 1);  /* MIDDLE where foreseen */
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed), 1);
+    const struct op_pkt dgram[3] = {h.pkt[1], h.pkt[2], h.pkt[3]};
+    rsim_deliver_placed(&f.s, dgram, 3);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed_moved), 1);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_duplicates), 1);
+    wait_for(&f.s, &f.a, 1, &f.b, 0, f.c);
+    expect_ok(&f.c[0].wc[0], 1);
+    assert_memory_equal(f.rem.p + 512, f.src.p, 1024);
+    assert_memory_equal(f.rem.p, orig, 512);
+    assert_memory_equal(f.rem.p + 1536, orig + 1536, 512);
+    coll_free(f.c);
+    free(orig);
+    fx_free(&f);
 }
 
 static void test_loss_dup_reorder_both_ways(void **state)
@@ -1536,6 +1625,8 @@ int main(void)
         cmocka_unit_test(test_sizes_at_each_mtu),
         cmocka_unit_test(test_deep_queue_back_to_back),
         cmocka_unit_test(test_loss_dup_reorder_both_ways),
+        cmocka_unit_test(test_loss_dup_reorder_placed),
+        cmocka_unit_test(test_placed_misprediction_moved),
         cmocka_unit_test(test_heavy_loss),
         cmocka_unit_test(test_reads_behind_reads_whole),
         cmocka_unit_test(test_window_adapts_to_loss),

@@ -79,6 +79,15 @@ static void test_crc32_engines(void **state)
         for (size_t len = WIRE_CRC32_VCLMUL_MIN; len <= 4096; len += 16)
             assert_int_equal(wire_crc32_vclmul(~0x5a5a5a5au, crc_buf + off, len),
                              ~crc32_ref(0x5a5a5a5au, crc_buf + off, len));
+    /* 12 bytes then whole blocks: every engine size (short, 4 lanes, 512-bit) */
+    for (size_t off = 0; off < 16 && wire_crc32_has_clmul(); off += 7)
+        for (size_t len = 16; len <= 4112; len += 16 + (len > 300) * 240)
+            for (uint32_t reg = 0; reg < 3; reg++) {
+                uint32_t r0 = reg * 0x9e3779b9u;
+                assert_int_equal(wire_crc32_clmul_lead12(r0, crc_buf + off, crc_buf + off + 12,
+                                                         len),
+                                 ~crc32_ref(~r0, crc_buf + off, 12 + len));
+            }
     if (!wire_crc32_has_clmul())
         print_message("no PCLMULQDQ here: only the slicing-by-8 engine was tested\n");
     else if (!wire_crc32_has_vclmul())

@@ -131,5 +131,15 @@ OP_API uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *
                                   const uint8_t *roce, size_t len);
 OP_API bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow,
                                const uint8_t *roce, size_t len);
+/* op_icrc_flow_ext with the memo: the bytes roce[0..at) ext[0..ext_len)
+ * roce[at..len), at past the BTH (else the ext is ignored, as there). */
+OP_API uint32_t op_icrc_flow_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                                      const uint8_t *roce, size_t len, size_t at,
+                                      const uint8_t *ext, size_t ext_len);
+/* The check of a packet received in those pieces, its ICRC the last 4
+ * bytes of roce[at..len). */
+OP_API bool op_icrc_check_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
+                                   const uint8_t *roce, size_t len, size_t at,
+                                   const uint8_t *ext, size_t ext_len);
 
 #endif
