@@ -272,12 +272,16 @@ static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t
 /* The rest of the open WRITE, where the next packets in sequence will put
  * their payloads: the region is looked up again, as for each packet.
  * Between two messages of a QP that took a WRITE of several packets, no
- * room: the next may open with the next packet. */
+ * room: the next may open with the next packet. RC only: a packet that
+ * fell where another belonged (one before it was lost) is dropped, and on RC
+ * the retransmission writes those bytes again; UC drops the rest of the
+ * message and nothing would (the region kept bytes its sender never wrote
+ * there). */
 bool rdma_resp_place(struct op_rdma_qp *qp, struct op_io_place *out)
 {
     const struct rdma_resp *s = &qp->resp;
     char cause[RDMA_CAUSE_LEN];
-    if (qp->init.type == OP_RDMA_QPT_UD ||
+    if (qp->init.type != OP_RDMA_QPT_RC ||
         (qp->state != OP_RDMA_QPS_RTR && qp->state != OP_RDMA_QPS_RTS))
         return false;
     if (s->in_msg != RDMA_H_WRITE || s->off >= s->wlen) {

@@ -506,6 +506,40 @@ static void test_placed_misprediction_moved(void **state)
     fx_free(&f);
 }
 
+/* UC: a packet read where the one lost before it belonged would stay there
+ * (nothing retransmits), so a UC WRITE's payloads are never placed: after
+ * the loss the region keeps what it had, byte for byte. */
+static void test_uc_never_placed(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct held h = {0};
+    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UC, .mtu = 256};
+    fx_init(&f, 46, &o, 2048, ALL_ACCESS);
+    uint8_t *orig = malloc(2048);
+    assert_non_null(orig);
+    memcpy(orig, f.rem.p, 2048);
+    f.s.hook = hold_data;
+    f.s.hook_ctx = &h;
+    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 1024, &f.rem, 512, 1, 0),
+                     OP_OK);
+    assert_false(rsim_run(&f.s, never, NULL, 1000));
+    assert_int_equal(h.n, 4);
+    f.s.hook = NULL;
+    struct op_io_place pl;
+    rsim_deliver(&f.s, &h.pkt[0]);
+    assert_false(op_rdma_dev_rx_place(f.s.dev[1], &pl));
+    const struct op_pkt rest[2] = {h.pkt[2], h.pkt[3]}; /* the second lost */
+    rsim_deliver_placed(&f.s, rest, 2);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed), 0);
+    assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed_moved), 0);
+    assert_memory_equal(f.rem.p + 512, f.src.p, 256);
+    assert_memory_equal(f.rem.p, orig, 512);
+    assert_memory_equal(f.rem.p + 768, orig + 768, 2048 - 768);
+    free(orig);
+    fx_free(&f);
+}
+
 static void test_loss_dup_reorder_both_ways(void **state)
 {
     (void)state;
@@ -1627,6 +1661,7 @@ int main(void)
         cmocka_unit_test(test_loss_dup_reorder_both_ways),
         cmocka_unit_test(test_loss_dup_reorder_placed),
         cmocka_unit_test(test_placed_misprediction_moved),
+        cmocka_unit_test(test_uc_never_placed),
         cmocka_unit_test(test_heavy_loss),
         cmocka_unit_test(test_reads_behind_reads_whole),
         cmocka_unit_test(test_window_adapts_to_loss),
