@@ -468,6 +468,74 @@ static void set_cell(struct vrow *row, size_t i, double us, const struct mdl_spr
     row->kept[i] = sp->kept, row->runs[i] = sp->runs;
 }
 
+/* A row disagrees with itself where any size's averaged runs reach beyond
+ * the tolerance either side of its figure (after their extra runs, as
+ * measure.c runs them); how much: the log of the highest over the lowest,
+ * summed over its sizes. */
+static bool row_unsettled(const struct vrow *row, size_t ns, double tolerance)
+{
+    for (size_t i = 0; i < ns; i++)
+        if (row->lo[i] < row->us[i] * (1 - tolerance) || row->hi[i] > row->us[i] * (1 + tolerance))
+            return true;
+    return false;
+}
+
+static double row_spread(const struct vrow *row, size_t ns)
+{
+    double s = 0;
+    for (size_t i = 0; i < ns; i++)
+        s += row->lo[i] > 0 ? log(row->hi[i] / row->lo[i]) : 0;
+    return s;
+}
+
+static bool measure_osu_row(const struct op_model_cfg *cfg, const uint64_t *sizes, size_t ns,
+                            struct vrow *row)
+{
+    const struct mdl_row_kind_info *k = &mdl_row_kinds[row->kind];
+    struct mdl_job job = {row->nodes, k->ppn, k->ppn, k->mpirun_mode};
+    struct mdl_spread sp[N_SIZES];
+    fprintf(stderr, "offpath model: measuring mpirun --mode %s, %u nodes x %u ranks\n", job.mode,
+            job.nodes, job.ppn);
+    if (!mdl_measure_osu(cfg, &job, sizes, ns, row->us, sp))
+        return false;
+    for (size_t i = 0; i < ns; i++)
+        set_cell(row, i, row->us[i], &sp[i]);
+    return true;
+}
+
+/* An mpirun row whose jobs disagreed with themselves through their extra
+ * runs was disturbed for its whole minute (29 Nov 04:02: 2 nodes x 2 ranks
+ * in Node mode, 4 B 52-218 us in 11 jobs, the MPI layer's costs fitted on
+ * it put 18 cells off): measured once more after every other row, as an
+ * experimenter takes a disturbed measurement again, and the measurement
+ * whose runs agree better kept (never the model's say). At most
+ * RETAKE_ROWS rows, once each; the record notes it. */
+#define RETAKE_ROWS 2
+static bool retake_rows(const struct op_model_cfg *cfg, struct vmeas *v)
+{
+    unsigned done = 0;
+    for (size_t r = 0; r < v->nrows && done < RETAKE_ROWS; r++) {
+        struct vrow *row = &v->rows[r], again = *row;
+        if (row->kind == ROW_INC || !row_unsettled(row, v->ns, cfg->tolerance))
+            continue;
+        done++;
+        double first = row_spread(row, v->ns);
+        if (!measure_osu_row(cfg, v->sizes, v->ns, &again))
+            return false;
+        double second = row_spread(&again, v->ns);
+        bool keep = second < first;
+        if (keep)
+            *row = again;
+        snprintf(row->note, sizeof(row->note),
+                 "its runs disagreed with themselves; measured again after the other rows, "
+                 "kept the %s (spread %.2f, again %.2f)", keep ? "second" : "first", first,
+                 second);
+        fprintf(stderr, "offpath model: %s %u nodes: %s\n", mdl_row_kinds[row->kind].name,
+                row->nodes, row->note);
+    }
+    return true;
+}
+
 /* inc_test's cells in rounds (measure.c says why), then each mpirun row. */
 static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
 {
@@ -475,7 +543,6 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
     uint64_t bytes[MDL_CELLS_MAX];
     double us[MDL_CELLS_MAX];
     static struct mdl_spread sp[MDL_CELLS_MAX];
-    struct mdl_spread row_sp[N_SIZES];
     size_t n = 0;
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t i = 0; i < v->ns && v->rows[r].kind == ROW_INC; i++, n++) {
@@ -487,21 +554,15 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
     n = 0;
     for (size_t r = 0; r < v->nrows; r++) {
         struct vrow *row = &v->rows[r];
-        const struct mdl_row_kind_info *k = &mdl_row_kinds[row->kind];
         if (row->kind == ROW_INC) {
             for (size_t i = 0; i < v->ns; i++, n++)
                 set_cell(row, i, us[n], &sp[n]);
             continue;
         }
-        struct mdl_job job = {row->nodes, k->ppn, k->ppn, k->mpirun_mode};
-        fprintf(stderr, "offpath model: measuring mpirun --mode %s, %u nodes x %u ranks\n",
-                job.mode, job.nodes, job.ppn);
-        if (!mdl_measure_osu(cfg, &job, v->sizes, v->ns, row->us, row_sp))
+        if (!measure_osu_row(cfg, v->sizes, v->ns, row))
             return false;
-        for (size_t i = 0; i < v->ns; i++)
-            set_cell(row, i, row->us[i], &row_sp[i]);
     }
-    return true;
+    return retake_rows(cfg, v);
 }
 
 /* The calibration's cells that validate measured too take validate's

@@ -77,6 +77,7 @@ struct vrow {
     unsigned kind, nodes;
     double us[N_SIZES], lo[N_SIZES], hi[N_SIZES]; /* figure, its runs' spread */
     unsigned kept[N_SIZES], runs[N_SIZES]; /* runs kept and run (0: not recorded) */
+    char note[160]; /* a row measured twice says so (a '#' line in the record) */
 };
 #define MAX_ROWS 48
 struct vmeas {

@@ -361,9 +361,18 @@ static uint64_t tcp_frames(const struct op_model_platform *p, uint64_t bytes)
     return (bytes + mss(p) - 1) / mss(p);
 }
 
-/* A bundle's bytes on the links: its data in TCP frames. */
+/* A bundle's bytes on the links: its data in TCP frames. On this
+ * machine's loopback none: the bytes are the CPUs' copies at either end
+ * (host_byte_s, on the cores the ranks share), as INC's datagrams' are
+ * (inc_sim.c). Charged as 2 GB/s of a link each node has to itself, 8
+ * ranks' rings came out 20-59 % fast at 1 MiB in every record: the cores
+ * copy every rank's bytes, so a step of 8 ranks took 4 times the copies'
+ * time at 2 ranks (0.4-0.5 ns a byte and rank, over 2 cores, at 2, 4 and
+ * 8 nodes alike: 29 Nov 04:24). */
 static long wire_bytes(const struct op_model_platform *p, unsigned cnt, uint64_t msg)
 {
+    if (!mdl_on_links(p))
+        return 0;
     if (p->fwd_frame_s <= 0)
         return (long)(cnt * (msg + MDL_HDR_BYTES));
     return (long)(cnt * (msg + tcp_frames(p, msg) * TCP_FRAME_HDR));
@@ -663,7 +672,8 @@ void mdl_host_plan(unsigned alg, unsigned P, uint64_t b, struct mdl_plan *pl)
 }
 
 /* A ring's steps are all alike: past its 8th the rest follow the rate of
- * steps 4-8, less the reduction the allgather half does not do. */
+ * steps 4-8, less the reduction the allgather half does not do (on shared
+ * cores none: each end seals, checks and copies every byte either way). */
 static double extrapolate(const struct hostrun *h)
 {
     double t = h->step_end[h->steps - 1];
@@ -671,6 +681,8 @@ static double extrapolate(const struct hostrun *h)
         return t;
     unsigned f = h->s.first[h->ring], P = h->s.P;
     double rate = (h->step_end[f + 7] - h->step_end[f + 3]) / 4;
+    if (h->r->p->shared_cores > 0)
+        return t + h->skip_n * rate;
     uint64_t msg = (h->s.plan.ph[h->ring].bytes + P - 1) / P;
     unsigned no_reduce = P - 1 < h->skip_n ? P - 1 : h->skip_n;
     return t + h->skip_n * rate - no_reduce * (double)msg * host_byte(h->r->p, h->r->sc->bytes);

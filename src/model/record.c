@@ -38,6 +38,8 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t i = 0; i < v->ns; i++) {
             const char *name = mdl_row_kinds[v->rows[r].kind].name;
+            if (i == 0 && v->rows[r].note[0] != '\0')
+                fprintf(f, "# %s %u: %s\n", name, v->rows[r].nodes, v->rows[r].note);
             unsigned long long b = v->sizes[i];
             fprintf(f, "row %s %u %llu %.17g %.17g %.17g\n", name, v->rows[r].nodes, b,
                     v->rows[r].us[i], v->rows[r].lo[i], v->rows[r].hi[i]);

@@ -368,6 +368,34 @@ static void test_loopback_inc_has_no_wire_time(void **state)
     assert_true(sim1(&p, 2, 1, sc, NULL) > fast);
 }
 
+/* The host path's bytes on this machine's loopback are the CPUs' copies at
+ * either end, on the cores every rank shares, not a link's time: with only
+ * the per-byte cost, a ring of P ranks (2(P-1) steps of B/P bytes, each
+ * rank sending and taking one a step) takes 2 x 2(P-1) x B x host_byte_s
+ * over the 2 cores, whatever the loopback's bandwidth; at 8 ranks past the
+ * 8 steps the model simulates, the rest at the same rate (the allgather
+ * half seals and checks as many bytes as the reduce-scatter half). */
+static void test_loopback_host_bytes_share_the_cores(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    p.host_msg_s = p.leader_pkt_s = p.host_wake_s = p.wire_lat = p.crowd_f = 0;
+    p.host_hot_bytes = 0;
+    p.host_byte_s = 1e-9;
+    struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RING,
+                                   .bytes = 1048576};
+    for (unsigned ranks = 2; ranks <= 8; ranks *= 2) {
+        double want = 2.0 * 2 * (ranks - 1) * (double)sc.bytes * p.host_byte_s / p.shared_cores;
+        NEAR(sim1(&p, ranks, 1, sc, NULL), want);
+        struct op_model_platform slow = p;
+        slow.link_bw = 1e6;
+        NEAR(sim1(&slow, ranks, 1, sc, NULL), want);
+    }
+}
+
 /* Leaders that poll from a call's start (spin_s, src/inc's spin_ns) take
  * a result that comes while they poll without a wake-up, and their polling
  * is CPU: with only the leaders' wake-up costing, a call of one chunk
@@ -883,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_topology_tcp_overlaps_frames_and_link),
         cmocka_unit_test(test_topology_late_wakeups_cost_timeouts),
         cmocka_unit_test(test_loopback_inc_has_no_wire_time),
+        cmocka_unit_test(test_loopback_host_bytes_share_the_cores),
         cmocka_unit_test(test_spinning_leaders_skip_the_wakeup),
         cmocka_unit_test(test_polled_results_displace_no_one),
     };
