@@ -471,23 +471,31 @@ static bool hold_data(struct rsim *s, int from, const struct op_pkt *p)
     return true;
 }
 
+/* A 1024-byte WRITE to rem+512 in 4 packets of 256, sent and held; orig
+ * keeps the region as it was. */
+static uint8_t *held_write(struct fx *f, struct held *h, enum op_rdma_qp_type type, unsigned seed)
+{
+    const struct rsim_qp_opts o = {.type = type, .mtu = 256, .retry_cnt = 7};
+    fx_init(f, seed, &o, 2048, ALL_ACCESS);
+    uint8_t *orig = malloc(2048);
+    assert_non_null(orig);
+    memcpy(orig, f->rem.p, 2048);
+    f->s.hook = hold_data;
+    f->s.hook_ctx = h;
+    assert_int_equal(post(&f->s, &f->a, OP_RDMA_WR_RDMA_WRITE, &f->src, 0, 1024, &f->rem, 512, 1, 0),
+                     OP_OK);
+    assert_false(rsim_run(&f->s, never, NULL, 1000)); /* sent, all held */
+    assert_int_equal(h->n, 4);
+    f->s.hook = NULL;
+    return orig;
+}
+
 static void test_placed_misprediction_moved(void **state)
 {
     (void)state;
     struct fx f;
     struct held h = {0};
-    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_RC, .mtu = 256, .retry_cnt = 7};
-    fx_init(&f, 45, &o, 2048, ALL_ACCESS);
-    uint8_t *orig = malloc(2048);
-    assert_non_null(orig);
-    memcpy(orig, f.rem.p, 2048);
-    f.s.hook = hold_data;
-    f.s.hook_ctx = &h;
-    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 1024, &f.rem, 512, 1, 0),
-                     OP_OK);
-    assert_false(rsim_run(&f.s, never, NULL, 1000)); /* sent, all held */
-    assert_int_equal(h.n, 4);
-    f.s.hook = NULL;
+    uint8_t *orig = held_write(&f, &h, OP_RDMA_QPT_RC, 45);
     rsim_deliver(&f.s, &h.pkt[0]);            /* FIRST (a RETH: never foreseen) */
     rsim_deliver_placed(&f.s, &h.pkt[1], 1);  /* MIDDLE where foreseen */
     assert_int_equal(qc(&f.b, OP_RDMA_QP_C_placed), 1);
@@ -514,18 +522,7 @@ static void test_uc_never_placed(void **state)
     (void)state;
     struct fx f;
     struct held h = {0};
-    const struct rsim_qp_opts o = {.type = OP_RDMA_QPT_UC, .mtu = 256};
-    fx_init(&f, 46, &o, 2048, ALL_ACCESS);
-    uint8_t *orig = malloc(2048);
-    assert_non_null(orig);
-    memcpy(orig, f.rem.p, 2048);
-    f.s.hook = hold_data;
-    f.s.hook_ctx = &h;
-    assert_int_equal(post(&f.s, &f.a, OP_RDMA_WR_RDMA_WRITE, &f.src, 0, 1024, &f.rem, 512, 1, 0),
-                     OP_OK);
-    assert_false(rsim_run(&f.s, never, NULL, 1000));
-    assert_int_equal(h.n, 4);
-    f.s.hook = NULL;
+    uint8_t *orig = held_write(&f, &h, OP_RDMA_QPT_UC, 46);
     struct op_io_place pl;
     rsim_deliver(&f.s, &h.pkt[0]);
     assert_false(op_rdma_dev_rx_place(f.s.dev[1], &pl));
