@@ -86,6 +86,21 @@ class Prefix:
         return subprocess.Popen(self.argv(name, argv), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=self.work, env=self.env)
 
+    def calls(self, name):
+        """The traced run's lines, each call whole: with -f, a call another
+        process interrupted comes as 'PID x(... <unfinished ...>' and later
+        'PID <... x resumed>...'; joined here."""
+        pending, out = {}, []
+        for line in (self.traces / name).read_text(errors="replace").splitlines():
+            pid, _, rest = line.partition(" ")
+            if rest.endswith("<unfinished ...>"):
+                pending[pid] = line[:-len("<unfinished ...>")]
+            elif rest.startswith("<... ") and pid in pending:
+                out.append(pending.pop(pid) + rest.split("resumed>", 1)[-1])
+            else:
+                out.append(line)
+        return out
+
     def touched(self, name):
         """The paths of the checkout that traced run touched (none is right)."""
         bad = []
@@ -255,7 +270,7 @@ def test_mpirun_osu_allreduce_through_the_switches(inst):
     # the ranks' loader opened the preloaded library from the prefix
     opened = [os.path.normpath(m) for m in re.findall(
         r'openat\([^"]*"([^"]*liboffpath_mpi\.so)", [^)]*\) = \d+',
-        (inst.traces / "mpirun").read_text())]
+        "\n".join(inst.calls("mpirun")))]
     assert opened and all(p == f"{inst.libdir}/liboffpath_mpi.so" for p in opened), opened
 
 
