@@ -46,6 +46,11 @@ struct op_nstopo_link {
     double loss;
     uint32_t delay_us;
     uint32_t down_after_ms, down_for_ms; /* down both ways for a while; 0 for: never */
+    /* nonzero: down at the down_at_inc-th INC packet the switch's end of
+     * the link receives (down_after_ms 0), not at a time: a job's start
+     * takes what it takes, and a job between its allreduces (MPI's own
+     * TCP, with its backoff) may well sit out a window in time */
+    uint32_t down_at_inc;
 };
 
 struct op_nstopo {

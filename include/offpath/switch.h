@@ -169,8 +169,9 @@ struct op_sw_port_config {
     double rx_drop_rate;         /* each frame received lost (a host's end cannot) */
     uint32_t delay_us;           /* each frame sent held this long */
     /* the link down (everything sent and received lost) from down_after_ms
-     * after start for down_for_ms; 0: never */
-    uint32_t down_after_ms, down_for_ms;
+     * after start (with down_at_inc: from the down_at_inc-th INC packet the
+     * port receives) for down_for_ms; 0: never */
+    uint32_t down_after_ms, down_for_ms, down_at_inc;
 };
 
 struct op_sw_route {

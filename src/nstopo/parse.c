@@ -130,17 +130,22 @@ static bool parse_delay(const char *s, uint32_t *us)
     return true;
 }
 
-/* "AFTER+FOR" in milliseconds: the link down for a while. */
-static bool parse_down(const char *s, uint32_t *after, uint32_t *span)
+/* "AFTER+FOR" in milliseconds: the link down for a while; "inc:N+FOR": from
+ * the N-th INC packet at the switch's end. */
+static bool parse_down(const char *s, struct op_nstopo_link *l)
 {
     char *end, *end2;
+    bool at_inc = strncmp(s, "inc:", 4) == 0;
+    s += at_inc ? 4 : 0;
     errno = 0;
     unsigned long a = strtoul(s, &end, 10), f = *end == '+' ? strtoul(end + 1, &end2, 10) : 0;
     if (errno != 0 || end == s || s[0] < '0' || s[0] > '9' || *end != '+' || end[1] < '0' ||
-        end[1] > '9' || *end2 != '\0' || a > 86400000 || f < 1 || f > 86400000)
+        end[1] > '9' || *end2 != '\0' || a > 86400000 || f < 1 || f > 86400000 ||
+        (at_inc && a < 1))
         return false;
-    *after = (uint32_t)a;
-    *span = (uint32_t)f;
+    l->down_after_ms = at_inc ? 0 : (uint32_t)a;
+    l->down_at_inc = at_inc ? (uint32_t)a : 0;
+    l->down_for_ms = (uint32_t)f;
     return true;
 }
 
@@ -153,8 +158,10 @@ static bool parse_link_faults(struct parse *p, char **w, int n, struct op_nstopo
         if (i + 1 >= n)
             return FAIL(p, "'%s' wants a value", w[i]);
         if (strcmp(w[i], "down") == 0 && !down) {
-            if (!parse_down(w[i + 1], &l->down_after_ms, &l->down_for_ms))
-                return FAIL(p, "bad down '%s' (AFTER_MS+FOR_MS from the switches' start)",
+            if (!parse_down(w[i + 1], l))
+                return FAIL(p,
+                            "bad down '%s' (AFTER_MS+FOR_MS from the switches' start, or "
+                            "inc:N+FOR_MS from the link's N-th INC packet)",
                             w[i + 1]);
             down = true;
             continue;

@@ -232,6 +232,17 @@ static enum op_sw_path_counter classify(struct op_sw_path *p, struct sw_port *pt
     return forward(p, f, now);
 }
 
+/* `down inc:N+D`: the N-th INC packet in takes the link down, now, while an
+ * allreduce is under way. */
+static bool down_at_this_inc(struct sw_port *pt, uint64_t now)
+{
+    if (pt->cfg.down_at_inc == 0 || pt->sh.down_until != 0 ||
+        pt->c[OP_SW_PATH_C_to_inc] < pt->cfg.down_at_inc)
+        return false;
+    path_shape_down_from(pt, now);
+    return true;
+}
+
 static void port_input(void *eng, struct op_frame *frames, int n, uint64_t now,
                        struct op_frameq *out)
 {
@@ -243,7 +254,10 @@ static void port_input(void *eng, struct op_frame *frames, int n, uint64_t now,
     for (int i = 0; i < n; i++) {
         bool lost = down || (pt->cfg.rx_drop_rate > 0 &&
                              op_rng_unit(&p->rx_loss) < pt->cfg.rx_drop_rate);
-        pt->c[lost ? OP_SW_PATH_C_drop_injected : classify(p, pt, &frames[i], now)]++;
+        enum op_sw_path_counter k = lost ? OP_SW_PATH_C_drop_injected
+                                         : classify(p, pt, &frames[i], now);
+        pt->c[k]++;
+        down = down || (k == OP_SW_PATH_C_to_inc && down_at_this_inc(pt, now));
     }
     drain_inc(p, &p->incq);
 }

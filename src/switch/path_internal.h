@@ -57,6 +57,8 @@ struct op_sw_path {
 };
 
 op_status_t path_shape_init(struct sw_port *pt, uint64_t now);
+/* the link's down window from now (the port's down_after_ms on) */
+void path_shape_down_from(struct sw_port *pt, uint64_t now);
 void path_shape_free(struct sw_port *pt);
 /* The loop's flush: the link down drops, a shaped port queues and sends
  * what its rate allows, another sends at once. */

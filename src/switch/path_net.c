@@ -55,6 +55,7 @@ static op_status_t add_port(const struct op_nstopo *t, int self, const char *ifn
     pc->delay_us = l->delay_us;
     pc->down_after_ms = l->down_after_ms;
     pc->down_for_ms = l->down_for_ms;
+    pc->down_at_inc = l->down_at_inc;
     if (t->nodes[peer].role == OP_NSTOPO_HOST)
         pc->rx_drop_rate = l->loss;
     peer_of[c->n_ports++] = peer;

@@ -21,10 +21,8 @@ static bool shaped(const struct sw_port *pt) { return pt->cfg.rate_bps > 0; }
 op_status_t path_shape_init(struct sw_port *pt, uint64_t now)
 {
     struct path_shaper *sh = &pt->sh;
-    if (pt->cfg.down_for_ms > 0) {
-        sh->down_from = now + (uint64_t)pt->cfg.down_after_ms * OP_NS_PER_MS;
-        sh->down_until = sh->down_from + (uint64_t)pt->cfg.down_for_ms * OP_NS_PER_MS;
-    }
+    if (pt->cfg.down_for_ms > 0 && pt->cfg.down_at_inc == 0)
+        path_shape_down_from(pt, now);
     if (!shaped(pt))
         return OP_OK;
     /* tbf's burst as offpath topo sets it: a millisecond of the rate, at
@@ -62,6 +60,13 @@ void path_shape_free(struct sw_port *pt)
     free(sh->held_at);
     free(sh->spare);
     memset(sh, 0, sizeof *sh);
+}
+
+void path_shape_down_from(struct sw_port *pt, uint64_t now)
+{
+    struct path_shaper *sh = &pt->sh;
+    sh->down_from = now + (uint64_t)pt->cfg.down_after_ms * OP_NS_PER_MS;
+    sh->down_until = sh->down_from + (uint64_t)pt->cfg.down_for_ms * OP_NS_PER_MS;
 }
 
 static bool link_down(const struct path_shaper *sh, uint64_t now)

@@ -232,19 +232,18 @@ def test_topo_rank_outside_mpirun_refused(topo):
 
 def test_link_down_for_a_second_mid_job(topo):
     """h3's link (node 4's) down both ways for two seconds mid-job (`down
-    15000+2000` in the file, the switches' per-port injector): the leaders
-    wait it out or settle the calls among themselves, every result exact,
-    the summary naming what they did. The window must fall among the
-    allreduces: the ranks' start in their namespaces takes 2-5 s on an idle
-    machine but once took over 8 s in CI with both cores busy (the window
-    then hit MPI's own TCP set-up only: nothing of INC waited), and at 40
-    rounds the faster leaders of the seventh session once ended the job as
-    the window began. So 15 s in, and 150 rounds (~0.3 s each idle)."""
+    inc:300+2000` in the file, the switches' per-port injector): the
+    leaders wait it out or settle the calls among themselves, every result
+    exact, the summary naming what they did. The outage starts at the
+    link's 300th INC packet, so an allreduce meets it: a window in time
+    missed them, before the job when the ranks' start outlasted it under
+    CI's load, and after or between them (the check's PMPI_Allreduce over
+    TCP sat it out in its backoff) 3 times in 8 on an idle machine."""
     need("openmpi")
     path, name = topo
-    edit(path, "link h3 t1 rate 1gbit queue 256kb", "link h3 t1 rate 1gbit queue 256kb down 15000+2000")
+    edit(path, "link h3 t1 rate 1gbit queue 256kb", "link h3 t1 rate 1gbit queue 256kb down inc:300+2000")
     r = offpath("mpirun", "--topo", path, "--deadline-ms", 300, "--verbose", "--",
-                CHECK["openmpi"], 150, 1000, timeout=300)
+                CHECK["openmpi"], 40, 1000, timeout=300)
     res = parse(r)
     assert r.returncode == 0, r.stderr
     assert res["ranks"] == 8 and res["mismatches"] == 0

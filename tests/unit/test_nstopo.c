@@ -84,6 +84,13 @@ static void test_link_faults(void **state)
                      OP_OK);
     assert_int_equal(topo.links[0].down_after_ms, 2000);
     assert_int_equal(topo.links[0].down_for_ms, 1500);
+    assert_int_equal(topo.links[0].down_at_inc, 0);
+    assert_int_equal(op_nstopo_parse(HEAD "link h1 t1 rate 1gbit queue 64kb down inc:300+700\n",
+                                     &topo, &st, err, sizeof(err)),
+                     OP_OK);
+    assert_int_equal(topo.links[0].down_after_ms, 0);
+    assert_int_equal(topo.links[0].down_for_ms, 700);
+    assert_int_equal(topo.links[0].down_at_inc, 300);
     assert_int_equal(op_nstopo_parse(HEAD LINK, &topo, &st, err, sizeof(err)), OP_OK);
     assert_int_equal(topo.links[0].delay_us, 0);
     assert_true(topo.links[0].loss == 0);
@@ -121,6 +128,10 @@ static void test_malformed(void **state)
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down 100+0\n", "line 4: bad down", 1);
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down +5\n", "line 4: bad down", 1);
     expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down 1+5x\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down inc:5\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down inc:0+5\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down inc:+1+5\n", "line 4: bad down", 1);
+    expect_bad(HEAD "link h1 t1 rate 1gbit queue 64kb down inc+1+5\n", "line 4: bad down", 1);
     expect_bad(HEAD "link h1 t9 rate 1gbit queue 64kb\n", "line 4: link to undeclared node 't9'",
                1);
     expect_bad(HEAD LINK "link t1 h1 rate 1gbit queue 64kb\n", "line 5: link t1-h1 given twice",

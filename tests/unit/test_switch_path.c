@@ -263,20 +263,27 @@ static void test_ecmp_keeps_a_flow_on_one_port(void **state)
     op_sw_path_destroy(r.p);
 }
 
-static void test_inc_to_our_address_reaches_the_engine(void **state)
+/* An INC engine of a TOR of two hosts; topo outlives it. */
+static struct op_sw *tor_engine(struct op_topo *topo)
 {
-    (void)state;
-    struct op_topo topo;
     char err[200];
-    assert_int_equal(op_topo_parse("tor t1 10.0.0.254 hosts 10.0.0.1-10.0.0.2\n", &topo, err,
+    assert_int_equal(op_topo_parse("tor t1 10.0.0.254 hosts 10.0.0.1-10.0.0.2\n", topo, err,
                                    sizeof err),
                      OP_OK);
     struct op_sw_config sc;
     op_sw_config_default(&sc);
-    sc.topo = &topo;
+    sc.topo = topo;
     sc.self = 0;
     struct op_sw *sw;
     assert_int_equal(op_sw_create(&sc, &sw), OP_OK);
+    return sw;
+}
+
+static void test_inc_to_our_address_reaches_the_engine(void **state)
+{
+    (void)state;
+    struct op_topo topo;
+    struct op_sw *sw = tor_engine(&topo);
     struct op_sw_path_config c;
     struct rig r;
     rig_config(&c, 2);
@@ -407,6 +414,44 @@ static void test_a_link_taken_down_loses_what_is_sent(void **state)
     op_sw_path_destroy(r.p);
 }
 
+/* down inc:2+D: up whatever the time until the port's second INC packet,
+ * then down both ways. */
+static void test_a_link_down_from_its_second_inc_packet(void **state)
+{
+    (void)state;
+    struct op_topo topo;
+    struct op_sw *sw = tor_engine(&topo);
+    struct op_sw_path_config c;
+    struct rig r;
+    rig_config(&c, 2);
+    c.ports[0].down_at_inc = 2;
+    c.ports[0].down_for_ms = 100000;
+    rig_open(&r, &c, sw);
+    learn_peer(&r, 1);
+    usleep(20000);
+    for (int i = 0; i < 4; i++)
+        inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, "before");
+    run(&r);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 4);
+    assert_int_equal(r.m[1]->n_out, 4);
+    inject_udp(r.m[0], 0, PEER(0), OWN, 49152, 4791, 64, "the first INC packet");
+    inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, "between");
+    inject_udp(r.m[0], 0, PEER(0), OWN, 49152, 4791, 64, "the second");
+    run(&r);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_to_inc), 2);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 5);
+    for (int i = 0; i < 3; i++)
+        inject_udp(r.m[0], 0, PEER(0), PEER(1), 1, 2, 64, "after");
+    inject_udp(r.m[0], 0, PEER(0), OWN, 49152, 4791, 64, "the third");
+    run(&r);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_drop_injected), 4);
+    assert_int_equal(ctr(&r, 0, OP_SW_PATH_C_forwarded), 5);
+    assert_int_equal(r.m[1]->n_out, 5);
+    assert_balanced(&r, 2);
+    op_sw_path_destroy(r.p);
+    op_sw_destroy(sw);
+}
+
 static void test_loss_on_what_a_port_receives(void **state)
 {
     (void)state;
@@ -521,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_egress_shaped_to_the_link_rate),
         cmocka_unit_test(test_ecn_marks_what_finds_the_queue_long),
         cmocka_unit_test(test_a_link_taken_down_loses_what_is_sent),
+        cmocka_unit_test(test_a_link_down_from_its_second_inc_packet),
         cmocka_unit_test(test_loss_on_what_a_port_receives),
         cmocka_unit_test(test_refuses_bad_configurations),
         cmocka_unit_test(test_path_from_a_namespace_topology),
