@@ -12,9 +12,10 @@
 
 static const char *const tool = "switch";
 
-/* WHO@AFTER+FOR, the times in milliseconds; WHO an IP or a port. */
+/* WHO@AFTER+FOR, the times in milliseconds; WHO an IP or a port. WHO@inc:N+FOR
+ * (at_inc): from the N-th INC packet the port receives. */
 static bool parse_link_down(const char *val, char *who, size_t cap, uint64_t *after,
-                            uint64_t *span)
+                            uint64_t *span, bool *at_inc)
 {
     const char *at = strchr(val, '@'), *plus = at != NULL ? strchr(at, '+') : NULL;
     char num[32];
@@ -25,11 +26,13 @@ static bool parse_link_down(const char *val, char *who, size_t cap, uint64_t *af
     who[at - val] = '\0';
     memcpy(num, at + 1, (size_t)(plus - at - 1));
     num[plus - at - 1] = '\0';
-    return op_parse_u64(num, 0, 86400000, after) == OP_OK &&
+    *at_inc = strncmp(num, "inc:", 4) == 0;
+    return op_parse_u64(num + (*at_inc ? 4 : 0), *at_inc ? 1 : 0, 86400000, after) == OP_OK &&
            op_parse_u64(plus + 1, 1, 86400000, span) == OP_OK;
 }
 
-/* The link to a host (IP@T+D), or on the path a port (IF@T+D), down. */
+/* The link to a host (IP@T+D), or on the path a port (IF@T+D or
+ * IF@inc:N+D), down. */
 bool switch_link_down(const char *val, struct op_sw_run_config *rc,
                       struct op_sw_path_config *path)
 {
@@ -37,16 +40,20 @@ bool switch_link_down(const char *val, struct op_sw_run_config *rc,
     uint64_t after, span;
     uint16_t port = 0;
     int i = -1;
-    bool ok = parse_link_down(val, who, sizeof(who), &after, &span) &&
+    bool at_inc = false;
+    bool ok = parse_link_down(val, who, sizeof(who), &after, &span, &at_inc) &&
               (path != NULL ? (i = op_sw_path_port_find(path, who)) >= 0
-                            : op_parse_ipv4(who, &rc->link_down_ip, &port) == OP_OK && port == 0);
+                            : !at_inc && op_parse_ipv4(who, &rc->link_down_ip, &port) == OP_OK &&
+                                  port == 0);
     if (!ok) {
-        cli_bad(tool, "invalid value '%s' for --link-down (expected %s@AFTER_MS+FOR_MS)", val,
-                path != NULL ? "a port's IF" : "IP");
+        cli_bad(tool, "invalid value '%s' for --link-down (expected %s)", val,
+                path != NULL ? "a port's IF@AFTER_MS+FOR_MS or IF@inc:N+FOR_MS"
+                             : "IP@AFTER_MS+FOR_MS");
         return false;
     }
     if (path != NULL) {
-        path->ports[i].down_after_ms = (uint32_t)after;
+        path->ports[i].down_after_ms = at_inc ? 0 : (uint32_t)after;
+        path->ports[i].down_at_inc = at_inc ? (uint32_t)after : 0;
         path->ports[i].down_for_ms = (uint32_t)span;
         return true;
     }

@@ -225,6 +225,13 @@ def test_bad_ports_refused():
     r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "all",
                 "--link-down", "10.1.0.1@1+1")
     assert r.returncode == 2 and "--link-down" in r.stderr
+    for bad in ("h1@inc:0+100", "h1@inc:+100", "h1@inc:5"):
+        r = offpath("switch", "--topology", EXAMPLE, "--name", "t1", "--ports", "all",
+                    "--link-down", bad)
+        assert r.returncode == 2 and f"invalid value '{bad}' for --link-down" in r.stderr
+    r = offpath("switch", "--role", "tor", "--listen", "127.0.0.1", "--hosts",
+                "127.0.0.1-127.0.0.2", "--link-down", "127.0.0.1@inc:5+1")  # off the path
+    assert r.returncode == 2 and "IP@AFTER_MS+FOR_MS" in r.stderr
 
 
 def one_spine(text):
