@@ -603,6 +603,29 @@ int op_loop_poll(struct op_loop *l, int max)
     return n;
 }
 
+int op_loop_spin(struct op_loop *l, int max, int reads)
+{
+    int n = 0;
+    if (max > l->rx.n)
+        max = l->rx.n;
+    for (int i = 0; i < reads && n <= 0 && l->cfg.io != NULL; i++) {
+        lock(l);
+        n = receive_lent(l, max);
+        unlock(l);
+        if (n <= 0 && i + 1 < reads)
+            after_round(l, 0, true);
+    }
+    lock(l);
+    uint64_t now = l->poll_time = op_now_ns();
+    if (n > 0)
+        hand_over(l, n, now);
+    fire_timers(l, now);
+    unlock(l);
+    n = n > 0 ? n : 0;
+    after_round(l, n, true);
+    return n;
+}
+
 uint64_t op_loop_poll_time(const struct op_loop *l) { return l->poll_time; }
 
 void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out) { *out = l->stats; }
