@@ -226,9 +226,17 @@ OP_API int op_loop_wait(struct op_loop *l, uint64_t until);
  * caller posts next), timers if due. Returns the packets handed over. A
  * caller spins on it, so it yields as a busy_poll round does. */
 OP_API int op_loop_poll(struct op_loop *l, int max);
+/* op_loop_poll for a waiter of one packet: up to `reads` reads of the
+ * backend back to back, nothing between them but the yield count (each
+ * read an empty round), as a plain recv loop spins; the clock, the hand
+ * over and the timers come after the read that brought packets, or after
+ * the last. A packet that comes during the spin waits for no clock read,
+ * timer scan or caller's check. reads >= 1. */
+OP_API int op_loop_spin(struct op_loop *l, int max, int reads);
 /* The clock (op_now_ns) as the last op_loop_poll read it, before its
- * receive: what it handed over came at about that time, and a caller that
- * answers at once needs no clock read of its own. 0 before the first. */
+ * receive (op_loop_spin: after it): what it handed over came at about that
+ * time, and a caller that answers at once needs no clock read of its own.
+ * 0 before the first. */
 OP_API uint64_t op_loop_poll_time(const struct op_loop *l);
 OP_API void op_loop_stats(const struct op_loop *l, struct op_loop_stats *out);
 /* The earliest deadline of the engines and the backend (UINT64_MAX: none),

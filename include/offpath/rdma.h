@@ -326,7 +326,9 @@ OP_API op_status_t op_rdma_post_recv(struct op_rdma_qp *qp, const struct op_rdma
     X(drop_access)      /* UC: a write the region does not allow */                                \
     X(drop_too_long)    /* UC, UD: a send longer than the receive buffer */                        \
     X(placed)           /* WRITE payloads the receive put where they belong (no copy of ours) */   \
-    X(placed_moved)     /* payloads a placed receive put elsewhere: moved, or dropped */
+    X(placed_moved)     /* payloads a placed receive put elsewhere: moved, or dropped */   \
+    X(tmpl_out)         /* packets built from the last one's headers (a ping-pong's WRITEs) */ \
+    X(tmpl_in)          /* one-packet WRITEs taken as the guessed next one (no parse) */
 
 enum op_rdma_qp_counter {
 #define OP_RDMA_QP_ENUM_(n) OP_RDMA_QP_C_##n,

@@ -586,6 +586,18 @@ int op_loop_run_many(struct op_loop *const *loops, int n, uint64_t until)
     return err != 0 ? err : total;
 }
 
+/* The end of a poll, locked: what it read handed over, the timers. */
+static int poll_end(struct op_loop *l, int n, uint64_t now)
+{
+    if (n > 0)
+        hand_over(l, n, now);
+    fire_timers(l, now);
+    unlock(l);
+    n = n > 0 ? n : 0;
+    after_round(l, n, true);
+    return n;
+}
+
 int op_loop_poll(struct op_loop *l, int max)
 {
     lock(l);
@@ -594,13 +606,23 @@ int op_loop_poll(struct op_loop *l, int max)
      * at once (the engine's timers do not need the read's sub-us). */
     uint64_t now = l->poll_time = op_now_ns();
     int n = l->cfg.io != NULL ? receive_lent(l, max < l->rx.n ? max : l->rx.n) : 0;
-    if (n > 0)
-        hand_over(l, n, now);
-    fire_timers(l, now);
-    unlock(l);
-    n = n > 0 ? n : 0;
-    after_round(l, n, true);
-    return n;
+    return poll_end(l, n, now);
+}
+
+int op_loop_spin(struct op_loop *l, int max, int reads)
+{
+    int n = 0;
+    if (max > l->rx.n)
+        max = l->rx.n;
+    for (int i = 0; i < reads && n <= 0 && l->cfg.io != NULL; i++) {
+        lock(l);
+        n = receive_lent(l, max);
+        unlock(l);
+        if (n <= 0 && i + 1 < reads)
+            after_round(l, 0, true);
+    }
+    lock(l);
+    return poll_end(l, n, l->poll_time = op_now_ns());
 }
 
 uint64_t op_loop_poll_time(const struct op_loop *l) { return l->poll_time; }

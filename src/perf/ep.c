@@ -402,6 +402,16 @@ int perf_ep_poll(struct perf_ep *ep) { return op_loop_poll(ep->loop, OP_IO_BURST
 
 int perf_ep_poll_some(struct perf_ep *ep, int max) { return op_loop_poll(ep->loop, max); }
 
+/* Reads per perf_ep_spin: the loop's timer scan (every TIMER_EVERY calls)
+ * then comes every 32 reads, ~10-20 us on loopback, inside the engine's
+ * delayed ACK and far inside its retransmission timers. */
+#define PERF_SPIN_READS 4
+
+int perf_ep_spin(struct perf_ep *ep, int max)
+{
+    return op_loop_spin(ep->loop, max, ep->cfg->use_event ? 1 : PERF_SPIN_READS);
+}
+
 uint64_t perf_ep_poll_time(const struct perf_ep *ep) { return op_loop_poll_time(ep->loop); }
 
 void perf_ep_counters(const struct perf_ep *ep, uint64_t sums[OP_RDMA_QP_C_COUNT_],

@@ -72,7 +72,7 @@ static op_status_t await_answer(struct lat_state *s, uint64_t i, bool *arrived)
     *arrived = false;
     for (uint64_t turn = 0;; turn++) {
         bool got = false;
-        int pkts = perf_ep_poll_some(&s->r->ep, 1);
+        int pkts = perf_ep_spin(&s->r->ep, 1);
         op_status_t st = reap_sends(s, perf_client_only(c) ? &got : NULL);
         if (st == OP_OK && c->verb == OP_PERF_SEND)
             st = reap_receive(s, &got);
@@ -186,8 +186,8 @@ static op_status_t ping_pong(struct lat_state *s)
         op_status_t st = client ? OP_OK : await_answer(s, i, &arrived);
         if (st != OP_OK || !arrived)
             return st;
-        /* the server's sample: when the poll that brought the answer began
-         * (a clock read here would delay the answer by its cost) */
+        /* the server's sample: the clock the spin read once the answer
+         * came (a clock read here would delay the answer by its cost) */
         if (!client)
             now = perf_ep_poll_time(&s->r->ep);
         if ((st = stamp(s, now)) != OP_OK || (st = post_one(s, i, now)) != OP_OK)

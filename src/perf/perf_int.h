@@ -106,6 +106,9 @@ uint64_t perf_ep_flushes(const struct perf_ep *ep);
 int perf_ep_poll(struct perf_ep *ep);
 /* perf_ep_poll of at most max packets; the rest wait in the socket layer */
 int perf_ep_poll_some(struct perf_ep *ep, int max);
+/* perf_ep_poll_some for a latency waiter: several reads back to back
+ * before the clock, the timers and the caller's checks (op_loop_spin) */
+int perf_ep_spin(struct perf_ep *ep, int max);
 /* the clock as the last poll read it, before its receive */
 uint64_t perf_ep_poll_time(const struct perf_ep *ep);
 /* -e: sleep until a packet comes, a timer of the engine or the I/O layer is

@@ -159,6 +159,8 @@ void op_rdma_dev_input(struct op_rdma_dev *dev, const struct op_pkt *pkt, uint64
         qp->c[OP_RDMA_QP_C_drop_state]++; /* not connected: nothing to check against */
         return;
     }
+    if (rdma_rx_fast(qp, pkt, now, out))
+        return;
     struct rdma_pkt p;
     unsigned why = rdma_parse(qp, pkt, &bth, &p);
     if (why == RDMA_PARSE_FLATTEN) {

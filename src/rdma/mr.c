@@ -81,6 +81,7 @@ void op_rdma_dereg_mr(struct op_rdma_mr *mr)
     if (mr == NULL)
         return;
     mr->dev->mrs[mr->lkey & SLOT_MASK] = NULL;
+    mr->dev->mr_gen++;
     free(mr);
 }
 

@@ -207,9 +207,12 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
                                .dest_qp = o->dest_qp, .ackreq = o->ackreq, .psn = o->psn};
     pkt->flow = (struct op_flow){.src.v4 = qp->dev->cfg.ip, .src_port = qp->dev->cfg.port,
                                  .dst.v4 = o->dst_ip, .dst_port = o->dst_port};
-    op_bth_encode(&bth, pkt->data);
-    uint8_t *b = put_ext(o, pkt->data + OP_BTH_LEN);
     const uint8_t *ext = payload_in_place(o, out);
+    bool tmpl = ext == NULL && rdma_tmpl_put(qp, o, pkt);
+    if (!tmpl)
+        op_bth_encode(&bth, pkt->data);
+    uint8_t *b = tmpl ? pkt->data + OP_BTH_LEN + (o->reth != NULL ? OP_RETH_LEN : 0)
+                      : put_ext(o, pkt->data + OP_BTH_LEN);
     if (ext != NULL) {
         pkt->ext = ext;
         pkt->ext_len = o->len;
@@ -222,7 +225,13 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
         b += o->len;
     }
     memset(b, 0, pad);
-    seal(qp, pkt, (size_t)(b - pkt->data) + pad);
+    size_t n = (size_t)(b - pkt->data) + pad;
+    if (tmpl) {
+        rdma_tmpl_seal(qp, pkt, n);
+    } else {
+        rdma_tmpl_keep(qp, o, pkt, n);
+        seal(qp, pkt, n);
+    }
     op_txq_commit(out);
     qp->c[OP_RDMA_QP_C_pkts_out]++;
     qp->c[OP_RDMA_QP_C_bytes_out] += o->len;

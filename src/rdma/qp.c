@@ -160,6 +160,7 @@ op_status_t op_rdma_qp_modify(struct op_rdma_qp *qp, enum op_rdma_qp_state to,
                               const struct op_rdma_qp_attr *attr)
 {
     op_status_t st = OP_OK;
+    rdma_tmpl_reset(qp); /* built for the attributes it had */
     switch (to) {
     case OP_RDMA_QPS_RESET:
         to_reset(qp);

@@ -133,6 +133,32 @@ struct rdma_resp {
     uint32_t atomic_next;
 };
 
+/* The last data packet a QP built the long way, kept to build the next one
+ * like it (a ping-pong's WRITEs differ in PSN, AckReq and payload only):
+ * its BTH and RETH bytes, and the ICRC over everything before the PSN
+ * (pseudo-headers, BTH bytes 0..7), which such packets share (tmpl.c). */
+#define RDMA_TMPL_FIXED 8 /* BTH bytes before AckReq and the PSN */
+struct rdma_tx_tmpl {
+    bool valid;
+    uint8_t opcode, se;
+    uint32_t dest_qp, dst_ip, len;
+    uint16_t dst_port;
+    struct op_reth reth;
+    uint32_t head; /* the ICRC's CRC after the fixed bytes */
+    uint8_t hdr[OP_BTH_LEN + OP_RETH_LEN];
+};
+
+/* The responder's guess at its next packet after a one-packet WRITE went
+ * the long way: the same WRITE again at the next PSN (tmpl.c). The bytes
+ * go where the last ones went while the region stays registered. */
+struct rdma_rx_tmpl {
+    bool valid;
+    uint32_t len;     /* the whole packet, ICRC included */
+    uint32_t mr_gen;  /* the device's region generation it was checked in */
+    uint8_t *to;      /* where its payload goes */
+    uint8_t hdr[OP_BTH_LEN + OP_RETH_LEN]; /* AckReq and PSN zeroed */
+};
+
 struct op_rdma_qp {
     struct op_rdma_dev *dev;
     struct op_rdma_qp_init_attr init;
@@ -146,6 +172,8 @@ struct op_rdma_qp {
     /* the ICRC's pseudo-header part of the last packet sent and taken:
      * an RC or UC QP's packets share their flow, and often their length */
     struct op_icrc_memo icrc_tx, icrc_rx;
+    struct rdma_tx_tmpl tx_tmpl;
+    struct rdma_rx_tmpl rx_tmpl;
 };
 
 struct op_rdma_dev {
@@ -164,6 +192,7 @@ struct op_rdma_dev {
     struct op_rdma_cm *cm;     /* takes what comes to QP 1; NULL: such packets are dropped */
     uint32_t place_qpn;        /* the last QP that took a packet of a WRITE it is in; 0: none */
     uint8_t *flat;             /* OP_IO_BUF_SIZE: a placed packet put back in one piece */
+    uint32_t mr_gen;           /* bumped when a region goes: rx_tmpl's pointers may be stale */
 };
 
 /* A parsed packet: headers in host order, payload as a view. */
@@ -252,6 +281,25 @@ unsigned rdma_parse(struct op_rdma_qp *qp, const struct op_pkt *raw, const struc
                     struct rdma_pkt *p);
 void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out);
 void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struct op_txq *out);
+
+/* tmpl.c: the ping-pong's packets built and taken from templates */
+/* Builds o's packet headers into pkt from the template when o is alike
+ * (true); the caller adds the payload and calls rdma_tmpl_seal. */
+bool rdma_tmpl_put(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_pkt *pkt);
+void rdma_tmpl_seal(const struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n);
+/* After o's packet (n bytes, no ICRC yet) was built the long way. */
+void rdma_tmpl_keep(struct op_rdma_qp *qp, const struct rdma_out *o, const struct op_pkt *pkt,
+                    size_t n);
+/* A one-packet WRITE executed the long way; its payload went to `to`. */
+void rdma_rx_tmpl_keep(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint8_t *to);
+/* The packet is the guessed next WRITE, checked and executed (true), or
+ * nothing was done (false: the long way takes it). */
+bool rdma_rx_fast(struct op_rdma_qp *qp, const struct op_pkt *pkt, uint64_t now,
+                  struct op_txq *out);
+void rdma_tmpl_reset(struct op_rdma_qp *qp);
+/* resp.c: an executed request's PSN moves the responder on (RC) */
+void rdma_resp_advance(struct op_rdma_qp *qp, uint32_t psn, bool ackreq, uint64_t now,
+                       struct op_txq *out);
 
 /* mr.c */
 void rdma_sgl_put(const struct rdma_sgl *sgl, uint32_t off, const void *in, uint32_t len);

@@ -127,6 +127,7 @@ static enum exec_result exec_write(struct op_rdma_qp *qp, const struct rdma_pkt 
         if (mr == NULL)
             return EX_ACCESS;
         place(qp, mr->addr + (at - mr->va), p);
+        rdma_rx_tmpl_keep(qp, p, mr->addr + (at - mr->va));
     }
     s->off += p->len;
     if (last) {
@@ -261,10 +262,17 @@ static void rc_advance(struct op_rdma_qp *qp, const struct rdma_pkt *p, uint64_t
     }
     if ((p->hdr & RDMA_H_LAST) && s->in_msg == 0)
         s->msn++;
-    s->epsn = psn_add(p->bth.psn, 1);
+    rdma_resp_advance(qp, p->bth.psn, p->bth.ackreq, now, out);
+}
+
+void rdma_resp_advance(struct op_rdma_qp *qp, uint32_t psn, bool ackreq, uint64_t now,
+                       struct op_txq *out)
+{
+    struct rdma_resp *s = &qp->resp;
+    s->epsn = psn_add(psn, 1);
     s->unacked++;
-    if (p->bth.ackreq || (qp->attr.ack_every != 0 && s->unacked >= qp->attr.ack_every))
-        ack_now(qp, p->bth.psn, out);
+    if (ackreq || (qp->attr.ack_every != 0 && s->unacked >= qp->attr.ack_every))
+        ack_now(qp, psn, out);
     else if (s->ack_at == 0)
         s->ack_at = now + ack_delay_ns(qp);
 }

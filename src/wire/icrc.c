@@ -329,6 +329,16 @@ uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *flow,
     return ~reg_after_bth(reg, x.b, roce + OP_BTH_LEN, len - OP_BTH_LEN);
 }
 
+uint32_t op_icrc_flow_memo_head(struct op_icrc_memo *m, const struct op_flow *flow,
+                                const uint8_t *roce, size_t len, size_t k)
+{
+    uint32_t reg = memo_reg(m, flow, len);
+    struct icrc_prefix x;
+    x.len = 0;
+    prefix_bth(&x, roce, k < len ? k : len);
+    return ~reg_after(reg, x.b, x.len);
+}
+
 uint32_t op_icrc_flow_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
                                const uint8_t *roce, size_t len, size_t at, const uint8_t *ext,
                                size_t ext_len)

@@ -783,6 +783,34 @@ static void test_yield_every(void **state)
     op_io_close(sio);
 }
 
+/* op_loop_spin: reads back to back until one brings a packet (then at
+ * once: no further read) or `reads` were made; each empty read counts
+ * towards a yield as an empty poll does; the clock is read after the read
+ * that brought the packet, which is handed over once. */
+static void test_spin_reads(void **state)
+{
+    (void)state;
+    struct polled p = {.io.ops = &polled_ops, .ready_at = 6};
+    struct op_loop_config c = {.io = &p.io, .yield_every = 5};
+    struct op_loop *l;
+    int got = 0;
+    assert_int_equal(op_loop_create(&c, &l), OP_OK);
+    assert_int_equal(op_loop_add(l, &counter_ops, &got), OP_OK);
+    assert_int_equal(op_loop_spin(l, 8, 4), 0);
+    assert_int_equal(p.calls, 4);
+    assert_int_equal(yields_of(l), 0); /* 4 empty reads towards 5 */
+    uint64_t t0 = op_now_ns();
+    assert_int_equal(op_loop_spin(l, 8, 4), 1);
+    uint64_t t1 = op_now_ns();
+    assert_int_equal(p.calls, 6); /* the 6th brought it: no 7th */
+    assert_int_equal(got, 1);
+    assert_int_equal(yields_of(l), 1); /* the 5th empty read yielded */
+    assert_true(op_loop_poll_time(l) >= t0 && op_loop_poll_time(l) <= t1);
+    assert_int_equal(op_loop_spin(l, 8, 1), 0);
+    assert_int_equal(p.calls, 7);
+    op_loop_destroy(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -796,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_poll_holds_answers),
         cmocka_unit_test(test_yield_every),
         cmocka_unit_test(test_polled_backend_spins),
+        cmocka_unit_test(test_spin_reads),
         cmocka_unit_test_prestate(test_frames_to_the_first_engine, NULL),
         cmocka_unit_test_prestate(test_frames_to_the_first_engine, &lend_frames),
         cmocka_unit_test(test_watch_only_loop),

@@ -381,7 +381,8 @@ static void test_icrc_flow_matches_frame(void **state)
  * than a BTH) to past the inline tail, flows of both families changing
  * under it, lengths alternating (two slots) and a third one evicting, a
  * sealed packet accepted and every single-byte corruption outside the
- * masked BTH byte refused alike, short and NULL buffers refused. */
+ * masked BTH byte refused alike, short and NULL buffers refused; the
+ * head of the first k bytes continued over the rest is the same ICRC. */
 static void test_icrc_memo_matches_full(void **state)
 {
     (void)state;
@@ -401,6 +402,14 @@ static void test_icrc_memo_matches_full(void **state)
             const struct op_flow *f = &flows[(len + (size_t)k / 3) % 4];
             size_t n = k % 3 == 0 ? len : k % 3 == 1 ? 28 : 16; /* a third length evicts */
             assert_int_equal(op_icrc_flow_memo(&m, f, roce, n), op_icrc_flow(f, roce, n));
+        }
+    /* the head (op_icrc_flow_memo_head) goes on to the same ICRC from any
+     * point in the BTH past its masked byte, either family, any length */
+    for (size_t len = OP_BTH_LEN; len <= OP_BTH_LEN + 200; len += 7)
+        for (size_t k = 5; k <= OP_BTH_LEN; k++) { /* past the masked byte 4 */
+            const struct op_flow *f = &flows[(len + k) % 4];
+            uint32_t head = op_icrc_flow_memo_head(&m, f, roce, len, k);
+            assert_int_equal(op_crc32(head, roce + k, len - k), op_icrc_flow(f, roce, len));
         }
     uint8_t pkt[OP_BTH_LEN + 16 + 4 + OP_ICRC_LEN];
     memcpy(pkt, roce, sizeof pkt);

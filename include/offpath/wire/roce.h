@@ -131,6 +131,13 @@ OP_API uint32_t op_icrc_flow_memo(struct op_icrc_memo *m, const struct op_flow *
                                   const uint8_t *roce, size_t len);
 OP_API bool op_icrc_check_memo(struct op_icrc_memo *m, const struct op_flow *flow,
                                const uint8_t *roce, size_t len);
+/* The CRC (zlib's form: op_crc32 goes on from it) after the pseudo-headers
+ * and the first k bytes of a len-byte RoCEv2 packet of the flow, 5 <= k <=
+ * OP_BTH_LEN (BTH byte 4, masked, inside): op_crc32(head, roce + k, len - k) is
+ * op_icrc_flow_memo's result. A sender of packets alike up to their PSN
+ * (BTH bytes 8..11) keeps the head of k = 8 and goes on from there. */
+OP_API uint32_t op_icrc_flow_memo_head(struct op_icrc_memo *m, const struct op_flow *flow,
+                                       const uint8_t *roce, size_t len, size_t k);
 /* op_icrc_flow_ext with the memo: the bytes roce[0..at) ext[0..ext_len)
  * roce[at..len), at past the BTH (else the ext is ignored, as there). */
 OP_API uint32_t op_icrc_flow_ext_memo(struct op_icrc_memo *m, const struct op_flow *flow,
