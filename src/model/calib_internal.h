@@ -106,6 +106,16 @@ void mdl_search(struct op_model_platform *p, const void *data, double *const *kn
                 mdl_misfit_fn f, int rounds);
 double mdl_sq_log(double pred, double meas);
 
+/* An mpirun row's in-network path without its node part (the shared-memory
+ * closed form is Open MPI's; offpath's own is the MPI layer's, fitted on
+ * the mpirun rows), each size (us). osu_allreduce checks nothing between
+ * its calls, where inc_test checks every result (check_byte_s: with more
+ * leaders than cores a share of it inside the calls); twelfth session:
+ * charged here, the 4-node rows came out +20..+30 % from 16 KiB in most
+ * records, where the mpirun job measured faster than inc_test's 4 leaders
+ * (29 Nov 08:30: 1543 against 1686 us at 256 KiB). */
+bool mdl_predict_mpi_network(const struct op_model_platform *p, unsigned mode, unsigned nodes,
+                             const uint64_t *sizes, size_t n, double *us);
 
 /* validate --topo (topo.c): measures the topology (false and why on a
  * failure: it needs root and network namespaces), derives its platform
