@@ -110,7 +110,7 @@ double mdl_sq_log(double pred, double meas);
  * closed form is Open MPI's; offpath's own is the MPI layer's, fitted on
  * the mpirun rows), each size (us). osu_allreduce checks nothing between
  * its calls, where inc_test checks every result (check_byte_s: with more
- * leaders than cores a share of it inside the calls); twelfth session:
+ * leaders than cores a share of it inside the calls); eleventh session:
  * charged here, the 4-node rows came out +20..+30 % from 16 KiB in most
  * records, where the mpirun job measured faster than inc_test's 4 leaders
  * (29 Nov 08:30: 1543 against 1686 us at 256 KiB). */

@@ -412,7 +412,7 @@ static bool inc_cell_run(const struct op_model_cfg *cfg, unsigned leaders, uint6
  * processes) fall on every cell alike, a calibration's and a validation's.
  * After INC_RUNS rounds, the cells that disagree with themselves get up to
  * EXTRA_RUNS more rounds of their own. The CPU a call is measured in the
- * same runs (twelfth session): calibrate's own runs of the same cells
+ * same runs (eleventh session): calibrate's own runs of the same cells
  * caught the machine in another mood (2 leaders x 256 KiB: 819 us a call
  * there, 458 in validate's rounds, and 1865 us of CPU a call against
  * 2040-2130 in runs of the fast mode). */

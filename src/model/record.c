@@ -5,7 +5,7 @@
  *   row KIND NODES BYTES US LO HI
  *   runs KIND NODES BYTES KEPT RUN (after its row line; older records lack it)
  *   inccpu LEADERS BYTES CPU (after an inc_test row line: the CPU a call of
- *     its processes, leaders and switch; records before the twelfth session
+ *     its processes, leaders and switch; records before the eleventh session
  *     lack it)
  * in us (printed exactly: a replay fits the same numbers), '#' comments. A
  * validation row's sizes are the first row's. Validate's host and MPI
