@@ -13,7 +13,6 @@ const uint64_t mdl_val_sizes[N_SIZES] = {4, 64, 1024, 16384, 262144, 1048576};
 const struct mdl_inc_point mdl_inc_points[N_INC] = {
     {2, 4}, {2, 64}, {2, 1024}, {2, 16384}, {2, 262144}, {2, 1048576}, {8, 4}, {8, 1048576}};
 #define inc_points mdl_inc_points
-#define CPU_MIN_BYTES 16384 /* cpu_shows() */
 const struct mdl_row_kind_info mdl_row_kinds[ROW_KINDS] = {
     [ROW_INC] = {"node", NULL, OP_MODEL_NODE, 1},
     [ROW_HOST] = {"host", "host", OP_MODEL_HOST, 1},
@@ -78,11 +77,14 @@ static bool predict(const struct op_model_platform *p, unsigned mode, unsigned n
  * are part of the MPI layer that the mpirun rows calibrate (mpi_node_s,
  * mpi_byte_s): 2 nodes x 2 ranks at 1 MiB took 4.5 ms under mpirun where
  * inc_test's 2 leaders alone took 4.8. */
-static bool predict_mpi_network(const struct op_model_platform *p, unsigned mode, unsigned nodes,
-                                const uint64_t *sizes, size_t n, double *us)
+bool mdl_predict_mpi_network(const struct op_model_platform *p, unsigned mode, unsigned nodes,
+                             const uint64_t *sizes, size_t n, double *us)
 {
-    return predict_part(p, mode, nodes, mdl_row_kinds[ROW_MPI_NODE].ppn, true, sizes, n, us);
+    struct op_model_platform osu = *p;
+    osu.check_byte_s = 0; /* osu_allreduce checks no result (calib_internal.h) */
+    return predict_part(&osu, mode, nodes, mdl_row_kinds[ROW_MPI_NODE].ppn, true, sizes, n, us);
 }
+#define predict_mpi_network mdl_predict_mpi_network
 
 /* What offpath's MPI layer adds to the in-network path under it (mpirun's
  * rows; inc_test calls the library directly): a call, its bytes, and where
@@ -160,7 +162,7 @@ static double hop_model_us(const struct op_model_platform *p)
  * 64 B in the same minute), so only sizes whose calls' CPU dwarfs it count. */
 static bool cpu_shows(uint64_t bytes)
 {
-    return bytes >= CPU_MIN_BYTES;
+    return bytes >= MDL_CPU_MIN_BYTES;
 }
 
 static double inc_error(const struct op_model_platform *p, const struct calib *c, double w_lat,
@@ -176,14 +178,16 @@ static double inc_error(const struct op_model_platform *p, const struct calib *c
         if (!simulate(p, OP_MODEL_NODE, inc_points[first].leaders, sizes, n, r))
             return INFINITY;
         for (size_t k = 0; k < n; k++) {
-            sum += w_lat * sq_log(r[k].latency_s * 1e6, c->inc[first + k]);
-            if (!cpu_shows(inc_points[first + k].bytes))
+            size_t at = first + k;
+            sum += w_lat * sq_log(r[k].latency_s * 1e6, c->inc[at]);
+            if (!cpu_shows(inc_points[at].bytes))
                 continue;
-            if (c->inc_cpu[first + k] > 0)
-                sum += w_cpu * sq_log((r[k].cpu_s - r[k].switch_cpu_s) * 1e6,
-                                      c->inc_cpu[first + k]);
-            if (c->sw_cpu[first + k] > 0)
-                sum += w_cpu * sq_log(r[k].switch_cpu_s * 1e6, c->sw_cpu[first + k]);
+            if (c->val_cpu[at] > 0) /* the latency's own runs: the whole CPU */
+                sum += w_cpu * sq_log(r[k].cpu_s * 1e6, c->val_cpu[at]);
+            else if (c->inc_cpu[at] > 0)
+                sum += w_cpu * sq_log((r[k].cpu_s - r[k].switch_cpu_s) * 1e6, c->inc_cpu[at]);
+            if (c->sw_cpu[at] > 0) /* calibrate's switch of its own: the share it takes */
+                sum += w_cpu * sq_log(r[k].switch_cpu_s * 1e6, c->sw_cpu[at]);
         }
     }
     return sum;
@@ -376,9 +380,10 @@ static void print_calib(const struct calib *c, FILE *f)
     fprintf(f, "# offpath model calibrate (us; inc_test p50, mean of the middle 5 of 7 runs, "
                "CPU a call, median; osu_allreduce average, mean of the middle 3 of 5)\n");
     for (size_t i = 0; i < N_INC; i++)
-        fprintf(f, "# inc_test %2u leaders %8llu B: %10.1f, CPU leaders %10.1f, switch %10.1f\n",
+        fprintf(f, "# inc_test %2u leaders %8llu B: %10.1f, CPU leaders %10.1f, switch %10.1f, "
+                   "both in validate's runs %10.1f\n",
                 inc_points[i].leaders, (unsigned long long)inc_points[i].bytes, c->inc[i],
-                c->inc_cpu[i], c->sw_cpu[i]);
+                c->inc_cpu[i], c->sw_cpu[i], c->val_cpu[i]);
     for (size_t i = 0; i < N_SIZES; i++)
         fprintf(f, "# osu_allreduce %8llu B: host 2 nodes %10.1f, 4 nodes %10.1f, shm 2 ranks "
                    "%10.2f, mpirun 2x2 node %10.1f, socket %10.1f\n",
@@ -549,14 +554,17 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
             leaders[n] = v->rows[r].nodes;
             bytes[n] = v->sizes[i];
         }
-    if (!mdl_measure_inc_cells(cfg, leaders, bytes, n, us, sp))
+    static double cpu[MDL_CELLS_MAX];
+    if (!mdl_measure_inc_cells(cfg, leaders, bytes, n, us, sp, cpu))
         return false;
     n = 0;
     for (size_t r = 0; r < v->nrows; r++) {
         struct vrow *row = &v->rows[r];
         if (row->kind == ROW_INC) {
-            for (size_t i = 0; i < v->ns; i++, n++)
+            for (size_t i = 0; i < v->ns; i++, n++) {
                 set_cell(row, i, us[n], &sp[n]);
+                row->cpu[i] = cpu[n];
+            }
             continue;
         }
         if (!measure_osu_row(cfg, v->sizes, v->ns, row))
@@ -578,8 +586,10 @@ static void share_cells(struct calib *c, const struct vmeas *v)
             for (size_t j = 0; j < N_SIZES; j++)
                 s = val_sizes[j] == v->sizes[i] ? (int)j : s;
             for (size_t p = 0; p < N_INC && row->kind == ROW_INC; p++)
-                if (inc_points[p].leaders == row->nodes && inc_points[p].bytes == v->sizes[i])
+                if (inc_points[p].leaders == row->nodes && inc_points[p].bytes == v->sizes[i]) {
                     c->inc[p] = row->us[i];
+                    c->val_cpu[p] = row->cpu[i];
+                }
             bool calib_row = (row->kind == ROW_HOST && (row->nodes == 2 || row->nodes == 4)) ||
                              (row->kind >= ROW_MPI_NODE && row->nodes == 2);
             if (s < 0 || !calib_row)

@@ -333,6 +333,13 @@ static bool inc_run(const struct op_model_cfg *cfg, unsigned leaders, uint64_t b
     return sw == NULL || sw_before >= 0;
 }
 
+/* The CPU a call of a run of `calls` calls (s), less that of a run of one
+ * call (start, join, leave), over the other calls (us). */
+static double cpu_a_call(double run_s, double one_s, unsigned calls)
+{
+    return (run_s - one_s) / (calls - 1) * 1e6;
+}
+
 /* For each of n sizes, the trimmed mean of INC_RUNS runs' p50 of inc_test
  * (us).
  * With cpu_us, the median CPU one call costs the leaders (inc_test's own
@@ -364,8 +371,8 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
             if (!ok || own == NULL)
                 continue;
             ok = inc_run(cfg, leaders, sizes[i], 1, 0, own, &p50, &one, &sw_one);
-            c[i][k] = (c[i][k] - one) / (iters + warmup - 1) * 1e6;
-            sc[i][k] = (sc[i][k] - sw_one) / (iters + warmup - 1) * 1e6;
+            c[i][k] = cpu_a_call(c[i][k], one, iters + warmup);
+            sc[i][k] = cpu_a_call(sc[i][k], sw_one, iters + warmup);
         }
     switch_stop(&sw);
     for (size_t i = 0; i < n && ok; i++) {
@@ -378,17 +385,24 @@ bool mdl_measure_inc(const struct op_model_cfg *cfg, unsigned leaders, const uin
     return ok;
 }
 
-/* One run of inc_test for cell i, noted with others' share of the cores. */
+/* One run of inc_test for a cell, noted with others' share of the cores;
+ * with cpu, also the CPU a call of inc_test's processes (a run of one call
+ * more). */
 static bool inc_cell_run(const struct op_model_cfg *cfg, unsigned leaders, uint64_t bytes,
-                         struct mdl_runs *r)
+                         struct mdl_runs *r, double *cpu)
 {
-    unsigned iters = bytes >= 65536 ? cfg->iters / 10 + 1 : cfg->iters;
-    double p50, cpu, sw_cpu;
+    unsigned iters = bytes >= 65536 ? cfg->iters / 10 + 1 : cfg->iters, warmup = 5;
+    double p50, run_s, one_s, sw_cpu;
     struct mdl_busy m;
     mdl_busy_mark(&m, 0);
-    if (!inc_run(cfg, leaders, bytes, iters, 5, NULL, &p50, &cpu, &sw_cpu))
+    if (!inc_run(cfg, leaders, bytes, iters, warmup, NULL, &p50, &run_s, &sw_cpu))
         return false;
     mdl_runs_add(r, p50, mdl_others_share(&m, 0));
+    if (cpu == NULL)
+        return true;
+    if (!inc_run(cfg, leaders, bytes, 1, 0, NULL, &p50, &one_s, &sw_cpu))
+        return false;
+    *cpu = cpu_a_call(run_s, one_s, iters + warmup);
     return true;
 }
 
@@ -397,11 +411,17 @@ static bool inc_cell_run(const struct op_model_cfg *cfg, unsigned leaders, uint6
  * the machine's moods (other users' work, where the scheduler puts the
  * processes) fall on every cell alike, a calibration's and a validation's.
  * After INC_RUNS rounds, the cells that disagree with themselves get up to
- * EXTRA_RUNS more rounds of their own. */
+ * EXTRA_RUNS more rounds of their own. The CPU a call is measured in the
+ * same runs (eleventh session): calibrate's own runs of the same cells
+ * caught the machine in another mood (2 leaders x 256 KiB: 819 us a call
+ * there, 458 in validate's rounds, and 1865 us of CPU a call against
+ * 2040-2130 in runs of the fast mode). */
 bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
-                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp)
+                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp,
+                           double *cpu_us)
 {
     static struct mdl_runs v[MDL_CELLS_MAX];
+    static double cpu[MDL_CELLS_MAX][RUNS_MAX];
     if (n > MDL_CELLS_MAX)
         return false;
     memset(v, 0, sizeof(v));
@@ -412,13 +432,18 @@ bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leade
         if (todo == 0)
             break;
         fprintf(stderr, "offpath model: measuring inc_test, round %d (%zu cells)\n", k + 1, todo);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            bool cpu_too = cpu_us != NULL && sizes[i] >= MDL_CPU_MIN_BYTES;
             if ((k < INC_RUNS || mdl_runs_unsettled(&v[i], cfg->tolerance)) &&
-                !inc_cell_run(cfg, leaders[i], sizes[i], &v[i]))
+                !inc_cell_run(cfg, leaders[i], sizes[i], &v[i], cpu_too ? &cpu[i][v[i].n] : NULL))
                 return false;
+        }
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         mdl_runs_figure(&v[i], &us[i], sp != NULL ? &sp[i] : NULL, false);
+        if (cpu_us != NULL)
+            cpu_us[i] = sizes[i] >= MDL_CPU_MIN_BYTES ? fmax(mdl_median(cpu[i], v[i].n), 0) : 0;
+    }
     return true;
 }
 

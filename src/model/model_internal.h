@@ -110,9 +110,14 @@ struct mdl_runs {
 void mdl_runs_add(struct mdl_runs *r, double v, double q);
 void mdl_runs_figure(const struct mdl_runs *r, double *us, struct mdl_spread *sp, bool median);
 bool mdl_runs_unsettled(const struct mdl_runs *r, double tolerance);
-/* sp may be NULL */
+/* sp may be NULL. cpu_us (NULL: not measured): each cell's CPU a call of
+ * inc_test's processes (its leaders and its own switch), the median of its
+ * runs, for cells of at least MDL_CPU_MIN_BYTES (0 below: a small call's
+ * CPU is the start-ups' noise). */
+#define MDL_CPU_MIN_BYTES 16384
 bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leaders,
-                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp);
+                           const uint64_t *sizes, size_t n, double *us, struct mdl_spread *sp,
+                           double *cpu_us);
 double mdl_measure_hop(const struct op_model_cfg *cfg);
 /* The median of `runs` runs of a shell command that prints one positive
  * figure (at most 13 runs); -1 when one fails. */

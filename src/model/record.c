@@ -4,6 +4,9 @@
  * and validation rows
  *   row KIND NODES BYTES US LO HI
  *   runs KIND NODES BYTES KEPT RUN (after its row line; older records lack it)
+ *   inccpu LEADERS BYTES CPU (after an inc_test row line: the CPU a call of
+ *     its processes, leaders and switch; records before the eleventh session
+ *     lack it)
  * in us (printed exactly: a replay fits the same numbers), '#' comments. A
  * validation row's sizes are the first row's. Validate's host and MPI
  * calibration figures come from its rows (2 and 4 nodes). */
@@ -46,6 +49,8 @@ void mdl_record_write(const struct calib *c, const struct vmeas *v, FILE *f)
             if (v->rows[r].runs[i] > 0)
                 fprintf(f, "runs %s %u %llu %u %u\n", name, v->rows[r].nodes, b,
                         v->rows[r].kept[i], v->rows[r].runs[i]);
+            if (v->rows[r].cpu[i] > 0)
+                fprintf(f, "inccpu %u %llu %.17g\n", v->rows[r].nodes, b, v->rows[r].cpu[i]);
         }
 }
 
@@ -155,6 +160,22 @@ static const char *runs_line(const char *rest, struct vmeas *v)
     return NULL;
 }
 
+/* An inccpu line: the CPU of the inc_test row line before it. */
+static const char *inccpu_line(const char *rest, struct vmeas *v)
+{
+    unsigned nodes;
+    unsigned long long b;
+    double cpu;
+    struct vrow *r = v->nrows ? &v->rows[v->nrows - 1] : NULL;
+    if (sscanf(rest, "%u %llu %lf", &nodes, &b, &cpu) != 3 || !positive(&cpu, 1))
+        return "inccpu: LEADERS BYTES CPU expected, CPU > 0";
+    int i = size_index(v->sizes, v->ns, b);
+    if (r == NULL || i < 0 || r->kind != ROW_INC || r->nodes != nodes)
+        return "inccpu: not after its inc_test row line";
+    r->cpu[i] = cpu;
+    return NULL;
+}
+
 bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_t why_len)
 {
     char line[256], key[16];
@@ -170,6 +191,7 @@ bool mdl_record_read(FILE *f, struct calib *c, struct vmeas *v, char *why, size_
         const char *bad = sscanf(line, "%15s %n", key, &at) != 1 ? "no key"
                           : strcmp(key, "row") == 0     ? row_line(line + at, v)
                           : strcmp(key, "runs") == 0    ? runs_line(line + at, v)
+                          : strcmp(key, "inccpu") == 0  ? inccpu_line(line + at, v)
                                                         : mdl_topo_line(key, line + at, &c->topo,
                                                                         &other);
         if (other)

@@ -104,7 +104,8 @@ def test_validate_here_2_to_4_leaders():
     run is in PERFORMANCE.md). What this catches: a model or calibration
     off by more than that, a broken measurement, a wrong exit status. The
     recorded run (--out) replayed gives the same table: the fit is
-    deterministic."""
+    deterministic; the record holds the CPU a call of inc_test's cells from
+    16 KiB (inccpu), which the fit reads."""
     net, port = next_net()
     with tempfile.TemporaryDirectory() as tmp:
         rec = os.path.join(tmp, "run.txt")
@@ -128,6 +129,14 @@ def test_validate_here_2_to_4_leaders():
             text = f.read()
         assert "\nruns node 2 4 " in text  # the runs kept and run of every cell
         assert "\nspin 300\n" in text  # the leaders' poll (us) the model runs them with
+        # the CPU a call of inc_test's processes in validate's own runs, from 16 KiB
+        assert "\nruns node 2 16384 " in text and "\ninccpu 2 16384 " in text
+        assert "\ninccpu 2 1024 " not in text
+        stray = os.path.join(tmp, "inccpu.txt")
+        with open(stray, "w") as f:
+            f.write(text + "inccpu 2 16384 100\n")  # after a socket row's line
+        bad = offpath("model", "validate", "--replay", stray)
+        assert bad.returncode == 3 and "inccpu" in bad.stderr, bad.stderr
         spun = os.path.join(tmp, "spin.txt")
         with open(spun, "w") as f:
             f.write(text + "spin -1\n")

@@ -14,7 +14,7 @@
 
 #include "offpath/model.h"
 
-#include "../../src/model/model_internal.h"
+#include "../../src/model/calib_internal.h"
 
 static void near(double a, double b, int line)
 {
@@ -143,6 +143,31 @@ static void test_shared_cores_checks_between_calls(void **state)
     NEAR(two_c.cpu_s - two.cpu_s, 2 * (double)bytes * p.check_byte_s);
     NEAR(eight_c.cpu_s - eight.cpu_s, 8 * (double)bytes * p.check_byte_s);
     assert_true(eight_c.latency_s > eight.latency_s);
+}
+
+/* validate's mpirun rows run osu_allreduce, which checks no result
+ * between its calls: 4 nodes of 2 ranks (4 leaders on 2 cores) take no
+ * share of inc_test's checks, which 4 inc_test leaders do. */
+static void test_osu_rows_check_nothing(void **state)
+{
+    (void)state;
+    if (skip_without_simgrid())
+        return;
+    struct op_model_platform p, none;
+    assert_int_equal(op_model_preset("here", &p), OP_OK);
+    uint64_t bytes = (uint64_t)p.window * p.max_data;
+    struct op_model_scenario sc = {.mode = OP_MODEL_NODE, .bytes = bytes};
+    struct op_model_result plain, checked, ranks2;
+    p.check_byte_s = 2e-9;
+    none = p;
+    none.check_byte_s = 0;
+    sim1(&none, 4, 1, sc, &plain);
+    sim1(&p, 4, 1, sc, &checked);
+    assert_true(checked.latency_s > plain.latency_s); /* inc_test's 4 leaders check */
+    sim1(&none, 4, 2, sc, &ranks2);
+    double us;
+    assert_true(mdl_predict_mpi_network(&p, OP_MODEL_NODE, 4, &bytes, 1, &us));
+    NEAR(us, (ranks2.latency_s - ranks2.intra_s) * 1e6);
 }
 
 /* The host path's ranks on shared cores wake host_wake_s after their
@@ -890,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_shared_cores_batch_wakeups),
         cmocka_unit_test(test_shared_cores_wake_host_ranks),
         cmocka_unit_test(test_shared_cores_checks_between_calls),
+        cmocka_unit_test(test_osu_rows_check_nothing),
         cmocka_unit_test(test_offpath_host_rule),
         cmocka_unit_test(test_ompi_selector_plans),
         cmocka_unit_test(test_ompi_reduce_then_broadcast),
