@@ -546,7 +546,7 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
 {
     unsigned leaders[MDL_CELLS_MAX];
     uint64_t bytes[MDL_CELLS_MAX];
-    double us[MDL_CELLS_MAX];
+    double us[MDL_CELLS_MAX], cpu[MDL_CELLS_MAX];
     static struct mdl_spread sp[MDL_CELLS_MAX];
     size_t n = 0;
     for (size_t r = 0; r < v->nrows; r++)
@@ -554,7 +554,6 @@ static bool measure_validation(const struct op_model_cfg *cfg, struct vmeas *v)
             leaders[n] = v->rows[r].nodes;
             bytes[n] = v->sizes[i];
         }
-    static double cpu[MDL_CELLS_MAX];
     if (!mdl_measure_inc_cells(cfg, leaders, bytes, n, us, sp, cpu))
         return false;
     n = 0;

@@ -421,7 +421,7 @@ bool mdl_measure_inc_cells(const struct op_model_cfg *cfg, const unsigned *leade
                            double *cpu_us)
 {
     static struct mdl_runs v[MDL_CELLS_MAX];
-    static double cpu[MDL_CELLS_MAX][RUNS_MAX];
+    double cpu[MDL_CELLS_MAX][RUNS_MAX]; /* each cell's runs' CPU a call */
     if (n > MDL_CELLS_MAX)
         return false;
     memset(v, 0, sizeof(v));

@@ -187,16 +187,21 @@ static const uint8_t *payload_in_place(const struct rdma_out *o, const struct op
     return o->sgl != NULL ? rdma_sgl_span(o->sgl, o->off, o->len) : o->data;
 }
 
-/* The ICRC after the pad; the payload in the packet's data or at ext. */
-static void seal(struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n)
+/* The ICRC after the packet's n bytes (crc: over them, as built) */
+static void seal_with(struct op_pkt *pkt, size_t n, uint32_t crc)
 {
-    uint32_t crc = pkt->ext != NULL
-                       ? op_icrc_flow_ext_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n,
-                                               pkt->ext_at, pkt->ext, pkt->ext_len)
-                       : op_icrc_flow_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n);
     for (size_t i = 0; i < OP_ICRC_LEN; i++)
         pkt->data[n + i] = (uint8_t)(crc >> (8 * i));
     pkt->len = (uint32_t)(n + OP_ICRC_LEN);
+}
+
+/* The ICRC after the pad; the payload in the packet's data or at ext. */
+static void seal(struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n)
+{
+    seal_with(pkt, n,
+              pkt->ext != NULL ? op_icrc_flow_ext_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n,
+                                                       pkt->ext_at, pkt->ext, pkt->ext_len)
+                               : op_icrc_flow_memo(&qp->icrc_tx, &pkt->flow, pkt->data, n));
 }
 
 void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *out)
@@ -208,11 +213,12 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
     pkt->flow = (struct op_flow){.src.v4 = qp->dev->cfg.ip, .src_port = qp->dev->cfg.port,
                                  .dst.v4 = o->dst_ip, .dst_port = o->dst_port};
     const uint8_t *ext = payload_in_place(o, out);
-    bool tmpl = ext == NULL && rdma_tmpl_put(qp, o, pkt);
-    if (!tmpl)
+    uint8_t *b = ext == NULL ? rdma_tmpl_put(qp, o, pkt) : NULL;
+    bool tmpl = b != NULL;
+    if (!tmpl) {
         op_bth_encode(&bth, pkt->data);
-    uint8_t *b = tmpl ? pkt->data + OP_BTH_LEN + (o->reth != NULL ? OP_RETH_LEN : 0)
-                      : put_ext(o, pkt->data + OP_BTH_LEN);
+        b = put_ext(o, pkt->data + OP_BTH_LEN);
+    }
     if (ext != NULL) {
         pkt->ext = ext;
         pkt->ext_len = o->len;
@@ -227,7 +233,7 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
     memset(b, 0, pad);
     size_t n = (size_t)(b - pkt->data) + pad;
     if (tmpl) {
-        rdma_tmpl_seal(qp, pkt, n);
+        seal_with(pkt, n, rdma_tmpl_icrc(qp, pkt, n));
     } else {
         rdma_tmpl_keep(qp, o, pkt, n);
         seal(qp, pkt, n);

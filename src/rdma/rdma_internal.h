@@ -283,10 +283,13 @@ void rdma_emit(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_txq *o
 void rdma_send_aeth(struct op_rdma_qp *qp, uint8_t syndrome, uint32_t psn, struct op_txq *out);
 
 /* tmpl.c: the ping-pong's packets built and taken from templates */
-/* Builds o's packet headers into pkt from the template when o is alike
- * (true); the caller adds the payload and calls rdma_tmpl_seal. */
-bool rdma_tmpl_put(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_pkt *pkt);
-void rdma_tmpl_seal(const struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n);
+/* Builds o's packet headers into pkt from the template when o is alike:
+ * where the payload goes (NULL: not alike, nothing written); the caller
+ * adds the payload and seals it with rdma_tmpl_icrc. */
+uint8_t *rdma_tmpl_put(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_pkt *pkt);
+/* The ICRC of a packet rdma_tmpl_put began (n bytes): from the template's
+ * shared head on */
+uint32_t rdma_tmpl_icrc(const struct op_rdma_qp *qp, const struct op_pkt *pkt, size_t n);
 /* After o's packet (n bytes, no ICRC yet) was built the long way. */
 void rdma_tmpl_keep(struct op_rdma_qp *qp, const struct rdma_out *o, const struct op_pkt *pkt,
                     size_t n);

@@ -55,22 +55,19 @@ static bool alike(const struct rdma_tx_tmpl *t, const struct rdma_out *o)
            (o->reth == NULL ? t->reth.dma_len == UINT32_MAX : same_reth(o->reth, &t->reth));
 }
 
-bool rdma_tmpl_put(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_pkt *pkt)
+uint8_t *rdma_tmpl_put(struct op_rdma_qp *qp, const struct rdma_out *o, struct op_pkt *pkt)
 {
     if (!alike(&qp->tx_tmpl, o))
-        return false;
+        return NULL;
     memcpy(pkt->data, qp->tx_tmpl.hdr, hdr_len(o));
     put_psn(pkt->data, o->ackreq, o->psn);
     qp->c[OP_RDMA_QP_C_tmpl_out]++;
-    return true;
+    return pkt->data + hdr_len(o);
 }
 
-void rdma_tmpl_seal(const struct op_rdma_qp *qp, struct op_pkt *pkt, size_t n)
+uint32_t rdma_tmpl_icrc(const struct op_rdma_qp *qp, const struct op_pkt *pkt, size_t n)
 {
-    uint32_t crc = op_crc32(qp->tx_tmpl.head, pkt->data + RDMA_TMPL_FIXED, n - RDMA_TMPL_FIXED);
-    for (size_t i = 0; i < OP_ICRC_LEN; i++)
-        pkt->data[n + i] = (uint8_t)(crc >> (8 * i));
-    pkt->len = (uint32_t)(n + OP_ICRC_LEN);
+    return op_crc32(qp->tx_tmpl.head, pkt->data + RDMA_TMPL_FIXED, n - RDMA_TMPL_FIXED);
 }
 
 void rdma_tmpl_keep(struct op_rdma_qp *qp, const struct rdma_out *o, const struct op_pkt *pkt,
