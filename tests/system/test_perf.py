@@ -120,6 +120,24 @@ def test_loss_bw_completes_with_correct_data(tool):
     assert c["retransmissions"] + s["retransmissions"] > 0
 
 
+@pytest.mark.parametrize("tool", BW_TOOLS)
+def test_bw_sides_sharing_one_core(tool):
+    """Both sides on one core, as a loaded machine's scheduler places them:
+    each side hands the core to the other by yielding when it has nothing
+    to do, and every byte that landed is still the sender's; the side that
+    only waits for the peer's DONE (looked for every 64 turns, not at each
+    empty one) sees it and ends with the client."""
+    port = next_port()
+    one_core = ["taskset", "-c", str(min(os.sched_getaffinity(0)))]
+    server = one_core + [BIN, tool, "-p", port, "-n", 300, "-s", 1 << 20]
+    srv, cli = run_server_client(server, server + ["127.0.0.1"], timeout=120)
+    check_ok(cli, "client")
+    check_ok(srv, "server")
+    _, table = rows(cli[1])
+    assert [int(table[0][0]), int(table[0][1])] == [1 << 20, 300]
+    assert float(table[0][3]) > 0
+
+
 @pytest.mark.parametrize("tool", LAT_TOOLS)
 def test_loss_latency_completes(tool):
     server, client = run_pair(tool, ["-n", 200, "-s", 1024, "--loss", 0.05, "-u", 8])
