@@ -2,6 +2,7 @@
  * every cq_mod-th, time each post and completion (perftest's tposted and
  * tcompleted), or count completions inside the -D window. */
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,20 @@
  * of the emulated fabric are processes, and one spinning while its peer
  * waits for a core only delays the peer. */
 #define SPIN_MAX_NS (20 * OP_NS_PER_US)
+/* While it spins, a side yields every YIELD_EVERY empty turns: where the
+ * scheduler keeps both sides on one core (a loaded machine), that is how
+ * one hands the core to the other. It helps only while the other side is
+ * what runs next: when the competing work is in our own scheduling group
+ * (a build or busy loop started from the same session), a yield hands the
+ * core to that work for a whole slice, a tick or more, and beside two busy
+ * loops ib_write_bw fell from ~3000 to 600-1000 MiB/s. So yields are
+ * timed: when more than a quarter of YIELD_JUDGE of them kept us off the
+ * core for YIELD_LONG_NS or more, the side stops yielding (spins, then
+ * sleeps) for YIELD_PAUSE_NS, then tries again. */
+#define YIELD_EVERY 2
+#define YIELD_JUDGE 16
+#define YIELD_LONG_NS (1 * OP_NS_PER_MS)
+#define YIELD_PAUSE_NS (1 * OP_NS_PER_S)
 
 struct bw_state {
     struct perf_run *r;
@@ -27,6 +42,8 @@ struct bw_state {
     uint64_t t0, win_start, win_end, in_window, recv_in_window; /* -D */
     uint64_t last_rx_ns;
     uint64_t idle_since; /* the first of the current run of empty turns; 0: busy */
+    uint32_t empty_turns, yields, long_yields; /* see YIELD_EVERY */
+    uint64_t no_yield_until;
     uint64_t row_start, row_count, sig_look_ns; /* --run_infinitely */
     bool sending_done, announced, peer_done;
     struct op_perf_bw_result peer;
@@ -274,6 +291,21 @@ static bool unreliable_in_flight(const struct bw_state *s, uint64_t now)
            s->total_received < c->iters * s->r->ep.nqp && now < s->last_rx_ns + QUIET_NS;
 }
 
+/* An empty turn of a spinning side: every YIELD_EVERY-th yields, unless
+ * the last YIELD_JUDGE yields showed that the core goes to other work. */
+static void spin_turn(struct bw_state *s, uint64_t now)
+{
+    if (now < s->no_yield_until || ++s->empty_turns % YIELD_EVERY != 0)
+        return;
+    sched_yield();
+    s->long_yields += op_now_ns() - now >= YIELD_LONG_NS;
+    if (++s->yields < YIELD_JUDGE)
+        return;
+    if (s->long_yields * 4 > s->yields)
+        s->no_yield_until = now + YIELD_PAUSE_NS;
+    s->yields = s->long_yields = 0;
+}
+
 static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
 {
     struct perf_run *r = s->r;
@@ -297,6 +329,8 @@ static op_status_t loop(struct bw_state *s, struct op_perf_bw_result *mine)
         bool slept = idle && (r->cfg->use_event || now - s->idle_since >= SPIN_MAX_NS);
         if (slept)
             perf_ep_wait(&r->ep, now);
+        else if (idle)
+            spin_turn(s, now);
         /* a side that expects nothing still looks: the peer may have failed.
          * Not at every empty turn: a receiver that waits on the sender polls
          * empty tens of thousands of times a GiB, and each look is a

@@ -2,6 +2,7 @@
  * leaves as anything but RoCEv2; the socket binds UDP 4791 when it is free
  * (a capture then decodes as RoCEv2 with no hints) and any port otherwise,
  * which the side channel tells the peer. */
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,13 +22,9 @@
  * and on a shared machine each yield handed the core to someone else
  * (ib_write_lat's typical 4.78 against 2.03 us at load 6). */
 #define PERF_LAT_YIELD_EVERY 64
-/* A bandwidth test's sides yield after 2 empty polls, not the loop's 16.
- * On a loaded machine the scheduler keeps both sides on one core (they
- * never sleep, so they are balanced as one busy group beside the other
- * work) and the yield is how one hands that core to the other: the 14
- * empty polls more were 10-15 us of a system call each per hand-over,
- * ~1000 of them a GiB. Alone on its core a yield returns at once. */
-#define PERF_BW_YIELD_EVERY 2
+/* A bandwidth test yields by itself (bw.c's spin_turn, which watches what
+ * its yields cost), so its loop's polls never do. */
+#define PERF_BW_YIELD_EVERY INT_MAX
 #define RC_REMOTE_ACCESS (OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)

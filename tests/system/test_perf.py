@@ -138,6 +138,26 @@ def test_bw_sides_sharing_one_core(tool):
     assert float(table[0][3]) > 0
 
 
+def test_bw_beside_a_busy_loop_on_its_core():
+    """Both sides and a busy loop of the same session on one core: the
+    sides' yields hand the core to the loop for a whole slice, so they stop
+    yielding for a while (spin, then sleep); every byte still lands."""
+    core = str(min(os.sched_getaffinity(0)))
+    hog = subprocess.Popen(["taskset", "-c", core, "timeout", "60", "sh", "-c",
+                            "while :; do :; done"])
+    try:
+        port = next_port()
+        cmd = ["taskset", "-c", core, BIN, "ib_write_bw", "-p", port, "-n", 200, "-s", 1 << 20]
+        srv, cli = run_server_client(cmd, cmd + ["127.0.0.1"], timeout=120)
+    finally:
+        hog.terminate()  # timeout passes it on to the loop (a kill would leave the loop)
+        hog.wait(timeout=10)
+    check_ok(cli, "client")
+    check_ok(srv, "server")
+    _, table = rows(cli[1])
+    assert [int(table[0][0]), int(table[0][1])] == [1 << 20, 200]
+
+
 @pytest.mark.parametrize("tool", LAT_TOOLS)
 def test_loss_latency_completes(tool):
     server, client = run_pair(tool, ["-n", 200, "-s", 1024, "--loss", 0.05, "-u", 8])
