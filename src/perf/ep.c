@@ -2,7 +2,6 @@
  * leaves as anything but RoCEv2; the socket binds UDP 4791 when it is free
  * (a capture then decodes as RoCEv2 with no hints) and any port otherwise,
  * which the side channel tells the peer. */
-#include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -20,11 +19,11 @@
 /* A latency test spins as bench/udp_pingpong, its floor, does: a yield
  * every 64 empty polls. The loop's 16 yielded about once per round trip,
  * and on a shared machine each yield handed the core to someone else
- * (ib_write_lat's typical 4.78 against 2.03 us at load 6). */
-#define PERF_LAT_YIELD_EVERY 64
-/* A bandwidth test yields by itself (bw.c's spin_turn, which watches what
- * its yields cost), so its loop's polls never do. */
-#define PERF_BW_YIELD_EVERY INT_MAX
+ * (ib_write_lat's typical 4.78 against 2.03 us at load 6). A bandwidth
+ * test's own loop yields by itself (bw.c's spin_turn, which watches what
+ * its yields cost); the loop's rare yield is left for the other spins on
+ * the same loop (-R's control messages), which do not sleep. */
+#define PERF_YIELD_EVERY 64
 #define RC_REMOTE_ACCESS (OP_RDMA_ACCESS_REMOTE_READ | OP_RDMA_ACCESS_REMOTE_ATOMIC)
 
 op_status_t perf_refuse(char *why, size_t len, const char *fmt, ...)
@@ -42,7 +41,7 @@ static op_status_t open_loop(struct perf_ep *ep)
 {
     struct op_loop_config lc = {
         .io = ep->io, .timer_every = TIMER_EVERY,
-        .yield_every = ep->cfg->test == OP_PERF_LAT ? PERF_LAT_YIELD_EVERY : PERF_BW_YIELD_EVERY};
+        .yield_every = PERF_YIELD_EVERY};
     op_status_t st = op_loop_create(&lc, &ep->loop);
     return st == OP_OK ? op_loop_add(ep->loop, &op_rdma_dev_ops, ep->dev) : st;
 }
