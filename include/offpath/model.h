@@ -43,6 +43,10 @@ struct op_model_platform {
     double crowd_f;        /* shared_cores: per-packet CPU grows by this fraction while more
                               processes are runnable than cores (they evict each other's
                               caches) */
+    double host_crowd_f;   /* shared_cores: the same for a host-path rank's per-datagram and
+                              per-byte work while more ranks than cores share them (its
+                              working set is the host path's buffers, not the INC
+                              processes') */
     double runq_s;         /* shared_cores: and the time it waits on a run queue first, per
                               runnable process in excess of the cores, over the cores (not
                               CPU: the scheduler queues wake-ups behind busy processes) */

@@ -43,6 +43,12 @@ static inline int it_tor_of(const struct op_inctest_config *cfg, int rank)
 }
 
 void it_fill(const struct op_inctest_config *cfg, int rank, uint64_t variant, uint8_t *buf);
+/* A result checked against the reference, element by element, and hashed
+ * into *hash: the mismatches (*first: the first one's index). With it_fill
+ * of the next input, a leader's work between its timed calls, which
+ * `offpath model` charges to the CPU a call (bench/check_cost times it). */
+uint64_t it_check(const struct op_inctest_config *cfg, const uint8_t *recv, const uint8_t *ref,
+                  uint64_t *hash, uint64_t *first);
 void it_leader_main(const struct op_inctest_config *cfg, const struct it_layout *lay, int rank,
                     struct it_leader *res);
 

@@ -72,6 +72,14 @@ static uint64_t mismatches(const uint8_t *a, const uint8_t *b, uint64_t count, s
     return bad;
 }
 
+uint64_t it_check(const struct op_inctest_config *cfg, const uint8_t *recv, const uint8_t *ref,
+                  uint64_t *hash, uint64_t *first)
+{
+    size_t es = op_red_type_size(cfg->type);
+    *hash = fnv(*hash, recv, cfg->count * es);
+    return mismatches(recv, ref, cfg->count, es, first);
+}
+
 struct leader_bufs {
     uint8_t *send, *recv, *in, *part;
     uint8_t *ref[DATA_VARIANTS];
@@ -134,13 +142,12 @@ static void run_iterations(const struct op_inctest_config *cfg, int rank,
             res->status = OP_ERR_NOMEM;
             return;
         }
-        uint64_t first = 0, bad = mismatches(b->recv, ref, cfg->count, es, &first);
+        uint64_t first = 0, bad = it_check(cfg, b->recv, ref, &res->hash, &first);
         if (bad && res->mismatches == 0) {
             res->first_bad_iter = it;
             res->first_bad_elem = first;
         }
         res->mismatches += bad;
-        res->hash = fnv(res->hash, b->recv, bytes);
         res->done_iters = it + 1;
     }
     res->elapsed_ns = op_now_ns() - t_start;

@@ -168,6 +168,8 @@ static bool cpu_shows(uint64_t bytes)
 static double inc_error(const struct op_model_platform *p, const struct calib *c, double w_lat,
                         double w_cpu)
 {
+    if (p->check_byte_s < MDL_CHECK_BYTE_MIN_S) /* below what the checks alone cost */
+        return INFINITY;
     double sum = w_lat * sq_log(hop_model_us(p), c->hop);
     for (size_t i = 0; i < N_INC;) {
         uint64_t sizes[N_SIZES];
@@ -276,6 +278,35 @@ void mdl_search(struct op_model_platform *p, const void *data, double *const *kn
 }
 #define search mdl_search
 
+/* The host path's costs on its rows. A rank's CPU a message (host_msg_s,
+ * shared by the cores) and its wake-up (host_wake_s, not) cost alike at 2
+ * nodes and apart at 4, and the search from one start settled in whichever
+ * valley the INC fit's leftovers led it to: on the 29 Nov 11:06 record
+ * 6.1 and 19.5 us or 12 and 12.5 us by a few per cent of the INC costs,
+ * 8 nodes x 64 B predicted 140 or 189 us. From the preset and from either
+ * side of it, the least misfit kept. */
+static void fit_host(struct op_model_platform *p, const struct calib *c)
+{
+    static const double msg_f[] = {1, 4, 0.25};
+    struct op_model_platform best = *p;
+    double least = INFINITY;
+    for (size_t s = 0; s < sizeof(msg_f) / sizeof(msg_f[0]); s++) {
+        struct op_model_platform q = *p;
+        q.host_msg_s *= msg_f[s];
+        q.host_wake_s /= msg_f[s];
+        double *host[] = {&q.host_msg_s, &q.host_byte_s, &q.host_wake_s, &q.host_hot_f,
+                          &q.host_crowd_f};
+        search(&q, c, host, 5, host_misfit, 6);
+        double m = host_misfit(&q, c);
+        if (m < least) {
+            least = m;
+            best = q;
+        }
+    }
+    *p = best;
+    p->host_hot_f = fmin(p->host_hot_f, 1);
+}
+
 /* Each group of costs from the measurements that show it: the INC path's
  * (the loopback stays a memory copy, never the limit here), then the
  * shared-memory tree's (closed form), then the host path's on top of the
@@ -287,13 +318,11 @@ static void fit(struct op_model_platform *p, const struct calib *c)
                      &p->wire_lat, &p->runq_s};
     double *shm[] = {&p->shm_level_s, &p->shm_byte_s};
     p->spin_s = c->spin_us * 1e-6; /* as the leaders measured ran */
-    double *host[] = {&p->host_msg_s, &p->host_byte_s, &p->host_wake_s, &p->host_hot_f};
     search(p, c, inc, 9, cpu_misfit, 6); /* the CPU costs from the CPU alone, */
     search(p, c, inc, 11, inc_misfit, 5); /* then the latencies, the CPU still counting */
     search(p, c, shm, 2, shm_misfit, 12);
     p->shm_xsock_s = p->shm_level_s; /* 2 vCPUs: no socket to cross */
-    search(p, c, host, 4, host_misfit, 6);
-    p->host_hot_f = fmin(p->host_hot_f, 1);
+    fit_host(p, c);
     if (c->mpi[0] <= 0 && c->mpi_sock[0] <= 0)
         return;
     double *mpi[] = {&p->mpi_call_s, &p->mpi_byte_s, &p->mpi_node_s};

@@ -332,9 +332,10 @@ static double host_dgrams(const struct op_model_platform *p, uint64_t msg)
 }
 
 /* A byte's cost in a call of `bytes`: less while the call's buffers stay in
- * the caches (2 nodes here: 0.3 ns a byte from 1 to 16 KiB by recursive
- * doubling and from 32 to 64 KiB by the ring, 1.1-1.4 ns from 128 KiB to
- * 1 MiB; the same bytes move and the same steps run either side). */
+ * the caches (28 Nov, the host path of then at 2 nodes: 0.3 ns a byte from
+ * 1 to 16 KiB by recursive doubling and from 32 to 64 KiB by the ring,
+ * 1.1-1.4 ns from 128 KiB to 1 MiB; the same bytes move and the same steps
+ * run either side; the host path of 29 Nov keeps 256 KiB hot: platform.c). */
 static double host_byte(const struct op_model_platform *p, uint64_t bytes)
 {
     bool hot = p->host_hot_bytes > 0 && (double)bytes <= p->host_hot_bytes;
@@ -462,7 +463,7 @@ static void wait_bundles(struct hnode *n, unsigned k, unsigned nsrc)
 static double crowding(const struct mdl_run *r)
 {
     const struct op_model_platform *p = r->p;
-    return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->crowd_f : 1;
+    return p->shared_cores > 0 && r->nodes * r->ppn > p->shared_cores ? 1 + p->host_crowd_f : 1;
 }
 
 /* SMPI starts a transfer when its receive is posted (smpi/async-small-thresh

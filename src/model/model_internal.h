@@ -14,6 +14,13 @@
  * before they sleep (src/inc's OP_INC_SPIN_NS_DEFAULT, mpirun's
  * OFFPATH_SPIN_US default), us: what validate's records note. */
 #define MDL_LEADER_SPIN_US 300.0
+/* What an inc_test leader's checks between its calls (it_fill, it_check)
+ * cost at least, a byte: bench/check_cost measured 0.55-0.78 ns here
+ * (16 KiB-1 MiB, six runs, 29 Nov 12:55-13:35). The fit keeps check_byte_s
+ * at or above it: left free, it took the checks to 0.08 and 0.2 ns on two
+ * records (29 Nov 10:10, 07:50) and the leaders' wake-up (wake_s) to 61 and
+ * 19 us a wake to carry the CPU a call instead. */
+#define MDL_CHECK_BYTE_MIN_S 0.55e-9
 
 op_status_t mdl_platform_check(const struct op_model_platform *p);
 /* Whether nodes, TORs and SPINEs are SimGrid hosts joined by links (a

@@ -71,8 +71,12 @@ static void here(struct op_model_platform *p)
     p->ctx_s = US(2);
     p->runq_s = US(2);
     p->crowd_f = 0.1;
+    p->host_crowd_f = 0.1;
     p->host_wake_s = US(10);
-    p->host_hot_bytes = 65536; /* 2 nodes: 0.3 ns a byte up to 64 KiB, 1.15 from 128 KiB */
+    /* the host path's buffers stay in the caches up to 256 KiB a rank (29 Nov
+     * records: 1 MiB took 3.5-3.9x the 256 KiB call at 2 nodes, 4.3-5.3x at
+     * 4; charged cold from 128 KiB, 4 x 256 KiB came out +19..+41 % in ten) */
+    p->host_hot_bytes = 262144;
     p->host_hot_f = 0.3;
     p->check_byte_s = NS(2);
     p->mpi_call_s = US(10);

@@ -186,3 +186,17 @@ def test_validate_topo_replay():
             g.write(f.read() + "toporetx 1.5\n")
         r = offpath("model", "validate", "--replay", bad)
         assert r.returncode == 3 and "toporetx" in r.stderr, r.stderr
+
+
+def test_fit_keeps_the_checks_cost():
+    """The fit keeps inc_test's checks between calls (check_byte_s) at or
+    above what they cost alone (bench/check_cost: 0.55-0.78 ns a byte
+    here): on the 29 Nov 10:10 record it took them to 0.08 ns a byte and
+    the leaders' wake-up to 61 us to carry the CPU a call instead."""
+    rec = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "model_runs",
+                       "2026-11-29-1010-topo.txt")
+    r = offpath("model", "validate", "--replay", rec)
+    assert r.returncode in (0, 1), r.stderr
+    fitted = [float(l.split()[1]) for l in r.stderr.splitlines()
+              if l.startswith("check_byte_s ")]
+    assert fitted and fitted[0] >= 0.55e-9, r.stderr

@@ -173,7 +173,8 @@ static void test_osu_rows_check_nothing(void **state)
 /* The host path's ranks on shared cores wake host_wake_s after their
  * messages arrive: once at 2 nodes (one exchange), once a step at 8
  * (three), where each rank blocks before its partner's message is there;
- * 8 ranks on 2 cores pay crowd_f more on their per-packet work, 2 do not. */
+ * 8 ranks on 2 cores pay host_crowd_f more on their per-packet work, 2 do
+ * not; the INC processes' crowd_f is not theirs. */
 static void test_shared_cores_wake_host_ranks(void **state)
 {
     (void)state;
@@ -183,12 +184,14 @@ static void test_shared_cores_wake_host_ranks(void **state)
     assert_int_equal(op_model_preset("here", &p), OP_OK);
     struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
                                    .bytes = 1024};
-    p.host_wake_s = p.crowd_f = 0;
+    p.host_wake_s = p.crowd_f = p.host_crowd_f = 0;
     double two = sim1(&p, 2, 1, sc, NULL), eight = sim1(&p, 8, 1, sc, NULL);
     p.host_wake_s = 30e-6;
     NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
     NEAR(sim1(&p, 8, 1, sc, NULL), eight + 3 * p.host_wake_s);
     p.crowd_f = 0.5;
+    NEAR(sim1(&p, 8, 1, sc, NULL), eight + 3 * p.host_wake_s);
+    p.host_crowd_f = 0.5;
     NEAR(sim1(&p, 2, 1, sc, NULL), two + p.host_wake_s);
     assert_true(sim1(&p, 8, 1, sc, NULL) > eight + 3 * p.host_wake_s);
 }
@@ -354,7 +357,7 @@ static void topology(struct op_model_platform *p)
     p->frame_data = 1448;
     p->max_data = 1408;
     p->sw_chunk_s = p->sw_byte_s = p->sw_wake_s = p->wake_s = p->ctx_s = p->runq_s = 0;
-    p->crowd_f = p->check_byte_s = p->leader_byte_s = p->host_wake_s = 0;
+    p->crowd_f = p->host_crowd_f = p->check_byte_s = p->leader_byte_s = p->host_wake_s = 0;
     p->leader_pkt_s = 2e-6;
     p->host_msg_s = 7e-6;
     p->host_byte_s = 1e-9;
@@ -407,7 +410,8 @@ static void test_loopback_host_bytes_share_the_cores(void **state)
         return;
     struct op_model_platform p;
     assert_int_equal(op_model_preset("here", &p), OP_OK);
-    p.host_msg_s = p.leader_pkt_s = p.host_wake_s = p.wire_lat = p.crowd_f = 0;
+    p.host_msg_s = p.leader_pkt_s = p.host_wake_s = p.wire_lat = p.host_crowd_f = 0;
+    p.crowd_f = 0.5; /* the INC processes': none of the host path's */
     p.host_hot_bytes = 0;
     p.host_byte_s = 1e-9;
     struct op_model_scenario sc = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_RING,
@@ -415,6 +419,10 @@ static void test_loopback_host_bytes_share_the_cores(void **state)
     for (unsigned ranks = 2; ranks <= 8; ranks *= 2) {
         double want = 2.0 * 2 * (ranks - 1) * (double)sc.bytes * p.host_byte_s / p.shared_cores;
         NEAR(sim1(&p, ranks, 1, sc, NULL), want);
+        /* more ranks than cores: every byte host_crowd_f more, 2 ranks none */
+        struct op_model_platform crowded = p;
+        crowded.host_crowd_f = 0.25;
+        NEAR(sim1(&crowded, ranks, 1, sc, NULL), want * (ranks > p.shared_cores ? 1.25 : 1));
         struct op_model_platform slow = p;
         slow.link_bw = 1e6;
         NEAR(sim1(&slow, ranks, 1, sc, NULL), want);
@@ -556,7 +564,7 @@ static void test_host_hot_vectors_cost_less_a_byte(void **state)
     }
     /* past the threshold nothing changes */
     struct op_model_scenario big = {.mode = OP_MODEL_HOST, .alg = OP_MODEL_ALG_OFFPATH,
-                                    .bytes = 262144};
+                                    .bytes = 4 * (uint64_t)p.host_hot_bytes};
     assert_true(sim1(&p, 2, 1, big, NULL) == sim1(&cold, 2, 1, big, NULL));
 }
 
