@@ -19,7 +19,8 @@ static const struct field {
 #define D(n) {#n, offsetof(struct op_model_platform, n), F_DOUBLE}
     D(link_bw), D(wire_lat), D(switch_lat), D(spine_bw), D(sw_chunk_s), D(sw_byte_s),
     D(host_msg_s), D(nic_msg_s), D(host_byte_s), D(leader_pkt_s), D(leader_byte_s),
-    D(wake_s), D(sw_wake_s), D(ctx_s), D(crowd_f), D(host_crowd_f), D(runq_s), D(check_byte_s), D(host_wake_s),
+    D(wake_s), D(sw_wake_s), D(ctx_s), D(crowd_f), D(host_crowd_f), D(runq_s),
+    D(check_byte_s), D(host_wake_s),
     D(mpi_call_s), D(mpi_byte_s), D(mpi_node_s), D(shm_level_s),
     D(shm_xsock_s), D(shm_byte_s), D(rto_min_s), D(fwd_frame_s), D(late_loss),
     D(host_hot_bytes), D(host_hot_f), D(spin_s),
